@@ -1,0 +1,5 @@
+import sys
+
+from gapcheck.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""The root Typer app and the CLI's one error boundary.
+
+Each command lives in its own module (``gapcheck/cli/<command>.py``) and is joined
+here. :func:`main` is the only place where exceptions become exit codes:
+0 no gap, 1 gap found, 2 usage/config/input error, 3 backend or endpoint failure.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from typing import Sequence
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from gapcheck.cli import export_diff
+from gapcheck.errors import ExitCode, GapcheckError, exit_code_for
+
+app = typer.Typer(
+    name="gapcheck",
+    help="Find where a PyTorch model's behaviour breaks between training, validation and inference.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
+) -> None:
+    """gapcheck: exit 0 no gap, 1 gap found, 2 usage/config/input error, 3 backend/endpoint failure."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(name)s: %(message)s")
+
+
+app.command("export-diff", no_args_is_help=True)(export_diff.command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (``python -m gapcheck`` and the ``gapcheck`` script exit with it)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    err = Console(stderr=True, highlight=False)
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="gapcheck", standalone_mode=False)
+    except typer.Exit as exc:  # raised by a command with its exit code
+        return int(exc.exit_code)
+    except typer.TyperException as exc:  # bad options, missing arguments (typer's click exceptions)
+        show = getattr(exc, "show", None)
+        show() if show else err.print(f"error: {escape(exc.format_message())}")
+        return ExitCode.USAGE
+    except typer.Abort:
+        err.print("aborted")
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except GapcheckError as exc:
+        if debug:
+            err.print(escape(traceback.format_exc()))
+        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a failure, never a pass
+        if debug:
+            err.print(escape(traceback.format_exc()))
+        err.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {escape(str(exc))}")
+        if not debug:
+            err.print("[dim](run with --debug for the traceback)[/dim]")
+        return exit_code_for(exc)
+    # In non-standalone mode the return value is ctx.exit()'s code or the command's own return value.
+    return int(result) if isinstance(result, int) else ExitCode.NO_GAP

@@ -1,0 +1,130 @@
+"""Tolerance logic with ``torch.testing.assert_close`` semantics, and the error statistics users tune with.
+
+An element passes when ``|actual - expected| <= atol + rtol * |expected|``; NaN
+matches NaN and Inf matches an Inf of the same sign (``equal_nan=True``), a
+non-finite value against a finite one never matches. We always compute the
+observed errors, not just pass/fail, so users can see how close they are.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Defaults per dtype of the *reference*. fp32 is looser than torch.testing's
+# (1.3e-6/1e-5): two correct runtimes reorder float sums (conv algorithms,
+# fused kernels), which gives ~1e-5 relative noise through a deep network.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+}
+# When the test side runs in reduced precision, the budget is set by the test dtype.
+PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp32": DEFAULT_TOLERANCES["float32"],
+    "fp16": (1e-2, 1e-2),
+    "bf16": (5e-2, 5e-2),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class TolerancePolicy:
+    """Global tolerance (None = dtype default) plus per-name overrides (glob patterns allowed)."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    overrides: dict[str, Tolerance] = field(default_factory=dict)
+    precision: str = "fp32"
+
+    def for_name(self, name: str, dtype: np.dtype | str = "float32") -> Tolerance:
+        for pattern, tol in self.overrides.items():
+            if name == pattern or fnmatch.fnmatchcase(name, pattern):
+                return tol
+        if self.precision != "fp32":
+            default = PRECISION_TOLERANCES[self.precision]
+        else:
+            default = DEFAULT_TOLERANCES.get(str(np.dtype(dtype)), (0.0, 0.0))
+        return Tolerance(
+            rtol=default[0] if self.rtol is None else self.rtol,
+            atol=default[1] if self.atol is None else self.atol,
+        )
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """How far ``actual`` is from ``expected``, and whether it passes the tolerance."""
+
+    passed: bool
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    mismatch_fraction: float
+    worst_index: tuple[int, ...] | None
+    nonfinite_mismatch: int  # NaN/Inf on one side where the other has a different value
+    shape_mismatch: bool = False
+    rtol: float = 0.0
+    atol: float = 0.0
+    expected_absmax: float = 0.0
+
+    @property
+    def error_ratio(self) -> float:
+        """max |error| over the allowed |error| at the worst element (>1 means failing)."""
+        allowed = self.atol + self.rtol * self.expected_absmax
+        return self.max_abs / allowed if allowed > 0 else float("inf") if self.max_abs > 0 else 0.0
+
+
+def compare_arrays(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> ErrorStats:
+    """Compare two arrays elementwise; never raises for numeric differences."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.shape != expected.shape:
+        return ErrorStats(False, float("inf"), float("inf"), float("inf"), 1.0, None, 0, True, tol.rtol, tol.atol)
+    if actual.size == 0:
+        return ErrorStats(True, 0.0, 0.0, 0.0, 0.0, None, 0, False, tol.rtol, tol.atol)
+    a = actual.astype(np.float64, copy=False)
+    e = expected.astype(np.float64, copy=False)
+    a_fin, e_fin = np.isfinite(a), np.isfinite(e)
+    both_finite = a_fin & e_fin
+    # Non-finite values match only the same non-finite value (NaN~NaN, +Inf~+Inf).
+    same_nonfinite = (~a_fin & ~e_fin) & ((np.isnan(a) & np.isnan(e)) | (a == e))
+    nonfinite_mismatch = int(np.count_nonzero(~both_finite & ~same_nonfinite))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_finite, np.abs(a - e), 0.0)
+        abs_e = np.where(both_finite, np.abs(e), 0.0)
+        ok = both_finite & (diff <= tol.atol + tol.rtol * abs_e) | same_nonfinite
+        rel = np.where(abs_e > 0, diff / np.where(abs_e > 0, abs_e, 1.0), np.where(diff > 0, np.inf, 0.0))
+    mismatches = int(a.size - np.count_nonzero(ok))
+    if nonfinite_mismatch:
+        max_abs = float("inf")
+        worst_flat = int(np.argmax(~both_finite & ~same_nonfinite))
+    else:
+        worst_flat = int(np.argmax(diff))
+        max_abs = float(diff.reshape(-1)[worst_flat])
+    return ErrorStats(
+        passed=mismatches == 0,
+        max_abs=max_abs,
+        max_rel=float(rel.max()) if rel.size else 0.0,
+        mean_abs=float(diff.mean()),
+        mismatch_fraction=mismatches / a.size,
+        worst_index=tuple(int(i) for i in np.unravel_index(worst_flat, a.shape)),
+        nonfinite_mismatch=nonfinite_mismatch,
+        shape_mismatch=False,
+        rtol=tol.rtol,
+        atol=tol.atol,
+        expected_absmax=float(abs_e.max()),
+    )
+
+
+def worst(stats: list[ErrorStats]) -> ErrorStats | None:
+    """The worst of several comparisons (first failing by error ratio, else largest error)."""
+    if not stats:
+        return None
+    return max(stats, key=lambda s: (not s.passed, s.shape_mismatch, s.nonfinite_mismatch, s.error_ratio, s.max_abs))
