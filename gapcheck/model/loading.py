@@ -1,0 +1,499 @@
+"""Load a model safely: a state dict, safetensors or TorchScript archive, plus a factory.
+
+Every checkpoint is treated as hostile. ``torch.load`` always runs with
+``weights_only=True``; a file that needs full unpickling (a pickled ``nn.Module``)
+is refused with an explanation unless the caller opts in with ``unsafe_pickle``.
+The file format is detected from its bytes, never from its extension. Key
+mismatches are listed by name: an error when ``strict``, a :class:`KeyReport`
+the caller turns into findings otherwise — never silently ignored.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import pickle
+import pickletools
+import struct
+import warnings
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from gapcheck.errors import CheckpointError, UsageError
+from gapcheck.model.factory import condense_exception, resolve_callable
+
+logger = logging.getLogger(__name__)
+
+UNSAFE_PICKLE_FLAG = "--unsafe-pickle"
+FACTORY_FLAG = "--model module:callable"
+# Where training frameworks nest the weights inside a checkpoint dict, most specific first.
+NESTED_STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module")
+# Prefixes wrappers add to every key: DDP/DataParallel, torch.compile, Lightning's `self.model`.
+WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
+_ZIP_MAGIC = b"PK\x03\x04"
+_MAX_NAMES_IN_MESSAGE = 20
+# A zip entry may expand at most this much; torch writes stored (uncompressed) entries.
+_MAX_COMPRESSION_RATIO = 200
+
+
+@dataclass(frozen=True)
+class KeyReport:
+    """How a checkpoint's keys matched the model's state dict."""
+
+    missing: tuple[str, ...]
+    unexpected: tuple[str, ...]
+    shape_mismatches: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]  # (key, checkpoint, model)
+    stripped_prefix: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.shape_mismatches)
+
+    def describe(self) -> str:
+        """One line per problem family, every key named (long lists shortened with a count)."""
+        parts = []
+        if self.missing:
+            parts.append(f"missing from checkpoint ({len(self.missing)}): {_name_list(self.missing)}")
+        if self.unexpected:
+            parts.append(f"unexpected in checkpoint ({len(self.unexpected)}): {_name_list(self.unexpected)}")
+        if self.shape_mismatches:
+            shown = [
+                f"{key} checkpoint {list(ckpt)} vs model {list(model)}"
+                for key, ckpt, model in self.shape_mismatches[:_MAX_NAMES_IN_MESSAGE]
+            ]
+            more = len(self.shape_mismatches) - len(shown)
+            parts.append(
+                f"shape mismatches ({len(self.shape_mismatches)}): {', '.join(shown)}"
+                + (f", ... and {more} more" if more > 0 else "")
+            )
+        return "; ".join(parts) if parts else "all keys match"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to run, and how it was obtained."""
+
+    module: torch.nn.Module
+    kind: str  # "state_dict" | "safetensors" | "torchscript" | "pickled_module" | "factory_only"
+    source: str | None  # the checkpoint path, or None for factory_only
+    keys: KeyReport | None  # None when no state dict was matched against a factory's model
+    was_training: bool  # module.training as loaded/built; the caller decides about eval()
+
+
+def load_model(
+    checkpoint: str | Path | None,
+    factory: str | Callable[..., Any] | None,
+    *,
+    unsafe_pickle: bool = False,
+    strict: bool = True,
+    factory_kwargs: dict | None = None,
+) -> LoadedModel:
+    """Load ``checkpoint`` (or just build ``factory``'s model when it is None)."""
+    if checkpoint is None:
+        if factory is None:
+            raise UsageError("nothing to load: give a checkpoint, a factory, or both")
+        module = _build_model(factory, factory_kwargs)
+        return LoadedModel(module, "factory_only", None, None, module.training)
+
+    path = _check_file(Path(checkpoint))
+    source = str(path)
+    file_format = _detect_format(path)
+    logger.debug("checkpoint %s detected as %s", path, file_format)
+
+    if file_format == "torchscript":
+        if factory is not None:
+            logger.warning("%s is a TorchScript archive, which holds its own model: the factory is not used", path)
+        module = _load_torchscript(path)
+        return LoadedModel(module, "torchscript", source, None, module.training)
+
+    if file_format == "safetensors":
+        state_dict: Any = _load_safetensors(path)
+        kind = "safetensors"
+    else:
+        state_dict = _torch_load(path, unsafe_pickle)
+        kind = "state_dict"
+
+    if isinstance(state_dict, torch.nn.Module):
+        return _pickled_module(state_dict, factory, source)
+    state_dict = _extract_state_dict(state_dict, path)
+    if isinstance(state_dict, torch.nn.Module):  # e.g. {"model": <pickled module>} loaded unsafely
+        return _pickled_module(state_dict, factory, source)
+
+    if factory is None:
+        raise UsageError(
+            f"{path} holds a state dict ({len(state_dict)} entries) but no model to load it into: "
+            f"{FACTORY_FLAG} is required (e.g. --model mypkg.models:build_model or --model path/to/model.py:Net)"
+        )
+    module = _build_model(factory, factory_kwargs)
+    report = _load_into(module, state_dict, strict=strict, source=path)
+    return LoadedModel(module, kind, source, report, module.training)
+
+
+# --- the factory ---------------------------------------------------------------------------------
+
+
+def _build_model(factory: str | Callable[..., Any], factory_kwargs: dict | None) -> torch.nn.Module:
+    build = resolve_callable(factory) if isinstance(factory, str) else factory
+    if not callable(build):
+        raise UsageError(f"factory {factory!r} is not callable")
+    name = factory if isinstance(factory, str) else getattr(build, "__qualname__", repr(build))
+    try:
+        module = build(**(factory_kwargs or {}))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code may raise anything
+        raise UsageError(f"factory {name} raised {condense_exception(exc)}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise UsageError(f"factory {name} returned a {type(module).__name__}, not a torch.nn.Module")
+    return module
+
+
+def _pickled_module(module: torch.nn.Module, factory: object, source: str) -> LoadedModel:
+    if factory is not None:
+        logger.warning("%s holds a whole pickled model: the factory is not used", source)
+    return LoadedModel(module, "pickled_module", source, None, module.training)
+
+
+# --- reading files -------------------------------------------------------------------------------
+
+
+def _check_file(path: Path) -> Path:
+    if not path.exists():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint is not a file: {path}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint is empty (0 bytes): {path}")
+    return path
+
+
+def _detect_format(path: Path) -> str:
+    """"torchscript", "torch_zip", "safetensors" or "torch_legacy", from the file's bytes."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(9)
+    if head.startswith(_ZIP_MAGIC):
+        return _inspect_zip(path, size)
+    if len(head) == 9 and head[8:9] == b"{":
+        (header_len,) = struct.unpack("<Q", head[:8])
+        if header_len > size - 8:
+            raise CheckpointError(
+                f"corrupt safetensors file {path}: header declares {header_len} bytes but the file has {size}"
+            )
+        return "safetensors"
+    if head[:1] == b"\x80":  # pickle protocol marker: torch.save's pre-1.6 (legacy) format
+        return "torch_legacy"
+    raise CheckpointError(
+        f"{path} is not a PyTorch checkpoint, safetensors file or TorchScript archive "
+        f"(unrecognised first bytes {head[:8].hex()})"
+    )
+
+
+def _inspect_zip(path: Path, size: int) -> str:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CheckpointError(f"corrupt or truncated checkpoint archive {path}: {exc}") from None
+    names = [info.filename for info in infos]
+    # Refuse declared sizes that cannot be true before anything allocates memory for them.
+    for info in infos:
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size > size:
+            raise CheckpointError(
+                f"corrupt checkpoint archive {path}: entry '{info.filename}' declares {info.file_size} bytes "
+                f"but the whole file has {size}"
+            )
+        if info.compress_type != zipfile.ZIP_STORED and info.file_size > _MAX_COMPRESSION_RATIO * max(
+            info.compress_size, 1
+        ):
+            raise CheckpointError(
+                f"refusing checkpoint archive {path}: entry '{info.filename}' declares {info.file_size} bytes "
+                f"from {info.compress_size} compressed (a zip bomb?)"
+            )
+    if any("/code/" in name for name in names) and any(name.endswith("constants.pkl") for name in names):
+        return "torchscript"
+    if any(name.endswith("data.pkl") for name in names):
+        return "torch_zip"
+    raise CheckpointError(
+        f"{path} is a zip archive but not a PyTorch checkpoint (no data.pkl inside; entries: {_name_list(names)})"
+    )
+
+
+def _load_torchscript(path: Path) -> torch.nn.Module:
+    try:
+        return torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... for bad archives
+        raise CheckpointError(f"cannot load TorchScript archive {path}: {_one_line(exc)}") from None
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device="cpu")
+    except Exception as exc:  # noqa: BLE001 - SafetensorError is a rust-side exception type
+        raise CheckpointError(f"cannot read safetensors file {path}: {_one_line(exc)}") from None
+
+
+def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's own advice is replaced by ours below
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        weights_only_error = exc
+    except EOFError:
+        raise CheckpointError(f"checkpoint {path} is truncated (unexpected end of file)") from None
+    except MemoryError:
+        raise CheckpointError(f"checkpoint {path} declares more data than fits in memory") from None
+    except Exception as exc:  # noqa: BLE001 - corrupt archives raise RuntimeError, ValueError, KeyError, ...
+        raise CheckpointError(f"cannot read checkpoint {path}: {_one_line(exc)}") from None
+
+    # weights_only refused something: either the file pickles Python objects, or it is not a pickle.
+    globals_found = _pickled_globals(path)
+    if globals_found is None:
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: not a valid PyTorch pickle ({_one_line(weights_only_error)})"
+        )
+    hint = (
+        f"if you trust where this file came from, pass {UNSAFE_PICKLE_FLAG} (Python API: unsafe_pickle=True); "
+        "better, save model.state_dict() and give the factory with --model"
+    )
+    risk = "Unpickling runs code from the file, so a malicious checkpoint can execute arbitrary commands on this machine."
+    if not unsafe_pickle and globals_found:
+        shown = ", ".join(globals_found[:5]) + (f" and {len(globals_found) - 5} more" if len(globals_found) > 5 else "")
+        raise CheckpointError(
+            f"refusing to unpickle {path}: it holds pickled Python objects ({shown}), not just tensors — "
+            f"likely a whole model saved with torch.save(model). {risk}",
+            hint=hint,
+        )
+    if not unsafe_pickle:
+        raise CheckpointError(
+            f"refusing to unpickle {path}: the safe (weights-only) loader rejected it "
+            f"({_weights_only_reason(weights_only_error)}). {risk}",
+            hint=hint,
+        )
+    logger.warning(
+        "unpickling %s with weights_only=False (%s): this runs code from the file; only do it for trusted files",
+        path,
+        UNSAFE_PICKLE_FLAG,
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - unpickling can fail in arbitrary ways (missing classes, ...)
+        raise CheckpointError(
+            f"cannot unpickle {path}: {_one_line(exc)}",
+            hint="a pickled model needs its classes importable under the same module names as when it was saved",
+        ) from None
+
+
+def _weights_only_reason(exc: BaseException) -> str:
+    """The one informative line inside torch's long weights-only refusal."""
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        after = text.split(marker, 1)[1].strip()
+        reason = after.split("\n\n", 1)[0].strip().split(". ", 1)[0]
+        if reason:
+            return reason
+    return _one_line(exc)
+
+
+def _pickled_globals(path: Path) -> list[str] | None:
+    """Globals (beyond tensor plumbing) a checkpoint's pickle references, read without executing it.
+
+    None when the file is not a pickle at all (random bytes, a damaged archive).
+    """
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                pkl_names = [name for name in archive.namelist() if name.endswith("data.pkl")]
+                if not pkl_names:
+                    return None
+                payload = archive.read(pkl_names[0])
+            pickles = 1
+        else:
+            payload = path.read_bytes()
+            pickles = 4  # legacy format: magic number, protocol, sys info, then the object
+        names = _scan_globals(payload, pickles)
+    except Exception:  # noqa: BLE001 - any parse failure means "not a pickle we understand"
+        return None
+    found: list[str] = []
+    for name in names:
+        if name not in found and not _is_tensor_plumbing(name):
+            found.append(name)
+    return found
+
+
+def _scan_globals(payload: bytes, max_pickles: int) -> list[str]:
+    """Names of GLOBAL/STACK_GLOBAL references in up to ``max_pickles`` consecutive pickles.
+
+    pickletools only parses opcodes; nothing is imported or executed. The first pickle must
+    parse; later ones may be absent (raw storage bytes follow the pickles in the legacy format).
+    """
+    stream = io.BytesIO(payload)
+    names: list[str] = []
+    for index in range(max_pickles):
+        if stream.tell() >= len(payload):
+            break
+        try:
+            names.extend(_scan_one_pickle(stream))
+        except Exception:  # noqa: BLE001
+            if index == 0:
+                raise
+            break
+    return names
+
+
+def _scan_one_pickle(stream: io.BytesIO) -> list[str]:
+    names: list[str] = []
+    strings: list[str] = []  # recent string pushes: STACK_GLOBAL takes module and name from the stack
+    memo: dict[int, str] = {}
+    last_string: str | None = None
+    for opcode, arg, _ in pickletools.genops(stream):
+        name = opcode.name
+        if name == "GLOBAL":
+            names.append(str(arg).replace(" ", "."))
+        elif name == "STACK_GLOBAL" and len(strings) >= 2:
+            names.append(f"{strings[-2]}.{strings[-1]}")
+        if isinstance(arg, str) and ("UNICODE" in name or "STRING" in name):
+            strings.append(arg)
+            last_string = arg
+            continue
+        if name in ("BINPUT", "LONG_BINPUT", "PUT") and last_string is not None:
+            memo[int(arg)] = last_string
+        elif name == "MEMOIZE" and last_string is not None:
+            memo[len(memo)] = last_string
+        elif name in ("BINGET", "LONG_BINGET", "GET") and int(arg) in memo:
+            strings.append(memo[int(arg)])
+            continue
+        if name not in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
+            last_string = None
+        if name == "STOP":
+            break
+    return names
+
+
+def _is_tensor_plumbing(name: str) -> bool:
+    """Globals every plain state dict references (storages, dtypes, rebuild helpers, OrderedDict)."""
+    if name.startswith(("torch._utils.", "torch._tensor.", "torch.storage.", "collections.", "builtins.", "__builtin__.", "_codecs.")):
+        return True
+    return name.startswith("torch.") and name.count(".") == 1  # torch.FloatStorage, torch.float32, torch.device
+
+
+# --- matching keys -------------------------------------------------------------------------------
+
+
+def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any] | torch.nn.Module:
+    """The tensor mapping inside a checkpoint, descending into training-framework wrappers."""
+    if isinstance(obj, torch.Tensor):
+        raise CheckpointError(f"{path} holds a single tensor {tuple(obj.shape)}, not a state dict")
+    if not isinstance(obj, Mapping):
+        raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a state dict (expected a dict of tensors)")
+    for _ in range(4):  # e.g. {"model": {"state_dict": {...}}}
+        nested_key = next(
+            (key for key in NESTED_STATE_DICT_KEYS if isinstance(obj.get(key), (Mapping, torch.nn.Module))), None
+        )
+        if nested_key is None:
+            break
+        logger.debug("using the state dict nested under %r in %s", nested_key, path)
+        obj = obj[nested_key]
+        if isinstance(obj, torch.nn.Module):
+            return obj
+    if not any(isinstance(value, torch.Tensor) for value in obj.values()):
+        keys = [str(key) for key in obj.keys()]
+        raise CheckpointError(
+            f"{path} holds a dict without tensors (keys: {_name_list(keys) or 'none'}); expected a state dict, "
+            f"possibly nested under one of {', '.join(repr(k) for k in NESTED_STATE_DICT_KEYS)}"
+        )
+    bad_keys = [repr(key) for key in obj.keys() if not isinstance(key, str)]
+    if bad_keys:
+        raise CheckpointError(f"{path}: state dict keys must be strings, found {_name_list(bad_keys)}")
+    return obj
+
+
+def _strip_wrapper_prefixes(state_dict: Mapping[str, Any], expected: set[str]) -> tuple[dict[str, Any], str | None]:
+    """Strip DDP/compile/Lightning prefixes while doing so makes more keys match the model."""
+    current = dict(state_dict)
+    stripped = ""
+    while True:
+        matched = len(expected.intersection(current))
+        best: tuple[int, str, dict[str, Any]] | None = None
+        for prefix in WRAPPER_PREFIXES:
+            if not any(key.startswith(prefix) for key in current):
+                continue
+            candidate = {(key[len(prefix):] if key.startswith(prefix) else key): value for key, value in current.items()}
+            if len(candidate) != len(current):  # stripping would merge two keys: not a wrapper prefix
+                continue
+            score = len(expected.intersection(candidate))
+            if score > matched and (best is None or score > best[0]):
+                best = (score, prefix, candidate)
+        if best is None:
+            break
+        _, prefix, current = best
+        stripped += prefix
+    # torch.compile on a submodule leaves "_orig_mod." in the middle of keys ("encoder._orig_mod.fc.weight").
+    if any("._orig_mod." in key for key in current) and not any("._orig_mod." in key for key in expected):
+        current = {key.replace("._orig_mod.", "."): value for key, value in current.items()}
+        stripped += "._orig_mod. (inner)"
+    return current, (stripped or None)
+
+
+def _load_into(module: torch.nn.Module, state_dict: Mapping[str, Any], *, strict: bool, source: Path) -> KeyReport:
+    model_state = module.state_dict()
+    expected = set(model_state)
+    renamed, stripped_prefix = _strip_wrapper_prefixes(state_dict, expected)
+    if stripped_prefix:
+        logger.info("stripped key prefix %r from %s", stripped_prefix, source)
+
+    missing = sorted(expected - set(renamed))
+    unexpected = sorted(set(renamed) - expected)
+    mismatches: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
+    loadable: dict[str, Any] = {}
+    for key in sorted(expected.intersection(renamed)):
+        value, target = renamed[key], model_state[key]
+        if isinstance(target, torch.Tensor):
+            if not isinstance(value, torch.Tensor):
+                # A non-tensor where the model has a tensor was not loaded: report it as missing.
+                missing.append(key)
+                continue
+            if tuple(value.shape) != tuple(target.shape):
+                mismatches.append((key, tuple(value.shape), tuple(target.shape)))
+                continue
+        loadable[key] = value
+    report = KeyReport(tuple(sorted(missing)), tuple(unexpected), tuple(mismatches), stripped_prefix)
+
+    if strict and not report.ok:
+        raise CheckpointError(
+            f"checkpoint {source} does not fit the model: {report.describe()}",
+            hint="fix the factory or its arguments, or load what fits with strict=False (each mismatch is reported)",
+        )
+    if not report.ok:
+        logger.warning("checkpoint %s loaded partially: %s", source, report.describe())
+    try:
+        module.load_state_dict(loadable, strict=False)
+    except Exception as exc:  # noqa: BLE001 - custom _load_from_state_dict hooks, impossible dtype casts
+        raise CheckpointError(f"loading {source} into the model failed: {_one_line(exc)}") from None
+    return report
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def _name_list(names: list[str] | tuple[str, ...]) -> str:
+    shown = list(names[:_MAX_NAMES_IN_MESSAGE])
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception type and the first meaningful line of its message (torch's messages run long)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
