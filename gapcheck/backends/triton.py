@@ -1,0 +1,110 @@
+"""A Triton Inference Server as a gapcheck backend (HTTP or gRPC).
+
+Opening the backend checks, with bounded retries, that the server is live and the model
+(version) ready, and reads the model's metadata once; ``infer`` sends exactly the arrays it
+is given (no casting: an FP16-declared input must show up as an error, not be papered over).
+Every failure is an :class:`gapcheck.errors.EndpointError` (exit 3) with header values redacted.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from tritonclient.utils import triton_to_np_dtype
+
+from gapcheck.backends.base import TensorSpec
+from gapcheck.errors import EndpointError
+from gapcheck.triton.client import TlsOptions, TritonConnection
+
+logger = logging.getLogger(__name__)
+
+
+def _spec(entry: dict[str, Any]) -> TensorSpec:
+    datatype = str(entry.get("datatype", ""))
+    dtype = triton_to_np_dtype(datatype)
+    # BYTES maps to np.object_; BF16 has no numpy type: keep Triton's own name so nothing is lost.
+    dtype_name = np.dtype(dtype).name if dtype is not None and datatype not in ("BYTES", "BF16") else datatype
+    shape = tuple(None if int(d) < 0 else int(d) for d in entry.get("shape", []))
+    return TensorSpec(name=str(entry["name"]), dtype=dtype_name, shape=shape)
+
+
+class TritonBackend:
+    """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        protocol: str = "grpc",
+        version: str | int | None = None,
+        headers: dict[str, str] | None = None,
+        ssl: bool = False,
+        ssl_options: TlsOptions | None = None,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+    ) -> None:
+        self.model = model
+        self.version = None if version in (None, "") else str(version)
+        self.connection = TritonConnection(
+            url, protocol=protocol, headers=headers, ssl=ssl, tls=ssl_options, timeout_s=timeout_s, retries=retries
+        )
+        self.protocol = protocol
+        self.name = f"triton-{protocol}"
+        try:
+            self._open()
+        except BaseException:
+            self.connection.close()
+            raise
+
+    @property
+    def where(self) -> str:
+        """Model, version and endpoint, safe to print."""
+        version = f" v{self.version}" if self.version else ""
+        return f"{self.model}{version} @ {self.connection.display_url} ({self.protocol})"
+
+    def _open(self) -> None:
+        conn = self.connection
+        if not conn.server_live():
+            raise EndpointError(f"Triton server {conn.display_url} is not live")
+        if not conn.model_ready(self.model, self.version):
+            raise EndpointError(f"model {self.model!r}{' version ' + self.version if self.version else ''} "
+                                f"is not ready on {conn.display_url}{self._not_ready_reason()}")
+        metadata = conn.model_metadata(self.model, self.version)
+        self._inputs = [_spec(e) for e in metadata.get("inputs", [])]
+        self._outputs = [_spec(e) for e in metadata.get("outputs", [])]
+        self.served_versions = tuple(str(v) for v in metadata.get("versions", []))
+        self.platform = str(metadata.get("platform", ""))
+        logger.debug("opened %s: %d inputs, %d outputs", self.where, len(self._inputs), len(self._outputs))
+
+    def _not_ready_reason(self) -> str:
+        try:
+            index = self.connection.repository_index()
+        except EndpointError:
+            return ""
+        for entry in index:
+            if entry.get("name") == self.model and (not self.version or str(entry.get("version", "")) == self.version):
+                state, reason = entry.get("state", ""), entry.get("reason", "")
+                if state or reason:
+                    return f" (state {state or 'unknown'}{': ' + self.connection.redact(reason) if reason else ''})"
+        return ""
+
+    def input_specs(self) -> list[TensorSpec]:
+        return list(self._inputs)
+
+    def output_specs(self) -> list[TensorSpec]:
+        return list(self._outputs)
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = [spec.name for spec in self._outputs]
+        return self.connection.infer(self.model, feeds, outputs, self.version)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "TritonBackend":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,288 @@
+"""Start and stop a real Triton Inference Server on loopback, from the binary the ``nvidia-pytriton`` wheel bundles.
+
+The wheel pins ``numpy<2``, so the server runs out of a virtual environment of its own
+(``.venv-triton``, made by ``scripts/setup_triton_env.sh``); gapcheck itself only talks to
+it over HTTP/gRPC. Python-backend models (``model.py``) run in Triton's stub process,
+which embeds that environment's interpreter: the stub needs the interpreter's own
+``LIBDIR`` on ``LD_LIBRARY_PATH`` (otherwise it picks up the system libpython and dies at
+start) and the environment's site-packages on ``PYTHONPATH`` (numpy 1.x, onnxruntime).
+
+Used by the test suite's session fixture and by ``scripts/triton_server.py``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from gapcheck.errors import EndpointError, InputError
+
+logger = logging.getLogger(__name__)
+
+VENV_ENV_VAR = "GAPCHECK_TRITON_VENV"
+DEFAULT_VENV_NAME = ".venv-triton"
+
+
+@dataclass(frozen=True)
+class TritonDistribution:
+    """Where the bundled server, its libraries and the Python interpreter for the stub live."""
+
+    venv: Path
+    python_version: str  # "3.11"
+    python_libdir: Path  # sysconfig LIBDIR of the venv's interpreter
+    site_packages: Path
+    server_root: Path  # .../site-packages/pytriton/tritonserver
+    libs: Path  # .../site-packages/nvidia_pytriton.libs
+
+    @property
+    def binary(self) -> Path:
+        return self.server_root / "bin" / "tritonserver"
+
+    @property
+    def stub(self) -> Path:
+        return self.server_root / "python_backend_stubs" / self.python_version / "triton_python_backend_stub"
+
+
+@dataclass(frozen=True)
+class ServerPorts:
+    http: int
+    grpc: int
+    metrics: int
+
+
+def default_venv() -> Path:
+    """``$GAPCHECK_TRITON_VENV``, else ``./.venv-triton``, else the one next to this source checkout."""
+    if os.environ.get(VENV_ENV_VAR):
+        return Path(os.environ[VENV_ENV_VAR])
+    here = Path.cwd() / DEFAULT_VENV_NAME
+    if here.exists():
+        return here
+    return Path(__file__).resolve().parents[2] / DEFAULT_VENV_NAME
+
+
+def find_distribution(venv: str | Path | None = None) -> TritonDistribution:
+    """Locate the tritonserver binary and the stub's interpreter inside ``venv``; raise InputError if missing."""
+    venv_path = Path(venv) if venv is not None else default_venv()
+    python = venv_path / "bin" / "python"
+    if not python.exists():
+        raise InputError(
+            f"no Triton server environment at {venv_path}",
+            hint="run `bash scripts/setup_triton_env.sh` (creates .venv-triton with nvidia-pytriton and onnxruntime)",
+        )
+    probe = (
+        "import json, sys, sysconfig; "
+        "print(json.dumps({'version': f'{sys.version_info[0]}.{sys.version_info[1]}', "
+        "'libdir': sysconfig.get_config_var('LIBDIR'), 'purelib': sysconfig.get_paths()['purelib']}))"
+    )
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    info = json.loads(out.stdout)
+    site_packages = Path(info["purelib"])
+    dist = TritonDistribution(
+        venv=venv_path,
+        python_version=info["version"],
+        python_libdir=Path(info["libdir"]),
+        site_packages=site_packages,
+        server_root=site_packages / "pytriton" / "tritonserver",
+        libs=site_packages / "nvidia_pytriton.libs",
+    )
+    for needed in (dist.binary, dist.stub, dist.libs):
+        if not needed.exists():
+            raise InputError(
+                f"{needed} is missing from the Triton environment {venv_path}",
+                hint="reinstall it with `bash scripts/setup_triton_env.sh`",
+            )
+    return dist
+
+
+def free_ports(count: int = 3) -> list[int]:
+    """Ports free on 127.0.0.1 right now (all sockets held until every port is picked, so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class LocalTritonServer:
+    """A tritonserver process on 127.0.0.1 serving ``model_repository``; use as a context manager.
+
+    ``explicit=True`` runs with ``--model-control-mode=explicit`` and loads ``load_models``
+    (default all) at start, so callers can load/unload (and gapcheck can load a twin) later.
+    A model that fails to load does not stop the server (``--exit-on-error=false``) and
+    does not make it unready (``--strict-readiness=false``): tests plant such models.
+    """
+
+    def __init__(
+        self,
+        model_repository: str | Path,
+        *,
+        venv: str | Path | None = None,
+        ports: ServerPorts | None = None,
+        explicit: bool = True,
+        load_models: tuple[str, ...] = ("*",),
+        extra_args: tuple[str, ...] = (),
+        workdir: str | Path | None = None,
+    ) -> None:
+        self.model_repository = Path(model_repository).resolve()
+        self.distribution = find_distribution(venv)
+        if ports is None:
+            http, grpc, metrics = free_ports(3)
+            ports = ServerPorts(http=http, grpc=grpc, metrics=metrics)
+        self.ports = ports
+        self.explicit = explicit
+        self.load_models = load_models
+        self.extra_args = extra_args
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="gapcheck-triton-")) if workdir is None else Path(workdir)
+        self.log_path = self.workdir / "tritonserver.log"
+        self._process: subprocess.Popen | None = None
+        self._log_file = None
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def url(self, protocol: str) -> str:
+        return self.grpc_url if protocol == "grpc" else self.http_url
+
+    def _prepare_backends(self) -> Path:
+        # The python backend looks for its stub next to libtriton_python.so; the wheel keeps one stub per
+        # Python version elsewhere, so assemble a backend directory with the stub for the venv's interpreter.
+        backend_dir = self.workdir / "backends" / "python"
+        backend_dir.mkdir(parents=True, exist_ok=True)
+        source = self.distribution.server_root / "backends" / "python"
+        for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+            shutil.copy2(source / name, backend_dir / name)
+        shutil.copy2(self.distribution.stub, backend_dir / "triton_python_backend_stub")
+        return backend_dir.parent
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV")}
+        dist = self.distribution
+        lib_dirs = [str(dist.libs), str(dist.python_libdir)]
+        if env.get("LD_LIBRARY_PATH"):
+            lib_dirs.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = ":".join(lib_dirs)
+        # The stub's interpreter must see the server venv's packages (numpy 1.x, onnxruntime), never ours.
+        env["PYTHONPATH"] = str(dist.site_packages)
+        env["PATH"] = f"{dist.venv / 'bin'}:{env.get('PATH', '')}"
+        return env
+
+    def command(self, backend_dir: Path) -> list[str]:
+        shm_prefix = f"gapcheck_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        args = [
+            str(self.distribution.binary),
+            f"--model-repository={self.model_repository}",
+            f"--backend-directory={backend_dir}",
+            f"--cache-directory={self.distribution.server_root / 'caches'}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+            f"--http-port={self.ports.http}",
+            f"--grpc-port={self.ports.grpc}",
+            f"--metrics-port={self.ports.metrics}",
+            "--exit-on-error=false",
+            "--strict-readiness=false",
+            "--exit-timeout-secs=5",
+            f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+        ]
+        if self.explicit:
+            args.append("--model-control-mode=explicit")
+            args += [f"--load-model={name}" for name in self.load_models]
+        return args + list(self.extra_args)
+
+    def start(self, timeout_s: float = 60.0) -> "LocalTritonServer":
+        backend_dir = self._prepare_backends()
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        command = self.command(backend_dir)
+        logger.debug("starting %s", " ".join(command))
+        self._process = subprocess.Popen(
+            command,
+            env=self._environment(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            start_new_session=True,  # its own process group: stop() can reach the stub processes too
+        )
+        try:
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        url = f"http://{self.http_url}/v2/health/ready"
+        while time.monotonic() < deadline:
+            if self._process is None or self._process.poll() is not None:
+                raise EndpointError(f"tritonserver exited during start-up:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310 - loopback only
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.1)
+        raise EndpointError(f"tritonserver was not ready after {timeout_s:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            try:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                logger.warning("tritonserver (pid %d) did not stop in %.0fs; killing it", process.pid, timeout_s)
+            finally:
+                # The group was created for this server alone (start_new_session), so this reaches only
+                # its own stub processes.
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                process.wait(timeout=timeout_s)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._own_workdir:
+            # Keep the log of a failed run reachable for a moment; the rest is a copy of wheel files.
+            shutil.rmtree(self.workdir / "backends", ignore_errors=True)
+
+    def __enter__(self) -> "LocalTritonServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,185 @@
+"""A real Triton server for the whole test session, serving planted deployments of one tiny ONNX model.
+
+The bundled tritonserver has no onnxruntime backend, so each deployment is a Python-backend
+model (``model.py`` below) that runs the ONNX file with ONNX Runtime inside the server. Its
+config.pbtxt declares what the test wants, and config parameters switch on planted faults.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from torch import nn
+
+from gapcheck.triton.local_server import LocalTritonServer
+
+SECRET_HEADER = "x-gapcheck-token"
+SECRET_VALUE = "s3cr3t-t0ken-4f9a1c"
+
+# Runs inside Triton's Python-backend stub (numpy 1.x, onnxruntime from .venv-triton).
+MODEL_PY = '''
+import json
+import os
+
+import numpy as np
+import onnxruntime
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        if params.get("fail_to_load") == "1":
+            raise RuntimeError("planted load failure")
+        path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
+        self.session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        self.onnx_inputs = {i.name: i for i in self.session.get_inputs()}
+        self.input_names = [i["name"] for i in config["input"]]
+        self.output_names = [o["name"] for o in config["output"]]
+        self.channel_swap = params.get("channel_swap") == "1"
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            feeds = {}
+            for served_name, onnx_name in zip(self.input_names, self.onnx_inputs):
+                array = pb_utils.get_input_tensor_by_name(request, served_name).as_numpy()
+                array = array.astype(np.float32)  # what a careless server-side step does with FP16
+                if self.channel_swap:
+                    array = np.ascontiguousarray(array[:, ::-1])  # planted RGB<->BGR swap
+                feeds[onnx_name] = array
+            results = self.session.run(self.output_names, feeds)
+            responses.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor(name, value) for name, value in zip(self.output_names, results)]))
+        return responses
+'''
+
+
+class TinyNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.act = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.pool(self.act(self.conv(x))), 1))
+
+
+def make_tiny_onnx(seed: int = 0) -> onnx.ModelProto:
+    torch.manual_seed(seed)
+    module = TinyNet().eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(
+        module, (torch.zeros(1, 3, 8, 8),), buffer, input_names=["x"], output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False, opset_version=17,
+    )
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def python_config(name: str, *, input_type: str = "TYPE_FP32", input_name: str = "x", max_batch_size: int = 8,
+                  input_dims: str = "3, 8, 8", output_dims: str = "5", extra: str = "",
+                  parameters: dict[str, str] | None = None) -> str:
+    params = "".join(
+        f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in (parameters or {}).items())
+    return (
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
+        f'input [ {{ name: "{input_name}" data_type: {input_type} dims: [ {input_dims} ] }} ]\n'
+        f'output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {output_dims} ] }} ]\n'
+        f"instance_group [ {{ kind: KIND_CPU count: 1 }} ]\n{params}{extra}"
+    )
+
+
+def write_python_model(repo: Path, name: str, config: str, versions: dict[int, onnx.ModelProto]) -> None:
+    model_dir = repo / name
+    for version, model in versions.items():
+        (model_dir / str(version)).mkdir(parents=True, exist_ok=True)
+        onnx.save_model(model, str(model_dir / str(version) / "model.onnx"))
+        (model_dir / str(version) / "model.py").write_text(MODEL_PY)
+    (model_dir / "config.pbtxt").write_text(config)
+
+
+@dataclass(frozen=True)
+class Deployments:
+    """The running server and the ONNX models it was built from."""
+
+    server: LocalTritonServer
+    onnx_model: onnx.ModelProto  # what every deployment should serve
+    old_onnx_model: onnx.ModelProto  # version 1 of "tiny_versions": other weights
+
+    def url(self, protocol: str) -> str:
+        return self.server.url(protocol)
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx() -> onnx.ModelProto:
+    return make_tiny_onnx(seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_path(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
+    onnx.save_model(tiny_onnx, str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> Deployments:
+    repo = tmp_path_factory.mktemp("triton_repo")
+    old = make_tiny_onnx(seed=1)
+    write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
+    write_python_model(repo, "tiny_fp16", python_config("tiny_fp16", input_type="TYPE_FP16"), {1: tiny_onnx})
+    write_python_model(repo, "tiny_swap", python_config("tiny_swap", parameters={"channel_swap": "1"}),
+                       {1: tiny_onnx})
+    # Version 2 is on disk, but the version policy still serves version 1 (the old weights).
+    write_python_model(repo, "tiny_versions",
+                       python_config("tiny_versions", extra="version_policy: { specific: { versions: [ 1 ] } }\n"),
+                       {1: old, 2: tiny_onnx})
+    # Batch axis forgotten: no batching, and dims without the batch axis.
+    write_python_model(repo, "tiny_nobatch", python_config("tiny_nobatch", max_batch_size=0), {1: tiny_onnx})
+    write_python_model(repo, "tiny_renamed", python_config("tiny_renamed", input_name="input"), {1: tiny_onnx})
+    write_python_model(repo, "broken", python_config("broken", parameters={"fail_to_load": "1"}), {1: tiny_onnx})
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("triton_work"))
+    server.start(timeout_s=90)
+    try:
+        yield Deployments(server=server, onnx_model=tiny_onnx, old_onnx_model=old)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
+    """A second server whose inference and metadata APIs need a secret header."""
+    repo = tmp_path_factory.mktemp("secured_repo")
+    write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
+    restriction = f"inference,metadata,model-config:{SECRET_HEADER}={SECRET_VALUE}"
+    server = LocalTritonServer(
+        repo, workdir=tmp_path_factory.mktemp("secured_work"),
+        extra_args=(f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"),
+    )
+    server.start(timeout_s=90)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["http", "grpc"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def sample() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+
+
+def model_py_bytes() -> bytes:
+    return MODEL_PY.encode()
