@@ -7,6 +7,7 @@ config.pbtxt declares what the test wants, and config parameters switch on plant
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,10 +78,12 @@ def make_tiny_onnx(seed: int = 0) -> onnx.ModelProto:
     torch.manual_seed(seed)
     module = TinyNet().eval()
     buffer = io.BytesIO()
-    torch.onnx.export(
-        module, (torch.zeros(1, 3, 8, 8),), buffer, input_names=["x"], output_names=["y"],
-        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False, opset_version=17,
-    )
+    with warnings.catch_warnings():  # the legacy exporter is deprecated, and fine for a fixture
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            module, (torch.zeros(1, 3, 8, 8),), buffer, input_names=["x"], output_names=["y"],
+            dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False, opset_version=17,
+        )
     return onnx.load_from_string(buffer.getvalue())
 
 
