@@ -223,7 +223,9 @@ def _inspect_zip(path: Path, size: int) -> str:
 
 def _load_torchscript(path: Path) -> torch.nn.Module:
     try:
-        return torch.jit.load(str(path), map_location="cpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # TorchScript is deprecated, still widely shipped
+            return torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... for bad archives
         raise CheckpointError(f"cannot load TorchScript archive {path}: {_one_line(exc)}") from None
 
@@ -418,24 +420,26 @@ def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any] | torch.nn.Mo
 
 def _strip_wrapper_prefixes(state_dict: Mapping[str, Any], expected: set[str]) -> tuple[dict[str, Any], str | None]:
     """Strip DDP/compile/Lightning prefixes while doing so makes more keys match the model."""
-    current = dict(state_dict)
-    stripped = ""
-    while True:
-        matched = len(expected.intersection(current))
-        best: tuple[int, str, dict[str, Any]] | None = None
-        for prefix in WRAPPER_PREFIXES:
-            if not any(key.startswith(prefix) for key in current):
-                continue
-            candidate = {(key[len(prefix):] if key.startswith(prefix) else key): value for key, value in current.items()}
-            if len(candidate) != len(current):  # stripping would merge two keys: not a wrapper prefix
-                continue
-            score = len(expected.intersection(candidate))
-            if score > matched and (best is None or score > best[0]):
-                best = (score, prefix, candidate)
-        if best is None:
-            break
-        _, prefix, current = best
-        stripped += prefix
+    # Wrappers nest ("module._orig_mod.fc.weight"), and one layer alone may match nothing, so
+    # try every chain of up to three prefixes and keep the one that matches the most keys.
+    best_keys, best_prefix = dict(state_dict), ""
+    best_score = len(expected.intersection(best_keys))
+    frontier = [(best_prefix, best_keys)]
+    for _ in range(3):
+        next_frontier = []
+        for chain, keys in frontier:
+            for prefix in WRAPPER_PREFIXES:
+                if not any(key.startswith(prefix) for key in keys):
+                    continue
+                candidate = {(key[len(prefix):] if key.startswith(prefix) else key): value for key, value in keys.items()}
+                if len(candidate) != len(keys):  # stripping would merge two keys: not a wrapper prefix
+                    continue
+                next_frontier.append((chain + prefix, candidate))
+                score = len(expected.intersection(candidate))
+                if score > best_score:
+                    best_score, best_prefix, best_keys = score, chain + prefix, candidate
+        frontier = next_frontier
+    current, stripped = best_keys, best_prefix
     # torch.compile on a submodule leaves "_orig_mod." in the middle of keys ("encoder._orig_mod.fc.weight").
     if any("._orig_mod." in key for key in current) and not any("._orig_mod." in key for key in expected):
         current = {key.replace("._orig_mod.", "."): value for key, value in current.items()}
