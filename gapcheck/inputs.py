@@ -302,6 +302,10 @@ def _load_torch(path: Path, expected_names: list[str] | None) -> list[dict[str, 
 
     import torch
 
+    with path.open("rb") as handle:
+        starts_like_zip = handle.read(4) == b"PK\x03\x04"
+    if starts_like_zip and not zipfile.is_zipfile(path):
+        raise InputError(f"inputs file {path} is a corrupt or truncated archive")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -406,7 +410,10 @@ def _check_names(samples: list[dict[str, np.ndarray]], expected_names: list[str]
 
 def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = lines[0][:300] if lines else ""
+    text = lines[0] if lines else ""
+    if len(text) > 160 and ". " in text:  # torch's messages continue with advice; the first sentence is the fact
+        text = text.split(". ", 1)[0]
+    text = text[:300]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

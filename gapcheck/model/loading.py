@@ -498,6 +498,8 @@ def _one_line(exc: BaseException) -> str:
     """The exception type and the first meaningful line of its message (torch's messages run long)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else ""
+    if len(text) > 160 and ". " in text:  # torch's messages continue with advice; the first sentence is the fact
+        text = text.split(". ", 1)[0]
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
