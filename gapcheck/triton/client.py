@@ -34,6 +34,8 @@ _TRANSIENT_HTTP = {"408", "429", "500", "502", "503", "504"}
 _TRANSIENT_GRPC = {"StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.RESOURCE_EXHAUSTED",
                    "StatusCode.INTERNAL", "StatusCode.UNKNOWN", "StatusCode.ABORTED"}
 _TRANSIENT_TEXT = re.compile(r"not ready|unavailable|loading|timed? ?out|connection", re.IGNORECASE)
+# Triton answers a missing/wrong auth header with UNAVAILABLE over gRPC; asking again cannot help.
+_PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
 def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, InferenceServerException):
         status = str(exc.status() or "")
+        if _PERMANENT_TEXT.search(exc.message() or ""):
+            return False
         return status in _TRANSIENT_HTTP or status in _TRANSIENT_GRPC or bool(_TRANSIENT_TEXT.search(exc.message() or ""))
     return isinstance(exc, (OSError, TimeoutError, GeventTimeout))
 
