@@ -9,7 +9,6 @@ the caller turns into findings otherwise — never silently ignored.
 """
 from __future__ import annotations
 
-import io
 import logging
 import pickle
 import pickletools
@@ -19,7 +18,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 import torch
 
@@ -316,12 +315,13 @@ def _pickled_globals(path: Path) -> list[str] | None:
                 pkl_names = [name for name in archive.namelist() if name.endswith("data.pkl")]
                 if not pkl_names:
                     return None
-                payload = archive.read(pkl_names[0])
-            pickles = 1
+                with archive.open(pkl_names[0]) as stream:
+                    names = _scan_globals(stream, max_pickles=1)
         else:
-            payload = path.read_bytes()
-            pickles = 4  # legacy format: magic number, protocol, sys info, then the object
-        names = _scan_globals(payload, pickles)
+            # Legacy format: magic number, protocol, sys info, then the object; raw storage bytes
+            # follow, so read the pickles from the open file rather than the whole file into memory.
+            with path.open("rb") as stream:
+                names = _scan_globals(stream, max_pickles=4)
     except Exception:  # noqa: BLE001 - any parse failure means "not a pickle we understand"
         return None
     found: list[str] = []
@@ -331,17 +331,14 @@ def _pickled_globals(path: Path) -> list[str] | None:
     return found
 
 
-def _scan_globals(payload: bytes, max_pickles: int) -> list[str]:
+def _scan_globals(stream: IO[bytes], max_pickles: int) -> list[str]:
     """Names of GLOBAL/STACK_GLOBAL references in up to ``max_pickles`` consecutive pickles.
 
     pickletools only parses opcodes; nothing is imported or executed. The first pickle must
     parse; later ones may be absent (raw storage bytes follow the pickles in the legacy format).
     """
-    stream = io.BytesIO(payload)
     names: list[str] = []
     for index in range(max_pickles):
-        if stream.tell() >= len(payload):
-            break
         try:
             names.extend(_scan_one_pickle(stream))
         except Exception:  # noqa: BLE001
@@ -351,7 +348,7 @@ def _scan_globals(payload: bytes, max_pickles: int) -> list[str]:
     return names
 
 
-def _scan_one_pickle(stream: io.BytesIO) -> list[str]:
+def _scan_one_pickle(stream: IO[bytes]) -> list[str]:
     names: list[str] = []
     strings: list[str] = []  # recent string pushes: STACK_GLOBAL takes module and name from the stack
     memo: dict[int, str] = {}

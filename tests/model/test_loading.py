@@ -455,3 +455,17 @@ def test_non_tensor_value_for_a_tensor_key(tmp_path):
 
 def test_key_report_describe_when_ok():
     assert KeyReport((), (), (), None).describe() == "all keys match"
+
+
+def test_pickled_module_with_protocol_4_names_its_class(tmp_path):
+    # Protocol 4 references classes with STACK_GLOBAL and memoized strings, not GLOBAL.
+    torch.save(nn.Sequential(nn.ReLU()), tmp_path / "whole.pt", pickle_protocol=4)
+    with pytest.raises(CheckpointError, match="torch.nn.modules.activation.ReLU"):
+        load_model(tmp_path / "whole.pt", None)
+
+
+def test_bytes_that_only_start_like_a_pickle(tmp_path):
+    path = tmp_path / "fake.pt"
+    path.write_bytes(b"\x80\x02" + random.Random(1).randbytes(512))
+    with pytest.raises(CheckpointError, match="not a valid PyTorch pickle|cannot read checkpoint"):
+        load_model(path, TinyNet, unsafe_pickle=True)
