@@ -1,0 +1,135 @@
+"""Resize and crop: replay candidate geometries and resize methods on the raw image.
+
+A stage's output is explained by re-running, on the decoded raw image, every
+candidate geometry (direct resize, shorter-side resize + center crop at common crop
+ratios, plain center crop) and then every resize backend × interpolation × antialias,
+each followed by the best channel permutation and per-channel affine map. The
+candidate that reproduces the stage with the highest PSNR names the stage's method.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gapcheck.preprocess.diagnoses.channel_order import AffineFit, fit_permuted_affine
+from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods, center_crop, resize, shorter_side_size
+
+logger = logging.getLogger(__name__)
+
+CROP_RATIOS = (1.0, 0.95, 0.9, 0.875, 0.8, 0.75)
+REFERENCE_METHOD = ResizeMethod("pil", "bilinear")
+MIN_PROFILE_PSNR_DB = 38.0  # below this the replay does not reproduce the stage: no profile
+EQUIVALENT_WITHIN_DB = 1.0  # methods this close to the best are indistinguishable on this sample
+
+
+@dataclass(frozen=True)
+class Geometry:
+    kind: str  # "none" | "resize" | "resize_crop" | "crop"
+    out_height: int
+    out_width: int
+    shorter_side: int = 0  # resize_crop only
+
+    @property
+    def label(self) -> str:
+        if self.kind == "resize_crop":
+            return f"resize shorter side to {self.shorter_side}, center crop {self.out_height}x{self.out_width}"
+        if self.kind == "resize":
+            return f"resize to {self.out_height}x{self.out_width}"
+        if self.kind == "crop":
+            return f"center crop {self.out_height}x{self.out_width} (no resize)"
+        return "no resize or crop"
+
+    @property
+    def resizes(self) -> bool:
+        return self.kind in ("resize", "resize_crop")
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    """What replay says a stage does to the raw image."""
+
+    geometry: Geometry
+    method: ResizeMethod | None
+    equivalent_methods: tuple[str, ...]
+    fit: AffineFit
+    psnr_db: float
+
+    @property
+    def method_label(self) -> str:
+        return self.method.label if self.method is not None and self.geometry.resizes else "none"
+
+
+def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod) -> np.ndarray:
+    """Apply a geometry to the raw HWC image; returns (3, H, W) float64."""
+    h, w = raw_rgb.shape[:2]
+    if geometry.kind == "resize":
+        image = resize(raw_rgb, geometry.out_height, geometry.out_width, method)
+    elif geometry.kind == "resize_crop":
+        rh, rw = shorter_side_size(h, w, geometry.shorter_side)
+        image = center_crop(resize(raw_rgb, rh, rw, method), geometry.out_height, geometry.out_width)
+    elif geometry.kind == "crop":
+        image = center_crop(raw_rgb, geometry.out_height, geometry.out_width)
+    else:
+        image = raw_rgb
+    return np.moveaxis(np.asarray(image, dtype=np.float64), -1, 0)
+
+
+def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> list[Geometry]:
+    (h, w), (oh, ow) = raw_hw, out_hw
+    geometries = []
+    if (h, w) == (oh, ow):
+        geometries.append(Geometry("none", oh, ow))
+    geometries.append(Geometry("resize", oh, ow))
+    for ratio in CROP_RATIOS:
+        shorter = int(round(min(oh, ow) / ratio))
+        rh, rw = shorter_side_size(h, w, shorter)
+        if rh >= oh and rw >= ow and (rh, rw) != (oh, ow):
+            geometries.append(Geometry("resize_crop", oh, ow, shorter))
+    if h >= oh and w >= ow and (h, w) != (oh, ow):
+        geometries.append(Geometry("crop", oh, ow))
+    return geometries
+
+
+def _psnr(fit: AffineFit, target: np.ndarray) -> float:
+    peak = float(target.max() - target.min()) or 1.0
+    return math.inf if fit.rmse == 0 else 20.0 * math.log10(peak / fit.rmse)
+
+
+def score(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod) -> tuple[float, AffineFit | None]:
+    try:
+        rendered = render(raw_rgb, geometry, method)
+    except ValueError:
+        return -math.inf, None
+    fit = fit_permuted_affine(rendered, stage_chw)
+    return (_psnr(fit, stage_chw), fit) if fit is not None else (-math.inf, None)
+
+
+def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | None:
+    """Replay geometries then methods; None when nothing reproduces the stage (PSNR below the bar)."""
+    if stage_chw.ndim != 3 or stage_chw.shape[0] != 3 or raw_rgb.ndim != 3:
+        return None
+    out_hw = (stage_chw.shape[1], stage_chw.shape[2])
+    scored = [(score(raw_rgb, stage_chw, g, REFERENCE_METHOD), g) for g in candidate_geometries(raw_rgb.shape[:2], out_hw)]
+    (best_psnr, best_fit), geometry = max(scored, key=lambda item: item[0][0])
+    if best_fit is None:
+        return None
+    method: ResizeMethod | None = None
+    equivalent: tuple[str, ...] = ()
+    if geometry.resizes:
+        results = [(score(raw_rgb, stage_chw, geometry, m), m) for m in candidate_resize_methods()]
+        (best_psnr, best_fit), method = max(results, key=lambda item: item[0][0])
+        equivalent = tuple(
+            m.label for (p, _), m in results if p >= best_psnr - EQUIVALENT_WITHIN_DB or p == math.inf
+        )
+    if best_fit is None or best_psnr < MIN_PROFILE_PSNR_DB:
+        logger.debug("no profile: best replay %s at %.1f dB", geometry.label, best_psnr)
+        return None
+    return StageProfile(geometry, method, equivalent, best_fit, best_psnr)
+
+
+def replay_psnr(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod | None) -> float:
+    """How well a given geometry/method reproduces a stage output (for evidence)."""
+    return score(raw_rgb, stage_chw, geometry, method or REFERENCE_METHOD)[0]

@@ -1,0 +1,208 @@
+"""Declarative stage recipes: a list of steps that describes a pipeline living outside Python.
+
+Example (gapcheck.toml)::
+
+    [preprocess.stages.infer]
+    steps = [
+      {op = "decode", backend = "cv2"},          # cv2 gives BGR, PIL gives RGB
+      {op = "color", order = "rgb"},
+      {op = "resize", size = 256, backend = "cv2", interpolation = "linear"},
+      {op = "center_crop", size = 224},
+      {op = "scale", factor = 0.00392156862745098},
+      {op = "normalize", mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225]},
+      {op = "layout", to = "chw"},
+      {op = "dtype", to = "float32"},
+    ]
+
+A recipe is a frozen, picklable callable; :meth:`Recipe.trace` also returns every
+intermediate output so two recipes can be compared step by step.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gapcheck.preprocess.imageops import ResizeMethod, center_crop, resize, shorter_side_size, validate_method
+
+_PARAMS: dict[str, dict[str, tuple[type, ...]]] = {
+    "decode": {"backend": (str,)},
+    "color": {"order": (str,)},
+    "resize": {"size": (int, list), "backend": (str,), "interpolation": (str,), "antialias": (bool,)},
+    "center_crop": {"size": (int, list)},
+    "scale": {"factor": (int, float)},
+    "normalize": {"mean": (list,), "std": (list,)},
+    "layout": {"to": (str,)},
+    "dtype": {"to": (str,)},
+    "batch": {},
+}
+_REQUIRED = {"color": ("order",), "resize": ("size",), "center_crop": ("size",), "scale": ("factor",),
+             "normalize": ("mean", "std"), "layout": ("to",), "dtype": ("to",)}
+
+
+@dataclass(frozen=True)
+class Step:
+    op: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+    @property
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.op}({args})"
+
+
+@dataclass
+class _State:
+    image: np.ndarray
+    color: str = "rgb"
+    layout: str = "hwc"
+    batched: bool = False
+
+    def channel_axis(self) -> int:
+        return (1 if self.batched else 0) if self.layout == "chw" else -1
+
+
+def _size_pair(size: Any) -> tuple[int, int]:
+    return (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+
+def parse_steps(raw_steps: list[dict[str, Any]]) -> "Recipe":
+    """Validate a step list (from TOML or Python); raises ValueError naming the bad step."""
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise ValueError("steps must be a non-empty list of tables")
+    steps = []
+    for index, raw in enumerate(raw_steps):
+        where = f"step {index + 1}"
+        if not isinstance(raw, dict) or "op" not in raw:
+            raise ValueError(f"{where} must be a table with an 'op' key")
+        op = raw["op"]
+        if op not in _PARAMS:
+            raise ValueError(f"{where}: unknown op {op!r} (known: {', '.join(_PARAMS)})")
+        for key, value in raw.items():
+            if key == "op":
+                continue
+            if key not in _PARAMS[op]:
+                raise ValueError(f"{where} ({op}): unknown key {key!r} (known: {', '.join(_PARAMS[op]) or 'none'})")
+            if isinstance(value, bool) and bool not in _PARAMS[op][key] or not isinstance(value, _PARAMS[op][key]):
+                raise ValueError(f"{where} ({op}): {key} has the wrong type ({type(value).__name__})")
+        for key in _REQUIRED.get(op, ()):
+            if key not in raw:
+                raise ValueError(f"{where} ({op}): missing {key!r}")
+        params = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k != "op")
+        step = Step(op, params)
+        _check_values(step, where)
+        steps.append(step)
+    if steps[0].op != "decode":
+        raise ValueError("the first step must be {op = \"decode\"}")
+    return Recipe(tuple(steps))
+
+
+def _check_values(step: Step, where: str) -> None:
+    if step.op == "decode" and step.get("backend", "pil") not in ("pil", "cv2"):
+        raise ValueError(f"{where} (decode): backend must be 'pil' or 'cv2'")
+    if step.op == "color" and step.get("order") not in ("rgb", "bgr"):
+        raise ValueError(f"{where} (color): order must be 'rgb' or 'bgr'")
+    if step.op == "layout" and step.get("to") not in ("chw", "hwc"):
+        raise ValueError(f"{where} (layout): to must be 'chw' or 'hwc'")
+    if step.op == "dtype":
+        try:
+            np.dtype(step.get("to"))
+        except TypeError as exc:
+            raise ValueError(f"{where} (dtype): {exc}") from exc
+    if step.op == "normalize" and (len(step.get("mean")) != len(step.get("std")) or 0 in step.get("std")):
+        raise ValueError(f"{where} (normalize): mean and std need the same length and a non-zero std")
+    if step.op == "resize":
+        validate_method(_resize_method(step))
+    if step.op in ("resize", "center_crop"):
+        size = step.get("size")
+        if isinstance(size, tuple) and len(size) != 2:
+            raise ValueError(f"{where} ({step.op}): size is an int or [height, width]")
+
+
+def _resize_method(step: Step) -> ResizeMethod:
+    backend = step.get("backend", "pil")
+    default = "linear" if backend == "cv2" else "bilinear"
+    return ResizeMethod(backend, step.get("interpolation", default), bool(step.get("antialias", True)))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def __call__(self, sample: str | bytes) -> np.ndarray:
+        return self.trace(sample)[-1][1]
+
+    def trace(self, sample: str | bytes) -> list[tuple[str, np.ndarray]]:
+        """Run every step; return (step label, output) after each one."""
+        state: _State | None = None
+        outputs = []
+        for step in self.steps:
+            state = self._apply(step, state, sample)
+            outputs.append((step.label, state.image))
+        return outputs
+
+    @property
+    def resize_label(self) -> str:
+        for step in self.steps:
+            if step.op == "resize":
+                return _resize_method(step).label
+        return "none"
+
+    @staticmethod
+    def _apply(step: Step, state: _State | None, sample: str | bytes) -> _State:
+        if step.op == "decode":
+            data = sample if isinstance(sample, bytes) else open(sample, "rb").read()
+            if step.get("backend", "pil") == "cv2":
+                import cv2
+
+                image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+                if image is None:
+                    raise ValueError("cv2.imdecode could not decode the sample")
+                return _State(image, color="bgr")
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as pil_image:
+                return _State(np.asarray(pil_image.convert("RGB")), color="rgb")
+        assert state is not None  # parse_steps guarantees a decode first
+        image, axis = state.image, state.channel_axis()
+        if step.op == "color":
+            order = step.get("order")
+            if order != state.color:
+                image = np.flip(image, axis=axis).copy()
+            return _State(image, order, state.layout, state.batched)
+        if step.op in ("resize", "center_crop"):
+            if state.layout != "hwc" or state.batched:
+                raise ValueError(f"{step.op} needs an unbatched HWC image; put it before layout/batch steps")
+            h, w = image.shape[:2]
+            if step.op == "resize":
+                size = step.get("size")
+                target = shorter_side_size(h, w, size) if isinstance(size, int) else _size_pair(size)
+                image = resize(image, target[0], target[1], _resize_method(step))
+            else:
+                image = center_crop(image, *_size_pair(step.get("size")))
+            return _State(np.ascontiguousarray(image), state.color, state.layout, state.batched)
+        if step.op == "scale":
+            return _State(image.astype(np.float32) * np.float32(step.get("factor")), state.color, state.layout, state.batched)
+        if step.op == "normalize":
+            shape = [1] * image.ndim
+            shape[axis] = -1
+            mean = np.asarray(step.get("mean"), np.float32).reshape(shape)
+            std = np.asarray(step.get("std"), np.float32).reshape(shape)
+            return _State((image.astype(np.float32) - mean) / std, state.color, state.layout, state.batched)
+        if step.op == "layout":
+            to = step.get("to")
+            if state.batched:
+                raise ValueError("layout needs an unbatched image; put it before the batch step")
+            if to != state.layout:
+                image = np.ascontiguousarray(np.moveaxis(image, -1, 0) if to == "chw" else np.moveaxis(image, 0, -1))
+            return _State(image, state.color, to, state.batched)
+        if step.op == "dtype":
+            return _State(image.astype(np.dtype(step.get("to"))), state.color, state.layout, state.batched)
+        if step.op == "batch":
+            return _State(image[None], state.color, state.layout, True)
+        raise ValueError(f"unknown op {step.op}")

@@ -1,0 +1,164 @@
+"""Stages: what turns a raw sample into the tensor a model sees.
+
+A stage is described by a :class:`StageSpec`, which is small and picklable, so worker
+processes can rebuild the callable themselves: ``module:callable`` is imported,
+``path/to/file.py:callable`` is loaded from the file, a step list becomes a
+:class:`~gapcheck.preprocess.recipe.Recipe`, and a plain Python callable is sent
+by pickle (top-level functions and picklable objects only).
+
+A stage receives the sample's path as ``str`` (``accepts="path"``, the default) or the
+raw file bytes (``accepts="bytes"``, for serving code that receives uploads), and
+returns anything array-like: a torch tensor, a numpy array, a PIL image.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import logging
+import pickle
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from gapcheck.errors import ConfigError, UsageError
+from gapcheck.preprocess.recipe import Recipe, parse_steps
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    target: str = ""  # "module:callable" or "path/file.py:callable"
+    recipe: Recipe | None = None
+    function: Callable[..., Any] | None = None  # a Python callable given directly
+    augmented: bool = False  # random augmentation is expected here (training): nondeterminism is not a gap
+    accepts: str = "path"  # "path" or "bytes"
+
+    @property
+    def description(self) -> str:
+        if self.recipe is not None:
+            return f"recipe ({len(self.recipe.steps)} steps)"
+        if self.function is not None:
+            return getattr(self.function, "__qualname__", type(self.function).__name__)
+        return self.target
+
+
+def parse_stage_option(option: str) -> StageSpec:
+    """Parse ``name=module:callable`` or ``name=path/to/file.py:callable`` from the command line."""
+    name, sep, target = option.partition("=")
+    if not sep or not name or not target:
+        raise UsageError(f"--stage {option!r} is not NAME=TARGET", hint="e.g. --stage val=mypkg.data:val_transform")
+    return make_spec(name.strip(), target=target.strip())
+
+
+def make_spec(
+    name: str,
+    *,
+    target: str = "",
+    steps: list[dict[str, Any]] | None = None,
+    function: Callable[..., Any] | None = None,
+    augmented: bool = False,
+    accepts: str = "path",
+) -> StageSpec:
+    if not _NAME.match(name or ""):
+        raise UsageError(f"stage name {name!r} may only use letters, digits, '_', '-' and '.'")
+    if accepts not in ("path", "bytes"):
+        raise UsageError(f"stage {name!r}: accepts must be 'path' or 'bytes', not {accepts!r}")
+    given = sum(x is not None and x != "" for x in (target or None, steps, function))
+    if given != 1:
+        raise UsageError(f"stage {name!r} needs exactly one of: an import target, a step list, a callable")
+    recipe = None
+    if steps is not None:
+        try:
+            recipe = parse_steps(steps)
+        except ValueError as exc:
+            raise ConfigError(f"stage {name!r}: {exc}") from exc
+    if target:
+        _split_target(name, target)  # validate the shape early, import later (possibly in a worker)
+    if function is not None and not callable(function):
+        raise UsageError(f"stage {name!r} is not callable: {function!r}")
+    return StageSpec(name=name, target=target, recipe=recipe, function=function, augmented=augmented, accepts=accepts)
+
+
+def _split_target(name: str, target: str) -> tuple[str, str]:
+    module, sep, attr = target.rpartition(":")
+    if not sep or not module or not attr:
+        raise UsageError(
+            f"stage {name!r}: target {target!r} must be 'module:callable' or 'path/to/file.py:callable'"
+        )
+    return module, attr
+
+
+@functools.lru_cache(maxsize=64)
+def _load_file_module(path: str) -> Any:
+    # A stable, unique module name per file, so pickled objects from it resolve in workers too.
+    module_name = "gapcheck_stage_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load stage file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def resolve(spec: StageSpec) -> Callable[..., Any]:
+    """The callable behind a spec; raises UsageError naming the stage when it cannot be loaded."""
+    if spec.recipe is not None:
+        return spec.recipe
+    if spec.function is not None:
+        return spec.function
+    module_name, attr = _split_target(spec.name, spec.target)
+    try:
+        if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+            path = Path(module_name).expanduser().resolve()
+            if not path.is_file():
+                raise UsageError(f"stage {spec.name!r}: file {module_name} does not exist")
+            module = _load_file_module(str(path))
+        else:
+            module = importlib.import_module(module_name)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"stage {spec.name!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"stage {spec.name!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise UsageError(f"stage {spec.name!r}: {spec.target} is not callable")
+    return obj
+
+
+def check_stages(specs: list[StageSpec], workers: int) -> None:
+    """Fail early (exit 2) on duplicate names, unloadable targets, or callables workers cannot receive."""
+    if len(specs) < 2:
+        raise UsageError("preprocess-audit needs at least two stages to compare", hint="e.g. --stage train=... --stage infer=...")
+    names = [s.name for s in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UsageError(f"duplicate stage name(s): {', '.join(duplicates)}")
+    for spec in specs:
+        resolve(spec)
+        if workers > 1 and spec.function is not None:
+            try:
+                pickle.dumps(spec.function)
+            except Exception as exc:
+                raise UsageError(
+                    f"stage {spec.name!r} cannot be sent to worker processes ({type(exc).__name__}: {exc})",
+                    hint="give it as 'module:callable' or 'file.py:callable', or use workers=1",
+                ) from exc

@@ -1,0 +1,177 @@
+"""Per-sample work, run inside worker processes: screen the raw sample, run every stage, observe.
+
+Only small values travel back to the parent (summaries, fingerprints, a fixed subsample
+of values per channel for the KS test, pairwise deltas); full stage outputs come back
+only for the few evidence samples the diagnoses replay hypotheses on.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Callable
+
+import numpy as np
+
+from gapcheck.preprocess.diagnoses.layout import LayoutInfo, detect_layout, to_chw
+from gapcheck.preprocess.samples import InputIssue, Screening, full_decode_issue, guard_decoders, screen_bytes
+from gapcheck.preprocess.stages import StageSpec, resolve
+from gapcheck.tensors import ArraySummary, fingerprint, sha256_bytes, summarize, to_numpy
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    max_pixels: int
+    repeats: int  # extra runs per stage on probe samples (nondeterminism)
+    ks_points: int  # values per channel per sample kept for the KS test and histograms
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    index: int
+    path: str
+    keep_arrays: bool  # an evidence sample: send the full outputs back
+    probe: bool  # run the stages again to check determinism
+
+
+@dataclass(frozen=True)
+class StageObservation:
+    stage: str
+    ok: bool
+    error: str = ""
+    summary: ArraySummary | None = None
+    layout: LayoutInfo | None = None
+    repeat_fingerprints: tuple[str, ...] = ()
+    ks_values: np.ndarray | None = None  # (channels, ks_points) float32 of the canonical CHW view
+    array: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PairDelta:
+    a: str
+    b: str
+    comparable: bool  # same shape
+    max_abs: float
+    psnr_db: float
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    index: int
+    path: str
+    raw_sha256: str
+    size_bytes: int
+    screening: Screening
+    issue: InputIssue | None
+    stages: tuple[StageObservation, ...]
+    deltas: tuple[PairDelta, ...]
+
+
+def init_worker(max_pixels: int) -> None:
+    """Worker-process initializer: decoder guards, and one thread per process (the pool is the parallelism)."""
+    guard_decoders(max_pixels)
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:  # pragma: no cover - cv2 is a dependency
+        pass
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def run_chunk(specs: tuple[StageSpec, ...], items: tuple[WorkItem, ...], options: WorkerOptions) -> list[SampleRecord]:
+    """A batch of samples; stages are resolved once per batch (imports are cached per process)."""
+    stages = [(spec, resolve(spec)) for spec in specs]
+    return [process_sample(stages, item, options) for item in items]
+
+
+def _call(spec: StageSpec, fn: Callable[..., Any], path: str, data: bytes) -> np.ndarray:
+    output = to_numpy(fn(data if spec.accepts == "bytes" else path))
+    if output.dtype == object or not (np.issubdtype(output.dtype, np.number) or output.dtype == np.bool_):
+        raise TypeError(f"stage returned {type(output).__name__} of dtype {output.dtype}, not a numeric array")
+    return output
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def ks_subsample(chw: np.ndarray, points: int) -> np.ndarray:
+    flat = chw.reshape(chw.shape[0], -1)
+    if flat.shape[1] == 0:
+        return np.zeros((chw.shape[0], 0), np.float32)
+    idx = np.linspace(0, flat.shape[1] - 1, min(points, flat.shape[1])).astype(np.int64)
+    return flat[:, idx].astype(np.float32)
+
+
+def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str, b: np.ndarray) -> PairDelta:
+    if a.shape != b.shape:
+        return PairDelta(a_name, b_name, False, math.inf, -math.inf)
+    diff = np.subtract(a, b, dtype=np.float64)
+    np.abs(diff, out=diff)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    mse = float(np.mean(diff * diff)) if diff.size else 0.0
+    peak = a_summary.max - a_summary.min if math.isfinite(a_summary.max - a_summary.min) else 1.0
+    peak = peak if peak > 0 else 1.0
+    psnr = math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse) if math.isfinite(mse) else -math.inf
+    return PairDelta(a_name, b_name, True, max_abs if math.isfinite(max_abs) else math.inf, psnr)
+
+
+def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: WorkItem, options: WorkerOptions) -> SampleRecord:
+    try:
+        with open(item.path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        issue = InputIssue("unreadable", _error_text(exc))
+        return SampleRecord(item.index, item.path, "", 0, Screening(issue), issue, (), ())
+    raw_sha = sha256_bytes(data)
+    screening = screen_bytes(data, options.max_pixels)
+    if screening.issue is not None and screening.issue.skipped:
+        return SampleRecord(item.index, item.path, raw_sha, len(data), screening, screening.issue, (), ())
+
+    observations: list[StageObservation] = []
+    outputs: dict[str, tuple[np.ndarray, ArraySummary]] = {}
+    for spec, fn in stages:
+        try:
+            output = _call(spec, fn, item.path, data)
+        except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
+            observations.append(StageObservation(spec.name, False, _error_text(exc)))
+            continue
+        info = detect_layout(output.shape)
+        summary = summarize(output, info.channel_axis)
+        repeats: tuple[str, ...] = ()
+        if item.probe:
+            repeat_list = []
+            for _ in range(options.repeats):
+                try:
+                    repeat_list.append(fingerprint(_call(spec, fn, item.path, data)))
+                except Exception as exc:  # noqa: BLE001 - a stage that fails only sometimes is nondeterministic too
+                    repeat_list.append(f"error: {_error_text(exc)}")
+            repeats = tuple(repeat_list)
+        chw = to_chw(output, info)
+        ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
+        observations.append(
+            StageObservation(spec.name, True, "", summary, info, repeats, ks_values, output if item.keep_arrays else None)
+        )
+        outputs[spec.name] = (output, summary)
+
+    issue = screening.issue
+    if len(outputs) < len(stages):
+        # Tell a corrupt or truncated file (an input problem) from a stage bug.
+        decode_issue = full_decode_issue(data, options.max_pixels)
+        if decode_issue is not None:
+            issue = decode_issue
+    deltas = tuple(
+        pair_delta(a, outputs[a][0], outputs[a][1], b, outputs[b][0])
+        for a, b in combinations([s.name for s, _ in stages], 2)
+        if a in outputs and b in outputs
+    )
+    return SampleRecord(item.index, item.path, raw_sha, len(data), screening, issue, tuple(observations), deltas)
