@@ -1,0 +1,145 @@
+"""Local vs inherited error: re-run one module's ONNX subgraph fed with torch's own values.
+
+If the module's ONNX ops, fed exactly what torch fed the module, still disagree
+with torch's output, the module *introduces* the error (local). If they agree, the
+error arrived with its inputs (inherited) and the module only passed it on.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
+from gapcheck.errors import BackendError
+from gapcheck.model.mapping import GraphIndex, module_members
+
+log = logging.getLogger(__name__)
+_NP_TO_ONNX = {np.dtype(k): v for k, v in {
+    "float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16, "float64": onnx.TensorProto.DOUBLE,
+    "int64": onnx.TensorProto.INT64, "int32": onnx.TensorProto.INT32, "int8": onnx.TensorProto.INT8,
+    "uint8": onnx.TensorProto.UINT8, "bool": onnx.TensorProto.BOOL,
+}.items()}
+
+
+@dataclass(frozen=True)
+class Localization:
+    cause: str  # "local", "inherited" or "unknown"
+    local: ErrorStats | None
+    input_max_abs: float | None
+    culprit_value: str | None  # for inherited errors: the diverging input value
+    culprit_source: str | None
+    note: str
+
+
+def module_boundary(index: GraphIndex, module: str) -> tuple[list[int], list[str]]:
+    """Node ids of ``module`` and the dynamic values flowing into them from outside."""
+    nodes = index.model.graph.node
+    members = module_members(index).get(module, [])
+    produced = {name for i in members for name in nodes[i].output}
+    external = []
+    for i in members:
+        for name in nodes[i].input:
+            if not name or name in produced or name in index.initializers or name in external:
+                continue
+            producer = index.producer.get(name)
+            if producer is not None and nodes[producer].op_type == "Constant":
+                continue
+            external.append(name)
+    return members, external
+
+
+def extract_subgraph(model: onnx.ModelProto, index: GraphIndex, inputs: dict[str, np.ndarray], output: str) -> onnx.ModelProto:
+    """The nodes between ``inputs`` and ``output`` as a standalone model, inputs typed from the arrays fed."""
+    nodes = model.graph.node
+    needed: list[int] = []
+    stack, seen = [output], set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name in inputs or name in index.initializers or not name:
+            continue
+        seen.add(name)
+        producer = index.producer.get(name)
+        if producer is None:
+            raise BackendError(f"cannot cut a subgraph for {output!r}: value {name!r} is not produced in the graph")
+        if producer not in needed:
+            needed.append(producer)
+            stack.extend(nodes[producer].input)
+            # Subgraph attributes (If/Loop bodies) may read outer values.
+            for attr in nodes[producer].attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.extend(n for sub in attr.g.node for n in sub.input)
+    used = {n for i in needed for n in nodes[i].input}
+    graph = onnx.helper.make_graph(
+        [nodes[i] for i in sorted(needed)],
+        "gapcheck_module_subgraph",
+        [onnx.helper.make_tensor_value_info(k, _NP_TO_ONNX[v.dtype], list(v.shape)) for k, v in inputs.items()],
+        [onnx.ValueInfoProto(name=output)],
+        [init for init in model.graph.initializer if init.name in used or init.name in seen],
+    )
+    sub = onnx.helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    sub.functions.extend(model.functions)
+    return sub
+
+
+def localize(
+    model: onnx.ModelProto,
+    index: GraphIndex,
+    module: str,
+    output_value: str,
+    torch_output: np.ndarray,
+    torch_values: dict[str, np.ndarray],
+    ort_values: dict[str, np.ndarray],
+    torch_module_inputs: tuple[np.ndarray, ...],
+    tol: Tolerance,
+) -> Localization:
+    """Decide local vs inherited for ``module``.
+
+    ``torch_values`` maps ONNX value names to torch's tensor for the same value
+    (graph inputs and mapped module outputs); ``ort_values`` holds ONNX Runtime's
+    values for the same names (and for any other value it computed).
+    """
+    _, external = module_boundary(index, module)
+    feeds: dict[str, np.ndarray] = {}
+    unmatched_args = list(torch_module_inputs)
+    notes = []
+    for name in external:
+        value = torch_values.get(name)
+        if value is None:
+            # Not a module output: match one of the module's own arguments by shape, else use ONNX Runtime's value.
+            candidates = [a for a in unmatched_args if name in ort_values and a.shape == ort_values[name].shape]
+            if len(candidates) == 1:
+                value = candidates[0]
+                unmatched_args = [a for a in unmatched_args if a is not value]
+            elif name in ort_values and not np.issubdtype(ort_values[name].dtype, np.floating):
+                value = ort_values[name]  # shapes, indices: not where float error comes from
+            else:
+                return Localization("unknown", None, None, None, None, f"cannot tell which torch value feeds {name!r}")
+        if name in ort_values and ort_values[name].dtype != value.dtype:
+            value = value.astype(ort_values[name].dtype)  # e.g. the FP16 model's internal values
+        feeds[name] = np.ascontiguousarray(value)
+    try:
+        sub = extract_subgraph(model, index, feeds, output_value)
+        result = OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[output_value]
+    except BackendError as exc:
+        log.debug("localization subgraph failed: %s", exc)
+        return Localization("unknown", None, None, None, None, f"the module's subgraph could not be run alone: {exc}")
+    local = compare_arrays(result.astype(np.float32) if result.dtype == np.float16 else result, torch_output, tol)
+    input_errors = {
+        name: float(np.max(np.abs(ort_values[name].astype(np.float64) - feeds[name].astype(np.float64))))
+        for name in feeds
+        if name in ort_values and ort_values[name].shape == feeds[name].shape and np.issubdtype(feeds[name].dtype, np.floating)
+    }
+    input_max = max(input_errors.values(), default=0.0)
+    culprit = max(input_errors, key=input_errors.get) if input_errors and input_max > 0 else None
+    culprit_source = None
+    if culprit is not None and culprit in index.producer:
+        culprit_source = index.sources[index.producer[culprit]]
+    if not local.passed:
+        notes.append("its ONNX ops disagree with torch even when fed torch's own inputs")
+        return Localization("local", local, input_max, None, None, "; ".join(notes))
+    notes.append("its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
+    return Localization("inherited", local, input_max, culprit, culprit_source, "; ".join(notes))

@@ -1,0 +1,349 @@
+"""export-diff: torch eager vs ONNX Runtime (and deployed backends), layer by layer, over several inputs.
+
+One torch forward with hooks and one ONNX Runtime run with the mapped values marked
+as extra outputs per sample (split into a few runs only when the marked values
+would exceed ``max_intermediate_bytes``).
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import onnx
+import torch
+
+from gapcheck.backends.base import Backend
+from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+from gapcheck.backends.torch_eager import CaptureResult, TorchBackend
+from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
+from gapcheck.errors import BackendError, InputError, UsageError
+from gapcheck.export_diff.batch import check_batches
+from gapcheck.export_diff.findings import build_findings
+from gapcheck.export_diff.localize import localize, module_boundary
+from gapcheck.export_diff.result import (
+    FAIL, NO_ONNX, NOT_COMPARABLE, PASS, ExportDiffResult, FirstDivergence, InputRecord, LayerResult, OutputResult,
+)
+from gapcheck.model.export import ExportResult, export_onnx
+from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
+from gapcheck.model.precision import FP16_MAX, to_precision
+from gapcheck.progress import NullProgress, ProgressReporter
+from gapcheck.tensors import fingerprint
+
+log = logging.getLogger(__name__)
+DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
+
+
+@dataclass
+class _LayerAccumulator:
+    """Per-module comparisons over samples (mutable while running, frozen into LayerResult at the end)."""
+
+    stats: list[tuple[int, ErrorStats]] = field(default_factory=list)
+    overflow_samples: list[int] = field(default_factory=list)
+    note: str = ""
+
+
+def module_source(module: torch.nn.Module) -> str | None:
+    """file:line of the module class's forward, for exporters that record no stack traces."""
+    try:
+        forward = type(module).forward
+        return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]}"
+    except (TypeError, OSError):
+        return None
+
+
+def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray]) -> None:
+    """Refuse inputs whose names, ranks or static dims do not fit the ONNX graph (exit 2, not a backend failure)."""
+    initializers = {i.name for i in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    names = [i.name for i in graph_inputs]
+    if sorted(names) != sorted(sample):
+        raise InputError(f"the inputs given ({', '.join(sample)}) do not match the ONNX graph's inputs ({', '.join(names)})")
+    for value_info in graph_inputs:
+        array = sample[value_info.name]
+        dims = value_info.type.tensor_type.shape.dim
+        if len(dims) != array.ndim:
+            raise InputError(f"input {value_info.name!r} has rank {array.ndim}; the ONNX graph expects rank {len(dims)}")
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value != array.shape[axis]:
+                raise InputError(
+                    f"input {value_info.name!r} has shape {tuple(array.shape)}; the ONNX graph expects dim {axis} = {dim.dim_value}"
+                )
+
+
+def _chunks(names: list[str], sizes: dict[str, int], budget: int) -> list[list[str]]:
+    """Split marked values into groups whose tensors fit ``budget`` bytes together (one group when they all fit)."""
+    groups, current, used = [], [], 0
+    for name in names:
+        size = sizes.get(name, 0)
+        if current and used + size > budget:
+            groups.append(current)
+            current, used = [], 0
+        current.append(name)
+        used += size
+    return groups + [current] if current else groups
+
+
+def _run_marked(backends: list[tuple[OnnxRuntimeBackend, list[str]]], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    values: dict[str, np.ndarray] = {}
+    for backend, names in backends:
+        values.update(backend.infer(feeds, names))
+    return values
+
+
+def export_diff(
+    module: torch.nn.Module,
+    samples: Sequence[dict[str, np.ndarray]],
+    *,
+    onnx_model: onnx.ModelProto | None = None,
+    exporter: str = "dynamo",
+    opset: int | None = None,
+    tolerances: TolerancePolicy | None = None,
+    precision: str = "fp32",
+    batch_sizes: Sequence[int] = (),
+    keep_train_mode: bool = False,
+    deployed: Sequence[Backend] = (),
+    max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES,
+    progress: ProgressReporter | None = None,
+) -> ExportDiffResult:
+    """Compare ``module`` (torch eager, the reference) with its ONNX export in ONNX Runtime, module by module.
+
+    ``samples`` are dicts of named input arrays, fed to ``forward`` positionally in
+    dict order. ``onnx_model`` compares an existing ONNX model instead of exporting.
+    ``deployed`` backends (e.g. Triton) are compared on the final outputs.
+    """
+    if not samples:
+        raise UsageError("export-diff needs at least one input sample")
+    progress = progress or NullProgress()
+    policy = tolerances or TolerancePolicy(precision=precision)
+    timings: dict[str, float] = {}
+    was_training = module.training
+    if not keep_train_mode:
+        module.eval()
+
+    if onnx_model is None:
+        progress.start("exporting to ONNX", None)
+        exported = export_onnx(module, samples[0], exporter=exporter, opset=opset)
+        progress.finish()
+    else:
+        exported = ExportResult(onnx_model, "file", None, 0.0)
+    timings["export_s"] = exported.seconds
+    reference_model = exported.model
+    _check_inputs_fit(reference_model, samples[0])
+    test_model = to_precision(reference_model, precision)
+
+    index = index_graph(reference_model)
+    module_paths = [path for path, _ in module.named_modules() if path]
+    mappings = map_modules(reference_model, module_paths, index)
+    mapped = {p: m for p, m in mappings.items() if m.mapped}
+    output_names = list(index.graph_outputs)
+    torch_backend = TorchBackend(module, list(samples[0]), output_names)
+
+    # First torch pass: execution order, output sizes (for memory chunking); bad inputs surface here as exit 2.
+    try:
+        first = torch_backend.capture(samples[0], modules=module_paths)
+    except BackendError as exc:
+        raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
+    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if p in mapped and c.output is not None}
+    marked = list(dict.fromkeys(v for v in sizes))
+    groups = _chunks(marked, sizes, max_intermediate_bytes) or [[]]
+    ort_runs = [
+        (OnnxRuntimeBackend(test_model, extra_outputs=group), output_names + group) for group in groups
+    ]
+    plain_ort = ort_runs[0][0] if len(ort_runs) == 1 else OnnxRuntimeBackend(test_model)
+
+    accumulators = {p: _LayerAccumulator() for p in module_paths}
+    output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = {}
+    input_records: list[InputRecord] = []
+    start = time.perf_counter()
+    progress.start(f"comparing {len(mapped)} modules", len(samples))
+    for s, feeds in enumerate(samples):
+        capture = first if s == 0 else torch_backend.capture(feeds, modules=module_paths)
+        ort_values = _run_marked(ort_runs, feeds)
+        deployed_values = {}
+        for backend in deployed:
+            deployed_values[backend.name] = backend.infer(feeds)
+        for name, array in feeds.items():
+            hashes = {"torch": fingerprint(array), plain_ort.name: fingerprint(array)}
+            for backend in deployed:
+                fed = getattr(backend, "last_input_fingerprints", None) or {}
+                hashes[backend.name] = fed.get(name, fingerprint(array))
+            input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
+        for path, mapping in mapped.items():
+            captured = capture.modules.get(path)
+            if captured is None or captured.output is None or mapping.value not in ort_values:
+                continue
+            reference = captured.output
+            actual = ort_values[mapping.value]
+            if actual.shape != reference.shape:
+                accumulators[path].note = f"ONNX value {mapping.value} has shape {actual.shape}, torch {reference.shape}"
+                continue
+            stats = compare_arrays(actual, reference, policy.for_name(path, reference.dtype))
+            accumulators[path].stats.append((s, stats))
+            if precision == "fp16" and (stats.nonfinite_mismatch or np.abs(reference).max(initial=0) > FP16_MAX):
+                accumulators[path].overflow_samples.append(s)
+        for backend_name, values in [(plain_ort.name, ort_values)] + list(deployed_values.items()):
+            for name in output_names:
+                reference = capture.outputs[name]
+                actual = values.get(name)
+                key = (backend_name, name)
+                if actual is None:
+                    raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")
+                stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype))
+                output_stats.setdefault(key, []).append((s, stats))
+        progress.advance()
+    progress.finish()
+    timings["compare_s"] = time.perf_counter() - start
+
+    layers = _layer_results(module, module_paths, mappings, first, accumulators)
+    outputs = tuple(
+        OutputResult(
+            name=name,
+            backend=backend_name,
+            status=PASS if all(st.passed for _, st in runs) else FAIL,
+            stats=_worst(runs)[1],
+            worst_sample=_worst(runs)[0],
+            failing_samples=tuple(s for s, st in runs if not st.passed),
+        )
+        for (backend_name, name), runs in output_stats.items()
+    )
+    test_index = index if test_model is reference_model else index_graph(test_model)
+    first_divergence = _first_divergence(
+        module, layers, mappings, test_index, test_model, torch_backend, samples, policy, first
+    )
+    batch_checks = ()
+    if batch_sizes:
+        progress.start("checking batch sizes", len(batch_sizes))
+        batch_checks = tuple(check_batches(torch_backend, plain_ort, samples, batch_sizes, policy, progress))
+        progress.finish()
+    findings = build_findings(
+        layers=layers,
+        outputs=outputs,
+        first_divergence=first_divergence,
+        batch_checks=batch_checks,
+        exported=exported,
+        was_training=was_training,
+        kept_train_mode=keep_train_mode,
+        module=module,
+        precision=precision,
+        overflow={p: acc.overflow_samples for p, acc in accumulators.items() if acc.overflow_samples},
+        layer_order=[layer.module for layer in layers],
+        num_samples=len(samples),
+        reference_backend=plain_ort.name,
+    )
+    return ExportDiffResult(
+        findings=tuple(findings),
+        layers=layers,
+        outputs=outputs,
+        first_divergence=first_divergence,
+        inputs=tuple(input_records),
+        exporter=exported.exporter,
+        fallback_reason=exported.fallback_reason,
+        precision=precision,
+        num_samples=len(samples),
+        batch_checks=batch_checks,
+        timings=timings,
+        onnx_model=exported.model,
+    )
+
+
+def _worst(runs: list[tuple[int, ErrorStats]]) -> tuple[int | None, ErrorStats | None]:
+    if not runs:
+        return None, None
+    return max(runs, key=lambda r: (not r[1].passed, r[1].shape_mismatch, r[1].nonfinite_mismatch, r[1].error_ratio))
+
+
+def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], first: CaptureResult, accumulators) -> tuple[LayerResult, ...]:
+    submodules = dict(module.named_modules())
+    executed = sorted((c.order, p) for p, c in first.modules.items())
+    never_ran = [p for p in module_paths if p not in first.modules]
+    rows = []
+    for order, path in [(o, p) for o, p in executed] + [(-1, p) for p in never_ran]:
+        mapping = mappings[path]
+        acc = accumulators[path]
+        captured = first.modules.get(path)
+        note = acc.note
+        if not mapping.mapped:
+            status, note = NO_ONNX, note or "no ONNX counterpart (fused into a neighbour, identity, or not executed)"
+        elif not acc.stats:
+            status = NOT_COMPARABLE
+            if captured is not None and captured.output is None:
+                note = note or f"returns {captured.output_count} tensors; compared through its consumers"
+        else:
+            status = PASS if all(st.passed for _, st in acc.stats) else FAIL
+        if captured is not None and captured.calls > 1:
+            note = (note + "; " if note else "") + f"called {captured.calls} times, last call compared"
+        worst_sample, stats = _worst(acc.stats)
+        rows.append(
+            LayerResult(
+                order=order,
+                module=path,
+                class_name=type(submodules[path]).__name__,
+                op_types=mapping.op_types,
+                onnx_value=mapping.value,
+                status=status,
+                stats=stats,
+                worst_sample=worst_sample,
+                failing_samples=tuple(s for s, st in acc.stats if not st.passed),
+                source=mapping.source or module_source(submodules[path]),
+                note=note,
+            )
+        )
+    return tuple(rows)
+
+
+def _first_divergence(module, layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy, first) -> FirstDivergence | None:
+    failing = [layer for layer in layers if layer.status == FAIL]
+    if not failing:
+        return None
+    layer = failing[0]
+    sample = layer.worst_sample or 0
+    feeds = samples[sample]
+    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    capture = torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
+    torch_values = {name: feeds[name] for name in feeds}
+    for path in mapped_paths:
+        captured = capture.modules.get(path)
+        if captured is not None and captured.output is not None:
+            torch_values[mappings[path].value] = captured.output
+    # ONNX Runtime's own values for everything that crosses into the module (one more run, this sample only).
+    _, external = module_boundary(index, layer.module)
+    wanted = [n for n in dict.fromkeys(external + [mappings[layer.module].value]) if n not in feeds]
+    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
+    ort_values.update({name: feeds[name] for name in feeds})
+    captured = capture.modules[layer.module]
+    result = localize(
+        test_model,
+        index,
+        layer.module,
+        mappings[layer.module].value,
+        captured.output,
+        {k: v for k, v in torch_values.items() if k != mappings[layer.module].value},
+        ort_values,
+        captured.inputs,
+        policy.for_name(layer.module, captured.output.dtype),
+    )
+    output_max = layer.stats.max_abs if layer.stats else float("nan")
+    input_max = result.input_max_abs
+    source = layer.source
+    note = result.note
+    if result.cause == "inherited" and result.culprit_value:
+        note += f"; the diverging input is ONNX value {result.culprit_value!r}"
+        if result.culprit_source:
+            source = result.culprit_source
+            note += f" computed at {result.culprit_source}"
+    return FirstDivergence(
+        module=layer.module,
+        cause=result.cause,
+        source=source,
+        op_types=layer.op_types,
+        sample=sample,
+        output_max_abs=output_max,
+        input_max_abs=input_max,
+        local_max_abs=result.local.max_abs if result.local else None,
+        amplification=(output_max / input_max) if input_max else None,
+        note=note,
+    )

@@ -1,0 +1,177 @@
+"""Export a torch module to ONNX (dynamo exporter first, TorchScript on request or as a fallback), or load one.
+
+The exporter that actually ran is always reported, because the two differ in
+what they bake in: the TorchScript tracer freezes Python control flow and
+integer shapes, the dynamo exporter refuses them.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+import warnings
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+
+from gapcheck.errors import ExportError, InputError, UsageError
+
+log = logging.getLogger(__name__)
+
+EXPORTERS = ("dynamo", "torchscript")
+# Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
+MAX_ONNX_BYTES = 4 * 1024**3
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    model: onnx.ModelProto
+    exporter: str  # "dynamo", "torchscript" or "file"
+    fallback_reason: str | None  # why dynamo was abandoned for TorchScript, if it was
+    seconds: float
+    warnings: tuple[str, ...] = ()  # exporter warnings worth showing (e.g. TracerWarning: branch baked in)
+    batch_baked: bool = False  # a dynamic batch axis was asked for and the exporter fixed it anyway
+
+
+def condense_error(exc: BaseException, limit: int = 400) -> str:
+    """The first meaningful line(s) of an exporter error, without ANSI colours or advice boilerplate."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    summary = re.search(r"## Exception summary\s+(.+?)(?:\n\n|$)", text, re.S)
+    if summary:
+        text = summary.group(1)
+    text = " ".join(text.split())
+    return f"{type(exc).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
+def _batched_for_export(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
+    # torch.export specializes a dimension of size 1, so a dynamic batch axis needs an example batch >= 2.
+    tensors = []
+    for array in sample.values():
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        if tensor.dim() > 0 and tensor.shape[0] == 1:
+            tensor = torch.cat([tensor, tensor], dim=0)
+        tensors.append(tensor)
+    return tuple(tensors)
+
+
+def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool):
+    names = list(sample)
+    args = _batched_for_export(sample) if dynamic_batch else tuple(torch.from_numpy(a) for a in sample.values())
+    dynamic_shapes = None
+    if dynamic_batch:
+        batch = torch.export.Dim("batch")
+        dynamic_shapes = tuple({0: batch} if a.dim() > 0 else None for a in args)
+    quiet = io.StringIO()  # the exporter prints progress and, on failure, whole graphs
+    with redirect_stdout(quiet), redirect_stderr(quiet), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            module, args, dynamo=True, input_names=names, dynamic_shapes=dynamic_shapes, opset_version=opset,
+            verbose=False,
+        )
+    return program.model_proto, ()
+
+
+def static_batch_inputs(model: onnx.ModelProto) -> dict[str, int]:
+    """Graph inputs whose first axis is a fixed number (a batch size baked into the graph)."""
+    initializers = {i.name for i in model.graph.initializer}
+    baked = {}
+    for value_info in model.graph.input:
+        dims = value_info.type.tensor_type.shape.dim
+        if value_info.name not in initializers and dims and dims[0].HasField("dim_value"):
+            baked[value_info.name] = dims[0].dim_value
+    return baked
+
+
+def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool):
+    names = list(sample)
+    args = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values())
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(record=True) as caught, redirect_stderr(io.StringIO()):
+        warnings.simplefilter("always")
+        # Output names are unknown before tracing; mark every output's axis 0 dynamic by position.
+        with torch.no_grad():
+            n_outputs = len(torch.utils._pytree.tree_flatten(module(*args))[0])
+        output_names = [f"output_{i}" for i in range(n_outputs)]
+        dynamic_axes = {n: {0: "batch"} for n in names + output_names} if dynamic_batch else None
+        torch.onnx.export(
+            module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
+            dynamic_axes=dynamic_axes, opset_version=opset or 17,
+        )
+    notes = tuple(
+        sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught if "Tracer" in w.category.__name__})
+    )
+    return onnx.load_from_string(buffer.getvalue()), notes
+
+
+def export_onnx(
+    module: torch.nn.Module,
+    sample: dict[str, np.ndarray],
+    *,
+    exporter: str = "dynamo",
+    opset: int | None = None,
+    dynamic_batch: bool = True,
+    fallback: bool = True,
+) -> ExportResult:
+    """Export ``module`` fed ``sample`` (inputs in forward's positional order) to an in-memory ONNX model.
+
+    With ``exporter="dynamo"`` and ``fallback=True``, a dynamo failure falls back to
+    the TorchScript exporter and the reason is kept in ``fallback_reason``.
+    """
+    if exporter not in EXPORTERS:
+        raise UsageError(f"unknown exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
+    start = time.perf_counter()
+    fallback_reason = None
+    if exporter == "dynamo":
+        try:
+            model, notes = _export_dynamo(module, sample, opset, dynamic_batch)
+            baked = static_batch_inputs(model) if dynamic_batch else {}
+            if baked:
+                # The exporter specialized the batch axis (e.g. a Python loop over the batch): export again at the
+                # sample's own batch size so the comparison can run, and say that a batch size is baked in.
+                model, _ = _export_dynamo(module, sample, opset, dynamic_batch=False)
+                notes += (f"the exporter specialized the batch axis of {', '.join(baked)} instead of keeping it dynamic",)
+            return ExportResult(model, "dynamo", None, time.perf_counter() - start, notes, bool(baked))
+        except Exception as exc:  # noqa: BLE001 - any exporter failure is condensed and reported
+            fallback_reason = condense_error(exc)
+            if not fallback:
+                raise ExportError(f"the dynamo exporter failed: {fallback_reason}") from exc
+            log.warning("dynamo exporter failed, falling back to TorchScript: %s", fallback_reason)
+    try:
+        model, notes = _export_torchscript(module, sample, opset, dynamic_batch)
+    except Exception as exc:  # noqa: BLE001
+        prefix = f"the dynamo exporter failed ({fallback_reason}) and " if fallback_reason else ""
+        raise ExportError(f"{prefix}the TorchScript exporter failed: {condense_error(exc)}") from exc
+    baked = bool(static_batch_inputs(model)) if dynamic_batch else False
+    return ExportResult(model, "torchscript", fallback_reason, time.perf_counter() - start, notes, baked)
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Load and check an ONNX file, treating it as hostile: size-bounded, parse and checker errors condensed."""
+    target = Path(path)
+    if not target.is_file():
+        raise InputError(f"ONNX file not found: {target}")
+    size = target.stat().st_size
+    if size == 0:
+        raise InputError(f"ONNX file is empty: {target}")
+    if size > MAX_ONNX_BYTES:
+        raise InputError(f"ONNX file is {size / 1024**3:.1f} GiB, over the {MAX_ONNX_BYTES / 1024**3:.0f} GiB limit: {target}")
+    try:
+        model = onnx.load(str(target))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data errors
+        raise InputError(f"not a valid ONNX model: {target} ({condense_error(exc, 200)})") from exc
+    if not model.graph.node:
+        raise InputError(f"ONNX model has no nodes: {target}")
+    return model
+
+
+def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(target))
+    return target
