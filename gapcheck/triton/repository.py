@@ -13,6 +13,7 @@ from pathlib import Path
 import onnx
 
 from gapcheck.errors import InputError, UsageError
+from gapcheck.model.export import load_onnx as load_onnx_file
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +51,10 @@ class OnnxIo:
 
 
 def load_onnx(onnx_model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+    """The model itself, or the file read the hostile-input way (size-bounded, checked)."""
     if isinstance(onnx_model, onnx.ModelProto):
         return onnx_model
-    path = Path(onnx_model)
-    if not path.is_file():
-        raise InputError(f"ONNX model {path} does not exist")
-    try:
-        return onnx.load(str(path))
-    except Exception as exc:  # noqa: BLE001 - any parse failure of a hostile file is an input error
-        raise InputError(f"{path} is not a readable ONNX model: {type(exc).__name__}: {exc}") from None
+    return load_onnx_file(onnx_model)
 
 
 def _io(value: onnx.ValueInfoProto) -> OnnxIo:
