@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from gapcheck.cli import export_diff
+from gapcheck.cli import preprocess_audit
+from gapcheck.cli import triton_audit
 from gapcheck.errors import ExitCode, GapcheckError, exit_code_for
 
 app = typer.Typer(
@@ -36,6 +38,8 @@ def root(
 
 
 app.command("export-diff", no_args_is_help=True)(export_diff.command)
+app.command("preprocess-audit", no_args_is_help=True)(preprocess_audit.command)
+app.command("triton-audit", no_args_is_help=True)(triton_audit.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
