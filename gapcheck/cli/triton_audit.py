@@ -1,0 +1,115 @@
+"""`gapcheck triton-audit`: parse, call :func:`gapcheck.triton.audit.audit_deployment`, render, exit 0/1."""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from gapcheck.errors import ExitCode, UsageError
+from gapcheck.findings import Severity
+from gapcheck.report.console import make_console, print_findings, print_verdict
+from gapcheck.report.json_report import write_json
+from gapcheck.report.junit import JUnitCase, write_junit
+from gapcheck.triton.audit import TritonAuditResult, audit_deployment
+from gapcheck.triton.client import TlsOptions
+
+
+class Protocol(str, Enum):
+    grpc = "grpc"
+    http = "http"
+
+
+def parse_headers(items: list[str]) -> dict[str, str]:
+    """``KEY:VALUE`` pairs; a malformed one is named by position only, since its value may be a secret."""
+    headers = {}
+    for position, item in enumerate(items, start=1):
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            raise UsageError(f"--header #{position} must be KEY:VALUE")
+        headers[key.strip()] = value.strip()
+    return headers
+
+
+def tls_options(ssl: bool, root_cert: Optional[Path], private_key: Optional[Path], cert_chain: Optional[Path],
+                insecure: bool) -> TlsOptions | None:
+    paths = (root_cert, private_key, cert_chain)
+    for path in paths:
+        if path is not None and not path.is_file():
+            raise UsageError(f"TLS file {path} does not exist")
+    if not ssl and not insecure and all(p is None for p in paths):
+        return None
+    return TlsOptions(*(str(p) if p else None for p in paths), insecure=insecure)
+
+
+def junit_cases(result: TritonAuditResult) -> list[JUnitCase]:
+    classname = f"triton-audit.{result.model}"
+    cases = [
+        JUnitCase(name=f"{f.code} {f.where}", classname=classname,
+                  failure=f.message if f.is_gap else None, details=f"{f.message}\n{f.evidence}")
+        for f in result.findings
+    ]
+    if not any(f.is_gap for f in result.findings):
+        cases.append(JUnitCase(name="deployment matches the ONNX graph", classname=classname,
+                               details=f"{result.model} @ {result.endpoint}"))
+    return cases
+
+
+def render(result: TritonAuditResult) -> None:
+    console = make_console()
+    served = result.served
+    console.print(f"[bold]Triton audit[/bold] {escape(result.model)} @ {escape(result.endpoint)} ({result.protocol}), "
+                  f"server {escape(result.server_name)} {escape(result.server_version)}")
+    if served is not None:
+        console.print(f"  served version {escape(served.version)} (ready: {escape(', '.join(served.versions) or '-')}), "
+                      f"platform {escape(served.platform or '-')}, backend {escape(served.backend or '-')}, "
+                      f"max_batch_size {served.max_batch_size}")
+    else:
+        console.print(f"  model state {escape(result.model_state)}")
+    print_findings(console, result.findings)
+    gaps = sum(1 for f in result.findings if f.severity is Severity.GAP)
+    warnings = sum(1 for f in result.findings if f.severity is Severity.WARNING)
+    summary = (f"{gaps} deployment gap(s), {warnings} warning(s)" if gaps
+               else f"deployment matches the ONNX graph ({warnings} warning(s))")
+    print_verdict(console, result.verdict, summary)
+
+
+def command(
+    triton_url: str = typer.Option(..., "--triton-url", help="Server address host:port (HTTP or gRPC port)."),
+    triton_model: str = typer.Option(..., "--triton-model", help="Model name on the server."),
+    onnx_file: Path = typer.Option(..., "--onnx", help="The ONNX model the deployment should serve."),
+    protocol: Protocol = typer.Option(Protocol.grpc, "--protocol", help="Triton protocol."),
+    triton_version: Optional[str] = typer.Option(None, "--triton-version", help="Model version expected on the server."),
+    header: list[str] = typer.Option([], "--header", "--triton-header",
+                                     help="Extra request header KEY:VALUE (e.g. auth; never printed). Repeatable."),
+    ssl: bool = typer.Option(False, "--ssl", "--triton-ssl", help="Use TLS."),
+    ssl_root_cert: Optional[Path] = typer.Option(None, "--ssl-root-cert", help="CA certificate (PEM)."),
+    ssl_private_key: Optional[Path] = typer.Option(None, "--ssl-private-key", help="Client private key (PEM, gRPC)."),
+    ssl_cert_chain: Optional[Path] = typer.Option(None, "--ssl-cert-chain", help="Client certificate chain (PEM, gRPC)."),
+    ssl_insecure: bool = typer.Option(False, "--ssl-insecure", help="Skip certificate verification (HTTP)."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
+    retries: int = typer.Option(3, "--retries", min=0, help="Retries of a transient failure (with backoff)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
+    junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
+) -> None:
+    """Diff a Triton deployment's config and metadata against the ONNX graph (names, dtypes, dims, batch, versions)."""
+    result = audit_deployment(
+        triton_url,
+        triton_model,
+        onnx_model=onnx_file,
+        protocol=protocol.value,
+        version=triton_version,
+        headers=parse_headers(header),
+        ssl=ssl,
+        ssl_options=tls_options(ssl, ssl_root_cert, ssl_private_key, ssl_cert_chain, ssl_insecure),
+        timeout_s=timeout,
+        retries=retries,
+    )
+    render(result)
+    if json_path is not None:
+        write_json(json_path, "triton-audit", {"verdict": result.verdict, "result": result})
+    if junit_path is not None:
+        write_junit(junit_path, "gapcheck triton-audit", junit_cases(result))
+    raise typer.Exit(ExitCode.NO_GAP if result.verdict == "pass" else ExitCode.GAP_FOUND)

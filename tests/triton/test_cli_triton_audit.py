@@ -1,0 +1,82 @@
+"""`gapcheck triton-audit` end to end against the live test server."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from gapcheck.cli.app import main
+from gapcheck.triton.local_server import free_ports
+from tests.triton.conftest import SECRET_HEADER, SECRET_VALUE
+
+
+def run(triton, model, tiny_onnx_path, *extra, protocol="http"):
+    return main(["triton-audit", "--triton-url", triton.url(protocol), "--triton-model", model,
+                 "--onnx", str(tiny_onnx_path), "--protocol", protocol, *extra])
+
+
+def test_matching_deployment_exits_0(triton, tiny_onnx_path, protocol, capsys):
+    assert run(triton, "tiny", tiny_onnx_path, protocol=protocol) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "triton_platform" in out and "2.51.0" in out
+
+
+def test_fp16_input_exits_1_with_both_values_and_reports(triton, tiny_onnx_path, tmp_path, capsys):
+    json_path, junit_path = tmp_path / "audit.json", tmp_path / "audit.xml"
+    code = run(triton, "tiny_fp16", tiny_onnx_path, "--json", str(json_path), "--junit", str(junit_path))
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "triton_dtype_mismatch" in out and "TYPE_FP16" in out and "TYPE_FP32" in out
+    report = json.loads(json_path.read_text())
+    assert report["command"] == "triton-audit" and report["verdict"] == "gap"
+    (finding,) = [f for f in report["result"]["findings"] if f["code"] == "triton_dtype_mismatch"]
+    assert finding["evidence"] == {"served": "TYPE_FP16", "onnx": "TYPE_FP32"} and finding["severity"] == "gap"
+    suite = ET.parse(junit_path).getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+
+
+def test_stale_version_exits_1(triton, tiny_onnx_path, capsys):
+    assert run(triton, "tiny_versions", tiny_onnx_path, "--triton-version", "2", protocol="grpc") == 1
+    assert "triton_version_stale" in capsys.readouterr().out
+
+
+def test_not_ready_model_exits_1_and_names_the_state(triton, tiny_onnx_path, capsys):
+    assert run(triton, "broken", tiny_onnx_path) == 1
+    out = capsys.readouterr().out
+    assert "triton_not_ready" in out and "UNAVAILABLE" in out
+
+
+def test_server_down_exits_3_and_never_prints_the_header(tiny_onnx_path, tmp_path, capsys):
+    (port,) = free_ports(1)
+    json_path = tmp_path / "never.json"
+    code = main(["triton-audit", "--triton-url", f"127.0.0.1:{port}", "--triton-model", "tiny", "--onnx",
+                 str(tiny_onnx_path), "--protocol", "grpc", "--retries", "1", "--timeout", "2",
+                 "--header", f"{SECRET_HEADER}:{SECRET_VALUE}", "--json", str(json_path)])
+    assert code == 3
+    captured = capsys.readouterr()
+    assert f"127.0.0.1:{port}" in captured.err and SECRET_VALUE not in captured.out + captured.err
+    assert not json_path.exists()  # no report claims anything about a server that never answered
+
+
+def test_secret_header_reaches_a_secured_server_and_stays_out_of_reports(secured_triton, tiny_onnx_path, tmp_path,
+                                                                         capsys):
+    json_path = tmp_path / "audit.json"
+    code = main(["--debug", "triton-audit", "--triton-url", secured_triton.http_url, "--triton-model", "tiny", "--onnx",
+                 str(tiny_onnx_path), "--protocol", "http", "--header", f"{SECRET_HEADER}:{SECRET_VALUE}",
+                 "--json", str(json_path)])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert SECRET_VALUE not in captured.out + captured.err + json_path.read_text()
+
+
+def test_malformed_header_is_a_usage_error_without_echo(tiny_onnx_path, capsys):
+    code = main(["triton-audit", "--triton-url", "127.0.0.1:1", "--triton-model", "tiny", "--onnx",
+                 str(tiny_onnx_path), "--header", "no-colon-s3cr3t"])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "--header #1" in captured.err and "s3cr3t" not in captured.out + captured.err
+
+
+def test_missing_onnx_file_is_a_usage_error(tmp_path, capsys):
+    code = main(["triton-audit", "--triton-url", "127.0.0.1:1", "--triton-model", "tiny", "--onnx",
+                 str(tmp_path / "missing.onnx")])
+    assert code == 2
