@@ -18,6 +18,7 @@ from rich.markup import escape
 from gapcheck.cli import export_diff
 from gapcheck.cli import preprocess_audit
 from gapcheck.cli import triton_audit
+from gapcheck.cli import export as export_command
 from gapcheck.errors import ExitCode, GapcheckError, exit_code_for
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ def root(
 app.command("export-diff", no_args_is_help=True)(export_diff.command)
 app.command("preprocess-audit", no_args_is_help=True)(preprocess_audit.command)
 app.command("triton-audit", no_args_is_help=True)(triton_audit.command)
+app.command("export", no_args_is_help=True)(export_command.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
