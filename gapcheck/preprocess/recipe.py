@@ -137,13 +137,20 @@ class Recipe:
     def __call__(self, sample: str | bytes) -> np.ndarray:
         return self.trace(sample)[-1][1]
 
-    def trace(self, sample: str | bytes) -> list[tuple[str, np.ndarray]]:
-        """Run every step; return (step label, output) after each one."""
+    def trace(self, sample: str | bytes, rgb: bool = False) -> list[tuple[str, np.ndarray]]:
+        """Run every step; return (step label, output) after each one.
+
+        With ``rgb=True`` intermediate BGR images are shown in RGB order, so a cv2 decode
+        followed by a colour conversion is not mistaken for a divergence at the decode.
+        """
         state: _State | None = None
         outputs = []
         for step in self.steps:
             state = self._apply(step, state, sample)
-            outputs.append((step.label, state.image))
+            image = state.image
+            if rgb and state.color == "bgr":
+                image = np.flip(image, axis=state.channel_axis())
+            outputs.append((step.label, image))
         return outputs
 
     @property
