@@ -15,19 +15,20 @@ from typing import Sequence
 import numpy as np
 import onnx
 import torch
+from torch.utils._pytree import tree_flatten
 
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend
 from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
-from gapcheck.errors import BackendError, InputError, UsageError
+from gapcheck.errors import BackendError, ExportError, InputError, UsageError
 from gapcheck.export_diff.batch import check_batches
 from gapcheck.export_diff.findings import build_findings
 from gapcheck.export_diff.localize import localize, module_boundary
 from gapcheck.export_diff.result import (
     FAIL, NO_ONNX, NOT_COMPARABLE, PASS, ExportDiffResult, FirstDivergence, InputRecord, LayerResult, OutputResult,
 )
-from gapcheck.model.export import ExportResult, export_onnx
+from gapcheck.model.export import ExportResult, condense_error, export_onnx
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
 from gapcheck.model.precision import FP16_MAX, to_precision
 from gapcheck.progress import NullProgress, ProgressReporter
@@ -55,12 +56,17 @@ def module_source(module: torch.nn.Module) -> str | None:
         return None
 
 
-def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray]) -> None:
+def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray], exported: bool) -> None:
     """Refuse inputs whose names, ranks or static dims do not fit the ONNX graph (exit 2, not a backend failure)."""
     initializers = {i.name for i in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in initializers]
     names = [i.name for i in graph_inputs]
     if sorted(names) != sorted(sample):
+        if exported:  # the exporter itself lost or renamed an input, e.g. traced it as a constant
+            raise ExportError(
+                f"the exported graph's inputs ({', '.join(names) or 'none'}) are not the model's inputs "
+                f"({', '.join(sample)}): the exporter treated an input as a constant"
+            )
         raise InputError(f"the inputs given ({', '.join(sample)}) do not match the ONNX graph's inputs ({', '.join(names)})")
     for value_info in graph_inputs:
         array = sample[value_info.name]
@@ -72,6 +78,19 @@ def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray]) -> 
                 raise InputError(
                     f"input {value_info.name!r} has shape {tuple(array.shape)}; the ONNX graph expects dim {axis} = {dim.dim_value}"
                 )
+
+
+def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray]) -> None:
+    """Run torch once before exporting, so inputs that do not fit the model are an input error (exit 2)."""
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values()]
+    try:
+        with torch.no_grad():
+            output = module(*tensors)
+    except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
+        shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
+        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}") from exc
+    if not any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(output)[0]):
+        raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
 
 
 def _chunks(names: list[str], sizes: dict[str, int], budget: int) -> list[list[str]]:
@@ -108,12 +127,14 @@ def export_diff(
     deployed: Sequence[Backend] = (),
     max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES,
     progress: ProgressReporter | None = None,
+    batch_pool: Sequence[dict[str, np.ndarray]] | None = None,
 ) -> ExportDiffResult:
     """Compare ``module`` (torch eager, the reference) with its ONNX export in ONNX Runtime, module by module.
 
     ``samples`` are dicts of named input arrays, fed to ``forward`` positionally in
     dict order. ``onnx_model`` compares an existing ONNX model instead of exporting.
-    ``deployed`` backends (e.g. Triton) are compared on the final outputs.
+    ``deployed`` backends (e.g. Triton) are compared on the final outputs. Batch checks
+    draw their rows from ``batch_pool`` (default: ``samples``).
     """
     if not samples:
         raise UsageError("export-diff needs at least one input sample")
@@ -124,6 +145,7 @@ def export_diff(
     if not keep_train_mode:
         module.eval()
 
+    _check_model_accepts(module, samples[0])
     if onnx_model is None:
         progress.start("exporting to ONNX", None)
         exported = export_onnx(module, samples[0], exporter=exporter, opset=opset)
@@ -132,7 +154,7 @@ def export_diff(
         exported = ExportResult(onnx_model, "file", None, 0.0)
     timings["export_s"] = exported.seconds
     reference_model = exported.model
-    _check_inputs_fit(reference_model, samples[0])
+    _check_inputs_fit(reference_model, samples[0], exported=onnx_model is None)
     test_model = to_precision(reference_model, precision)
 
     index = index_graph(reference_model)
@@ -142,11 +164,8 @@ def export_diff(
     output_names = list(index.graph_outputs)
     torch_backend = TorchBackend(module, list(samples[0]), output_names)
 
-    # First torch pass: execution order, output sizes (for memory chunking); bad inputs surface here as exit 2.
-    try:
-        first = torch_backend.capture(samples[0], modules=module_paths)
-    except BackendError as exc:
-        raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
+    # First torch pass: execution order and output sizes (for memory chunking).
+    first = torch_backend.capture(samples[0], modules=module_paths)
     sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if p in mapped and c.output is not None}
     marked = list(dict.fromkeys(v for v in sizes))
     groups = _chunks(marked, sizes, max_intermediate_bytes) or [[]]
@@ -217,7 +236,7 @@ def export_diff(
     batch_checks = ()
     if batch_sizes:
         progress.start("checking batch sizes", len(batch_sizes))
-        batch_checks = tuple(check_batches(torch_backend, plain_ort, samples, batch_sizes, policy, progress))
+        batch_checks = tuple(check_batches(torch_backend, plain_ort, batch_pool or samples, batch_sizes, policy, progress))
         progress.finish()
     findings = build_findings(
         layers=layers,

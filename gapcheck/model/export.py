@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
+import sys
+import tempfile
 import time
 import warnings
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,13 +70,47 @@ def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset
         batch = torch.export.Dim("batch")
         dynamic_shapes = tuple({0: batch} if a.dim() > 0 else None for a in args)
     quiet = io.StringIO()  # the exporter prints progress and, on failure, whole graphs
-    with redirect_stdout(quiet), redirect_stderr(quiet), warnings.catch_warnings():
+    with redirect_stdout(quiet), redirect_stderr(quiet), warnings.catch_warnings(), _quiet_torch_logging():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(
             module, args, dynamo=True, input_names=names, dynamic_shapes=dynamic_shapes, opset_version=opset,
             verbose=False,
         )
     return program.model_proto, ()
+
+
+@contextmanager
+def _silence_native_output():
+    """The TorchScript exporter's C++ side prints whole IR graphs to file descriptors 1/2 on failure."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in (1, 2)]
+    with tempfile.TemporaryFile() as sink:
+        for fd in (1, 2):
+            os.dup2(sink.fileno(), fd)
+        try:
+            yield
+        finally:
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+@contextmanager
+def _quiet_torch_logging():
+    """Silence torch's exporter loggers (and their own formatting failures) for the duration of an export."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx")]
+    levels = [lg.level for lg in loggers]
+    raise_exceptions = logging.raiseExceptions
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        logging.raiseExceptions = False
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        logging.raiseExceptions = raise_exceptions
 
 
 def static_batch_inputs(model: onnx.ModelProto) -> dict[str, int]:
@@ -91,7 +128,7 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
     names = list(sample)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values())
     buffer = io.BytesIO()
-    with warnings.catch_warnings(record=True) as caught, redirect_stderr(io.StringIO()):
+    with warnings.catch_warnings(record=True) as caught, redirect_stderr(io.StringIO()), _silence_native_output():
         warnings.simplefilter("always")
         # Output names are unknown before tracing; mark every output's axis 0 dynamic by position.
         with torch.no_grad():
@@ -140,7 +177,7 @@ def export_onnx(
             fallback_reason = condense_error(exc)
             if not fallback:
                 raise ExportError(f"the dynamo exporter failed: {fallback_reason}") from exc
-            log.warning("dynamo exporter failed, falling back to TorchScript: %s", fallback_reason)
+            log.info("dynamo exporter failed, falling back to TorchScript: %s", fallback_reason)
     try:
         model, notes = _export_torchscript(module, sample, opset, dynamic_batch)
     except Exception as exc:  # noqa: BLE001

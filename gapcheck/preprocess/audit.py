@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -72,7 +73,11 @@ def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOpt
                 records += run_chunk(specs, chunk, options)
                 progress.advance(len(chunk))
         else:
-            with ProcessPoolExecutor(max_workers=workers, initializer=init_worker, initargs=(options.max_pixels,)) as pool:
+            # forkserver: workers start from a clean process, never from a fork of a parent that holds
+            # torch/OpenMP or executor threads (a fork there can deadlock).
+            context = multiprocessing.get_context("forkserver")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker,
+                                     initargs=(options.max_pixels,)) as pool:
                 futures = {pool.submit(run_chunk, specs, chunk, options): len(chunk) for chunk in _chunks(items, workers)}
                 for future in as_completed(futures):
                     records += future.result()

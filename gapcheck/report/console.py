@@ -10,7 +10,11 @@ SEVERITY_STYLE = {Severity.GAP: "bold red", Severity.WARNING: "yellow", Severity
 
 
 def make_console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console for reports: the terminal's width, or a wide page when output goes to a file or a pipe."""
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    return console
 
 
 def print_findings(console: Console, findings: list[Finding] | tuple[Finding, ...]) -> None:

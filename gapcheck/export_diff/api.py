@@ -1,0 +1,166 @@
+"""The export-diff entry point a CLI or a notebook calls: load, draw inputs, audit the deployment, compare."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from gapcheck.compare import Tolerance, TolerancePolicy
+from gapcheck.errors import UsageError
+from gapcheck.export_diff.result import ExportDiffResult
+from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, export_diff
+from gapcheck.findings import Finding, Severity
+from gapcheck.inputs import InputSpec, load_samples_file, parse_input_spec, random_samples
+from gapcheck.model.export import load_onnx, save_onnx
+from gapcheck.model.loading import load_model
+from gapcheck.progress import NullProgress, ProgressReporter
+
+log = logging.getLogger(__name__)
+
+_ONNX_DTYPES = {
+    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool",
+}
+
+
+@dataclass(frozen=True)
+class DeploymentTarget:
+    """A served copy of the model to compare too (a Triton endpoint). ``headers`` are never printed."""
+
+    url: str
+    model: str
+    protocol: str = "grpc"
+    version: str | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    ssl: bool = False
+
+
+@dataclass(frozen=True)
+class ExportDiffRequest:
+    """Everything ``gapcheck export-diff`` can be asked, as one value."""
+
+    checkpoint: Path | None = None
+    factory: str | None = None
+    input_specs: tuple[str, ...] = ()
+    inputs_file: Path | None = None
+    onnx_file: Path | None = None
+    exporter: str = "dynamo"
+    opset: int | None = None
+    batch_sizes: tuple[int, ...] = ()
+    num_samples: int = 1
+    seed: int = 0
+    rtol: float | None = None
+    atol: float | None = None
+    overrides: dict[str, tuple[float, float]] = field(default_factory=dict)
+    precision: str = "fp32"
+    keep_train_mode: bool = False
+    unsafe_pickle: bool = False
+    strict: bool = True
+    max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES
+    deployment: DeploymentTarget | None = None
+    save_onnx: Path | None = None
+
+
+def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
+    """Input specs read off an ONNX graph (dynamic axes become 1), for ``--onnx`` without ``--input``."""
+    initializers = {i.name for i in model.graph.initializer}
+    specs = []
+    for value_info in model.graph.input:
+        if value_info.name in initializers:
+            continue
+        tensor_type = value_info.type.tensor_type
+        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
+        if dtype is None:
+            raise UsageError(f"cannot draw random values for ONNX input {value_info.name!r}: give --input or --inputs")
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
+        specs.append(InputSpec(value_info.name, shape, dtype))
+    return specs
+
+
+def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None) -> list[dict[str, np.ndarray]]:
+    specs = [parse_input_spec(text) for text in request.input_specs]
+    if request.inputs_file is not None:
+        return load_samples_file(request.inputs_file, [s.name for s in specs] or None)
+    if not specs:
+        if onnx_model is None:
+            raise UsageError("give the model's inputs: --input name:shape:dtype (repeatable) or --inputs file.npz|.pt")
+        specs = specs_from_onnx(onnx_model)
+    # Batch checks need as many distinct samples as the largest batch.
+    count = max([request.num_samples, *request.batch_sizes])
+    return random_samples(specs, count, seed=request.seed)
+
+
+def _policy(request: ExportDiffRequest) -> TolerancePolicy:
+    overrides = {k: Tolerance(r, a, scale_atol=request.precision != "fp32") for k, (r, a) in request.overrides.items()}
+    return TolerancePolicy(rtol=request.rtol, atol=request.atol, overrides=overrides, precision=request.precision)
+
+
+def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | None = None) -> ExportDiffResult:
+    """Load the model and inputs as the request says, compare, and return the result (see :func:`export_diff`)."""
+    progress = progress or NullProgress()
+    if request.checkpoint is None and request.factory is None:
+        raise UsageError("give --checkpoint (a state dict needs --model too) or --model module:callable")
+    loaded = load_model(request.checkpoint, request.factory, unsafe_pickle=request.unsafe_pickle, strict=request.strict)
+    extra: list[Finding] = []
+    if loaded.keys is not None and not loaded.keys.ok:
+        extra.append(Finding("checkpoint_keys", Severity.WARNING, f"loaded with --non-strict: {loaded.keys.describe()}",
+                             where=str(request.checkpoint)))
+    onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
+    samples = _samples(request, onnx_model)
+    compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
+    with ExitStack() as stack:
+        deployed, audit_findings = _open_deployment(request, stack, loaded.module, onnx_model, samples, progress)
+        extra.extend(audit_findings)
+        result = export_diff(
+            loaded.module,
+            compare_samples,
+            onnx_model=onnx_model,
+            exporter=request.exporter,
+            opset=request.opset,
+            tolerances=_policy(request),
+            precision=request.precision,
+            batch_sizes=request.batch_sizes,
+            keep_train_mode=request.keep_train_mode,
+            deployed=deployed,
+            max_intermediate_bytes=request.max_intermediate_bytes,
+            progress=progress,
+            batch_pool=samples,
+        )
+    if request.save_onnx is not None:
+        save_onnx(result.onnx_model, request.save_onnx)
+    return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
+
+
+def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress) -> tuple[list, list[Finding]]:
+    """Audit the deployment's config first; compare its outputs only when nothing in the config blocks inference."""
+    target = request.deployment
+    if target is None:
+        return [], []
+    from gapcheck.backends.triton import TritonBackend
+    from gapcheck.triton.audit import audit_deployment
+
+    reference = onnx_model
+    if reference is None:
+        from gapcheck.model.export import export_onnx
+
+        reference = export_onnx(module.eval() if not request.keep_train_mode else module, samples[0],
+                                exporter=request.exporter, opset=request.opset).model
+    progress.start("auditing the Triton deployment", None)
+    audit = audit_deployment(target.url, target.model, onnx_model=reference, protocol=target.protocol,
+                             version=target.version, headers=target.headers, ssl=target.ssl, torch_module=module)
+    progress.finish()
+    findings = list(audit.findings)
+    if any(f.is_gap for f in findings):
+        findings.append(Finding("deployment_not_compared", Severity.INFO,
+                                "outputs of the deployment were not compared: fix the config gaps above first",
+                                where=target.model))
+        return [], findings
+    backend = stack.enter_context(TritonBackend(target.url, target.model, protocol=target.protocol,
+                                                version=target.version, headers=target.headers, ssl=target.ssl))
+    return [backend], findings

@@ -1,0 +1,148 @@
+"""export-diff through the CLI boundary: exit codes, reports, bad input."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import torch
+
+from gapcheck.cli.app import main
+from sample_models.cnn import build_small_resnet
+
+RESNET = ["--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32", "--no-progress"]
+CUSTOM = ["--model", "sample_models.planted:build_custom_op", "--input", "x:1x16:float32", "--exporter", "torchscript",
+          "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def resnet_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "resnet.pt"
+    # DDP-style prefix and nesting, as training scripts save them.
+    state = {f"module.{k}": v for k, v in build_small_resnet().state_dict().items()}
+    torch.save({"epoch": 3, "state_dict": state}, path)
+    return path
+
+
+def test_clean_model_exits_0_with_reports(tmp_path, capsys, resnet_checkpoint):
+    report, junit, onnx_out = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "m.onnx"
+    code = main(["export-diff", "--checkpoint", str(resnet_checkpoint), *RESNET, "--json", str(report),
+                 "--junit", str(junit), "--save-onnx", str(onnx_out)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "PASS" in out and "layer1.0.bn1" in out
+    doc = json.loads(report.read_text())
+    assert doc["schema_version"] and doc["command"] == "export-diff"
+    assert doc["verdict"] == "pass" and doc["first_divergence"] is None
+    assert {layer["module"] for layer in doc["layers"]} >= {"conv1", "bn1", "layer1.0.conv1", "fc"}
+    folded = next(layer for layer in doc["layers"] if layer["module"] == "conv1")
+    assert folded["status"] == "no-onnx"  # BatchNorm folded into the Conv: shown, not failed
+    assert doc["inputs"][0]["sha256"]["torch"] == doc["inputs"][0]["sha256"]["onnxruntime"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert int(suite.get("tests")) >= 10 and suite.get("failures") == "0"
+    assert onnx_out.stat().st_size > 1000
+
+
+def test_planted_gap_exits_1_and_names_module(tmp_path, capsys):
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main(["export-diff", *CUSTOM, "--num-samples", "3", "--json", str(report), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "first divergence: act" in out
+    doc = json.loads(report.read_text())
+    assert doc["verdict"] == "gap"
+    assert doc["first_divergence"]["module"] == "act" and doc["first_divergence"]["cause"] == "local"
+    assert doc["first_divergence"]["source"].startswith(str(__import__("sample_models").__path__[0]))
+    failures = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert {c.get("name") for c in failures} >= {"act", "fc2"}
+
+
+def test_tolerance_override_lets_a_known_gap_pass(capsys):
+    # The tanh-vs-erf GELU error is ~5e-4: a per-module override documents an accepted difference.
+    code = main(["export-diff", *CUSTOM, "--tolerance", "act=1e-2,1e-2", "--tolerance", "fc2=1e-2,1e-2",
+                 "--tolerance", "output_*=1e-2,1e-2"])
+    assert code == 0, capsys.readouterr().out
+
+
+def test_inputs_file_with_real_data(tmp_path, capsys):
+    data = tmp_path / "inputs.npz"
+    np.savez(data, x=np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32))
+    report = tmp_path / "r.json"
+    code = main(["export-diff", "--model", "sample_models.planted:build_custom_op", "--inputs", str(data),
+                 "--exporter", "torchscript", "--no-progress", "--json", str(report)])
+    assert code == 1
+    doc = json.loads(report.read_text())
+    assert doc["num_samples"] == 3 and len({i["sha256"]["torch"] for i in doc["inputs"]}) == 3
+
+
+def test_existing_onnx_file_is_compared(tmp_path, capsys):
+    onnx_path = tmp_path / "given.onnx"
+    assert main(["export-diff", *CUSTOM, "--save-onnx", str(onnx_path)]) == 1
+    capsys.readouterr()
+    # Inputs derived from the ONNX graph when no --input is given.
+    code = main(["export-diff", "--model", "sample_models.planted:build_custom_op", "--onnx", str(onnx_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1 and "exporter: file" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--checkpoint", "missing.pt", *RESNET], "not found"),
+        (["--model", "no_such_pkg.models:build", "--input", "x:1x3:float32"], "no_such_pkg"),
+        (["--model", "sample_models.cnn:nope", "--input", "x:1x3:float32"], "nope"),
+        (["--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32:float32"], "does not accept"),
+        (["--model", "sample_models.cnn:build_small_resnet", "--input", "x:1xAx3:float32"], "shape"),
+        (["--model", "sample_models.cnn:build_small_resnet"], "--input"),
+        ([*RESNET, "--batch-sizes", "0,x"], "--batch-sizes"),
+        ([*RESNET, "--precision", "bf16"], "bfloat16"),
+        ([*RESNET, "--triton-url", "localhost:1"], "--triton-model"),
+    ],
+)
+def test_usage_and_input_errors_exit_2(args, message, capsys):
+    code = main(["export-diff", *args])
+    captured = capsys.readouterr()
+    assert code == 2, captured.out + captured.err
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_corrupt_checkpoint_and_onnx_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"PK\x03\x04 truncated")
+    assert main(["export-diff", "--checkpoint", str(bad), *RESNET]) == 2
+    bad_onnx = tmp_path / "bad.onnx"
+    bad_onnx.write_bytes(b"\x08\x07garbage" * 10)
+    assert main(["export-diff", "--onnx", str(bad_onnx), *RESNET]) == 2
+    err = capsys.readouterr().err
+    assert "not a valid ONNX model" in err and "Traceback" not in err
+
+
+def test_model_that_fails_to_export_names_both_exporters(tmp_path, capsys):
+    factory = tmp_path / "unexportable.py"
+    factory.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.linalg.eigvalsh(x @ x.transpose(-1, -2))  # no ONNX op for an eigensolver\n"
+        "def build():\n"
+        "    return M()\n"
+    )
+    code = main(["export-diff", "--model", f"{factory}:build", "--input", "x:1x4x4:float32", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "dynamo exporter failed" in err and "TorchScript exporter failed" in err
+
+
+def test_debug_shows_traceback(capsys):
+    assert main(["--debug", "export-diff", "--checkpoint", "missing.pt", *RESNET]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_pickled_module_refused_unless_unsafe(tmp_path, capsys):
+    path = tmp_path / "full.pt"
+    torch.save(build_small_resnet(), path)
+    assert main(["export-diff", "--checkpoint", str(path), *RESNET]) == 2
+    assert "--unsafe-pickle" in capsys.readouterr().err
+    assert main(["export-diff", "--checkpoint", str(path), *RESNET, "--unsafe-pickle"]) == 0
