@@ -124,7 +124,9 @@ class PreprocessAuditResult:
 
     @property
     def audited_samples(self) -> int:
-        return sum(1 for s in self.samples if s.stages)
+        from gapcheck.preprocess.samples import SKIPPED_INPUT_CODES
+
+        return sum(1 for s in self.samples if s.stages and s.input_issue not in SKIPPED_INPUT_CODES)
 
     @property
     def summary(self) -> str:

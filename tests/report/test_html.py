@@ -1,0 +1,32 @@
+"""The HTML report: one self-contained file, inline PNG plots, everything escaped."""
+from __future__ import annotations
+
+from gapcheck.cli.app import main
+from gapcheck.preprocess.audit import preprocess_audit
+from gapcheck.report.html import render_preprocess_html
+from tests.preprocess.conftest import photos, stage  # noqa: F401 - the session fixture
+
+
+def _hostile(path: str):
+    raise ValueError("<script>alert(1)</script>")
+
+
+def test_hostile_text_is_escaped(photos):  # noqa: F811
+    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": _hostile}, n=1, workers=1)
+    html = render_preprocess_html(result)
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_hostile_stage_name_is_refused_not_rendered(photos, tmp_path, capsys):  # noqa: F811
+    page = tmp_path / "r.html"
+    code = main(["preprocess-audit", "--samples", str(photos), "--stage", f"<script>={stage('train_transform')}",
+                 "--stage", f"val={stage('val_transform')}", "--html", str(page), "--no-progress"])
+    assert code == 2 and not page.exists()
+    assert "may only use letters" in capsys.readouterr().err
+
+
+def test_gap_report_has_histograms_and_worst_sample_heatmap(photos):  # noqa: F811
+    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": stage("infer_bgr")}, n=2, workers=1)
+    html = render_preprocess_html(result)
+    assert html.count('src="data:image/png;base64,') == 3 + 1  # 3 channel histograms + 1 worst-sample panel
+    assert "infer vs train on" in html and "channel_order" in html
