@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine: .venv with gapcheck (CPU torch), its test tools, and the Triton test server's venv.
+# Idempotent: a second run only checks. Usage: bash scripts/setup.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating .venv"
+  "$PYTHON" -m venv .venv
+  .venv/bin/pip install --quiet --upgrade pip
+fi
+# constraints.txt pins torch to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
+.venv/bin/pip install --quiet -c constraints.txt -e ".[test]"
+bash scripts/setup_triton_env.sh
+echo "Ready: .venv/bin/gapcheck --help"
