@@ -173,6 +173,7 @@ def export_diff(
         (OnnxRuntimeBackend(test_model, extra_outputs=group), output_names + group) for group in groups
     ]
     plain_ort = ort_runs[0][0] if len(ort_runs) == 1 else OnnxRuntimeBackend(test_model)
+    timings["ort_runs_per_sample"] = len(ort_runs)
 
     accumulators = {p: _LayerAccumulator() for p in module_paths}
     output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = {}

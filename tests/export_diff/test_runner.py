@@ -1,0 +1,124 @@
+"""export_diff() in the library: localization (local vs inherited), memory chunking, batch and FP16 checks."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import numpy_helper
+from torch import nn
+
+from gapcheck.errors import InputError, UsageError
+from gapcheck.export_diff.runner import export_diff
+from gapcheck.inputs import InputSpec, random_samples
+from gapcheck.model.export import export_onnx
+from sample_models.cnn import build_small_resnet
+
+
+class Doubler(nn.Module):
+    """fc1 -> a functional op outside any module (x * 2) -> fc2: errors there are inherited by fc2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(6, 6)
+        self.fc2 = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.fc1(x) * 2.0)
+
+
+def _samples(shape, n=2):
+    return random_samples([InputSpec("x", shape, "float32")], n, seed=3)
+
+
+def _tamper(model: onnx.ModelProto, predicate, scale: float) -> onnx.ModelProto:
+    """Change one constant in the graph the way a wrong export would (a slightly different number)."""
+    tampered = onnx.ModelProto()
+    tampered.CopyFrom(model)
+    for init in tampered.graph.initializer:
+        if predicate(init.name):
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * scale, init.name))
+            return tampered
+    for node in tampered.graph.node:
+        if node.op_type == "Constant" and predicate(node.output[0]):
+            value = numpy_helper.to_array(node.attribute[0].t)
+            node.attribute[0].t.CopyFrom(numpy_helper.from_array(value * scale))
+            return tampered
+    raise AssertionError("nothing to tamper with")
+
+
+def test_local_error_is_attributed_to_the_module_that_introduces_it():
+    module = Doubler().eval()
+    samples = _samples((1, 6))
+    exported = export_onnx(module, samples[0]).model
+    weight_of_fc1 = next(i.name for i in exported.graph.initializer if "fc1" in i.name and "weight" in i.name)
+    result = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == weight_of_fc1, 1.01))
+    assert result.verdict == "gap"
+    fd = result.first_divergence
+    assert fd.module == "fc1" and fd.cause == "local"
+    assert fd.local_max_abs > 0
+
+
+def test_error_from_an_op_between_modules_is_inherited_and_traced_to_its_line():
+    module = Doubler().eval()
+    samples = _samples((1, 6))
+    exported = export_onnx(module, samples[0]).model
+    mul = next(n for n in exported.graph.node if n.op_type == "Mul")
+    scalar = next(name for name in mul.input if not name.startswith(("linear", "fc")) and "fc1" not in name)
+    result = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == scalar, 1.01))
+    fd = result.first_divergence
+    assert [layer.module for layer in result.layers if layer.status == "fail"][0] == "fc2"
+    assert fd.module == "fc2" and fd.cause == "inherited"
+    assert fd.input_max_abs > 0 and fd.amplification is not None
+    assert fd.source.endswith("test_runner.py:" + str(Doubler.forward.__code__.co_firstlineno + 1))
+
+
+def test_marked_values_split_into_several_runs_give_the_same_result():
+    module = build_small_resnet()
+    samples = _samples((1, 3, 32, 32), n=1)
+    exported = export_onnx(module, samples[0]).model
+    whole = export_diff(module, samples, onnx_model=exported)
+    split = export_diff(module, samples, onnx_model=exported, max_intermediate_bytes=4096)
+    assert whole.verdict == split.verdict == "pass"
+    assert whole.timings["ort_runs_per_sample"] == 1 and split.timings["ort_runs_per_sample"] > 5
+    assert [(x.module, x.status) for x in whole.layers] == [(x.module, x.status) for x in split.layers]
+    for a, b in zip(whole.layers, split.layers):
+        if a.stats:  # ORT optimizes each split graph on its own: the same values up to float reordering
+            assert abs(a.stats.max_abs - b.stats.max_abs) < 1e-5
+
+
+def test_clean_model_is_batch_consistent_and_passes_in_fp16():
+    module = build_small_resnet()
+    samples = _samples((1, 3, 32, 32), n=3)
+    batched = export_diff(module, samples[:1], batch_sizes=(1, 3), batch_pool=samples)
+    assert batched.verdict == "pass"
+    assert {c.batch_size for c in batched.batch_checks} == {1, 3}
+    assert all(c.status == "pass" for c in batched.batch_checks)
+    fp16 = export_diff(module, samples[:2], precision="fp16")
+    assert fp16.verdict == "pass", [f.message for f in fp16.findings]
+    assert all(layer.stats.atol > 1e-3 for layer in fp16.layers if layer.stats)  # FP16 budget, not FP32's
+
+
+def test_onnx_file_with_other_input_names_is_an_input_error():
+    module = Doubler().eval()
+    samples = _samples((1, 6))
+    exported = export_onnx(module, samples[0]).model
+    renamed = [{"y": s["x"]} for s in samples]
+    with pytest.raises(InputError, match="do not match the ONNX graph's inputs"):
+        export_diff(module, renamed, onnx_model=exported)
+
+
+def test_no_samples_is_a_usage_error():
+    with pytest.raises(UsageError):
+        export_diff(Doubler(), [])
+
+
+def test_keep_train_mode_compares_a_training_model_as_it_is():
+    from sample_models.planted import build_train_mode
+
+    samples = _samples((1, 3, 16, 16))
+    kept = export_diff(build_train_mode(), samples, keep_train_mode=True)
+    assert "training_mode" in {f.code for f in kept.findings}
+    assert "kept in training mode" in next(f.message for f in kept.findings if f.code == "training_mode")
+    assert np.isfinite([layer.stats.max_abs for layer in kept.layers if layer.stats]).all()

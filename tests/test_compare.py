@@ -1,0 +1,59 @@
+"""Tolerance semantics match torch.testing.assert_close; errors are always measured."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gapcheck.compare import Tolerance, TolerancePolicy, compare_arrays, worst
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pass_fail_agrees_with_assert_close(seed):
+    rng = np.random.default_rng(seed)
+    expected = rng.standard_normal((4, 5)).astype(np.float32)
+    actual = expected + rng.standard_normal((4, 5)).astype(np.float32) * 10.0 ** rng.uniform(-7, -3)
+    tol = Tolerance(rtol=1e-5, atol=1e-5)
+    stats = compare_arrays(actual, expected, tol)
+    try:
+        torch.testing.assert_close(torch.from_numpy(actual), torch.from_numpy(expected), rtol=tol.rtol, atol=tol.atol)
+        torch_passed = True
+    except AssertionError:
+        torch_passed = False
+    assert stats.passed == torch_passed
+    assert stats.max_abs == pytest.approx(float(np.abs(actual - expected).max()), rel=1e-6)
+
+
+def test_nan_and_inf_are_handled_explicitly():
+    tol = Tolerance(1e-5, 1e-5)
+    assert compare_arrays(np.array([np.nan, np.inf]), np.array([np.nan, np.inf]), tol).passed
+    stats = compare_arrays(np.array([np.inf, 1.0]), np.array([1.0, 1.0]), tol)
+    assert not stats.passed and stats.nonfinite_mismatch == 1 and stats.max_abs == float("inf")
+    assert not compare_arrays(np.array([-np.inf]), np.array([np.inf]), tol).passed
+
+
+def test_shape_mismatch_fails_without_raising():
+    stats = compare_arrays(np.zeros((1, 3)), np.zeros((2, 3)), Tolerance(1, 1))
+    assert not stats.passed and stats.shape_mismatch
+
+
+def test_policy_defaults_overrides_and_reduced_precision():
+    policy = TolerancePolicy(overrides={"layer1.*": Tolerance(1e-2, 1e-2)})
+    assert policy.for_name("layer1.0.conv1") == Tolerance(1e-2, 1e-2)
+    assert policy.for_name("fc", np.float32) == Tolerance(1e-4, 1e-4)
+    assert policy.for_name("fc", np.float64).rtol < 1e-6
+    assert TolerancePolicy(rtol=0.5).for_name("fc").rtol == 0.5
+    fp16 = TolerancePolicy(precision="fp16").for_name("fc")
+    assert fp16.scale_atol and fp16.atol == 1e-2
+    # A value near 0 computed from large terms: in FP16 its budget scales with the tensor's magnitude.
+    expected = np.array([1000.0, 0.01])
+    actual = np.array([1000.5, 0.2])
+    assert compare_arrays(actual, expected, fp16).passed
+    assert not compare_arrays(actual, expected, Tolerance(1e-2, 1e-2)).passed
+
+
+def test_worst_prefers_failures_then_error_ratio():
+    tol = Tolerance(1e-3, 1e-3)
+    small = compare_arrays(np.array([1.0001]), np.array([1.0]), tol)
+    failing = compare_arrays(np.array([1.1]), np.array([1.0]), tol)
+    assert worst([small, failing]) is failing and worst([]) is None
