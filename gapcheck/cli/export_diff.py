@@ -97,6 +97,8 @@ def command(
     triton_version: Optional[str] = typer.Option(None, "--triton-version", help="Model version on the server."),
     triton_header: list[str] = typer.Option([], "--triton-header", help="Extra request header KEY:VALUE (e.g. auth; never printed)."),
     triton_ssl: bool = typer.Option(False, "--triton-ssl", help="Use TLS for the Triton connection."),
+    triton_layers: bool = typer.Option(False, "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control)."),
+    twin_file: list[Path] = typer.Option([], "--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
 ) -> None:
     """Export a checkpoint to ONNX and compare it with torch, module by module; name the first module that diverges."""
@@ -125,6 +127,8 @@ def command(
             url=triton_url, model=triton_model, protocol=protocol.value, version=triton_version,
             headers=parse_headers(triton_header), ssl=triton_ssl,
         ),
+        server_layers=triton_layers,
+        twin_files=tuple(twin_file),
         save_onnx=save_onnx,
     )
     console = make_console()

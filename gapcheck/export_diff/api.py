@@ -14,6 +14,7 @@ from gapcheck.compare import Tolerance, TolerancePolicy
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, export_diff
+from gapcheck.export_diff.server_layers import compare_on_server
 from gapcheck.findings import Finding, Severity
 from gapcheck.inputs import InputSpec, load_samples_file, parse_input_spec, random_samples
 from gapcheck.model.export import load_onnx, save_onnx
@@ -64,6 +65,8 @@ class ExportDiffRequest:
     strict: bool = True
     max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES
     deployment: DeploymentTarget | None = None
+    server_layers: bool = False  # also compare layer by layer on the server, through a temporary twin
+    twin_files: tuple[Path, ...] = ()  # files the twin needs besides model.onnx (e.g. a Python backend's model.py)
     save_onnx: Path | None = None
 
 
@@ -132,9 +135,26 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             progress=progress,
             batch_pool=samples,
         )
+        if request.server_layers:
+            result = _with_server_layers(request, result, loaded.module, compare_samples[0], bool(deployed), progress)
     if request.save_onnx is not None:
         save_onnx(result.onnx_model, request.save_onnx)
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
+
+
+def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
+    target = request.deployment
+    if target is None:
+        raise UsageError("--triton-layers needs --triton-url and --triton-model")
+    if not audited_ok:
+        return result  # the audit found config gaps; they are the findings to fix first
+    progress.start("comparing layers on the Triton server (twin model)", None)
+    rows, findings = compare_on_server(
+        result, module, sample, _policy(request), url=target.url, model=target.model, protocol=target.protocol,
+        version=target.version, headers=target.headers, ssl=target.ssl, twin_files=request.twin_files,
+    )
+    progress.finish()
+    return dataclasses.replace(result, server_layers=rows, findings=result.findings + tuple(findings))
 
 
 def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress) -> tuple[list, list[Finding]]:

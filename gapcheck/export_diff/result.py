@@ -87,6 +87,7 @@ class ExportDiffResult:
     num_samples: int
     batch_checks: tuple[BatchCheck, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    server_layers: tuple[Any, ...] = ()  # ServerLayer rows, when compared on a Triton twin
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the ONNX model compared (onnx.ModelProto)
 
     @property

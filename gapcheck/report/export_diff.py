@@ -67,6 +67,16 @@ def render_console(console: Console, result: ExportDiffResult, *, max_rows: int 
             verdict = check.status if check.error is None else f"{check.status}: {check.error[:120]}"
             batches.add_row(str(check.batch_size), escape(check.output), _num(check.max_abs), f"[{style}]{escape(verdict)}[/{style}]")
         console.print(batches)
+    if result.server_layers:
+        failing = [row for row in result.server_layers if row.status == FAIL]
+        server = Table(title=f"on the Triton server (twin): {len(result.server_layers) - len(failing)} of "
+                             f"{len(result.server_layers)} modules match torch")
+        for column in ("module", "max abs", "max rel", "verdict"):
+            server.add_column(column)
+        for row in failing or result.server_layers[:5]:
+            style = _STATUS_STYLE.get(row.status, "")
+            server.add_row(escape(row.module), _num(row.stats.max_abs), _num(row.stats.max_rel), f"[{style}]{row.status}[/{style}]")
+        console.print(server)
     print_findings(console, result.findings)
     if result.first_divergence is not None and result.first_divergence.note:
         console.print(f"[dim]localization: {escape(result.first_divergence.note)}[/dim]")
@@ -128,6 +138,10 @@ def json_payload(result: ExportDiffResult) -> dict[str, Any]:
             for o in result.outputs
         ],
         "batch_checks": list(result.batch_checks),
+        "server_layers": [
+            {"module": row.module, "onnx_value": row.onnx_value, "status": row.status, "error": _stats_json(row.stats)}
+            for row in result.server_layers
+        ],
         "inputs": [
             {"sample": i.sample, "name": i.name, "shape": list(i.shape), "dtype": i.dtype, "sha256": i.sha256}
             for i in result.inputs
@@ -152,6 +166,9 @@ def junit_cases(result: ExportDiffResult) -> list[JUnitCase]:
         details = f"max_abs={_num(out.stats.max_abs)}" if out.stats else ""
         failure = f"{out.backend} output {out.name} differs from torch: {details}" if out.status == FAIL else None
         cases.append(JUnitCase(f"{out.backend}:{out.name}", "export_diff.outputs", failure, details))
+    for row in result.server_layers:
+        details = f"max_abs={_num(row.stats.max_abs)}"
+        cases.append(JUnitCase(row.module, "export_diff.server_layers", None if row.status == PASS else details, details))
     for check in result.batch_checks:
         failure = None if check.status == PASS else (check.error or f"max_abs={_num(check.max_abs)} at row {check.worst_row}")
         cases.append(JUnitCase(f"batch={check.batch_size}:{check.output}", "export_diff.batch", failure))

@@ -73,3 +73,33 @@ def test_auth_header_is_used_and_never_printed(secured_triton, tmp_path, capsys,
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
     assert SECRET_VALUE not in captured.out + captured.err + report.read_text()
+
+
+def test_layers_compared_on_the_server_name_the_first_module_the_deployment_changes(triton, tmp_path, capsys, args):
+    from tests.triton.conftest import model_py_bytes
+
+    model_py = tmp_path / "model.py"
+    model_py.write_bytes(model_py_bytes())  # the served models are Python-backend models: the twin needs it too
+    report = tmp_path / "r.json"
+    code = main([*args, "--triton-url", triton.url("grpc"), "--triton-model", "tiny_swap", "--triton-layers",
+                 "--twin-file", str(model_py), "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 1
+    doc = json.loads(report.read_text())
+    finding = next(f for f in doc["findings"] if f["code"] == "server_layer_divergence")
+    assert finding["evidence"]["module"] == "conv" and finding["evidence"]["server_only"] is True
+    assert {row["module"] for row in doc["server_layers"]} >= {"conv", "head"}
+    assert "on the Triton server (twin)" in out
+
+
+def test_layers_on_the_server_match_for_a_faithful_deployment(triton, tmp_path, capsys, args):
+    from tests.triton.conftest import model_py_bytes
+
+    model_py = tmp_path / "model.py"
+    model_py.write_bytes(model_py_bytes())
+    report = tmp_path / "r.json"
+    code = main([*args, "--triton-url", triton.url("http"), "--protocol", "http", "--triton-model", "tiny",
+                 "--triton-layers", "--twin-file", str(model_py), "--json", str(report)])
+    assert code == 0, capsys.readouterr().out
+    rows = json.loads(report.read_text())["server_layers"]
+    assert rows and all(row["status"] == "pass" for row in rows)
