@@ -6,17 +6,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from gapcheck.cli.choices import Exporter
 from rich.markup import escape
 
 from gapcheck.errors import ExitCode
 from gapcheck.report.console import make_console
 from gapcheck.report.json_report import write_json
 from gapcheck.triton.deploy import ExportRepositoryResult, export_model_repository
-
-
-class Exporter(str, Enum):
-    dynamo = "dynamo"
-    torchscript = "torchscript"
 
 
 class InstanceKind(str, Enum):

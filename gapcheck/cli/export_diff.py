@@ -1,13 +1,13 @@
 """`gapcheck export-diff`: parse, call :func:`gapcheck.export_diff.run_export_diff`, render, exit 0/1."""
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.cli.rich_progress import RichProgress
 from gapcheck.errors import ExitCode, UsageError
 from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
@@ -15,22 +15,6 @@ from gapcheck.report.console import make_console
 from gapcheck.report.export_diff import json_payload, junit_cases, render_console
 from gapcheck.report.json_report import write_json
 from gapcheck.report.junit import write_junit
-
-
-class Exporter(str, Enum):
-    dynamo = "dynamo"
-    torchscript = "torchscript"
-
-
-class Precision(str, Enum):
-    fp32 = "fp32"
-    fp16 = "fp16"
-    bf16 = "bf16"
-
-
-class Protocol(str, Enum):
-    grpc = "grpc"
-    http = "http"
 
 
 def parse_batch_sizes(text: str | None) -> tuple[int, ...]:

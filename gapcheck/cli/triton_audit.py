@@ -1,11 +1,12 @@
 """`gapcheck triton-audit`: parse, call :func:`gapcheck.triton.audit.audit_deployment`, render, exit 0/1."""
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from gapcheck.cli.choices import Protocol
 from rich.markup import escape
 
 from gapcheck.errors import ExitCode, UsageError
@@ -15,11 +16,6 @@ from gapcheck.report.json_report import write_json
 from gapcheck.report.junit import JUnitCase, write_junit
 from gapcheck.triton.audit import TritonAuditResult, audit_deployment
 from gapcheck.triton.client import TlsOptions
-
-
-class Protocol(str, Enum):
-    grpc = "grpc"
-    http = "http"
 
 
 def parse_headers(items: list[str]) -> dict[str, str]:

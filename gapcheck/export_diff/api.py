@@ -16,18 +16,13 @@ from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, export_diff
 from gapcheck.export_diff.server_layers import compare_on_server
 from gapcheck.findings import Finding, Severity
-from gapcheck.inputs import InputSpec, load_samples_file, parse_input_spec, random_samples
+from gapcheck.inputs import SUPPORTED_DTYPES, InputSpec, load_samples_file, parse_input_spec, random_samples
 from gapcheck.model.export import load_onnx, save_onnx
 from gapcheck.model.loading import load_model
 from gapcheck.progress import NullProgress, ProgressReporter
 
 log = logging.getLogger(__name__)
 
-_ONNX_DTYPES = {
-    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.DOUBLE: "float64",
-    onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT8: "int8",
-    onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool",
-}
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,11 @@ def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
         if value_info.name in initializers:
             continue
         tensor_type = value_info.type.tensor_type
-        dtype = _ONNX_DTYPES.get(tensor_type.elem_type)
-        if dtype is None:
+        try:
+            dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        except KeyError:
+            dtype = None
+        if dtype not in SUPPORTED_DTYPES:
             raise UsageError(f"cannot draw random values for ONNX input {value_info.name!r}: give --input or --inputs")
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
         specs.append(InputSpec(value_info.name, shape, dtype))

@@ -18,11 +18,6 @@ from gapcheck.errors import BackendError
 from gapcheck.model.mapping import GraphIndex, module_members
 
 log = logging.getLogger(__name__)
-_NP_TO_ONNX = {np.dtype(k): v for k, v in {
-    "float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16, "float64": onnx.TensorProto.DOUBLE,
-    "int64": onnx.TensorProto.INT64, "int32": onnx.TensorProto.INT32, "int8": onnx.TensorProto.INT8,
-    "uint8": onnx.TensorProto.UINT8, "bool": onnx.TensorProto.BOOL,
-}.items()}
 
 
 @dataclass(frozen=True)
@@ -76,7 +71,7 @@ def extract_subgraph(model: onnx.ModelProto, index: GraphIndex, inputs: dict[str
     graph = onnx.helper.make_graph(
         [nodes[i] for i in sorted(needed)],
         "gapcheck_module_subgraph",
-        [onnx.helper.make_tensor_value_info(k, _NP_TO_ONNX[v.dtype], list(v.shape)) for k, v in inputs.items()],
+        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in inputs.items()],
         [onnx.ValueInfoProto(name=output)],
         [init for init in model.graph.initializer if init.name in used or init.name in seen],
     )

@@ -5,7 +5,7 @@ import pytest
 import typer
 
 from gapcheck.cli import app as app_module
-from gapcheck.cli.export_diff import Exporter, Precision, Protocol
+from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.errors import (
     BackendError, CheckpointError, ConfigError, EndpointError, ExitCode, ExportError, InputError, UsageError, exit_code_for,
 )
