@@ -93,6 +93,44 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> 
         return ErrorStats(False, float("inf"), float("inf"), float("inf"), 1.0, None, 0, True, tol.rtol, tol.atol)
     if actual.size == 0:
         return ErrorStats(True, 0.0, 0.0, 0.0, 0.0, None, 0, False, tol.rtol, tol.atol)
+    if np.result_type(actual.dtype, expected.dtype) in (np.float16, np.float32):
+        # Fast path, in float32 as assert_close computes for float32 tensors: one subtraction decides
+        # whether anything is non-finite (Inf - Inf and NaN propagate into the difference).
+        a = actual.astype(np.float32, copy=False)
+        e = expected.astype(np.float32, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff = np.abs(a - e)
+        if np.isfinite(diff).all():
+            return _finite_stats(diff, np.abs(e), tol)
+    return _general_stats(actual, expected, tol)
+
+
+def _finite_stats(diff: np.ndarray, abs_e: np.ndarray, tol: Tolerance) -> ErrorStats:
+    expected_absmax = float(abs_e.max())
+    atol = tol.atol * max(1.0, expected_absmax) if tol.scale_atol else tol.atol
+    allowed = abs_e * np.float32(tol.rtol)
+    allowed += np.float32(atol)
+    mismatches = int(np.count_nonzero(diff > allowed))
+    worst_flat = int(np.argmax(diff))
+    zero = abs_e == 0
+    rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
+    max_rel = float("inf") if np.any(diff[zero] > 0) else float(rel.max())
+    return ErrorStats(
+        passed=mismatches == 0,
+        max_abs=float(diff.reshape(-1)[worst_flat]),
+        max_rel=max_rel,
+        mean_abs=float(diff.mean(dtype=np.float64)),
+        mismatch_fraction=mismatches / diff.size,
+        worst_index=tuple(int(i) for i in np.unravel_index(worst_flat, diff.shape)),
+        nonfinite_mismatch=0,
+        rtol=tol.rtol,
+        atol=atol,
+        expected_absmax=expected_absmax,
+    )
+
+
+def _general_stats(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> ErrorStats:
+    """Any dtype, non-finite values handled explicitly; computed in float64."""
     a = actual.astype(np.float64, copy=False)
     e = expected.astype(np.float64, copy=False)
     a_fin, e_fin = np.isfinite(a), np.isfinite(e)

@@ -57,3 +57,17 @@ def test_worst_prefers_failures_then_error_ratio():
     small = compare_arrays(np.array([1.0001]), np.array([1.0]), tol)
     failing = compare_arrays(np.array([1.1]), np.array([1.0]), tol)
     assert worst([small, failing]) is failing and worst([]) is None
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_float32_fast_path_agrees_with_the_exact_path(seed):
+    from gapcheck.compare import _general_stats
+
+    rng = np.random.default_rng(seed)
+    expected = rng.standard_normal((3, 7)).astype(np.float32)
+    expected[0, 0] = 0.0  # relative error against zero
+    actual = expected + rng.standard_normal((3, 7)).astype(np.float32) * 1e-4
+    tol = Tolerance(1e-4, 1e-4)
+    fast, exact = compare_arrays(actual, expected, tol), _general_stats(actual, expected, tol)
+    assert (fast.passed, fast.worst_index, fast.mismatch_fraction) == (exact.passed, exact.worst_index, exact.mismatch_fraction)
+    assert fast.max_abs == pytest.approx(exact.max_abs, rel=1e-6) and fast.max_rel == exact.max_rel

@@ -1,7 +1,7 @@
 """torch eager backend: the reference. Runs the module and, on request, captures module outputs with hooks."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -28,6 +28,10 @@ class ModuleCapture:
 class CaptureResult:
     outputs: dict[str, np.ndarray]
     modules: dict[str, ModuleCapture] = field(default_factory=dict)
+
+    def without_arrays(self) -> "CaptureResult":
+        """Order, call counts and output counts only: what the report needs after the arrays are compared."""
+        return CaptureResult({}, {p: replace(c, output=None, inputs=()) for p, c in self.modules.items()})
 
 
 def _tensor_leaves(value) -> list[torch.Tensor]:
@@ -61,11 +65,16 @@ class TorchBackend:
         return self.capture(feeds).outputs
 
     def capture(
-        self, feeds: dict[str, np.ndarray], modules: Sequence[str] = (), inputs_of: Sequence[str] = ()
+        self,
+        feeds: dict[str, np.ndarray],
+        modules: Sequence[str] = (),
+        inputs_of: Sequence[str] = (),
+        order_of: Sequence[str] = (),
     ) -> CaptureResult:
-        """Run once; capture outputs of ``modules`` and inputs of ``inputs_of`` (module paths)."""
+        """Run once; capture outputs of ``modules``, inputs of ``inputs_of`` and only the execution order of ``order_of``."""
         captures: dict[str, ModuleCapture] = {}
-        wanted = set(modules) | set(inputs_of)
+        keep_output = set(modules)
+        wanted = keep_output | set(inputs_of) | set(order_of)
         handles = []
         counter = iter(range(1 << 30))
 
@@ -75,7 +84,7 @@ class TorchBackend:
                 previous = captures.get(path)
                 captures[path] = ModuleCapture(
                     order=next(counter),
-                    output=_to_numpy(leaves[0]) if len(leaves) == 1 else None,
+                    output=_to_numpy(leaves[0]) if len(leaves) == 1 and path in keep_output else None,
                     inputs=tuple(_to_numpy(t) for t in _tensor_leaves(args)) if path in inputs_of else (),
                     calls=previous.calls + 1 if previous else 1,
                     output_count=len(leaves),

@@ -36,6 +36,7 @@ from gapcheck.tensors import fingerprint
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
+ORT_NAME = "onnxruntime"
 
 
 @dataclass
@@ -106,11 +107,100 @@ def _chunks(names: list[str], sizes: dict[str, int], budget: int) -> list[list[s
     return groups + [current] if current else groups
 
 
-def _run_marked(backends: list[tuple[OnnxRuntimeBackend, list[str]]], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    values: dict[str, np.ndarray] = {}
-    for backend, names in backends:
-        values.update(backend.infer(feeds, names))
-    return values
+@dataclass
+class _SampleRun:
+    """What the per-sample loop measured (mutable while it runs)."""
+
+    skeleton: CaptureResult  # execution order, call counts and output counts; arrays dropped
+    accumulators: dict[str, _LayerAccumulator]
+    output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = field(default_factory=dict)
+    input_records: list[InputRecord] = field(default_factory=list)
+    groups: int = 1
+    session: OnnxRuntimeBackend | None = None  # the single session, kept when one group holds every marked value
+
+
+def _compare_samples(
+    torch_backend: TorchBackend,
+    test_model: onnx.ModelProto,
+    mappings: dict[str, ModuleMapping],
+    samples: Sequence[dict[str, np.ndarray]],
+    deployed: Sequence[Backend],
+    policy: TolerancePolicy,
+    precision: str,
+    max_intermediate_bytes: int,
+    progress: ProgressReporter,
+) -> _SampleRun:
+    """Per sample: one torch forward with hooks and one ORT run with the mapped values marked as outputs.
+
+    When the marked values of one sample exceed ``max_intermediate_bytes``, they are split into groups;
+    groups run one after another (outer loop), each with its own session, and each group's values are
+    compared and dropped before the next, so memory stays near one group's worth.
+    """
+    module_paths = list(mappings)
+    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    output_names = torch_backend.output_names
+    try:
+        first = torch_backend.capture(samples[0], modules=mapped_paths, order_of=module_paths)
+    except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
+        raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
+    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None}
+    groups = _chunks(list(sizes), sizes, max_intermediate_bytes) or [[]]
+    run = _SampleRun(skeleton=first.without_arrays(), accumulators={p: _LayerAccumulator() for p in module_paths},
+                     groups=len(groups))
+    if len(groups) > 1:
+        first = None  # recaptured per group: holding every module's output would defeat the budget
+    progress.start(f"comparing {len(mapped_paths)} modules", len(samples) * len(groups))
+    for g, group in enumerate(groups):
+        session = OnnxRuntimeBackend(test_model, extra_outputs=group, name=ORT_NAME)
+        in_group = set(group)
+        group_paths = [p for p in mapped_paths if mappings[p].value in in_group]
+        for s, feeds in enumerate(samples):
+            capture = first if s == 0 and first is not None else torch_backend.capture(feeds, modules=group_paths)
+            values = session.infer(feeds, (output_names if g == 0 else []) + group)
+            for path in group_paths:
+                _compare_layer(run.accumulators[path], capture, path, mappings[path].value, values, s, policy, precision)
+            if g == 0:
+                _compare_outputs(run, capture, values, feeds, s, deployed, policy)
+            progress.advance()
+        if len(groups) == 1:
+            run.session = session
+    progress.finish()
+    return run
+
+
+def _compare_layer(acc: _LayerAccumulator, capture: CaptureResult, path: str, value: str, values, s: int,
+                   policy: TolerancePolicy, precision: str) -> None:
+    captured = capture.modules.get(path)
+    if captured is None or captured.output is None or value not in values:
+        return
+    reference, actual = captured.output, values[value]
+    if actual.shape != reference.shape:
+        acc.note = f"ONNX value {value} has shape {actual.shape}, torch {reference.shape}"
+        return
+    stats = compare_arrays(actual, reference, policy.for_name(path, reference.dtype))
+    acc.stats.append((s, stats))
+    if precision == "fp16" and (stats.nonfinite_mismatch or stats.expected_absmax > FP16_MAX):
+        acc.overflow_samples.append(s)
+
+
+def _compare_outputs(run: _SampleRun, capture: CaptureResult, ort_values, feeds, s: int, deployed, policy) -> None:
+    """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend."""
+    deployed_values = {backend.name: backend.infer(feeds) for backend in deployed}
+    for name, array in feeds.items():
+        digest = fingerprint(array)
+        hashes = {"torch": digest, ORT_NAME: digest}
+        for backend in deployed:
+            fed = getattr(backend, "last_input_fingerprints", None) or {}
+            hashes[backend.name] = fed.get(name, digest)
+        run.input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
+    for backend_name, values in [(ORT_NAME, ort_values)] + list(deployed_values.items()):
+        for name in capture.outputs:
+            actual = values.get(name)
+            if actual is None:
+                raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")
+            reference = capture.outputs[name]
+            stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype))
+            run.output_stats.setdefault((backend_name, name), []).append((s, stats))
 
 
 def export_diff(
@@ -145,8 +235,8 @@ def export_diff(
     if not keep_train_mode:
         module.eval()
 
-    _check_model_accepts(module, samples[0])
     if onnx_model is None:
+        _check_model_accepts(module, samples[0])  # before exporting: bad inputs are exit 2, not an export error
         progress.start("exporting to ONNX", None)
         exported = export_onnx(module, samples[0], exporter=exporter, opset=opset)
         progress.finish()
@@ -160,65 +250,17 @@ def export_diff(
     index = index_graph(reference_model)
     module_paths = [path for path, _ in module.named_modules() if path]
     mappings = map_modules(reference_model, module_paths, index)
-    mapped = {p: m for p, m in mappings.items() if m.mapped}
     output_names = list(index.graph_outputs)
     torch_backend = TorchBackend(module, list(samples[0]), output_names)
 
-    # First torch pass: execution order and output sizes (for memory chunking).
-    first = torch_backend.capture(samples[0], modules=module_paths)
-    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if p in mapped and c.output is not None}
-    marked = list(dict.fromkeys(v for v in sizes))
-    groups = _chunks(marked, sizes, max_intermediate_bytes) or [[]]
-    ort_runs = [
-        (OnnxRuntimeBackend(test_model, extra_outputs=group), output_names + group) for group in groups
-    ]
-    plain_ort = ort_runs[0][0] if len(ort_runs) == 1 else OnnxRuntimeBackend(test_model)
-    timings["ort_runs_per_sample"] = len(ort_runs)
-
-    accumulators = {p: _LayerAccumulator() for p in module_paths}
-    output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = {}
-    input_records: list[InputRecord] = []
     start = time.perf_counter()
-    progress.start(f"comparing {len(mapped)} modules", len(samples))
-    for s, feeds in enumerate(samples):
-        capture = first if s == 0 else torch_backend.capture(feeds, modules=module_paths)
-        ort_values = _run_marked(ort_runs, feeds)
-        deployed_values = {}
-        for backend in deployed:
-            deployed_values[backend.name] = backend.infer(feeds)
-        for name, array in feeds.items():
-            hashes = {"torch": fingerprint(array), plain_ort.name: fingerprint(array)}
-            for backend in deployed:
-                fed = getattr(backend, "last_input_fingerprints", None) or {}
-                hashes[backend.name] = fed.get(name, fingerprint(array))
-            input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
-        for path, mapping in mapped.items():
-            captured = capture.modules.get(path)
-            if captured is None or captured.output is None or mapping.value not in ort_values:
-                continue
-            reference = captured.output
-            actual = ort_values[mapping.value]
-            if actual.shape != reference.shape:
-                accumulators[path].note = f"ONNX value {mapping.value} has shape {actual.shape}, torch {reference.shape}"
-                continue
-            stats = compare_arrays(actual, reference, policy.for_name(path, reference.dtype))
-            accumulators[path].stats.append((s, stats))
-            if precision == "fp16" and (stats.nonfinite_mismatch or np.abs(reference).max(initial=0) > FP16_MAX):
-                accumulators[path].overflow_samples.append(s)
-        for backend_name, values in [(plain_ort.name, ort_values)] + list(deployed_values.items()):
-            for name in output_names:
-                reference = capture.outputs[name]
-                actual = values.get(name)
-                key = (backend_name, name)
-                if actual is None:
-                    raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")
-                stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype))
-                output_stats.setdefault(key, []).append((s, stats))
-        progress.advance()
-    progress.finish()
+    run = _compare_samples(
+        torch_backend, test_model, mappings, samples, deployed, policy, precision, max_intermediate_bytes, progress
+    )
     timings["compare_s"] = time.perf_counter() - start
-
-    layers = _layer_results(module, module_paths, mappings, first, accumulators)
+    timings["ort_runs_per_sample"] = run.groups
+    accumulators, output_stats, input_records = run.accumulators, run.output_stats, run.input_records
+    layers = _layer_results(module, module_paths, mappings, run.skeleton, accumulators)
     outputs = tuple(
         OutputResult(
             name=name,
@@ -231,12 +273,11 @@ def export_diff(
         for (backend_name, name), runs in output_stats.items()
     )
     test_index = index if test_model is reference_model else index_graph(test_model)
-    first_divergence = _first_divergence(
-        module, layers, mappings, test_index, test_model, torch_backend, samples, policy, first
-    )
+    first_divergence = _first_divergence(layers, mappings, test_index, test_model, torch_backend, samples, policy)
     batch_checks = ()
     if batch_sizes:
         progress.start("checking batch sizes", len(batch_sizes))
+        plain_ort = run.session or OnnxRuntimeBackend(test_model)
         batch_checks = tuple(check_batches(torch_backend, plain_ort, batch_pool or samples, batch_sizes, policy, progress))
         progress.finish()
     findings = build_findings(
@@ -252,7 +293,7 @@ def export_diff(
         overflow={p: acc.overflow_samples for p, acc in accumulators.items() if acc.overflow_samples},
         layer_order=[layer.module for layer in layers],
         num_samples=len(samples),
-        reference_backend=plain_ort.name,
+        reference_backend=ORT_NAME,
     )
     return ExportDiffResult(
         findings=tuple(findings),
@@ -290,7 +331,7 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
             status, note = NO_ONNX, note or "no ONNX counterpart (fused into a neighbour, identity, or not executed)"
         elif not acc.stats:
             status = NOT_COMPARABLE
-            if captured is not None and captured.output is None:
+            if captured is not None and captured.output_count != 1:
                 note = note or f"returns {captured.output_count} tensors; compared through its consumers"
         else:
             status = PASS if all(st.passed for _, st in acc.stats) else FAIL
@@ -315,7 +356,7 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
     return tuple(rows)
 
 
-def _first_divergence(module, layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy, first) -> FirstDivergence | None:
+def _first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy) -> FirstDivergence | None:
     failing = [layer for layer in layers if layer.status == FAIL]
     if not failing:
         return None
