@@ -15,7 +15,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import EndpointError
-from gapcheck.triton.client import TlsOptions, TritonConnection
+from gapcheck.triton.client import TritonEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -32,26 +32,12 @@ def _spec(entry: dict[str, Any]) -> TensorSpec:
 class TritonBackend:
     """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
 
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        *,
-        protocol: str = "grpc",
-        version: str | int | None = None,
-        headers: dict[str, str] | None = None,
-        ssl: bool = False,
-        ssl_options: TlsOptions | None = None,
-        timeout_s: float = 30.0,
-        retries: int = 3,
-    ) -> None:
+    def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None) -> None:
         self.model = model
         self.version = None if version in (None, "") else str(version)
-        self.connection = TritonConnection(
-            url, protocol=protocol, headers=headers, ssl=ssl, tls=ssl_options, timeout_s=timeout_s, retries=retries
-        )
-        self.protocol = protocol
-        self.name = f"triton-{protocol}"
+        self.connection = endpoint.connect()
+        self.protocol = endpoint.protocol
+        self.name = f"triton-{endpoint.protocol}"
         try:
             self._open()
         except BaseException:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.cli.rich_progress import RichProgress
+from gapcheck.cli.triton_options import triton_endpoint
 from gapcheck.errors import ExitCode, UsageError
 from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
 from gapcheck.report.console import make_console
@@ -40,16 +41,6 @@ def parse_overrides(items: list[str]) -> dict[str, tuple[float, float]]:
             raise UsageError(f"--tolerance expects PATTERN=RTOL,ATOL, got {item!r}") from None
         overrides[pattern.strip()] = (rtol, atol)
     return overrides
-
-
-def parse_headers(items: list[str]) -> dict[str, str]:
-    headers = {}
-    for item in items:
-        key, sep, value = item.partition(":")
-        if not sep or not key.strip():
-            raise UsageError("--triton-header expects KEY:VALUE")  # the value may be a secret: never echo it
-        headers[key.strip()] = value.strip()
-    return headers
 
 
 def command(
@@ -108,8 +99,9 @@ def command(
         strict=not non_strict,
         max_intermediate_bytes=max_intermediate_mb * 1024 * 1024,
         deployment=None if triton_url is None else DeploymentTarget(
-            url=triton_url, model=triton_model, protocol=protocol.value, version=triton_version,
-            headers=parse_headers(triton_header), ssl=triton_ssl,
+            triton_endpoint(triton_url, protocol=protocol, headers=triton_header, header_flag="--triton-header",
+                            ssl=triton_ssl),
+            model=triton_model, version=triton_version,
         ),
         server_layers=triton_layers,
         twin_files=tuple(twin_file),

@@ -5,39 +5,17 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
-from gapcheck.cli.choices import Protocol
 from rich.markup import escape
 
-from gapcheck.errors import ExitCode, UsageError
+from gapcheck.cli.choices import Protocol
+from gapcheck.cli.triton_options import triton_endpoint
+from gapcheck.errors import ExitCode
 from gapcheck.findings import Severity
 from gapcheck.report.console import make_console, print_findings, print_verdict
 from gapcheck.report.json_report import write_json
 from gapcheck.report.junit import JUnitCase, write_junit
 from gapcheck.triton.audit import TritonAuditResult, audit_deployment
-from gapcheck.triton.client import TlsOptions
-
-
-def parse_headers(items: list[str]) -> dict[str, str]:
-    """``KEY:VALUE`` pairs; a malformed one is named by position only, since its value may be a secret."""
-    headers = {}
-    for position, item in enumerate(items, start=1):
-        key, sep, value = item.partition(":")
-        if not sep or not key.strip():
-            raise UsageError(f"--header #{position} must be KEY:VALUE")
-        headers[key.strip()] = value.strip()
-    return headers
-
-
-def tls_options(ssl: bool, root_cert: Optional[Path], private_key: Optional[Path], cert_chain: Optional[Path],
-                insecure: bool) -> TlsOptions | None:
-    paths = (root_cert, private_key, cert_chain)
-    for path in paths:
-        if path is not None and not path.is_file():
-            raise UsageError(f"TLS file {path} does not exist")
-    if not ssl and not insecure and all(p is None for p in paths):
-        return None
-    return TlsOptions(*(str(p) if p else None for p in paths), insecure=insecure)
+from gapcheck.triton.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
 
 
 def junit_cases(result: TritonAuditResult) -> list[JUnitCase]:
@@ -85,24 +63,19 @@ def command(
     ssl_private_key: Optional[Path] = typer.Option(None, "--ssl-private-key", help="Client private key (PEM, gRPC)."),
     ssl_cert_chain: Optional[Path] = typer.Option(None, "--ssl-cert-chain", help="Client certificate chain (PEM, gRPC)."),
     ssl_insecure: bool = typer.Option(False, "--ssl-insecure", help="Skip certificate verification (HTTP)."),
-    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
-    retries: int = typer.Option(3, "--retries", min=0, help="Retries of a transient failure (with backoff)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", min=0.1, help="Seconds per request."),
+    retries: int = typer.Option(DEFAULT_RETRIES, "--retries", min=0,
+                                help="Retries of a transient failure (with backoff)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
 ) -> None:
     """Diff a Triton deployment's config and metadata against the ONNX graph (names, dtypes, dims, batch, versions)."""
-    result = audit_deployment(
-        triton_url,
-        triton_model,
-        onnx_model=onnx_file,
-        protocol=protocol.value,
-        version=triton_version,
-        headers=parse_headers(header),
-        ssl=ssl,
-        ssl_options=tls_options(ssl, ssl_root_cert, ssl_private_key, ssl_cert_chain, ssl_insecure),
-        timeout_s=timeout,
+    endpoint = triton_endpoint(
+        triton_url, protocol=protocol, headers=header, header_flag="--header", ssl=ssl, root_cert=ssl_root_cert,
+        private_key=ssl_private_key, cert_chain=ssl_cert_chain, insecure=ssl_insecure, timeout_s=timeout,
         retries=retries,
     )
+    result = audit_deployment(endpoint, triton_model, onnx_model=onnx_file, version=triton_version)
     render(result)
     if json_path is not None:
         write_json(json_path, "triton-audit", {"verdict": result.verdict, "result": result})

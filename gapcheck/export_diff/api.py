@@ -20,6 +20,7 @@ from gapcheck.inputs import SUPPORTED_DTYPES, InputSpec, load_samples_file, pars
 from gapcheck.model.export import load_onnx, save_onnx
 from gapcheck.model.loading import load_model
 from gapcheck.progress import NullProgress, ProgressReporter
+from gapcheck.triton.client import TritonEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +28,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DeploymentTarget:
-    """A served copy of the model to compare too (a Triton endpoint). ``headers`` are never printed."""
+    """A served copy of the model to compare too: a model (version) on a Triton endpoint."""
 
-    url: str
+    endpoint: TritonEndpoint
     model: str
-    protocol: str = "grpc"
     version: str | None = None
-    headers: dict[str, str] = field(default_factory=dict, repr=False)
-    ssl: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,8 +146,8 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
         return result  # the audit found config gaps; they are the findings to fix first
     progress.start("comparing layers on the Triton server (twin model)", None)
     rows, findings = compare_on_server(
-        result, module, sample, _policy(request), url=target.url, model=target.model, protocol=target.protocol,
-        version=target.version, headers=target.headers, ssl=target.ssl, twin_files=request.twin_files,
+        result, module, sample, _policy(request), endpoint=target.endpoint, model=target.model,
+        version=target.version, twin_files=request.twin_files,
     )
     progress.finish()
     return dataclasses.replace(result, server_layers=rows, findings=result.findings + tuple(findings))
@@ -170,8 +168,8 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
         reference = export_onnx(module.eval() if not request.keep_train_mode else module, samples[0],
                                 exporter=request.exporter, opset=request.opset).model
     progress.start("auditing the Triton deployment", None)
-    audit = audit_deployment(target.url, target.model, onnx_model=reference, protocol=target.protocol,
-                             version=target.version, headers=target.headers, ssl=target.ssl, torch_module=module)
+    audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,
+                             torch_module=module)
     progress.finish()
     findings = list(audit.findings)
     if any(f.is_gap for f in findings):
@@ -179,6 +177,5 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
                                 "outputs of the deployment were not compared: fix the config gaps above first",
                                 where=target.model))
         return [], findings
-    backend = stack.enter_context(TritonBackend(target.url, target.model, protocol=target.protocol,
-                                                version=target.version, headers=target.headers, ssl=target.ssl))
+    backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version))
     return [backend], findings

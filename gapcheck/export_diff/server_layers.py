@@ -16,6 +16,7 @@ from gapcheck.backends.torch_eager import TorchBackend
 from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
 from gapcheck.export_diff.result import FAIL, PASS, ExportDiffResult
 from gapcheck.findings import Finding, Severity
+from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.twin import compare_intermediates_on_server
 
 
@@ -33,19 +34,15 @@ def compare_on_server(
     sample: dict[str, np.ndarray],
     policy: TolerancePolicy,
     *,
-    url: str,
+    endpoint: TritonEndpoint,
     model: str,
-    protocol: str,
     version: str | None,
-    headers: dict[str, str],
-    ssl: bool,
     twin_files: tuple[Path, ...] = (),
 ) -> tuple[tuple[ServerLayer, ...], list[Finding]]:
     """Compare every mapped module on the server with torch, on ``sample``; findings for server-only divergence."""
     comparable = [layer for layer in result.layers if layer.onnx_value and layer.status in (PASS, FAIL)]
     values = compare_intermediates_on_server(
-        url, model, result.onnx_model, [layer.onnx_value for layer in comparable], sample, protocol=protocol,
-        version=version, headers=headers, ssl=ssl,
+        endpoint, model, result.onnx_model, [layer.onnx_value for layer in comparable], sample, version=version,
         extra_files={path.name: path.read_bytes() for path in twin_files},
     )
     output_names = [o.name for o in result.onnx_model.graph.output]

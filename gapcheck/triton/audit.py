@@ -16,7 +16,7 @@ import onnx
 
 from gapcheck.errors import EndpointError
 from gapcheck.findings import Finding, Severity, verdict_of
-from gapcheck.triton.client import TlsOptions, TritonConnection
+from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 
 logger = logging.getLogger(__name__)
@@ -195,29 +195,22 @@ def _version_policy(config: dict[str, Any]) -> list[str] | None:
 
 
 def audit_deployment(
-    url: str,
+    endpoint: TritonEndpoint,
     model: str,
     *,
     onnx_model: onnx.ModelProto | str | Path,
-    protocol: str = "grpc",
     version: str | int | None = None,
-    headers: dict[str, str] | None = None,
-    ssl: bool = False,
-    ssl_options: TlsOptions | None = None,
-    timeout_s: float = 30.0,
-    retries: int = 3,
     torch_module: Any = None,
 ) -> TritonAuditResult:
-    """Diff what ``url`` serves as ``model`` against ``onnx_model``; EndpointError when the server is unreachable."""
+    """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``; EndpointError when the server is unreachable."""
     graph = load_onnx(onnx_model)
     requested = None if version in (None, "") else str(version)
     torch_dtype = _torch_dtype(torch_module)
-    with TritonConnection(url, protocol=protocol, headers=headers, ssl=ssl, tls=ssl_options,
-                          timeout_s=timeout_s, retries=retries) as conn:
+    with endpoint.connect() as conn:
         if not conn.server_live():
             raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
         meta = conn.server_metadata()
-        base = dict(endpoint=conn.display_url, protocol=protocol, model=model, requested_version=requested,
+        base = dict(endpoint=conn.display_url, protocol=endpoint.protocol, model=model, requested_version=requested,
                     server_name=str(meta.get("name", "")), server_version=str(meta.get("version", "")),
                     torch_dtype=torch_dtype)
         where = f"{model}{' v' + requested if requested else ''} @ {conn.display_url}"

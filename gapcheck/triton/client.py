@@ -4,14 +4,15 @@ Every call is bounded (per-call timeout, a fixed number of retries with exponent
 backoff) and every failure ends as one :class:`gapcheck.errors.EndpointError` whose
 message never contains a header value or URL credentials. Answers come back as plain
 dicts with the HTTP/JSON field names for both protocols, so callers need not care
-which one was used.
+which one was used. Where the server is and how to talk to it (protocol, headers, TLS, timeout,
+retries) is one value, :class:`TritonEndpoint`, that every Triton entry point takes.
 """
 from __future__ import annotations
 
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 import numpy as np
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 PROTOCOLS = ("grpc", "http")
 REDACTED = "***"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_RETRIES = 3
 
 # Statuses worth another try: the server is starting, overloaded, or the network blinked.
 _TRANSIENT_HTTP = {"408", "429", "500", "502", "503", "504"}
@@ -49,7 +52,7 @@ class TlsOptions:
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class ServerAddress:
     """Where a server is, as the user gave it, minus anything secret."""
 
     address: str  # host:port, no scheme, no credentials
@@ -60,7 +63,7 @@ class Endpoint:
         return ("https://" if self.ssl else "") + self.address
 
 
-def parse_url(url: str, *, ssl: bool = False) -> Endpoint:
+def parse_url(url: str, *, ssl: bool = False) -> ServerAddress:
     """Accept ``host:port``, ``http://host:port``, ``https://host:port`` or ``grpc://host:port``; drop userinfo."""
     text = url.strip()
     match = re.match(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://(?P<rest>.*)$", text)
@@ -73,7 +76,7 @@ def parse_url(url: str, *, ssl: bool = False) -> Endpoint:
     text = text.split("@")[-1].rstrip("/")  # credentials in the URL are never used nor shown
     if not text or "/" in text:
         raise UsageError("a Triton URL is host:port (optionally with a scheme), without a path")
-    return Endpoint(address=text, ssl=ssl)
+    return ServerAddress(address=text, ssl=ssl)
 
 
 def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
@@ -91,6 +94,56 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     for secret in secrets:
         text = text.replace(secret, REDACTED)
     return text
+
+
+@dataclass(frozen=True)
+class TritonEndpoint:
+    """How to reach one Triton server: the value every Triton entry point takes.
+
+    ``headers`` (e.g. auth tokens) and credentials in ``url`` are secrets: they stay out of the repr,
+    and :attr:`display_url` is the only form of the location meant for messages and reports.
+    """
+
+    url: str = field(repr=False)
+    protocol: str = "grpc"
+    headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False)
+    ssl: bool = False
+    tls: TlsOptions | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
+        if self.timeout_s <= 0 or self.retries < 0:
+            raise UsageError("timeout must be positive and retries non-negative")
+        # A private copy: the caller's dict may change later, this value must not.
+        object.__setattr__(self, "headers", dict(self.headers or {}))
+        parse_url(self.url)  # a URL that is not host:port is a usage error when the endpoint is made
+
+    def __repr__(self) -> str:
+        # Written by hand (dataclasses keep a class's own __repr__) to show the location, redacted.
+        return (f"TritonEndpoint({self.display_url!r}, protocol={self.protocol!r}, "
+                f"headers=<{len(self.headers)} hidden>, ssl={self.ssl!r}, tls={self.tls!r}, "
+                f"timeout_s={self.timeout_s!r}, retries={self.retries!r})")
+
+    @property
+    def address(self) -> ServerAddress:
+        """host:port and whether TLS is on (TLS options imply TLS), without credentials."""
+        return parse_url(self.url, ssl=self.ssl or self.tls is not None)
+
+    @property
+    def display_url(self) -> str:
+        """The location, safe to print: no URL credentials, never a header."""
+        return self.address.display
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return secrets_in(self.url, self.headers)
+
+    def connect(self, *, backoff_s: float = 0.2) -> "TritonConnection":
+        """A client for this endpoint (close it, or use it as a context manager)."""
+        return TritonConnection(self, backoff_s=backoff_s)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -130,44 +183,30 @@ def _normalize_io(entries: list[dict[str, Any]], dims_key: str) -> list[dict[str
 class TritonConnection:
     """One client (HTTP or gRPC) with bounded, redacted, retrying calls."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: str = "grpc",
-        headers: dict[str, str] | None = None,
-        ssl: bool = False,
-        tls: TlsOptions | None = None,
-        timeout_s: float = 30.0,
-        retries: int = 3,
-        backoff_s: float = 0.2,
-    ) -> None:
-        if protocol not in PROTOCOLS:
-            raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
-        if timeout_s <= 0 or retries < 0:
-            raise UsageError("timeout must be positive and retries non-negative")
-        self.protocol = protocol
-        self.endpoint = parse_url(url, ssl=ssl or tls is not None)
-        self._secrets = secrets_in(url, headers)
+    def __init__(self, endpoint: TritonEndpoint, *, backoff_s: float = 0.2) -> None:
+        self.endpoint = endpoint
+        self.protocol = endpoint.protocol
+        self.address = endpoint.address
+        self._secrets = endpoint.secrets
         # gRPC metadata keys must be lower case; HTTP header names are case-insensitive anyway.
-        self._headers = {k.lower(): v for k, v in (headers or {}).items()} or None
-        self.timeout_s = float(timeout_s)
-        self.retries = int(retries)
+        self._headers = {k.lower(): v for k, v in endpoint.headers.items()} or None
+        self.timeout_s = float(endpoint.timeout_s)
+        self.retries = int(endpoint.retries)
         self.backoff_s = float(backoff_s)
-        tls = tls or TlsOptions()
-        if protocol == "http":
+        tls = endpoint.tls or TlsOptions()
+        if self.protocol == "http":
             self._client: Any = httpclient.InferenceServerClient(
-                self.endpoint.address,
+                self.address.address,
                 connection_timeout=self.timeout_s,
                 network_timeout=self.timeout_s,
-                ssl=self.endpoint.ssl,
+                ssl=self.address.ssl,
                 ssl_options=({"ca_certs": tls.root_certificates} if tls.root_certificates else None),
                 insecure=tls.insecure,
             )
         else:
             self._client = grpcclient.InferenceServerClient(
-                self.endpoint.address,
-                ssl=self.endpoint.ssl,
+                self.address.address,
+                ssl=self.address.ssl,
                 root_certificates=tls.root_certificates,
                 private_key=tls.private_key,
                 certificate_chain=tls.certificate_chain,
@@ -175,7 +214,7 @@ class TritonConnection:
 
     @property
     def display_url(self) -> str:
-        return self.endpoint.display
+        return self.endpoint.display_url
 
     def redact(self, text: str) -> str:
         return redact(text, self._secrets)

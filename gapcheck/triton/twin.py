@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from gapcheck.errors import EndpointError, UsageError
-from gapcheck.triton.client import TlsOptions, TritonConnection
+from gapcheck.triton.client import TritonConnection, TritonEndpoint
 from gapcheck.triton.repository import load_onnx, onnx_inputs, onnx_outputs
 
 logger = logging.getLogger(__name__)
@@ -68,19 +68,13 @@ def twin_config(served_config: dict[str, Any], twin: onnx.ModelProto, twin_name:
 
 
 def compare_intermediates_on_server(
-    url: str,
+    endpoint: TritonEndpoint,
     model: str,
     onnx_model: onnx.ModelProto | str | Path,
     value_names: list[str] | tuple[str, ...],
     feeds: dict[str, np.ndarray],
     *,
-    protocol: str = "grpc",
     version: str | int | None = None,
-    headers: dict[str, str] | None = None,
-    ssl: bool = False,
-    ssl_options: TlsOptions | None = None,
-    timeout_s: float = 30.0,
-    retries: int = 3,
     extra_files: dict[str, bytes] | None = None,
 ) -> dict[str, np.ndarray]:
     """Run a twin of ``model`` that also returns ``value_names``; return every output of the twin by name.
@@ -90,8 +84,7 @@ def compare_intermediates_on_server(
     """
     twin = mark_outputs(load_onnx(onnx_model), value_names)
     twin_name = f"{model}__gapcheck_twin_{uuid.uuid4().hex[:8]}"
-    with TritonConnection(url, protocol=protocol, headers=headers, ssl=ssl, tls=ssl_options,
-                          timeout_s=timeout_s, retries=retries) as conn:
+    with endpoint.connect() as conn:
         config = twin_config(conn.model_config(model, None if version in (None, "") else str(version)), twin,
                              twin_name)
         files = {"file:1/model.onnx": twin.SerializeToString()}

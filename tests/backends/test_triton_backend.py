@@ -6,7 +6,7 @@ from tritonclient.utils import InferenceServerException
 
 from gapcheck.backends.triton import TritonBackend
 from gapcheck.errors import EndpointError, ExitCode, UsageError
-from gapcheck.triton.client import TritonConnection, parse_url, redact, secrets_in
+from gapcheck.triton.client import TlsOptions, TritonEndpoint, parse_url, redact, secrets_in
 from gapcheck.triton.local_server import free_ports
 
 
@@ -39,12 +39,42 @@ def test_secrets_are_header_values_and_url_credentials():
 
 def test_unknown_protocol_is_a_usage_error():
     with pytest.raises(UsageError, match="protocol"):
-        TritonConnection("localhost:8001", protocol="websocket")
+        TritonEndpoint("localhost:8001", protocol="websocket")
+
+
+@pytest.mark.parametrize("options", [{"timeout_s": 0}, {"retries": -1}])
+def test_endpoint_rejects_a_non_positive_timeout_and_negative_retries(options):
+    with pytest.raises(UsageError, match="timeout must be positive and retries non-negative"):
+        TritonEndpoint("localhost:8001", **options)
+
+
+def test_endpoint_rejects_a_url_with_a_path_when_made():
+    with pytest.raises(UsageError, match="host:port"):
+        TritonEndpoint("localhost:8000/v2/models")
+
+
+def test_endpoint_repr_and_display_url_never_show_secrets():
+    headers = {"Authorization": "Bearer tok-123"}
+    endpoint = TritonEndpoint("https://alice:hunter22@host:8000", "http", headers=headers, retries=1)
+    headers["Authorization"] = "changed"  # the endpoint keeps its own copy
+    assert endpoint.headers == {"Authorization": "Bearer tok-123"}
+    assert endpoint.display_url == "https://host:8000"
+    text = repr(endpoint)
+    assert "tok-123" not in text and "hunter22" not in text and "alice" not in text
+    assert "https://host:8000" in text and "retries=1" in text
+    assert set(endpoint.secrets) >= {"Bearer tok-123", "alice:hunter22"}
+
+
+def test_tls_options_imply_tls_and_endpoints_compare_by_value():
+    endpoint = TritonEndpoint("host:8001", tls=TlsOptions(root_certificates="ca.pem"))
+    assert endpoint.address.ssl and endpoint.display_url == "https://host:8001"
+    assert TritonEndpoint("host:8001", headers={"k": "v"}) == TritonEndpoint("host:8001", headers={"k": "v"})
+    assert TritonEndpoint("host:8001", headers={"k": "v"}) != TritonEndpoint("host:8001", headers={"k": "w"})
 
 
 def _connection(retries=2):
-    return TritonConnection("127.0.0.1:1", protocol="http", retries=retries, backoff_s=0.0,
-                            headers={"authorization": "Bearer abc-secret"})
+    return TritonEndpoint("127.0.0.1:1", protocol="http", retries=retries,
+                          headers={"authorization": "Bearer abc-secret"}).connect(backoff_s=0.0)
 
 
 def test_transient_failures_are_retried_then_reported_once():
@@ -82,8 +112,8 @@ def test_a_retry_that_succeeds_returns_the_answer():
 def test_server_down_fails_fast_with_an_endpoint_error(protocol):
     (port,) = free_ports(1)
     with pytest.raises(EndpointError) as info:
-        TritonBackend(f"127.0.0.1:{port}", "tiny", protocol=protocol, retries=2, timeout_s=2,
-                      headers={"x-api-key": "k-very-secret"})
+        TritonBackend(TritonEndpoint(f"127.0.0.1:{port}", protocol=protocol, retries=2, timeout_s=2,
+                                     headers={"x-api-key": "k-very-secret"}), "tiny")
     message = str(info.value)
     assert f"127.0.0.1:{port}" in message and "after 3 attempts" in message
     assert "k-very-secret" not in message

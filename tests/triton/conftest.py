@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import nn
 
+from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.local_server import LocalTritonServer
 
 SECRET_HEADER = "x-gapcheck-token"
@@ -119,6 +120,9 @@ class Deployments:
 
     def url(self, protocol: str) -> str:
         return self.server.url(protocol)
+
+    def endpoint(self, protocol: str, **options: object) -> TritonEndpoint:
+        return TritonEndpoint(self.server.url(protocol), protocol, **options)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from gapcheck.errors import EndpointError
 from gapcheck.findings import Severity
 from gapcheck.triton import audit
 from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.local_server import free_ports
 
 
@@ -15,7 +16,7 @@ def codes(result, severity=Severity.GAP):
 
 
 def test_matching_deployment_passes(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "tiny", onnx_model=triton.onnx_model, protocol=protocol)
+    result = audit_deployment(triton.endpoint(protocol), "tiny", onnx_model=triton.onnx_model)
     assert result.verdict == "pass" and bool(result)
     assert result.served.versions == ("1",) and result.served.max_batch_size == 8
     assert [t.name for t in result.served.inputs] == ["x"]
@@ -25,7 +26,7 @@ def test_matching_deployment_passes(triton, protocol):
 
 
 def test_fp16_declared_input_is_a_dtype_gap(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "tiny_fp16", onnx_model=triton.onnx_model, protocol=protocol)
+    result = audit_deployment(triton.endpoint(protocol), "tiny_fp16", onnx_model=triton.onnx_model)
     assert result.verdict == "gap"
     (finding,) = [f for f in result.findings if f.code == audit.DTYPE_MISMATCH]
     assert finding.evidence["served"] == "TYPE_FP16" and finding.evidence["onnx"] == "TYPE_FP32"
@@ -33,8 +34,8 @@ def test_fp16_declared_input_is_a_dtype_gap(triton, protocol):
 
 
 def test_requested_version_not_served_is_stale(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "tiny_versions", onnx_model=triton.onnx_model,
-                              protocol=protocol, version=2)
+    result = audit_deployment(triton.endpoint(protocol), "tiny_versions",
+                              onnx_model=triton.onnx_model, version=2)
     (finding,) = [f for f in result.findings if f.code == audit.VERSION_STALE]
     assert finding.severity is Severity.GAP
     assert finding.evidence == {"requested": "2", "served": ["1"]}
@@ -42,26 +43,26 @@ def test_requested_version_not_served_is_stale(triton, protocol):
 
 
 def test_pinned_version_policy_is_named_without_a_requested_version(triton):
-    result = audit_deployment(triton.url("http"), "tiny_versions", onnx_model=triton.onnx_model, protocol="http")
+    result = audit_deployment(triton.endpoint("http"), "tiny_versions", onnx_model=triton.onnx_model)
     (finding,) = [f for f in result.findings if f.code == audit.VERSION_STALE]
     assert finding.severity is Severity.WARNING and finding.evidence["version_policy"] == ["1"]
 
 
 def test_missing_batch_axis_is_a_batch_gap(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "tiny_nobatch", onnx_model=triton.onnx_model, protocol=protocol)
+    result = audit_deployment(triton.endpoint(protocol), "tiny_nobatch", onnx_model=triton.onnx_model)
     found = [f for f in result.findings if f.code == audit.BATCH_MISMATCH]
     assert {f.where.split()[-2] for f in found} == {"input", "output"}
     assert found[0].evidence["served"] == "[3, 8, 8]" and found[0].evidence["onnx"] == "[?, 3, 8, 8]"
 
 
 def test_renamed_input_is_a_name_gap(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "tiny_renamed", onnx_model=triton.onnx_model, protocol=protocol)
+    result = audit_deployment(triton.endpoint(protocol), "tiny_renamed", onnx_model=triton.onnx_model)
     (finding,) = [f for f in result.findings if f.code == audit.NAME_MISMATCH]
     assert finding.evidence == {"onnx": "x", "served": "input"} and finding.is_gap
 
 
 def test_model_that_failed_to_load_is_not_ready(triton, protocol):
-    result = audit_deployment(triton.url(protocol), "broken", onnx_model=triton.onnx_model, protocol=protocol)
+    result = audit_deployment(triton.endpoint(protocol), "broken", onnx_model=triton.onnx_model)
     (finding,) = result.findings
     assert finding.code == audit.NOT_READY and finding.is_gap
     assert finding.evidence["served"] == "UNAVAILABLE" and "planted load failure" in finding.evidence["reason"]
@@ -69,21 +70,22 @@ def test_model_that_failed_to_load_is_not_ready(triton, protocol):
 
 
 def test_unknown_model_is_not_ready(triton):
-    result = audit_deployment(triton.url("grpc"), "no_such_model", onnx_model=triton.onnx_model, protocol="grpc")
+    result = audit_deployment(triton.endpoint("grpc"), "no_such_model", onnx_model=triton.onnx_model)
     assert codes(result) == [audit.NOT_READY]
 
 
 def test_server_down_raises_endpoint_error_fast(tiny_onnx, protocol):
     (port,) = free_ports(1)
     with pytest.raises(EndpointError, match="after 2 attempts"):
-        audit_deployment(f"127.0.0.1:{port}", "tiny", onnx_model=tiny_onnx, protocol=protocol, retries=1, timeout_s=2)
+        audit_deployment(TritonEndpoint(f"127.0.0.1:{port}", protocol, retries=1, timeout_s=2), "tiny",
+                         onnx_model=tiny_onnx)
 
 
 def test_torch_dtype_is_carried_into_dtype_evidence(triton):
     import torch
 
     module = torch.nn.Linear(2, 2).half()
-    result = audit_deployment(triton.url("http"), "tiny_fp16", onnx_model=triton.onnx_model, protocol="http",
+    result = audit_deployment(triton.endpoint("http"), "tiny_fp16", onnx_model=triton.onnx_model,
                               torch_module=module)
     assert result.torch_dtype == "float16"
     (finding,) = [f for f in result.findings if f.code == audit.DTYPE_MISMATCH]

@@ -12,7 +12,6 @@ from gapcheck.backends.triton import TritonBackend
 from gapcheck.cli.app import main
 from gapcheck.compare import TolerancePolicy, compare_arrays
 from gapcheck.triton.audit import audit_deployment
-from gapcheck.triton.client import TritonConnection
 from tests.triton.conftest import model_py_bytes
 
 FACTORY = '''
@@ -72,11 +71,11 @@ def test_exported_repository_serves_what_torch_computes(triton, tmp_path, protoc
     onnx_path = model_dir / "1" / "model.onnx"
     files = {"file:1/model.onnx": onnx_path.read_bytes(), "file:1/model.py": model_py_bytes()}
     x = np.random.default_rng(1).standard_normal((3, 3, 8, 8)).astype(np.float32)
-    with TritonConnection(triton.url(protocol), protocol=protocol) as conn:
+    with triton.endpoint(protocol).connect() as conn:
         conn.load_model(name, config=json.dumps(config), files=files)
         try:
-            assert audit_deployment(triton.url(protocol), name, onnx_model=onnx_path, protocol=protocol).verdict == "pass"
-            with TritonBackend(triton.url(protocol), name, protocol=protocol) as backend:
+            assert audit_deployment(triton.endpoint(protocol), name, onnx_model=onnx_path).verdict == "pass"
+            with TritonBackend(triton.endpoint(protocol), name) as backend:
                 (output,) = backend.output_specs()
                 served = backend.infer({"x": x})[output.name]
         finally:

@@ -80,3 +80,10 @@ def test_missing_onnx_file_is_a_usage_error(tmp_path, capsys):
     code = main(["triton-audit", "--triton-url", "127.0.0.1:1", "--triton-model", "tiny", "--onnx",
                  str(tmp_path / "missing.onnx")])
     assert code == 2
+
+
+def test_missing_tls_file_is_a_usage_error(tiny_onnx_path, tmp_path, capsys):
+    code = main(["triton-audit", "--triton-url", "127.0.0.1:1", "--triton-model", "tiny", "--onnx",
+                 str(tiny_onnx_path), "--ssl", "--ssl-root-cert", str(tmp_path / "missing-ca.pem")])
+    assert code == 2
+    assert "TLS file" in capsys.readouterr().err

@@ -7,7 +7,6 @@ import pytest
 
 from gapcheck.compare import Tolerance, compare_arrays
 from gapcheck.errors import EndpointError, UsageError
-from gapcheck.triton.client import TritonConnection
 from gapcheck.triton.twin import compare_intermediates_on_server, mark_outputs
 from tests.triton.conftest import model_py_bytes
 
@@ -23,7 +22,7 @@ def local_run(model, names, feeds):
 
 
 def twins_left(triton):
-    with TritonConnection(triton.url("http"), protocol="http") as conn:
+    with triton.endpoint("http").connect() as conn:
         return [e for e in conn.repository_index() if "gapcheck_twin" in e["name"] and e.get("state") == "READY"]
 
 
@@ -43,7 +42,7 @@ def test_mark_outputs_rejects_unknown_values(tiny_onnx):
 def test_intermediates_on_server_match_local_onnxruntime(triton, protocol, sample):
     names = inner_values(triton.onnx_model)
     served = compare_intermediates_on_server(
-        triton.url(protocol), "tiny", triton.onnx_model, names, sample, protocol=protocol,
+        triton.endpoint(protocol), "tiny", triton.onnx_model, names, sample,
         extra_files={"model.py": model_py_bytes()})
     local = local_run(triton.onnx_model, names, sample)
     assert set(served) == {"y", *names}
@@ -55,7 +54,7 @@ def test_intermediates_on_server_match_local_onnxruntime(triton, protocol, sampl
 def test_intermediates_locate_the_server_side_channel_swap_at_the_first_layer(triton, sample):
     names = inner_values(triton.onnx_model)
     served = compare_intermediates_on_server(
-        triton.url("grpc"), "tiny_swap", triton.onnx_model, names, sample, protocol="grpc",
+        triton.endpoint("grpc"), "tiny_swap", triton.onnx_model, names, sample,
         extra_files={"model.py": model_py_bytes()})
     local = local_run(triton.onnx_model, names, sample)
     first = names[0]
@@ -69,6 +68,6 @@ def test_twin_is_unloaded_when_inference_fails(triton, sample):
     bad = {"x": sample["x"][:, :2].copy()}  # two channels: the server rejects the request
     with pytest.raises(EndpointError):
         compare_intermediates_on_server(
-            triton.url("http"), "tiny", triton.onnx_model, inner_values(triton.onnx_model), bad, protocol="http",
-            retries=0, extra_files={"model.py": model_py_bytes()})
+            triton.endpoint("http", retries=0), "tiny", triton.onnx_model, inner_values(triton.onnx_model), bad,
+            extra_files={"model.py": model_py_bytes()})
     assert twins_left(triton) == []
