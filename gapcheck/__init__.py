@@ -18,12 +18,13 @@ from gapcheck.model.loading import load_model
 from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.tensors import fingerprint, summarize
 from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.deploy import export_model_repository
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DeploymentTarget", "ExitCode", "ExportDiffRequest", "ExportDiffResult", "Finding", "GapcheckError", "Severity",
+    "DeploymentTarget", "ExitCode", "TritonEndpoint", "ExportDiffRequest", "ExportDiffResult", "Finding", "GapcheckError", "Severity",
     "audit_deployment", "export_diff", "export_model_repository", "export_onnx", "fingerprint", "load_model",
     "load_onnx", "load_samples_file", "parse_input_spec", "preprocess_audit", "random_samples", "run_export_diff",
     "summarize",
