@@ -8,9 +8,12 @@ observed errors, not just pass/fail, so users can see how close they are.
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from gapcheck.errors import UsageError
 
 # Defaults per dtype of the *reference*. fp32 is looser than torch.testing's
 # (1.3e-6/1e-5): two correct runtimes reorder float sums (conv algorithms,
@@ -37,6 +40,16 @@ class Tolerance:
     # so the absolute budget scales with the tensor's largest magnitude (atol * max(1, max|expected|)).
     scale_atol: bool = False
 
+    def __post_init__(self) -> None:
+        _check_tolerance(self.rtol, "rtol")
+        _check_tolerance(self.atol, "atol")
+
+
+def _check_tolerance(value: float | None, name: str) -> None:
+    # NaN would pass everything (every comparison with NaN is False) and a negative one would fail everything.
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{name} must be a finite number >= 0, got {value}")
+
 
 @dataclass(frozen=True)
 class TolerancePolicy:
@@ -47,10 +60,21 @@ class TolerancePolicy:
     overrides: dict[str, Tolerance] = field(default_factory=dict)
     precision: str = "fp32"
 
+    def __post_init__(self) -> None:
+        _check_tolerance(self.rtol, "rtol")
+        _check_tolerance(self.atol, "atol")
+
     def for_name(self, name: str, dtype: np.dtype | str = "float32") -> Tolerance:
+        """Tolerance for the tensor ``name`` whose reference has ``dtype``.
+
+        Integer and bool tensors (class indices, masks) are compared exactly unless an
+        override names them: neither the precision budget nor a global rtol/atol applies.
+        """
         for pattern, tol in self.overrides.items():
             if name == pattern or fnmatch.fnmatchcase(name, pattern):
                 return tol
+        if not np.issubdtype(np.dtype(dtype), np.floating):
+            return Tolerance(0.0, 0.0)
         if self.precision != "fp32":
             default = PRECISION_TOLERANCES[self.precision]
         else:

@@ -17,6 +17,7 @@ class SampleCase:
     expected_codes: tuple[str, ...] = ()  # empty: a clean model, no gap at default tolerances
     expected_module: str | None = None  # where the first divergence (or the finding) must point
     expected_cause: str | None = None  # "local" / "inherited" for the first divergence
+    warnings: tuple[str, ...] = ()  # finding codes expected below gap severity
 
 
 CASES = (
@@ -34,9 +35,13 @@ CASES = (
         "batch_loop", "sample_models.planted:build_per_sample_loop", ("x:1x5x12:float32",), {"batch_sizes": (1, 4)},
         ("batch_size_baked",), None,
     ),
-    SampleCase(
+    SampleCase(  # compared in eval mode (the default): reported, not a gap, since eval mode is what deploys
         "train_mode", "sample_models.planted:build_train_mode", ("x:1x3x16x16:float32",), {},
-        ("training_mode",), "bn",
+        (), None, warnings=("training_mode",),
+    ),
+    SampleCase(  # compared as handed over: BatchNorm on batch statistics, Dropout active
+        "train_mode_kept", "sample_models.planted:build_train_mode", ("x:1x3x16x16:float32",), {"keep_train_mode": True},
+        ("training_mode", "layer_divergence"), "bn", "local",
     ),
     SampleCase(
         "fp16_overflow", "sample_models.planted:build_fp16_overflow", ("x:1x8x16:float32",), {"precision": "fp16"},

@@ -71,3 +71,23 @@ def test_float32_fast_path_agrees_with_the_exact_path(seed):
     fast, exact = compare_arrays(actual, expected, tol), _general_stats(actual, expected, tol)
     assert (fast.passed, fast.worst_index, fast.mismatch_fraction) == (exact.passed, exact.worst_index, exact.mismatch_fraction)
     assert fast.max_abs == pytest.approx(exact.max_abs, rel=1e-6) and fast.max_rel == exact.max_rel
+
+
+def test_integer_outputs_are_compared_exactly_whatever_the_budget():
+    for policy in (TolerancePolicy(precision="fp16"), TolerancePolicy(rtol=0.5, atol=1.0)):
+        tol = policy.for_name("argmax", np.int64)
+        assert tol == Tolerance(0.0, 0.0)
+        assert not compare_arrays(np.array([1990]), np.array([1999]), tol).passed
+        assert not compare_arrays(np.array([3]), np.array([4]), tol).passed
+    named = TolerancePolicy(overrides={"argmax": Tolerance(0, 1)})
+    assert compare_arrays(np.array([3]), np.array([4]), named.for_name("argmax", np.int64)).passed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, float("inf")])
+def test_nan_negative_or_infinite_tolerances_are_usage_errors(bad):
+    from gapcheck.errors import UsageError
+
+    with pytest.raises(UsageError):
+        Tolerance(bad, 0.0)
+    with pytest.raises(UsageError):
+        TolerancePolicy(atol=bad)

@@ -36,14 +36,20 @@ def build_findings(
 ) -> list[Finding]:
     findings: list[Finding] = []
     if was_training:
+        # Reported always; a gap only when the comparison really ran in training mode with modules that care.
         dependent = [p for p, m in module.named_modules() if isinstance(m, _MODE_DEPENDENT)]
-        action = "kept in training mode as asked" if kept_train_mode else "compared in eval mode"
+        if not dependent:
+            severity, consequence = Severity.INFO, "it has no BatchNorm/Dropout, so the mode changes nothing"
+        elif kept_train_mode:
+            severity, consequence = Severity.GAP, "kept in training mode as asked: batch statistics and active dropout are compared"
+        else:
+            severity, consequence = Severity.WARNING, "compared in eval mode; an export made in this state would bake in batch statistics / active dropout"
         findings.append(Finding(
-            "training_mode", Severity.GAP,
-            f"the model was handed over in training mode ({len(dependent)} mode-dependent modules: "
-            f"{', '.join(dependent[:6]) or 'none'}); an export in this state bakes in batch statistics / active dropout; {action}",
+            "training_mode", severity,
+            f"the model was handed over in training mode ({len(dependent)} mode-dependent modules"
+            f"{': ' + ', '.join(dependent[:6]) if dependent else ''}); {consequence}",
             where=", ".join(dependent[:6]),
-            evidence={"mode_dependent_modules": dependent},
+            evidence={"mode_dependent_modules": dependent, "kept_train_mode": kept_train_mode},
         ))
     if exported.fallback_reason:
         findings.append(Finding(

@@ -122,3 +122,10 @@ def test_keep_train_mode_compares_a_training_model_as_it_is():
     assert "training_mode" in {f.code for f in kept.findings}
     assert "kept in training mode" in next(f.message for f in kept.findings if f.code == "training_mode")
     assert np.isfinite([layer.stats.max_abs for layer in kept.layers if layer.stats]).all()
+
+
+def test_training_mode_without_mode_dependent_modules_is_not_a_gap():
+    module = Doubler().train()  # most factories return Net() as constructed: in training mode
+    result = export_diff(module, _samples((1, 6)))
+    finding = next(f for f in result.findings if f.code == "training_mode")
+    assert finding.severity.value == "info" and result.verdict == "pass"

@@ -20,6 +20,7 @@ def case_result(request):
 def test_expected_codes_and_verdict(case_result):
     case, result = case_result
     gap_codes = {f.code for f in result.findings if f.is_gap}
+    assert set(case.warnings) <= {f.code for f in result.findings if f.severity.value == "warning"}
     if not case.expected_codes:
         assert result.verdict == "pass", [f.message for f in result.findings]
         assert not gap_codes
