@@ -22,6 +22,9 @@ class SampleCase:
 
 CASES = (
     SampleCase("resnet", "sample_models.cnn:build_small_resnet", ("x:1x3x32x32:float32",), {"num_samples": 2}),
+    SampleCase(  # the TorchScript exporter folds BatchNorm into Conv under the Conv's name
+        "resnet_torchscript", "sample_models.cnn:build_small_resnet", ("x:1x3x32x32:float32",), {"exporter": "torchscript"},
+    ),
     SampleCase("transformer", "sample_models.transformer:build_transformer", ("ids:1x16:int64:0,1000",), {"num_samples": 2}),
     SampleCase(
         "custom_op", "sample_models.planted:build_custom_op", ("x:1x16:float32",), {"exporter": "torchscript", "num_samples": 2},

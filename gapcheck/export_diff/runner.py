@@ -6,6 +6,7 @@ would exceed ``max_intermediate_bytes``).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import time
@@ -15,6 +16,8 @@ from typing import Sequence
 import numpy as np
 import onnx
 import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils._pytree import tree_flatten
 
 from gapcheck.backends.base import Backend
@@ -135,15 +138,21 @@ def _compare_samples(
     When the marked values of one sample exceed ``max_intermediate_bytes``, they are split into groups;
     groups run one after another (outer loop), each with its own session, and each group's values are
     compared and dropped before the next, so memory stays near one group's worth.
+    ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping.
     """
     module_paths = list(mappings)
-    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    submodules = dict(torch_backend.module.named_modules())
+    unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
     output_names = torch_backend.output_names
     try:
-        first = torch_backend.capture(samples[0], modules=mapped_paths, order_of=module_paths)
+        first = torch_backend.capture(
+            samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
+        )
     except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
         raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
-    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None}
+    mappings.update(_move_folded_batchnorms(mappings, first, submodules))
+    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None and mappings[p].mapped}
     groups = _chunks(list(sizes), sizes, max_intermediate_bytes) or [[]]
     run = _SampleRun(skeleton=first.without_arrays(), accumulators={p: _LayerAccumulator() for p in module_paths},
                      groups=len(groups))
@@ -166,6 +175,26 @@ def _compare_samples(
             run.session = session
     progress.finish()
     return run
+
+
+def _move_folded_batchnorms(mappings: dict[str, ModuleMapping], capture: CaptureResult, submodules) -> dict[str, ModuleMapping]:
+    """Remap Conv+BatchNorm folded by the TorchScript exporter.
+
+    The TorchScript exporter folds a BatchNorm into the Conv that feeds it and keeps the
+    Conv's scope name, so the Conv's ONNX value holds the BatchNorm's output. (The dynamo
+    exporter keeps the BatchNorm's scope instead, which needs no remapping.) A BatchNorm
+    without ONNX nodes that ran right after a mapped Conv takes over the Conv's value.
+    """
+    by_order = {c.order: p for p, c in capture.modules.items()}
+    moved: dict[str, ModuleMapping] = {}
+    for path, captured in capture.modules.items():
+        if mappings[path].mapped or not isinstance(submodules[path], _BatchNorm):
+            continue
+        previous = by_order.get(captured.order - 1)
+        if previous and mappings[previous].op_types == ("Conv",) and isinstance(submodules[previous], nn.modules.conv._ConvNd):
+            moved[path] = dataclasses.replace(mappings[previous], module=path)
+            moved[previous] = ModuleMapping(previous, None, (), (), None)
+    return moved
 
 
 def _compare_layer(acc: _LayerAccumulator, capture: CaptureResult, path: str, value: str, values, s: int,

@@ -99,7 +99,7 @@ def _silence_native_output():
 @contextmanager
 def _quiet_torch_logging():
     """Silence torch's exporter loggers (and their own formatting failures) for the duration of an export."""
-    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx")]
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx", "onnxscript")]
     levels = [lg.level for lg in loggers]
     raise_exceptions = logging.raiseExceptions
     try:
@@ -172,7 +172,7 @@ def export_onnx(
                 # sample's own batch size so the comparison can run, and say that a batch size is baked in.
                 model, _ = _export_dynamo(module, sample, opset, dynamic_batch=False)
                 notes += (f"the exporter specialized the batch axis of {', '.join(baked)} instead of keeping it dynamic",)
-            return ExportResult(model, "dynamo", None, time.perf_counter() - start, notes, bool(baked))
+            return _check_opset(ExportResult(model, "dynamo", None, time.perf_counter() - start, notes, bool(baked)), opset)
         except Exception as exc:  # noqa: BLE001 - any exporter failure is condensed and reported
             fallback_reason = condense_error(exc)
             if not fallback:
@@ -184,7 +184,22 @@ def export_onnx(
         prefix = f"the dynamo exporter failed ({fallback_reason}) and " if fallback_reason else ""
         raise ExportError(f"{prefix}the TorchScript exporter failed: {condense_error(exc)}") from exc
     baked = bool(static_batch_inputs(model)) if dynamic_batch else False
-    return ExportResult(model, "torchscript", fallback_reason, time.perf_counter() - start, notes, baked)
+    return _check_opset(ExportResult(model, "torchscript", fallback_reason, time.perf_counter() - start, notes, baked), opset)
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _check_opset(result: ExportResult, opset: int | None) -> ExportResult:
+    """The exporters may fall back to their own opset when conversion fails: an explicit request must hold."""
+    produced = default_opset(result.model)
+    if opset is not None and produced != opset:
+        raise ExportError(
+            f"asked for opset {opset}, the {result.exporter} exporter produced opset {produced} "
+            "(it could not convert the graph to the requested version)"
+        )
+    return result
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
