@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import torch
 
 from gapcheck.compare import Tolerance, TolerancePolicy
 from gapcheck.errors import UsageError
@@ -82,10 +84,26 @@ def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
     return specs
 
 
-def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None) -> list[dict[str, np.ndarray]]:
+def forward_input_names(module: torch.nn.Module, onnx_model: onnx.ModelProto | None) -> list[str] | None:
+    """The names inputs are fed by, in order: the ONNX graph's inputs, else ``forward``'s positional parameters."""
+    if onnx_model is not None:
+        initializers = {i.name for i in onnx_model.graph.initializer}
+        return [i.name for i in onnx_model.graph.input if i.name not in initializers]
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # builtins, TorchScript modules
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return None  # forward(*args): positions are all there is
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+
+
+def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None, module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
     specs = [parse_input_spec(text) for text in request.input_specs]
     if request.inputs_file is not None:
-        return load_samples_file(request.inputs_file, [s.name for s in specs] or None)
+        # Match the file's arrays to the model's inputs by name (and order them), never by position.
+        names = [s.name for s in specs] or forward_input_names(module, onnx_model)
+        return load_samples_file(request.inputs_file, names)
     if not specs:
         if onnx_model is None:
             raise UsageError("give the model's inputs: --input name:shape:dtype (repeatable) or --inputs file.npz|.pt")
@@ -111,7 +129,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         extra.append(Finding("checkpoint_keys", Severity.WARNING, f"loaded with --non-strict: {loaded.keys.describe()}",
                              where=str(request.checkpoint)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
-    samples = _samples(request, onnx_model)
+    samples = _samples(request, onnx_model, loaded.module)
     compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
     with ExitStack() as stack:
         deployed, audit_findings = _open_deployment(request, stack, loaded.module, onnx_model, samples, progress)

@@ -33,8 +33,16 @@ def build_findings(
     layer_order: list[str],
     num_samples: int,
     reference_backend: str,
+    foreign_scopes: Sequence[str] = (),
 ) -> list[Finding]:
     findings: list[Finding] = []
+    if foreign_scopes:
+        findings.append(Finding(
+            "onnx_model_mismatch", Severity.GAP,
+            f"the ONNX graph was exported from another model: it has modules this model lacks "
+            f"({', '.join(foreign_scopes[:5])}{', ...' if len(foreign_scopes) > 5 else ''}); differences are not attributed",
+            where="onnx", evidence={"unknown_modules": list(foreign_scopes)},
+        ))
     if was_training:
         # Reported always; a gap only when the comparison really ran in training mode with modules that care.
         dependent = [p for p, m in module.named_modules() if isinstance(m, _MODE_DEPENDENT)]

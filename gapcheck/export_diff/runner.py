@@ -279,6 +279,7 @@ def export_diff(
     index = index_graph(reference_model)
     module_paths = [path for path, _ in module.named_modules() if path]
     mappings = map_modules(reference_model, module_paths, index)
+    foreign = sorted({scope for scopes in index.scopes for scope in scopes} - set(module_paths))
     output_names = list(index.graph_outputs)
     torch_backend = TorchBackend(module, list(samples[0]), output_names)
 
@@ -302,7 +303,11 @@ def export_diff(
         for (backend_name, name), runs in output_stats.items()
     )
     test_index = index if test_model is reference_model else index_graph(test_model)
-    first_divergence = _first_divergence(layers, mappings, test_index, test_model, torch_backend, samples, policy)
+    # An ONNX graph naming modules the torch model lacks was exported from another model: attributing
+    # its differences to this model's modules and source lines would mislead, so no localization then.
+    first_divergence = None if foreign else _first_divergence(
+        layers, mappings, test_index, test_model, torch_backend, samples, policy
+    )
     batch_checks = ()
     if batch_sizes:
         progress.start("checking batch sizes", len(batch_sizes))
@@ -323,6 +328,7 @@ def export_diff(
         layer_order=[layer.module for layer in layers],
         num_samples=len(samples),
         reference_backend=ORT_NAME,
+        foreign_scopes=foreign,
     )
     return ExportDiffResult(
         findings=tuple(findings),

@@ -61,10 +61,16 @@ def node_scopes(node: onnx.NodeProto) -> tuple[str, ...]:
             # The last entry names the op itself, the first the root module ('').
             return tuple(s for s in scopes[:-1] if s)
     if node.name.startswith("/"):
-        fqn, out = "", []
-        for part in node.name.split("/")[1:-1]:
-            fqn = part if not fqn or part.startswith(fqn + ".") else f"{fqn}.{part}"
-            out.append(fqn)
+        # TorchScript scope parts are attribute names, except that a Sequential's children are named
+        # "<sequential>.<index>" relative to the Sequential's parent: /layer2/layer2.0/downsample/downsample.0/Conv.
+        parts = node.name.split("/")[1:-1]
+        out: list[str] = []
+        for i, part in enumerate(parts):
+            if i and part.startswith(parts[i - 1] + "."):
+                parent = out[i - 2] if i >= 2 else ""
+                out.append(f"{parent}.{part}" if parent else part)
+            else:
+                out.append(f"{out[-1]}.{part}" if out else part)
         return tuple(out)
     return ()
 

@@ -149,3 +149,62 @@ def test_pickled_module_refused_unless_unsafe(tmp_path, capsys):
     assert main(["export-diff", "--checkpoint", str(path), *RESNET]) == 2
     assert "--unsafe-pickle" in capsys.readouterr().err
     assert main(["export-diff", "--checkpoint", str(path), *RESNET, "--unsafe-pickle"]) == 0
+
+
+TWO_INPUTS = '''
+import torch
+
+
+class TwoInputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(8, 4)
+        self.b = torch.nn.Linear(6, 4)
+
+    def forward(self, image, meta):
+        return self.a(image) + self.b(meta)
+
+
+def build():
+    return TwoInputs().eval()
+'''
+
+
+def test_inputs_file_is_matched_to_forward_by_name_not_position(tmp_path, capsys):
+    factory = tmp_path / "two.py"
+    factory.write_text(TWO_INPUTS)
+    rng = np.random.default_rng(0)
+    reordered = tmp_path / "reordered.npz"  # the file lists meta first
+    np.savez(reordered, meta=rng.standard_normal((2, 6)).astype(np.float32),
+             image=rng.standard_normal((2, 8)).astype(np.float32))
+    assert main(["export-diff", "--model", f"{factory}:build", "--inputs", str(reordered), "--no-progress"]) == 0
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, foo=rng.standard_normal((2, 8)).astype(np.float32), bar=rng.standard_normal((2, 6)).astype(np.float32))
+    assert main(["export-diff", "--model", f"{factory}:build", "--inputs", str(wrong), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "image" in err and "foo" in err
+
+
+def test_onnx_file_of_another_model_is_named_as_such(tmp_path, capsys):
+    other = tmp_path / "other.onnx"
+    main(["export-diff", "--model", "sample_models.planted:build_branch", "--input", "x:1x8:float32",
+          "--no-progress", "--save-onnx", str(other)])
+    factory = tmp_path / "same_io.py"  # same input and output shapes, other module names
+    factory.write_text("import torch\n"
+                       "class Other(torch.nn.Module):\n"
+                       "    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.proj = torch.nn.Linear(8, 4)\n"
+                       "    def forward(self, x):\n"
+                       "        return self.proj(x)\n"
+                       "def build():\n"
+                       "    return Other().eval()\n")
+    capsys.readouterr()
+    report = tmp_path / "r.json"
+    code = main(["export-diff", "--model", f"{factory}:build", "--onnx", str(other), "--no-progress", "--json", str(report)])
+    assert code == 1
+    doc = json.loads(report.read_text())
+    mismatch = next(f for f in doc["findings"] if f["code"] == "onnx_model_mismatch")
+    assert "gate" in mismatch["evidence"]["unknown_modules"]
+    assert doc["first_divergence"] is None

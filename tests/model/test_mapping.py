@@ -27,6 +27,8 @@ def test_torchscript_node_names_become_fully_qualified_scopes():
     node = helper.make_node("Conv", ["a"], ["b"], name="/layer1/layer1.0/conv1/Conv")
     assert node_scopes(node) == ("layer1", "layer1.0", "layer1.0.conv1")
     assert node_scopes(helper.make_node("Relu", ["a"], ["b"], name="/Relu")) == ()
+    nested = helper.make_node("Conv", ["a"], ["b"], name="/layer2/layer2.0/downsample/downsample.0/Conv")
+    assert node_scopes(nested) == ("layer2", "layer2.0", "layer2.0.downsample", "layer2.0.downsample.0")
 
 
 def test_both_exporters_map_the_same_modules_and_fold_conv_into_batchnorm():
