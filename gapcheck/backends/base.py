@@ -20,10 +20,13 @@ class TensorSpec:
 class Backend(Protocol):
     """Anything that runs named inputs and returns named outputs.
 
-    Implementations raise :class:`gapcheck.errors.BackendError` (or a subclass) when they fail.
+    Implementations raise :class:`gapcheck.errors.BackendError` (or a subclass) when they fail, and
+    after each ``infer`` hold ``last_input_fingerprints``: the SHA256 (gapcheck.tensors.fingerprint)
+    of each input as they actually fed it, so reports show what every backend received.
     """
 
     name: str
+    last_input_fingerprints: dict[str, str]
 
     def input_specs(self) -> list[TensorSpec]: ...
 

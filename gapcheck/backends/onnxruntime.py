@@ -12,6 +12,7 @@ from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import BackendError
 from gapcheck.model.export import condense_error
 from gapcheck.model.mapping import with_extra_outputs
+from gapcheck.tensors import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class OnnxRuntimeBackend:
         threads: int | None = None,
     ) -> None:
         self.name = name
+        self.last_input_fingerprints: dict[str, str] = {}  # SHA256 of what the last infer() fed the session
         marked = with_extra_outputs(model, list(extra_outputs)) if extra_outputs else model
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only: warnings about unused initializers are noise here
@@ -61,8 +63,10 @@ class OnnxRuntimeBackend:
         missing = expected - set(feeds)
         if missing:
             raise BackendError(f"ONNX Runtime needs inputs {sorted(missing)}; given {sorted(feeds)}")
+        fed = {k: v for k, v in feeds.items() if k in expected}
+        self.last_input_fingerprints = {k: fingerprint(v) for k, v in fed.items()}
         try:
-            values = self._session.run(names, {k: v for k, v in feeds.items() if k in expected})
+            values = self._session.run(names, fed)
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"ONNX Runtime failed to run: {condense_error(exc)}") from exc
         return dict(zip(names, values))

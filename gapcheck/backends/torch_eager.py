@@ -11,6 +11,7 @@ from torch.utils._pytree import tree_flatten
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import BackendError
 from gapcheck.model.export import condense_error
+from gapcheck.tensors import fingerprint
 
 
 @dataclass
@@ -28,6 +29,7 @@ class ModuleCapture:
 class CaptureResult:
     outputs: dict[str, np.ndarray]
     modules: dict[str, ModuleCapture] = field(default_factory=dict)
+    input_fingerprints: dict[str, str] = field(default_factory=dict)  # SHA256 of the tensors forward() received
 
     def without_arrays(self) -> "CaptureResult":
         """Order, call counts and output counts only: what the report needs after the arrays are compared."""
@@ -54,6 +56,7 @@ class TorchBackend:
         self.module = module
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        self.last_input_fingerprints: dict[str, str] = {}
 
     def input_specs(self) -> list[TensorSpec]:
         return [TensorSpec(n, "unknown", ()) for n in self.input_names]
@@ -62,7 +65,9 @@ class TorchBackend:
         return [TensorSpec(n, "unknown", ()) for n in self.output_names]
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.capture(feeds).outputs
+        result = self.capture(feeds)
+        self.last_input_fingerprints = result.input_fingerprints
+        return result.outputs
 
     def capture(
         self,
@@ -97,6 +102,7 @@ class TorchBackend:
                 if path in wanted:
                     handles.append(submodule.register_forward_hook(make_hook(path)))
             args = [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
+            fed = {n: fingerprint(t) for n, t in zip(self.input_names, args)}
             with torch.no_grad():
                 result = self.module(*args)
         except Exception as exc:  # noqa: BLE001 - a model that fails on its own input is a backend failure
@@ -109,4 +115,4 @@ class TorchBackend:
             raise BackendError(
                 f"the torch model returned {len(leaves)} tensors, the ONNX graph has {len(self.output_names)} outputs"
             )
-        return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves)}, captures)
+        return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves)}, captures, fed)

@@ -15,6 +15,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import EndpointError
+from gapcheck.tensors import fingerprint
 from gapcheck.triton.client import TritonEndpoint
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class TritonBackend:
 
     def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None) -> None:
         self.model = model
+        self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
         self.connection = endpoint.connect()
         self.protocol = endpoint.protocol
@@ -84,7 +86,10 @@ class TritonBackend:
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = [spec.name for spec in self._outputs]
-        return self.connection.infer(self.model, feeds, outputs, self.version)
+        sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        # The SHA256 of the bytes this request carries, so reports show what the server was fed.
+        self.last_input_fingerprints = {name: fingerprint(array) for name, array in sent.items()}
+        return self.connection.infer(self.model, sent, outputs, self.version)
 
     def close(self) -> None:
         self.connection.close()

@@ -169,7 +169,7 @@ def _compare_samples(
             for path in group_paths:
                 _compare_layer(run.accumulators[path], capture, path, mappings[path].value, values, s, policy, precision)
             if g == 0:
-                _compare_outputs(run, capture, values, feeds, s, deployed, policy)
+                _compare_outputs(run, capture, values, session.last_input_fingerprints, feeds, s, deployed, policy)
             progress.advance()
         if len(groups) == 1:
             run.session = session
@@ -212,15 +212,20 @@ def _compare_layer(acc: _LayerAccumulator, capture: CaptureResult, path: str, va
         acc.overflow_samples.append(s)
 
 
-def _compare_outputs(run: _SampleRun, capture: CaptureResult, ort_values, feeds, s: int, deployed, policy) -> None:
-    """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend."""
-    deployed_values = {backend.name: backend.infer(feeds) for backend in deployed}
+def _compare_outputs(run: _SampleRun, capture: CaptureResult, ort_values, ort_fed: dict[str, str], feeds, s: int,
+                     deployed, policy) -> None:
+    """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend.
+
+    Each backend reports the SHA256 of what it actually fed; a backend that cannot say is marked "unknown".
+    """
+    deployed_values, deployed_fed = {}, {}
+    for backend in deployed:
+        deployed_values[backend.name] = backend.infer(feeds)
+        deployed_fed[backend.name] = dict(getattr(backend, "last_input_fingerprints", None) or {})
     for name, array in feeds.items():
-        digest = fingerprint(array)
-        hashes = {"torch": digest, ORT_NAME: digest}
-        for backend in deployed:
-            fed = getattr(backend, "last_input_fingerprints", None) or {}
-            hashes[backend.name] = fed.get(name, digest)
+        hashes = {"torch": capture.input_fingerprints.get(name, "unknown"), ORT_NAME: ort_fed.get(name, "unknown")}
+        for backend_name, fed in deployed_fed.items():
+            hashes[backend_name] = fed.get(name, "unknown")
         run.input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
     for backend_name, values in [(ORT_NAME, ort_values)] + list(deployed_values.items()):
         for name in capture.outputs:

@@ -129,3 +129,43 @@ def test_training_mode_without_mode_dependent_modules_is_not_a_gap():
     result = export_diff(module, _samples((1, 6)))
     finding = next(f for f in result.findings if f.code == "training_mode")
     assert finding.severity.value == "info" and result.verdict == "pass"
+
+
+class HalfPrecisionClient:
+    """A deployed backend whose client quietly sends FP16: what it was fed must show in the report."""
+
+    name = "fp16-client"
+
+    def __init__(self, model) -> None:
+        from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+
+        self._runtime = OnnxRuntimeBackend(model, name=self.name)
+        self.last_input_fingerprints: dict[str, str] = {}
+
+    def input_specs(self):
+        return self._runtime.input_specs()
+
+    def output_specs(self):
+        return self._runtime.output_specs()
+
+    def infer(self, feeds):
+        from gapcheck.tensors import fingerprint
+
+        sent = {k: v.astype(np.float16) for k, v in feeds.items()}
+        self.last_input_fingerprints = {k: fingerprint(v) for k, v in sent.items()}
+        return self._runtime.infer({k: v.astype(np.float32) for k, v in sent.items()})
+
+
+def test_each_backend_reports_what_it_was_fed_and_a_deployment_only_gap_is_named():
+    from gapcheck.backends.base import Backend
+
+    module = Doubler().eval()
+    samples = _samples((1, 6))
+    exported = export_onnx(module, samples[0]).model
+    client = HalfPrecisionClient(exported)
+    assert isinstance(client, Backend)
+    result = export_diff(module, samples, onnx_model=exported, deployed=[client])
+    record = result.inputs[0]
+    assert record.sha256["torch"] == record.sha256["onnxruntime"] != record.sha256["fp16-client"]
+    codes = {f.code for f in result.findings}
+    assert "deployment_mismatch" in codes and "output_mismatch" not in codes

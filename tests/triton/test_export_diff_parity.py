@@ -30,8 +30,9 @@ def test_matching_deployment_passes_with_triton_column(triton, protocol, tmp_pat
     report = tmp_path / "r.json"
     code = main([*args, "--triton-url", triton.url(protocol), "--triton-model", "tiny", "--protocol", protocol,
                  "--json", str(report)])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err
     doc = json.loads(report.read_text())
     backends = {o["backend"] for o in doc["outputs"]}
     assert backends == {"onnxruntime", f"triton-{protocol}"}
