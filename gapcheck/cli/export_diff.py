@@ -10,6 +10,7 @@ from rich.console import Console
 from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.cli.rich_progress import RichProgress
 from gapcheck.cli.triton_options import triton_endpoint
+from gapcheck.triton.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
 from gapcheck.errors import ExitCode, UsageError
 from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
 from gapcheck.report.console import make_console
@@ -72,6 +73,12 @@ def command(
     triton_version: Optional[str] = typer.Option(None, "--triton-version", help="Model version on the server."),
     triton_header: list[str] = typer.Option([], "--triton-header", help="Extra request header KEY:VALUE (e.g. auth; never printed)."),
     triton_ssl: bool = typer.Option(False, "--triton-ssl", help="Use TLS for the Triton connection."),
+    triton_ssl_root_cert: Optional[Path] = typer.Option(None, "--triton-ssl-root-cert", help="CA certificate (PEM)."),
+    triton_ssl_private_key: Optional[Path] = typer.Option(None, "--triton-ssl-private-key", help="Client private key (PEM)."),
+    triton_ssl_cert_chain: Optional[Path] = typer.Option(None, "--triton-ssl-cert-chain", help="Client certificate chain (PEM)."),
+    triton_ssl_insecure: bool = typer.Option(False, "--triton-ssl-insecure", help="TLS without verifying the server certificate."),
+    triton_timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--triton-timeout", help="Seconds per Triton request."),
+    triton_retries: int = typer.Option(DEFAULT_RETRIES, "--triton-retries", help="Retries of transient Triton failures."),
     triton_layers: bool = typer.Option(False, "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control)."),
     twin_file: list[Path] = typer.Option([], "--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -100,7 +107,9 @@ def command(
         max_intermediate_bytes=max_intermediate_mb * 1024 * 1024,
         deployment=None if triton_url is None else DeploymentTarget(
             triton_endpoint(triton_url, protocol=protocol, headers=triton_header, header_flag="--triton-header",
-                            ssl=triton_ssl),
+                            ssl=triton_ssl, root_cert=triton_ssl_root_cert, private_key=triton_ssl_private_key,
+                            cert_chain=triton_ssl_cert_chain, insecure=triton_ssl_insecure,
+                            timeout_s=triton_timeout, retries=triton_retries),
             model=triton_model, version=triton_version,
         ),
         server_layers=triton_layers,

@@ -17,6 +17,14 @@ def _stack(samples: Sequence[dict[str, np.ndarray]], order: Sequence[int]) -> di
     return {name: np.concatenate([samples[i][name] for i in order], axis=0) for name in samples[0]}
 
 
+def check_batchable(samples: Sequence[dict[str, np.ndarray]], batch_sizes: Sequence[int]) -> None:
+    """Refuse batch checks up front (exit 2) for inputs without a leading batch axis of 1."""
+    if any(b < 1 for b in batch_sizes):
+        raise UsageError("batch sizes must be positive")
+    if batch_sizes and any(samples[0][name].ndim == 0 or samples[0][name].shape[0] != 1 for name in samples[0]):
+        raise UsageError("--batch-sizes needs inputs whose first axis is a batch of 1 per sample")
+
+
 def check_batches(
     torch_backend: TorchBackend,
     ort: OnnxRuntimeBackend,
@@ -29,19 +37,16 @@ def check_batches(
 
     Samples are reused cyclically when there are fewer samples than the batch size.
     """
-    if any(samples[0][name].ndim == 0 or samples[0][name].shape[0] != 1 for name in samples[0]):
-        raise UsageError("--batch-sizes needs inputs whose first axis is a batch of 1 per sample")
-    if any(b < 1 for b in batch_sizes):
-        raise UsageError("batch sizes must be positive")
+    check_batchable(samples, batch_sizes)
     singles = [torch_backend.infer(s) for s in samples]
     checks = []
     for batch_size in batch_sizes:
         rows = [i % len(samples) for i in range(batch_size)]
-        for order in (rows, rows[::-1]):  # composition: the same samples in another order
+        for label, order in (("as given", rows), ("reversed", rows[::-1])):  # composition: another order
             try:
                 outputs = ort.infer(_stack(samples, order), torch_backend.output_names)
             except BackendError as exc:
-                checks.append(BatchCheck(batch_size, "*", "error", None, None, exc.message))
+                checks.append(BatchCheck(batch_size, "*", "error", None, None, exc.message, label))
                 break
             for name in torch_backend.output_names:
                 worst_abs, worst_row, ok = 0.0, None, True
@@ -55,6 +60,6 @@ def check_batches(
                         worst_abs, worst_row = stats.max_abs, row
                     elif ok:
                         worst_abs = max(worst_abs, stats.max_abs)
-                checks.append(BatchCheck(batch_size, name, PASS if ok else FAIL, worst_abs, worst_row))
+                checks.append(BatchCheck(batch_size, name, PASS if ok else FAIL, worst_abs, worst_row, order=label))
         progress.advance()
     return checks

@@ -34,8 +34,16 @@ def build_findings(
     num_samples: int,
     reference_backend: str,
     foreign_scopes: Sequence[str] = (),
+    nonfinite_outputs: Sequence[str] = (),
 ) -> list[Finding]:
     findings: list[Finding] = []
+    if nonfinite_outputs:
+        findings.append(Finding(
+            "nonfinite_reference", Severity.WARNING,
+            f"torch itself outputs NaN/Inf in {', '.join(nonfinite_outputs)}: matching NaN counts as equal, "
+            "so these elements prove nothing",
+            where=", ".join(nonfinite_outputs), evidence={"outputs": list(nonfinite_outputs)},
+        ))
     if foreign_scopes:
         findings.append(Finding(
             "onnx_model_mismatch", Severity.GAP,

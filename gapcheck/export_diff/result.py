@@ -72,6 +72,7 @@ class BatchCheck:
     max_abs: float | None
     worst_row: int | None
     error: str | None = None
+    order: str = "as given"  # "as given" or "reversed": the same samples in another batch composition
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class ExportDiffResult:
             return f"first divergence: {fd.module}{ops} {how}{where}, max |err| {fd.output_max_abs:.3g} on sample {fd.sample}"
         gaps = [f for f in self.findings if f.is_gap]
         if gaps:
-            return gaps[0].message
+            codes = ", ".join(dict.fromkeys(f.code for f in gaps))
+            return f"{len(gaps)} gap finding(s): {codes}"
         compared = sum(1 for layer in self.layers if layer.status in (PASS, FAIL))
         return f"no gap: {compared} modules and {len(self.outputs)} outputs match over {self.num_samples} sample(s)"

@@ -25,7 +25,7 @@ from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend
 from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError, ExportError, InputError, UsageError
-from gapcheck.export_diff.batch import check_batches
+from gapcheck.export_diff.batch import check_batchable, check_batches
 from gapcheck.export_diff.findings import build_findings
 from gapcheck.export_diff.localize import localize, module_boundary
 from gapcheck.export_diff.result import (
@@ -119,6 +119,7 @@ class _SampleRun:
     output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = field(default_factory=dict)
     input_records: list[InputRecord] = field(default_factory=list)
     groups: int = 1
+    nonfinite_reference: set[str] = field(default_factory=set)  # torch outputs holding NaN/Inf
     session: OnnxRuntimeBackend | None = None  # the single session, kept when one group holds every marked value
 
 
@@ -233,6 +234,8 @@ def _compare_outputs(run: _SampleRun, capture: CaptureResult, ort_values, ort_fe
             if actual is None:
                 raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")
             reference = capture.outputs[name]
+            if np.issubdtype(reference.dtype, np.floating) and not np.isfinite(reference).all():
+                run.nonfinite_reference.add(name)
             stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype))
             run.output_stats.setdefault((backend_name, name), []).append((s, stats))
 
@@ -262,6 +265,7 @@ def export_diff(
     """
     if not samples:
         raise UsageError("export-diff needs at least one input sample")
+    check_batchable(batch_pool or samples, batch_sizes)
     progress = progress or NullProgress()
     policy = tolerances or TolerancePolicy(precision=precision)
     timings: dict[str, float] = {}
@@ -334,6 +338,7 @@ def export_diff(
         num_samples=len(samples),
         reference_backend=ORT_NAME,
         foreign_scopes=foreign,
+        nonfinite_outputs=sorted(run.nonfinite_reference),
     )
     return ExportDiffResult(
         findings=tuple(findings),

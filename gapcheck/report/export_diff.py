@@ -45,6 +45,10 @@ def render_console(console: Console, result: ExportDiffResult, *, max_rows: int 
             f"[{style}]{escape(verdict)}[/{style}]",
         )
     console.print(table)
+    notes = [layer for layer in rows if layer.note and layer.status not in (PASS, NO_ONNX)]
+    notes += [layer for layer in rows if layer.status == PASS and "called" in layer.note]
+    for layer in notes:
+        console.print(f"[dim]  {escape(layer.module)}: {escape(layer.note)}[/dim]")
     if max_rows is not None and len(rows) < len(result.layers):
         console.print(f"[dim]({len(result.layers) - len(rows)} more modules in the JSON report; --max-rows 0 shows all)[/dim]")
     outputs = Table(title="graph outputs vs torch")
@@ -60,12 +64,13 @@ def render_console(console: Console, result: ExportDiffResult, *, max_rows: int 
     console.print(outputs)
     if result.batch_checks:
         batches = Table(title="batch consistency (row i of a batch vs sample i alone)")
-        for column in ("batch size", "output", "max abs", "verdict"):
+        for column in ("batch size", "order", "output", "max abs", "verdict"):
             batches.add_column(column)
         for check in result.batch_checks:
             style = _STATUS_STYLE.get(check.status, "")
             verdict = check.status if check.error is None else f"{check.status}: {check.error[:120]}"
-            batches.add_row(str(check.batch_size), escape(check.output), _num(check.max_abs), f"[{style}]{escape(verdict)}[/{style}]")
+            batches.add_row(str(check.batch_size), check.order, escape(check.output), _num(check.max_abs),
+                            f"[{style}]{escape(verdict)}[/{style}]")
         console.print(batches)
     if result.server_layers:
         failing = [row for row in result.server_layers if row.status == FAIL]
@@ -171,7 +176,7 @@ def junit_cases(result: ExportDiffResult) -> list[JUnitCase]:
         cases.append(JUnitCase(row.module, "export_diff.server_layers", None if row.status == PASS else details, details))
     for check in result.batch_checks:
         failure = None if check.status == PASS else (check.error or f"max_abs={_num(check.max_abs)} at row {check.worst_row}")
-        cases.append(JUnitCase(f"batch={check.batch_size}:{check.output}", "export_diff.batch", failure))
+        cases.append(JUnitCase(f"batch={check.batch_size}:{check.order}:{check.output}", "export_diff.batch", failure))
     for finding in result.findings:
         if finding.is_gap and finding.code in ("training_mode", "batch_size_baked", "fp16_overflow"):
             cases.append(JUnitCase(finding.code, "export_diff.findings", finding.message, finding.where))

@@ -98,6 +98,7 @@ def test_existing_onnx_file_is_compared(tmp_path, capsys):
         ([*RESNET, "--batch-sizes", "0,x"], "--batch-sizes"),
         ([*RESNET, "--precision", "bf16"], "bfloat16"),
         ([*RESNET, "--triton-url", "localhost:1"], "--triton-model"),
+        ([*RESNET, "--triton-url", "localhost:1", "--triton-model", "m", "--triton-ssl-root-cert", "no.pem"], "no.pem"),
         ([*RESNET, "--triton-url", "localhost:1/v2", "--triton-model", "m"], "host:port"),
         ([*RESNET, "--triton-url", "localhost:1", "--triton-model", "m", "--triton-header", "k:v",
           "--triton-header", "no-colon"], "--triton-header #2 must be KEY:VALUE"),

@@ -169,3 +169,19 @@ def test_each_backend_reports_what_it_was_fed_and_a_deployment_only_gap_is_named
     assert record.sha256["torch"] == record.sha256["onnxruntime"] != record.sha256["fp16-client"]
     codes = {f.code for f in result.findings}
     assert "deployment_mismatch" in codes and "output_mismatch" not in codes
+
+
+class NanTail(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)  # NaN for negative inputs, in torch and in ONNX alike
+
+
+def test_nan_in_torch_outputs_is_reported_not_silently_matched():
+    result = export_diff(NanTail().eval(), _samples((1, 6)))
+    assert result.verdict == "pass"
+    assert "nonfinite_reference" in {f.code for f in result.findings if f.severity.value == "warning"}
+
+
+def test_batch_sizes_on_inputs_without_a_batch_axis_fail_before_any_work():
+    with pytest.raises(UsageError, match="first axis"):
+        export_diff(Doubler(), _samples((6,)), batch_sizes=(1, 2))
