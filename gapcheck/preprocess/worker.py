@@ -115,10 +115,11 @@ def ks_subsample(chw: np.ndarray, points: int) -> np.ndarray:
 def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str, b: np.ndarray) -> PairDelta:
     if a.shape != b.shape:
         return PairDelta(a_name, b_name, False, math.inf, -math.inf)
-    diff = np.subtract(a, b, dtype=np.float64)
+    # float32 unless an input needs more (float64, large ints): 8-bit and float32 outputs differ exactly in float32.
+    diff = np.subtract(a, b, dtype=np.result_type(a.dtype, b.dtype, np.float32))
     np.abs(diff, out=diff)
     max_abs = float(diff.max()) if diff.size else 0.0
-    mse = float(np.mean(diff * diff)) if diff.size else 0.0
+    mse = float(np.mean(np.square(diff), dtype=np.float64)) if diff.size else 0.0
     peak = a_summary.max - a_summary.min if math.isfinite(a_summary.max - a_summary.min) else 1.0
     peak = peak if peak > 0 else 1.0
     psnr = math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse) if math.isfinite(mse) else -math.inf
