@@ -115,7 +115,8 @@ def preprocess_audit(
     specs = tuple(_as_specs(stages))
     check_stages(list(specs), workers)
     paths = discover_samples(samples, n)
-    items = [WorkItem(i, str(p), i < EVIDENCE_SAMPLES, i < PROBE_SAMPLES and repeats > 0) for i, p in enumerate(paths)]
+    items = [WorkItem(i, str(p), i < EVIDENCE_SAMPLES, i < PROBE_SAMPLES and repeats > 0, profile=i == 0)
+             for i, p in enumerate(paths)]
     options = WorkerOptions(max_pixels, repeats, KS_POINTS)
     records = _run(specs, items, options, min(workers, len(items)), progress or NullProgress())
 
@@ -178,6 +179,8 @@ class _Context:
         self._raw: dict[str, np.ndarray | None] = {}
         self._outputs: dict[tuple[str, str], np.ndarray | None] = {}
         self._profiles: dict[tuple[str, str], StageProfile | None] = {}
+        if audited and audited[0].first_stage_profile is not None:  # replayed in a worker, alongside the others
+            self._profiles[(specs[0].name, audited[0].path)] = audited[0].first_stage_profile
         self._callables: dict[str, Callable[..., Any]] = {}
 
     def output(self, stage: str, record: SampleRecord) -> np.ndarray | None:

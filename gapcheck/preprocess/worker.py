@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
 from gapcheck.preprocess.diagnoses.layout import LayoutInfo, detect_layout, to_chw
-from gapcheck.preprocess.samples import InputIssue, Screening, full_decode_issue, guard_decoders, screen_bytes
+from gapcheck.preprocess.samples import InputIssue, Screening, decode_rgb, full_decode_issue, guard_decoders, screen_bytes
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.tensors import ArraySummary, fingerprint, sha256_bytes, summarize, to_numpy
 
@@ -35,6 +36,7 @@ class WorkItem:
     path: str
     keep_arrays: bool  # an evidence sample: send the full outputs back
     probe: bool  # run the stages again to check determinism
+    profile: bool = False  # replay the first stage's resize method here, in parallel with the other samples
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class SampleRecord:
     issue: InputIssue | None
     stages: tuple[StageObservation, ...]
     deltas: tuple[PairDelta, ...]
+    first_stage_profile: StageProfile | None = None  # only on the item asked to profile
 
 
 def init_worker(max_pixels: int) -> None:
@@ -175,4 +178,19 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
         for a, b in combinations([s.name for s, _ in stages], 2)
         if a in outputs and b in outputs
     )
-    return SampleRecord(item.index, item.path, raw_sha, len(data), screening, issue, tuple(observations), deltas)
+    profile = None
+    first = stages[0][0].name if stages else None
+    if item.profile and first in outputs and stages[0][0].recipe is None:
+        profile = _first_stage_profile(data, outputs[first][0], options.max_pixels)
+    return SampleRecord(item.index, item.path, raw_sha, len(data), screening, issue, tuple(observations), deltas,
+                        profile)
+
+
+def _first_stage_profile(data: bytes, output: np.ndarray, max_pixels: int) -> StageProfile | None:
+    """The reference stage's replayed geometry and resize method (the stage table's resize column)."""
+    try:
+        chw = to_chw(output)
+        return fit_profile(decode_rgb(data, max_pixels), chw) if chw is not None else None
+    except Exception as exc:  # noqa: BLE001 - the parent replays again if this cannot
+        logger.debug("profile replay failed in the worker: %s", exc)
+        return None
