@@ -51,21 +51,25 @@ def _is_user_file(filename: str) -> bool:
     return not any(resolved.startswith(root + os.sep) for root in (*library_roots, _GAPCHECK_ROOT) if root)
 
 
-def resolve_callable(spec: str) -> Callable[..., Any]:
-    """Import ``spec`` ("module:attr" or "file.py:attr", attr may be dotted) and return the callable."""
+def resolve_callable(spec: str, *, role: str = "factory") -> Callable[..., Any]:
+    """Import ``spec`` ("module:attr" or "file.py:attr", attr may be dotted) and return the callable.
+
+    ``role`` names what the spec is for in error messages ("factory", "stage 'train'").
+    """
+    label = f"{role} {spec!r}"
     if not isinstance(spec, str) or ":" not in spec:
-        raise UsageError(f"factory {spec!r} has no ':' — expected {SPEC_FORMAT}")
+        raise UsageError(f"{label} has no ':' — expected {SPEC_FORMAT}")
     # rpartition keeps Windows drive letters ("C:\\models\\net.py:build") in the module part.
     module_part, _, attr_path = spec.rpartition(":")
     if not module_part or not attr_path:
-        raise UsageError(f"factory {spec!r} is incomplete — expected {SPEC_FORMAT}")
+        raise UsageError(f"{label} is incomplete — expected {SPEC_FORMAT}")
     if _looks_like_path(module_part):
-        module = _load_module_from_file(module_part, spec)
+        module = _load_module_from_file(module_part, label)
     else:
-        module = _import_module(module_part, spec)
-    target = _walk_attributes(module, attr_path, spec)
+        module = _import_module(module_part, label)
+    target = _walk_attributes(module, attr_path, label)
     if not callable(target):
-        raise UsageError(f"factory {spec!r} names a {type(target).__name__}, which is not callable")
+        raise UsageError(f"{label} names a {type(target).__name__}, which is not callable")
     return target
 
 
@@ -73,7 +77,7 @@ def _looks_like_path(module_part: str) -> bool:
     return module_part.endswith(".py") or "/" in module_part or os.sep in module_part
 
 
-def _import_module(module_name: str, spec: str) -> ModuleType:
+def _import_module(module_name: str, label: str) -> ModuleType:
     # The console script does not put the working directory on sys.path (``python -m`` does);
     # users expect ``--model mypkg.models:build`` to work from their project root, so add it
     # for the duration of the import only, and last, so it never shadows installed packages.
@@ -87,29 +91,31 @@ def _import_module(module_name: str, spec: str) -> ModuleType:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):
             raise UsageError(
-                f"factory {spec!r}: module '{missing}' not found",
+                f"{label}: module '{missing}' not found",
                 hint=f"check the spelling and that the package is installed or importable from {cwd}",
             ) from None
-        raise UsageError(f"factory {spec!r}: importing '{module_name}' failed: {condense_exception(exc)}") from None
+        raise UsageError(f"{label}: importing '{module_name}' failed: {condense_exception(exc)}") from None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code may raise anything at import time
-        raise UsageError(f"factory {spec!r}: importing '{module_name}' failed: {condense_exception(exc)}") from None
+        raise UsageError(f"{label}: importing '{module_name}' failed: {condense_exception(exc)}") from None
     finally:
         if added and cwd in sys.path:
             sys.path.remove(cwd)
 
 
-def _load_module_from_file(file_part: str, spec: str) -> ModuleType:
+def _load_module_from_file(file_part: str, label: str) -> ModuleType:
     path = Path(file_part).expanduser()
     path = path if path.is_absolute() else Path.cwd() / path
     if not path.is_file():
-        raise UsageError(f"factory {spec!r}: file not found: {path}")
+        raise UsageError(f"{label}: file not found: {path}")
     resolved = path.resolve()
     # A unique name per file, so two different "model.py" files never collide in sys.modules.
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     module_name = f"gapcheck_factory_{resolved.stem.replace('-', '_')}_{digest}"
+    if module_name in sys.modules:  # loaded before in this process: the same file gives the same module
+        return sys.modules[module_name]
     module_spec = importlib.util.spec_from_file_location(module_name, resolved)
     if module_spec is None or module_spec.loader is None:
-        raise UsageError(f"factory {spec!r}: {path} cannot be loaded as a Python module")
+        raise UsageError(f"{label}: {path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(module_spec)
     # Registered before executing: dataclasses, typing and pickling look the module up by name.
     sys.modules[module_name] = module
@@ -122,7 +128,7 @@ def _load_module_from_file(file_part: str, spec: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code may raise anything at import time
         sys.modules.pop(module_name, None)
-        raise UsageError(f"factory {spec!r}: loading {path} failed: {condense_exception(exc)}") from None
+        raise UsageError(f"{label}: loading {path} failed: {condense_exception(exc)}") from None
     finally:
         if added and directory in sys.path:
             sys.path.remove(directory)
@@ -130,21 +136,21 @@ def _load_module_from_file(file_part: str, spec: str) -> ModuleType:
     return module
 
 
-def _walk_attributes(module: ModuleType, attr_path: str, spec: str) -> Any:
+def _walk_attributes(module: ModuleType, attr_path: str, label: str) -> Any:
     target: Any = module
     walked = module.__name__
     for part in attr_path.split("."):
         if not part:
-            raise UsageError(f"factory {spec!r}: empty attribute name in '{attr_path}'")
+            raise UsageError(f"{label}: empty attribute name in '{attr_path}'")
         try:
             target = getattr(target, part)
         except AttributeError:
             raise UsageError(
-                f"factory {spec!r}: '{walked}' has no attribute '{part}'",
+                f"{label}: '{walked}' has no attribute '{part}'",
                 hint=_available_names_hint(target, part),
             ) from None
         except Exception as exc:  # noqa: BLE001 - properties and module __getattr__ run user code
-            raise UsageError(f"factory {spec!r}: reading '{walked}.{part}' failed: {condense_exception(exc)}") from None
+            raise UsageError(f"{label}: reading '{walked}.{part}' failed: {condense_exception(exc)}") from None
         walked = f"{walked}.{part}"
     return target
 

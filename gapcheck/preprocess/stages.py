@@ -12,19 +12,14 @@ returns anything array-like: a torch tensor, a numpy array, a PIL image.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib
-import importlib.util
 import logging
 import pickle
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from gapcheck.errors import ConfigError, UsageError
+from gapcheck.model.factory import resolve_callable
 from gapcheck.preprocess.recipe import Recipe, parse_steps
 
 logger = logging.getLogger(__name__)
@@ -96,52 +91,14 @@ def _split_target(name: str, target: str) -> tuple[str, str]:
     return module, attr
 
 
-@functools.lru_cache(maxsize=64)
-def _load_file_module(path: str) -> Any:
-    # A stable, unique module name per file, so pickled objects from it resolve in workers too.
-    module_name = "gapcheck_stage_" + hashlib.sha256(path.encode()).hexdigest()[:16]
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot load stage file {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        del sys.modules[module_name]
-        raise
-    return module
-
-
 def resolve(spec: StageSpec) -> Callable[..., Any]:
     """The callable behind a spec; raises UsageError naming the stage when it cannot be loaded."""
     if spec.recipe is not None:
         return spec.recipe
     if spec.function is not None:
         return spec.function
-    module_name, attr = _split_target(spec.name, spec.target)
-    try:
-        if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
-            path = Path(module_name).expanduser().resolve()
-            if not path.is_file():
-                raise UsageError(f"stage {spec.name!r}: file {module_name} does not exist")
-            module = _load_file_module(str(path))
-        else:
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"stage {spec.name!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"stage {spec.name!r}: {module_name} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise UsageError(f"stage {spec.name!r}: {spec.target} is not callable")
-    return obj
+    _split_target(spec.name, spec.target)  # the shape of the target, with a stage-worded message
+    return resolve_callable(spec.target, role=f"stage {spec.name!r}")
 
 
 def check_stages(specs: list[StageSpec], workers: int) -> None:
