@@ -106,15 +106,19 @@ def _check_type(value: Any, expected: type, where: str, source: Path) -> Any:
     return value
 
 
-def _preprocess(table: Any, source: Path, where: str) -> PreprocessConfig:
+def _table_values(table: Any, known: dict[str, type], source: Path, where: str, shape: str) -> dict[str, Any]:
+    """A config table's values, type-checked; unknown keys are an error that lists the known ones."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [{where}] must be a table")
-    unknown = sorted(set(table) - set(_PREPROCESS_KEYS))
+        raise ConfigError(f"{source}: [{where}] must be {shape}")
+    unknown = sorted(set(table) - set(known))
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) in [{where}]: {', '.join(unknown)}",
-                          hint=f"known keys: {', '.join(_PREPROCESS_KEYS)}")
-    values = {key: _check_type(table[key], _PREPROCESS_KEYS[key], f"{where}.{key}", source)
-              for key in _PREPROCESS_KEYS if key in table}
+                          hint=f"known keys: {', '.join(known)}")
+    return {key: _check_type(table[key], known[key], f"{where}.{key}", source) for key in known if key in table}
+
+
+def _preprocess(table: Any, source: Path, where: str) -> PreprocessConfig:
+    values = _table_values(table, _PREPROCESS_KEYS, source, where, "a table")
     if "samples" in values:
         sample_path = Path(values["samples"])
         values["samples"] = str(sample_path if sample_path.is_absolute() else source.parent / sample_path)
@@ -124,13 +128,7 @@ def _preprocess(table: Any, source: Path, where: str) -> PreprocessConfig:
 
 
 def _stage(name: str, table: Any, source: Path, where: str, base: Path) -> StageSpec:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [{where}] must be a table with 'callable' or 'steps'")
-    unknown = sorted(set(table) - set(_STAGE_KEYS))
-    if unknown:
-        raise ConfigError(f"{source}: unknown key(s) in [{where}]: {', '.join(unknown)}",
-                          hint=f"known keys: {', '.join(_STAGE_KEYS)}")
-    values = {key: _check_type(table[key], _STAGE_KEYS[key], f"{where}.{key}", source) for key in table}
+    values = _table_values(table, _STAGE_KEYS, source, where, "a table with 'callable' or 'steps'")
     if ("callable" in values) == ("steps" in values):
         raise ConfigError(f"{source}: [{where}] needs exactly one of 'callable' or 'steps'")
     target = values.get("callable", "")
