@@ -12,14 +12,18 @@ returns anything array-like: a torch tensor, a numpy array, a PIL image.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import pickle
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from gapcheck.errors import ConfigError, UsageError
-from gapcheck.model.factory import resolve_callable
+from gapcheck.model.factory import condense_exception, resolve_callable
 from gapcheck.preprocess.recipe import Recipe, parse_steps
 
 logger = logging.getLogger(__name__)
@@ -101,6 +105,43 @@ def resolve(spec: StageSpec) -> Callable[..., Any]:
     return resolve_callable(spec.target, role=f"stage {spec.name!r}")
 
 
+def locate_target(spec: StageSpec) -> None:
+    """Check that a ``module:callable`` / ``file.py:callable`` target exists, without importing the module.
+
+    Only the module's parent packages are imported (that is how Python finds a submodule); the
+    attribute itself is checked when a worker resolves the stage.
+    """
+    module_name, _ = _split_target(spec.name, spec.target)
+    label = f"stage {spec.name!r} {spec.target!r}"
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        path = Path(module_name).expanduser()
+        if not (path if path.is_absolute() else Path.cwd() / path).is_file():
+            raise UsageError(f"{label}: file not found: {path}")
+        return
+    # The same search path the import will use (see model.factory: the working directory, last).
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.append(cwd)
+    found, failure = None, None
+    try:
+        found = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if not (missing and (module_name == missing or module_name.startswith(missing + "."))):
+            failure = exc  # a parent package exists but its __init__ imports something missing
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a parent package's __init__ may raise anything
+        failure = exc
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+    if failure is not None:
+        raise UsageError(f"{label}: importing '{module_name}' failed: {condense_exception(failure)}")
+    if found is None:
+        raise UsageError(f"{label}: module '{module_name}' not found",
+                         hint=f"check the spelling and that the package is installed or importable from {cwd}")
+
+
 def check_stages(specs: list[StageSpec], workers: int) -> None:
     """Fail early (exit 2) on duplicate names, unloadable targets, or callables workers cannot receive."""
     if len(specs) < 2:
@@ -110,7 +151,12 @@ def check_stages(specs: list[StageSpec], workers: int) -> None:
     if duplicates:
         raise UsageError(f"duplicate stage name(s): {', '.join(duplicates)}")
     for spec in specs:
-        resolve(spec)
+        if workers > 1 and spec.target:
+            # The workers import the stage themselves (an import failure there is the same UsageError);
+            # importing here too would make the parent pay for torch & co. before any work starts.
+            locate_target(spec)
+        else:
+            resolve(spec)
         if workers > 1 and spec.function is not None:
             try:
                 pickle.dumps(spec.function)

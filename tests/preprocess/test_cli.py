@@ -71,6 +71,19 @@ def test_usage_errors_exit_2(photos, tmp_path, capsys):
     assert "error" in capsys.readouterr().err
 
 
+def test_import_failure_in_a_worker_is_the_same_usage_error(photos, tmp_path, capsys):
+    # With workers the parent only locates the module (no import); the attribute is checked where it is imported.
+    assert main(["preprocess-audit", "--samples", str(photos), "--stage", f"train={stage('train_transform')}",
+                 "--stage", f"val={stage('no_such_transform')}", "--n", "2", "--workers", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "stage 'val'" in err and "no_such_transform" in err
+    broken = tmp_path / "broken_stage.py"
+    broken.write_text("raise RuntimeError('broken at import')\ndef pre(path): return path\n")
+    assert main(["preprocess-audit", "--samples", str(photos), "--stage", f"train={stage('train_transform')}",
+                 "--stage", f"infer={broken}:pre", "--n", "2", "--workers", "2", "--no-progress"]) == 2
+    assert "broken at import" in capsys.readouterr().err
+
+
 def test_stages_from_gapcheck_toml(photos, tmp_path, monkeypatch):
     (tmp_path / "gapcheck.toml").write_text(f"""
 [preprocess]
