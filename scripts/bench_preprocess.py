@@ -8,7 +8,6 @@ one thread per process), nothing hashed, summarized or compared. Overhead = audi
 from __future__ import annotations
 
 import argparse
-import math
 import multiprocessing
 import shutil
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import skimage
 
-from gapcheck.preprocess.audit import preprocess_audit
+from gapcheck.preprocess.audit import chunk_sizes, preprocess_audit
 from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS
 from gapcheck.preprocess.stages import make_spec, resolve
 from gapcheck.preprocess.worker import init_worker
@@ -40,8 +39,10 @@ def bare_chunk(paths: list[str]) -> int:
 
 
 def run_bare(paths: list[str], workers: int) -> float:
-    size = max(1, math.ceil(len(paths) / (workers * 4)))
-    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    chunks, start = [], 0
+    for size in chunk_sizes(len(paths), workers):  # exactly the audit's chunks
+        chunks.append(paths[start : start + size])
+        start += size
     start = time.perf_counter()
     context = multiprocessing.get_context("forkserver")  # the same worker start as the audit
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker,

@@ -38,6 +38,7 @@ DEFAULT_TOLERANCE = 1.5 / 255.0  # max |Δ| as a fraction of the reference's val
 EVIDENCE_SAMPLES = 2
 PROBE_SAMPLES = 4
 KS_POINTS = 256
+MIN_CHUNK = 2
 
 
 def _as_specs(stages: Sequence[StageSpec | str] | dict[str, Any]) -> list[StageSpec]:
@@ -57,10 +58,26 @@ def _as_specs(stages: Sequence[StageSpec | str] | dict[str, Any]) -> list[StageS
     return [s if isinstance(s, StageSpec) else parse_stage_option(s) for s in stages]
 
 
+def chunk_sizes(count: int, workers: int) -> list[int]:
+    """Guided scheduling: each chunk takes 1/(2·workers) of what is left, down to MIN_CHUNK.
+
+    Big chunks first keep per-chunk IPC negligible; small chunks at the end let the workers
+    finish together (the first chunk also carries the determinism probes and the table's replay).
+    """
+    sizes, left = [], count
+    while left > 0:
+        size = min(left, max(MIN_CHUNK, math.ceil(left / (2 * workers))))
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
 def _chunks(items: list[WorkItem], workers: int) -> list[tuple[WorkItem, ...]]:
-    # Several chunks per worker keeps both busy to the end without paying per-sample IPC.
-    size = max(1, math.ceil(len(items) / (workers * 4)))
-    return [tuple(items[i : i + size]) for i in range(0, len(items), size)]
+    chunks, start = [], 0
+    for size in chunk_sizes(len(items), workers):
+        chunks.append(tuple(items[start : start + size]))
+        start += size
+    return chunks
 
 
 def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOptions, workers: int,

@@ -50,6 +50,12 @@ def detect_layout(shape: tuple[int, ...]) -> LayoutInfo:
 
 def to_chw(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:
     """The canonical (C, H, W) float64 view, or None when the layout is unknown."""
+    chw = chw_view(array, info)
+    return chw.astype(np.float64, copy=False) if chw is not None else None
+
+
+def chw_view(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:
+    """The (C, H, W) view of ``array`` in its own dtype (no copy), or None when the layout is unknown."""
     info = info or detect_layout(array.shape)
     squeezed = array.reshape(array.shape[info.batch_dims :])
     if info.layout == "CHW":
@@ -60,7 +66,7 @@ def to_chw(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | No
         chw = squeezed[None]
     else:
         return None
-    return chw.astype(np.float64, copy=False)
+    return chw
 
 
 def spatial_shape(info: LayoutInfo) -> tuple[int, int] | None:
