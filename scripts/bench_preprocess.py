@@ -83,6 +83,10 @@ def main() -> None:
     print(f"| bare stage callables | {b:.2f} | {args.images / b:.1f} | {1000 * b / args.images:.1f} ms |")
     print(f"| preprocess_audit | {a:.2f} | {args.images / a:.1f} | {1000 * a / args.images:.1f} ms |")
     print(f"overhead: {100 * (a / b - 1):+.1f}% (target <= 15%)")
+    # The spread, because another process on a small machine moves single rounds by several percent.
+    print(f"rounds (s): bare {', '.join(f'{x:.2f}' for x in bare)}; audit {', '.join(f'{x:.2f}' for x in audit)}")
+    ratios = [x / y - 1 for x, y in zip(audit, bare)]
+    print(f"per-round overhead: {min(ratios):+.1%} .. {max(ratios):+.1%}")
 
 
 if __name__ == "__main__":
