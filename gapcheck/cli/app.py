@@ -15,11 +15,23 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gapcheck.cli import export_diff
-from gapcheck.cli import preprocess_audit
-from gapcheck.cli import triton_audit
-from gapcheck.cli import export as export_command
+from gapcheck.cli.lazy import LazyCommand, lazy_group
 from gapcheck.errors import ExitCode, GapcheckError, exit_code_for
+
+#: Every command: name -> (module, attribute, one-line help). Modules load only when their command runs,
+#: so `gapcheck --help` and `gapcheck explain` never import torch. A new command is one line here.
+COMMANDS: dict[str, LazyCommand] = {
+    "export-diff": LazyCommand("gapcheck.cli.export_diff", "command",
+                               "Compare a checkpoint with its ONNX export (and a Triton deployment), layer by layer."),
+    "preprocess-audit": LazyCommand("gapcheck.cli.preprocess_audit", "command",
+                                    "Run the same raw samples through train/val/inference preprocessing; name root causes."),
+    "triton-audit": LazyCommand("gapcheck.cli.triton_audit", "command",
+                                "Audit a Triton deployment's config and metadata against the ONNX graph."),
+    "export": LazyCommand("gapcheck.cli.export", "command",
+                          "Export a checkpoint to ONNX and a Triton model repository."),
+    "explain": LazyCommand("gapcheck.cli.explain", "command", "Explain a finding code (or --list them all).",
+                           no_args_is_help=False),
+}
 
 app = typer.Typer(
     name="gapcheck",
@@ -27,6 +39,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=lazy_group(COMMANDS),
 )
 
 
@@ -38,10 +51,6 @@ def root(
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(name)s: %(message)s")
 
 
-app.command("export-diff", no_args_is_help=True)(export_diff.command)
-app.command("preprocess-audit", no_args_is_help=True)(preprocess_audit.command)
-app.command("triton-audit", no_args_is_help=True)(triton_audit.command)
-app.command("export", no_args_is_help=True)(export_command.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,70 @@
+"""The one JSON envelope every command writes.
+
+``{"schema_version", "command", "gapcheck_version", "verdict", "headline", "findings": [...],
+"timings": {...}, <the command's own sections>}``. Each command ships a JSON Schema for its
+envelope in ``gapcheck/schemas/<command>.schema.json``; tests validate every report against it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from gapcheck.findings import Finding
+from gapcheck.report.contract import CommandResult
+
+SCHEMA_VERSION = "2.0"
+_HEAD = ("schema_version", "command", "gapcheck_version", "verdict", "headline", "findings", "timings")
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON types for dataclasses, enums, paths, numpy values; non-finite floats become strings."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist") and type(value).__module__ == "numpy":  # numpy scalars and arrays, without importing numpy
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "code": finding.code,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "where": finding.where,
+        "subject": finding.subject.as_dict(),
+        "evidence": to_jsonable(finding.evidence),
+        "fingerprint": finding.fingerprint,
+    }
+
+
+def envelope(result: CommandResult) -> dict[str, Any]:
+    """The envelope of ``result`` as plain JSON types."""
+    from gapcheck import __version__
+
+    sections = to_jsonable(result.sections())
+    clash = sorted(set(sections) & set(_HEAD))
+    if clash:
+        raise ValueError(f"{result.command}: sections may not reuse envelope keys: {', '.join(clash)}")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": result.command,
+        "gapcheck_version": __version__,
+        "verdict": result.verdict.value,
+        "headline": result.headline,
+        "findings": [finding_to_dict(f) for f in result.findings],
+        "timings": to_jsonable(dict(result.timings)),
+        **sections,
+    }

@@ -1,0 +1,85 @@
+"""Report formats: one module per format, one small contract (pip-audit's ``_format/`` shape).
+
+A format module defines ``render(result) -> str`` over :class:`~gapcheck.report.contract.CommandResult`
+and nothing else; it only formats. Adding a format is one new module plus one line in :data:`FORMATS`.
+:func:`write_report` writes atomically (temp file in the same folder, fsync, rename), so a cron job
+never reads half a report. :func:`check_writable` is called before any work starts.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from gapcheck.errors import UsageError
+
+if TYPE_CHECKING:
+    from gapcheck.report.contract import CommandResult
+
+
+class ReportFormat(str, enum.Enum):
+    JSON = "json"
+    JUNIT = "junit"
+    HTML = "html"
+    SARIF = "sarif"
+
+
+#: format -> module implementing ``render(result) -> str``
+FORMATS: dict[ReportFormat, str] = {
+    ReportFormat.JSON: "gapcheck.report.formats.json_format",
+    ReportFormat.JUNIT: "gapcheck.report.formats.junit_format",
+}
+
+
+class Renderer(Protocol):
+    def render(self, result: "CommandResult") -> str: ...
+
+
+def renderer(fmt: ReportFormat) -> Renderer:
+    if fmt not in FORMATS:
+        raise UsageError(f"report format {fmt.value!r} is not available")
+    return importlib.import_module(FORMATS[fmt])  # type: ignore[return-value]
+
+
+def render(fmt: ReportFormat, result: "CommandResult") -> str:
+    return renderer(fmt).render(result)
+
+
+def check_writable(path: str | Path, what: str = "report") -> Path:
+    """Fail early (UsageError, exit 2) when ``path`` cannot be written: a directory, under a file, an unwritable folder."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{what} path {target} is a directory")
+    parent = target.parent if str(target.parent) else Path(".")
+    for folder in (parent, *parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"{what} path {target}: {folder} is not a directory")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise UsageError(f"{what} path {target}: {folder} is not writable")
+            break
+    return target
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    target = check_writable(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_report(fmt: ReportFormat, path: str | Path, result: "CommandResult") -> Path:
+    return write_atomic(path, render(fmt, result))
