@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.export_diff",
     "gapcheck.codes.preprocess",
     "gapcheck.codes.triton",
+    "gapcheck.codes.metrics",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
