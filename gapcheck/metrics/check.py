@@ -1,0 +1,229 @@
+"""check_metric: a custom metric against its reference on the user's data and on generated edge cases."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gapcheck.codes.metrics import METRIC_MISMATCH, METRIC_UNDEFINED
+from gapcheck.compare import Tolerance
+from gapcheck.errors import UsageError
+from gapcheck.findings import Finding, Subject
+from gapcheck.metrics.references import REFERENCES, Reference
+from gapcheck.report.contract import Check, ResultBase, Table
+
+# float64 arithmetic on a few hundred values: differences above this are a different formula, not rounding.
+DEFAULT_TOLERANCE = Tolerance(rtol=1e-6, atol=1e-9)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    y_true: np.ndarray
+    y_pred: np.ndarray
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    case: str
+    n: int
+    reference: float | None  # None: the reference is undefined here (raised or NaN)
+    custom: float | None  # None: the custom metric raised
+    error: str = ""  # what raised, shortened
+    abs_error: float | None = None
+    passed: bool = True
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class MetricCheckResult(ResultBase):
+    metric: str = ""
+    reference: str = ""
+    outcomes: tuple[CaseOutcome, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    tolerance: Tolerance = DEFAULT_TOLERANCE
+    command: str = "check-metric"
+    extra_timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def headline(self) -> str:
+        failing = [o.case for o in self.outcomes if not o.passed]
+        if not failing:
+            return f"{self.metric} matches {self.reference} on {len(self.outcomes)} case(s)"
+        return f"{self.metric} disagrees with {self.reference} on: {', '.join(failing)}"
+
+    def sections(self) -> dict[str, Any]:
+        return {"metric": self.metric, "reference": self.reference,
+                "tolerance": {"rtol": self.tolerance.rtol, "atol": self.tolerance.atol},
+                "cases": [outcome.__dict__ for outcome in self.outcomes]}
+
+    def views(self) -> Sequence[Table]:
+        rows = tuple((o.case, o.n, _fmt(o.reference), _fmt(o.custom) if not o.error else f"raised: {o.error}",
+                      _fmt(o.abs_error), "ok" if o.passed else "MISMATCH", o.note) for o in self.outcomes)
+        failing = tuple(i for i, o in enumerate(self.outcomes) if not o.passed)
+        return (Table(f"{self.metric} vs {self.reference}", ("case", "n", "reference", "custom", "|Δ|", "verdict", "note"),
+                      rows, highlight=failing),)
+
+    def checks(self) -> Sequence[Check]:
+        return [Check(name=o.case, classname=f"check-metric.{self.reference}",
+                      failure=None if o.passed else f"reference {_fmt(o.reference)} vs custom {_fmt(o.custom)} {o.error}")
+                for o in self.outcomes]
+
+    def table_text(self) -> str:
+        table = self.views()[0]
+        lines = [" | ".join(table.columns)] + [" | ".join(str(c) for c in row) for row in table.rows]
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.6g}"
+
+
+def _scalar(value: Any) -> float:
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().item()
+    return float(np.asarray(value, dtype=np.float64).reshape(()))
+
+
+def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, **kwargs: Any) -> tuple[float | None, str]:
+    y_true, y_pred = case.y_true, case.y_pred
+    if as_torch:  # the user's metric was given tensors: hand it tensors on every case
+        import torch
+        y_true, y_pred = torch.from_numpy(np.ascontiguousarray(y_true)), torch.from_numpy(np.ascontiguousarray(y_pred))
+    try:
+        with warnings.catch_warnings():  # sklearn's UndefinedMetricWarning, numpy's empty-mean: outcomes, not noise
+            warnings.simplefilter("ignore")
+            value = _scalar(fn(y_true, y_pred, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - a metric that raises is an outcome to report, not a crash
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    return value, ""
+
+
+def _label_cases(y_true: np.ndarray, y_pred: np.ndarray) -> list[Case]:
+    classes = np.unique(np.concatenate([y_true, y_pred])) if y_true.size else np.arange(3)
+    if classes.size < 2:
+        classes = np.array([classes[0], classes[0] + 1]) if classes.size else np.arange(2)
+    truth = np.tile(classes, 4)
+    wrong = np.roll(truth, 1)
+    absent = truth.copy()
+    absent[absent == classes[-1]] = classes[0]  # the last class never predicted
+    single_truth = np.full_like(truth, classes[0])
+    return [
+        Case("all correct", truth, truth.copy()),
+        Case("all wrong", truth, wrong),
+        Case("class absent from predictions", truth, absent),
+        Case("single class in y_true", single_truth, truth.copy()),
+        Case("empty input", truth[:0], truth[:0]),
+    ]
+
+
+def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:
+    n_classes = scores.shape[1] if scores.ndim == 2 else 2
+    truth = np.tile(np.arange(n_classes), 4)
+    if scores.ndim == 2:
+        confident = np.full((truth.size, n_classes), 0.1 / max(n_classes - 1, 1))
+        confident[np.arange(truth.size), truth] = 0.9
+        tied = np.full((truth.size, n_classes), 1.0 / n_classes)
+    else:
+        confident = np.where(truth == 1, 0.9, 0.1)
+        tied = np.full(truth.size, 0.5)
+    return [
+        Case("all correct", truth, confident),
+        Case("tied scores", truth, tied),
+        Case("single class in y_true", np.zeros_like(truth), confident),
+        Case("empty input", truth[:0], confident[:0]),
+    ]
+
+
+def _compare(case: Case, reference: Reference, custom: Callable[..., Any], options: dict[str, Any],
+             tol: Tolerance, custom_kwargs: dict[str, Any], as_torch: bool) -> CaseOutcome:
+    ref_value, ref_error = _run(lambda t, p: reference.compute(t, p, options), case)
+    if ref_value is not None and math.isnan(ref_value):
+        ref_value, ref_error = None, "NaN"
+    value, error = _run(custom, case, as_torch, **custom_kwargs)
+    n = int(case.y_true.shape[0])
+    if ref_value is None:
+        note = f"reference undefined ({ref_error})"
+        consistent = value is None or math.isnan(value)
+        return CaseOutcome(case.name, n, None, value, error, None, True, note + ("" if consistent else "; custom returns a value"))
+    if value is None:
+        return CaseOutcome(case.name, n, ref_value, None, error, None, False, "custom raised where the reference is defined")
+    diff = abs(value - ref_value)
+    passed = diff <= tol.atol + tol.rtol * abs(ref_value) if math.isfinite(value) else value == ref_value
+    return CaseOutcome(case.name, n, ref_value, value, "", diff if math.isfinite(diff) else None, bool(passed))
+
+
+def _finding(outcome: CaseOutcome, metric: str, reference: str) -> Finding | None:
+    subject = Subject(module=metric, step=outcome.case)
+    evidence = {"case": outcome.case, "n": outcome.n, "reference": outcome.reference, "custom": outcome.custom,
+                "abs_error": outcome.abs_error, "error": outcome.error}
+    if not outcome.passed:
+        what = (f"raised {outcome.error}" if outcome.custom is None
+                else f"gives {outcome.custom:.6g}, {reference} gives {outcome.reference:.6g} (|Δ| {outcome.abs_error:.3g})")
+        return METRIC_MISMATCH.finding(f"{metric} on '{outcome.case}' (n={outcome.n}): {what}", subject=subject,
+                                       evidence=evidence)
+    if outcome.reference is None and outcome.custom is not None and not math.isnan(outcome.custom):
+        return METRIC_UNDEFINED.finding(
+            f"{reference} is undefined on '{outcome.case}'; {metric} returns {outcome.custom:.6g}", subject=subject,
+            evidence=evidence)
+    return None
+
+
+def check_metric(
+    custom: Callable[..., Any],
+    reference: str,
+    y_true: Any,
+    y_pred: Any,
+    *,
+    edge_cases: bool = True,
+    rtol: float | None = None,
+    atol: float | None = None,
+    labels: Sequence[Any] | None = None,
+    k: int = 5,
+    average: str = "macro",
+    custom_kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> MetricCheckResult:
+    """Compare ``custom(y_true, y_pred)`` with the reference ``reference`` (a key of :data:`REFERENCES`).
+
+    ``y_pred`` holds labels for label metrics and scores/probabilities for score metrics
+    (``roc_auc``, ``log_loss``, ``top_k_accuracy``, ``average_precision``). Torch tensors are accepted.
+    """
+    if reference not in REFERENCES:
+        raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
+    ref = REFERENCES[reference]
+    tol = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if rtol is None else rtol,
+                    atol=DEFAULT_TOLERANCE.atol if atol is None else atol)
+    as_torch = hasattr(y_true, "detach") or hasattr(y_pred, "detach")
+    truth, pred = _as_array(y_true, "y_true"), _as_array(y_pred, "y_pred")
+    if truth.shape[0] != pred.shape[0]:
+        raise UsageError(f"y_true has {truth.shape[0]} samples, y_pred {pred.shape[0]}")
+    cases = [Case("user data", truth, pred)]
+    if edge_cases:
+        cases += _label_cases(truth, pred) if ref.kind == "labels" else _score_cases(truth, pred)
+    options = {"labels": labels, "k": k, "average": average}
+    metric = name or getattr(custom, "__name__", "custom metric")
+    outcomes = tuple(_compare(case, ref, custom, options, tol, dict(custom_kwargs or {}), as_torch) for case in cases)
+    findings = tuple(f for f in (_finding(o, metric, reference) for o in outcomes) if f is not None)
+    return MetricCheckResult(metric=metric, reference=reference, outcomes=outcomes, findings=findings, tolerance=tol)
+
+
+def _as_array(value: Any, what: str) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    array = np.asarray(value)
+    if array.ndim == 0 or array.ndim > 2:
+        raise UsageError(f"{what} must be 1-D (labels) or 2-D (scores), got shape {array.shape}")
+    return array
+
+
+def assert_metric_matches(custom: Callable[..., Any], reference: str, y_true: Any, y_pred: Any,
+                          **kwargs: Any) -> MetricCheckResult:
+    """pytest helper: raise AssertionError with the case table when the metric disagrees with its reference."""
+    result = check_metric(custom, reference, y_true, y_pred, **kwargs)
+    if result.verdict.value == "gap":
+        raise AssertionError(f"{result.headline}\n{result.table_text()}")
+    return result

@@ -1,0 +1,129 @@
+"""check_metric: planted metric bugs are found on the case that exposes them; correct metrics pass every case."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gapcheck.errors import UsageError
+from gapcheck.metrics import assert_metric_matches, check_metric
+from gapcheck.report.formats import ReportFormat, render
+
+RNG = np.random.default_rng(0)
+Y_TRUE = RNG.integers(0, 4, 200)
+Y_PRED = np.where(RNG.random(200) < 0.7, Y_TRUE, RNG.integers(0, 4, 200))
+
+
+def f1_macro_correct(y_true, y_pred):
+    classes = np.unique(np.concatenate([y_true, y_pred]))
+    scores = []
+    for c in classes:
+        tp = np.sum((y_pred == c) & (y_true == c))
+        fp = np.sum((y_pred == c) & (y_true != c))
+        fn = np.sum((y_pred != c) & (y_true == c))
+        denom = 2 * tp + fp + fn
+        scores.append(0.0 if denom == 0 else 2 * tp / denom)
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def f1_macro_over_true_classes_only(y_true, y_pred):
+    """A common bug: average over the classes of y_true only, so a class that is only predicted is ignored."""
+    classes = np.unique(y_true)
+    scores = []
+    for c in classes:
+        tp = np.sum((y_pred == c) & (y_true == c))
+        fp = np.sum((y_pred == c) & (y_true != c))
+        fn = np.sum((y_pred != c) & (y_true == c))
+        scores.append(2 * tp / (2 * tp + fp + fn))
+    return float(np.mean(scores))
+
+
+def accuracy_correct(y_true, y_pred):
+    return float(np.mean(y_true == y_pred)) if len(y_true) else float("nan")
+
+
+def test_correct_macro_f1_matches_on_every_case():
+    result = check_metric(f1_macro_correct, "f1_macro", Y_TRUE, Y_PRED)
+    assert result.verdict.value == "pass", result.table_text()
+    assert [o.case for o in result.outcomes][:2] == ["user data", "all correct"]
+    assert len(result.outcomes) == 6
+
+
+def test_macro_over_true_classes_is_caught_on_single_class_case():
+    # On the user's data every class occurs in y_true, so the bug hides; the edge case exposes it.
+    result = check_metric(f1_macro_over_true_classes_only, "f1_macro", Y_TRUE, Y_PRED)
+    assert result.verdict.value == "gap"
+    failing = {f.evidence["case"] for f in result.findings if f.code == "metric_mismatch"}
+    assert "user data" not in failing
+    assert "single class in y_true" in failing
+    finding = next(f for f in result.findings if f.evidence["case"] == "single class in y_true")
+    assert finding.evidence["reference"] != finding.evidence["custom"]
+    assert finding.subject.step == "single class in y_true"
+
+
+def test_wrong_averaging_is_caught_on_user_data():
+    def f1_micro_by_mistake(y_true, y_pred):
+        return float(np.mean(y_true == y_pred))  # micro-F1 == accuracy for single-label data
+    result = check_metric(f1_micro_by_mistake, "f1_macro", Y_TRUE, Y_PRED)
+    assert any(f.evidence["case"] == "user data" for f in result.findings)
+
+
+def test_metric_that_raises_on_empty_input_is_reported_not_crashing():
+    def accuracy_raises_on_empty(y_true, y_pred):
+        return (y_true == y_pred).sum() / len(y_true) if len(y_true) else 1 / 0
+    result = check_metric(accuracy_raises_on_empty, "accuracy", Y_TRUE, Y_PRED)
+    empty = next(o for o in result.outcomes if o.case == "empty input")
+    # sklearn's accuracy on empty input is NaN (undefined): a raise there is consistent, not a gap.
+    assert empty.reference is None and empty.passed
+    assert result.verdict.value == "pass"
+
+
+def test_roc_auc_single_class_is_undefined_info_when_custom_returns_number():
+    y = RNG.integers(0, 2, 100)
+    scores = np.clip(y * 0.6 + RNG.random(100) * 0.5, 0, 1)
+
+    def auc_rank(y_true, s):
+        if len(y_true) == 0:
+            raise ValueError("empty")
+        pos, neg = s[y_true == 1], s[y_true == 0]
+        if len(pos) == 0 or len(neg) == 0:
+            return 0.5  # a convention the reference does not have
+        greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+        return greater / (len(pos) * len(neg))
+
+    result = check_metric(auc_rank, "roc_auc", y, scores)
+    assert result.verdict.value == "pass", result.table_text()
+    assert [f.code for f in result.findings] == ["metric_undefined_case"]
+
+
+def test_torch_tensors_and_tensor_results_are_accepted():
+    torch = pytest.importorskip("torch")
+    result = check_metric(lambda t, p: (t == p).float().mean(), "accuracy", torch.tensor(Y_TRUE), torch.tensor(Y_PRED),
+                          )
+    assert result.outcomes[0].passed
+
+
+def test_assert_helper_raises_with_table():
+    with pytest.raises(AssertionError, match="single class in y_true"):
+        assert_metric_matches(f1_macro_over_true_classes_only, "f1_macro", Y_TRUE, Y_PRED)
+    assert_metric_matches(accuracy_correct, "accuracy", Y_TRUE, Y_PRED)
+
+
+def test_bad_arguments_are_usage_errors():
+    with pytest.raises(UsageError, match="unknown reference"):
+        check_metric(accuracy_correct, "accuracy_typo", Y_TRUE, Y_PRED)
+    with pytest.raises(UsageError, match="samples"):
+        check_metric(accuracy_correct, "accuracy", Y_TRUE, Y_PRED[:10])
+    with pytest.raises(UsageError):
+        check_metric(accuracy_correct, "accuracy", Y_TRUE, Y_PRED, rtol=float("nan"))
+
+
+def test_report_envelope_and_junit():
+    result = check_metric(f1_macro_over_true_classes_only, "f1_macro", Y_TRUE, Y_PRED)
+    doc = json.loads(render(ReportFormat.JSON, result))
+    assert doc["command"] == "check-metric" and doc["verdict"] == "gap"
+    assert {c["case"] for c in doc["cases"]} >= {"user data", "empty input"}
+    assert all(f["code"] in ("metric_mismatch", "metric_undefined_case") for f in doc["findings"])
+    xml = render(ReportFormat.JUNIT, result)
+    assert 'failures="' in xml and "single class in y_true" in xml
