@@ -6,6 +6,10 @@ Every command raises a subclass of :class:`GapcheckError`; the CLI boundary
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gapcheck.findings import Verdict
 
 
 class ExitCode(IntEnum):
@@ -13,6 +17,11 @@ class ExitCode(IntEnum):
     GAP_FOUND = 1
     USAGE = 2  # usage, configuration or input error
     BACKEND = 3  # a backend or endpoint failed
+
+    @classmethod
+    def for_verdict(cls, verdict: "Verdict | str") -> "ExitCode":
+        """The one verdict -> exit code line: 0 for a pass, 1 for a gap."""
+        return cls.NO_GAP if str(getattr(verdict, "value", verdict)) == "pass" else cls.GAP_FOUND
 
 
 class GapcheckError(Exception):
@@ -57,6 +66,21 @@ class BackendError(GapcheckError):
 
 class EndpointError(BackendError):
     """A remote endpoint (e.g. a Triton server) is unreachable, not ready or answered an error."""
+
+
+def one_line(exc: BaseException, *, limit: int = 300) -> str:
+    """``Type: the first meaningful line of the message``, the one-line summary every message uses.
+
+    torch's and ONNX's messages run long and continue with advice; the first sentence of a long
+    first line is the fact, the rest is cut at ``limit`` characters.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(text) > 160 and ". " in text:
+        text = text.split(". ", 1)[0]
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

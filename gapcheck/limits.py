@@ -1,0 +1,49 @@
+"""The one place for size and bomb limits: what gapcheck refuses to allocate or decompress.
+
+Inputs are hostile until proven otherwise: a 40-byte .npz can declare a terabyte array, a PNG can
+declare a billion pixels, a zip entry can expand ten-thousand-fold. Every reader checks against
+these values *before* allocating. :data:`MAX_ELEMENTS` is configurable through the environment
+(``GAPCHECK_MAX_ELEMENTS``) because a big-memory machine may legitimately want more.
+"""
+from __future__ import annotations
+
+import os
+
+#: A zip (or .npz / torch zip checkpoint) entry may expand at most this many times its compressed size.
+#: One ratio for every reader: real arrays compress 1-20x (all-zero masks up to ~1000x, deflate's ceiling); bombs stack layers far beyond it.
+MAX_COMPRESSION_RATIO = 1000
+
+#: Largest image gapcheck decodes (Pillow's own decompression-bomb threshold).
+MAX_IMAGE_PIXELS = 89_478_485
+
+#: Largest file read whole into memory (inputs, checkpoints).
+MAX_FILE_BYTES = 8 * 2**30
+
+_DEFAULT_MAX_ELEMENTS = 2**31  # 8 GiB of float32
+
+
+def max_elements() -> int:
+    """Most elements one array may have before gapcheck allocates it (``GAPCHECK_MAX_ELEMENTS`` overrides)."""
+    text = os.environ.get("GAPCHECK_MAX_ELEMENTS", "").strip()
+    if not text:
+        return _DEFAULT_MAX_ELEMENTS
+    try:
+        value = int(text)
+    except ValueError:
+        return _DEFAULT_MAX_ELEMENTS
+    return value if value > 0 else _DEFAULT_MAX_ELEMENTS
+
+
+def check_elements(count: int, what: str) -> None:
+    """Raise :class:`~gapcheck.errors.InputError` when ``what`` would need more than :func:`max_elements` elements."""
+    limit = max_elements()
+    if count > limit:
+        from gapcheck.errors import InputError
+
+        raise InputError(f"{what} has {count:,} elements, more than the limit of {limit:,}",
+                         hint="raise GAPCHECK_MAX_ELEMENTS if this machine has the memory")
+
+
+def bomb_ratio_exceeded(expanded_bytes: int, compressed_bytes: int) -> bool:
+    """True when an archive entry expands more than :data:`MAX_COMPRESSION_RATIO` times."""
+    return expanded_bytes > MAX_COMPRESSION_RATIO * max(compressed_bytes, 1)
