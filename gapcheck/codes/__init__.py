@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.preprocess",
     "gapcheck.codes.triton",
     "gapcheck.codes.metrics",
+    "gapcheck.codes.padding",
     "gapcheck.codes.nightly",
 )
 
