@@ -1,0 +1,211 @@
+"""The golden bundle on disk: a directory with ``manifest.json`` and safetensors files, verified on every load.
+
+Layout::
+
+    golden/
+      manifest.json                 versions, hashes, factory, input specs, tolerances, preprocessing, files
+      model.onnx                    the export recorded beside the reference (the deployment audit reads it)
+      inputs.safetensors            one array per model input, samples stacked on axis 0
+      reference_torch.safetensors   the released checkpoint's outputs (what endpoints are judged against)
+      reference_onnxruntime.safetensors   ONNX Runtime's outputs for the same inputs, kept beside them
+
+Tensors are never pickled. ``manifest.json`` lists every other file with its SHA256 and size, and
+:func:`load_bundle` checks all of them before parsing any: a tampered, truncated or missing file is an
+:class:`~gapcheck.errors.InputError` (exit 2) that names the file. The bundle's identity (``bundle_hash``)
+is the SHA256 of ``manifest.json``, which covers every file through their hashes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gapcheck.errors import InputError
+
+MANIFEST = "manifest.json"
+KIND = "gapcheck-golden"
+FORMAT_VERSION = 1
+INPUTS_FILE = "inputs.safetensors"
+TORCH_FILE = "reference_torch.safetensors"
+ORT_FILE = "reference_onnxruntime.safetensors"
+ONNX_FILE = "model.onnx"
+# A manifest is small; anything larger is not ours (checked before parsing).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """An input or output of the bundle: name, dtype and the shape of one sample (batch axis of 1 included)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class OutputTolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class GoldenBundle:
+    """A verified bundle, loaded: the manifest plus the arrays (samples stacked on axis 0)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    bundle_hash: str
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray]  # torch outputs
+    onnxruntime: dict[str, np.ndarray]
+    tolerances: dict[str, OutputTolerance] = field(default_factory=dict)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.manifest["samples"]["count"])
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.path / ONNX_FILE
+
+    @property
+    def input_infos(self) -> tuple[TensorInfo, ...]:
+        return tuple(_info(e) for e in self.manifest["inputs"])
+
+    @property
+    def output_infos(self) -> tuple[TensorInfo, ...]:
+        return tuple(_info(e) for e in self.manifest["outputs"])
+
+    def summary(self) -> dict[str, Any]:
+        """What reports show about the bundle (no arrays)."""
+        m = self.manifest
+        return {"path": str(self.path), "bundle_hash": self.bundle_hash, "created_at": m["created_at"],
+                "samples": self.num_samples, "factory": m["model"].get("factory"),
+                "checkpoint_sha256": (m["model"].get("checkpoint") or {}).get("sha256"),
+                "onnx_sha256": m["onnx"]["sha256"],
+                "inputs": [i.as_dict() for i in self.input_infos], "outputs": [o.as_dict() for o in self.output_infos],
+                "tolerances": {k: {"rtol": v.rtol, "atol": v.atol} for k, v in self.tolerances.items()},
+                "versions": m["versions"]}
+
+
+def _info(entry: dict[str, Any]) -> TensorInfo:
+    return TensorInfo(str(entry["name"]), str(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_file_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
+    """The parsed manifest and its SHA256; InputError naming the file when it is missing or malformed."""
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise InputError(f"golden bundle {folder} is not a directory")
+    if not path.is_file():
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is missing")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is larger than {MAX_MANIFEST_BYTES} bytes")
+    data = path.read_bytes()
+    try:
+        manifest = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is not a gapcheck golden manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise InputError(f"golden bundle {folder}: format version {manifest.get('format_version')!r} is not "
+                         f"supported (this gapcheck reads version {FORMAT_VERSION})")
+    for key in ("files", "inputs", "outputs", "samples", "model", "onnx", "tolerances", "versions", "created_at"):
+        if key not in manifest:
+            raise InputError(f"golden bundle {folder}: {MANIFEST} has no '{key}'")
+    return manifest, hashlib.sha256(data).hexdigest()
+
+
+def verify_files(folder: Path, manifest: dict[str, Any]) -> list[str]:
+    """Check every listed file's size and SHA256; InputError naming the first bad file. Returns the names checked."""
+    files = manifest["files"]
+    if not isinstance(files, dict) or not files:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} lists no files")
+    for required in (INPUTS_FILE, TORCH_FILE, ONNX_FILE):
+        if required not in files:
+            raise InputError(f"golden bundle {folder}: {MANIFEST} does not list {required}")
+    for name, entry in sorted(files.items()):
+        target = folder / name
+        if Path(name).name != name or name.startswith("."):
+            raise InputError(f"golden bundle {folder}: {MANIFEST} lists an unsafe file name {name!r}")
+        if not target.is_file():
+            raise InputError(f"golden bundle {folder}: file {name} is missing")
+        size = target.stat().st_size
+        if size != int(entry.get("bytes", -1)):
+            raise InputError(f"golden bundle {folder}: file {name} has {size} bytes, the manifest says "
+                             f"{entry.get('bytes')} (truncated or replaced)")
+        actual = file_sha256(target)
+        if actual != entry.get("sha256"):
+            raise InputError(f"golden bundle {folder}: file {name} does not match its SHA256 in {MANIFEST} "
+                             f"(tampered or corrupt): expected {entry.get('sha256')}, got {actual}")
+    return sorted(files)
+
+
+def _load_tensors(folder: Path, name: str, expected: tuple[TensorInfo, ...], count: int) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        arrays = load_file(str(folder / name))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InputError(f"golden bundle {folder}: file {name} cannot be read: {exc}") from None
+    for info in expected:
+        array = arrays.get(info.name)
+        want = (count, *info.shape[1:]) if info.shape else (count,)
+        if array is None:
+            raise InputError(f"golden bundle {folder}: file {name} has no tensor {info.name!r}")
+        if tuple(array.shape) != want or str(array.dtype) != info.dtype:
+            raise InputError(f"golden bundle {folder}: file {name}: tensor {info.name!r} is {array.dtype} "
+                             f"{list(array.shape)}, the manifest says {info.dtype} {list(want)}")
+    return {info.name: arrays[info.name] for info in expected}
+
+
+def load_bundle(path: str | Path) -> GoldenBundle:
+    """Verify every file of the bundle at ``path`` and load it (InputError, exit 2, naming the file otherwise)."""
+    folder = Path(path)
+    manifest, bundle_hash = read_manifest(folder)
+    verify_files(folder, manifest)
+    try:
+        count = int(manifest["samples"]["count"])
+        inputs = tuple(_info(e) for e in manifest["inputs"])
+        outputs = tuple(_info(e) for e in manifest["outputs"])
+        tolerances = {k: OutputTolerance(float(v["rtol"]), float(v["atol"]))
+                      for k, v in manifest["tolerances"]["outputs"].items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is malformed ({type(exc).__name__}: {exc})") from None
+    missing = sorted(o.name for o in outputs if o.name not in tolerances)
+    if missing:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} has no tolerance for output(s) {', '.join(missing)}")
+    ort_reference = _load_tensors(folder, ORT_FILE, outputs, count) if ORT_FILE in manifest["files"] else {}
+    return GoldenBundle(
+        path=folder, manifest=manifest, bundle_hash=bundle_hash,
+        inputs=_load_tensors(folder, INPUTS_FILE, inputs, count),
+        reference=_load_tensors(folder, TORCH_FILE, outputs, count),
+        onnxruntime=ort_reference, tolerances=tolerances,
+    )

@@ -1,0 +1,271 @@
+"""Record a golden bundle: the released checkpoint's answers to a fixed set of inputs, frozen with their hashes.
+
+The inputs come from one of three places: seeded random draws from the input specs, a user's
+``.npz``/``.pt`` file, or raw samples run through the inference preprocessing stage (then the raw
+files' SHA256 and the per-channel statistics of the preprocessed tensors are recorded too). The
+model is run in torch (the reference nightly runs are judged against) and, exported, in ONNX Runtime
+(kept beside it, and compared at record time so a bundle that an exact deployment of the export
+could not pass is flagged). The bundle is written into a temporary folder next to ``out`` and
+renamed into place, so a crash never leaves half a bundle behind.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gapcheck.errors import InputError, UsageError
+from gapcheck.findings import Finding, Subject
+from gapcheck.golden import bundle as fmt
+from gapcheck.tensors import fingerprint, sha256_bytes, summarize
+
+logger = logging.getLogger(__name__)
+
+RECORD_BATCH = 32  # samples per torch / ONNX Runtime call while recording
+
+
+@dataclass(frozen=True)
+class RecordRequest:
+    """What ``gapcheck golden record`` needs; library terms, no CLI flags."""
+
+    out: Path
+    factory: str | None
+    checkpoint: Path | None = None
+    input_specs: tuple[str, ...] = ()
+    inputs_file: Path | None = None
+    num_samples: int = 16
+    seed: int = 0
+    samples: Path | None = None  # raw samples (a folder or a file) for the preprocessing stage
+    stage: str | None = None  # "infer=module:callable" turning one raw sample into the model input
+    rtol: float | None = None
+    atol: float | None = None
+    overrides: dict[str, tuple[float, float]] = field(default_factory=dict)  # output glob -> (rtol, atol)
+    exporter: str = "dynamo"
+    opset: int | None = None
+    overwrite: bool = False
+    unsafe_pickle: bool = False
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    path: Path
+    manifest: dict[str, Any]
+    bundle_hash: str
+    findings: tuple[Finding, ...]
+    seconds: dict[str, float]
+
+
+def _versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import torch
+
+    from gapcheck import __version__
+
+    return {"gapcheck": __version__, "torch": torch.__version__, "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__, "numpy": np.__version__, "python": platform.python_version()}
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"golden bundle path {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise UsageError(f"golden bundle folder {out} is not empty", hint="choose a new folder or allow overwriting")
+    parent = out.parent if str(out.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+
+
+def _preprocessed(request: RecordRequest, name: str, want_ndim: int) -> tuple[list[dict[str, np.ndarray]], dict]:
+    """Raw samples through the inference stage; also the raw SHA256s and per-channel statistics."""
+    from gapcheck.preprocess.samples import discover_samples
+    from gapcheck.preprocess.stages import parse_stage_option, resolve
+    from gapcheck.tensors import to_numpy
+
+    spec = parse_stage_option(request.stage or "")
+    fn = resolve(spec)
+    paths = discover_samples(request.samples, request.num_samples)
+    samples, raw = [], []
+    for path in paths:
+        data = path.read_bytes()
+        try:
+            array = np.asarray(to_numpy(fn(data if spec.accepts == "bytes" else str(path))))
+        except Exception as exc:  # noqa: BLE001 - the user's stage failing on a sample is an input problem
+            raise InputError(f"stage {spec.name!r} failed on sample {path}: {type(exc).__name__}: {exc}") from exc
+        if array.ndim == want_ndim - 1:
+            array = array[None]  # the stage returns one sample; the model takes a batch of one
+        samples.append({name: np.ascontiguousarray(array)})
+        raw.append({"file": path.name, "sha256": sha256_bytes(data), "bytes": len(data)})
+    stacked = np.concatenate([s[name] for s in samples])
+    stats = summarize(stacked, channel_axis=1 if stacked.ndim >= 3 else None)
+    return samples, {
+        "stage": {"name": spec.name, "target": spec.description, "accepts": spec.accepts},
+        "raw_samples": raw,
+        "tensor_stats": {"min": stats.min, "max": stats.max, "nonfinite": stats.nonfinite,
+                         "channels": [{"mean": c.mean, "std": c.std, "min": c.min, "max": c.max} for c in stats.channels]},
+    }
+
+
+def _inputs(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, dict | None]:
+    from gapcheck.inputs import load_samples_file, parse_input_spec, random_samples
+
+    specs = [parse_input_spec(s) for s in request.input_specs]
+    names = [s.name for s in specs] or None
+    if request.samples is not None or request.stage is not None:
+        if request.samples is None or request.stage is None:
+            raise UsageError("raw samples and an inference stage go together")
+        if len(specs) != 1:
+            raise UsageError("with raw samples, give exactly one input spec (the tensor the stage produces)")
+        samples, pre = _preprocessed(request, specs[0].name, len(specs[0].shape))
+        return samples, {"source": "samples", "samples": str(request.samples)}, pre
+    if request.inputs_file is not None:
+        samples = load_samples_file(request.inputs_file, names)
+        return samples, {"source": "file", "file": Path(request.inputs_file).name,
+                         "file_sha256": fmt.file_sha256(Path(request.inputs_file))}, None
+    return random_samples(specs, request.num_samples, request.seed), {"source": "random", "seed": request.seed}, None
+
+
+def _run_batches(run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], stacked: dict[str, np.ndarray],
+                 count: int) -> dict[str, np.ndarray]:
+    parts: dict[str, list[np.ndarray]] = {}
+    for start in range(0, count, RECORD_BATCH):
+        feeds = {k: v[start:start + RECORD_BATCH] for k, v in stacked.items()}
+        for name, value in run(feeds).items():
+            parts.setdefault(name, []).append(np.asarray(value))
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def _tolerances(request: RecordRequest, outputs: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    from gapcheck.compare import Tolerance, TolerancePolicy
+
+    policy = TolerancePolicy(rtol=request.rtol, atol=request.atol,
+                             overrides={k: Tolerance(*v) for k, v in request.overrides.items()})
+    return {name: {"rtol": t.rtol, "atol": t.atol}
+            for name, t in ((n, policy.for_name(n, a.dtype)) for n, a in outputs.items())}
+
+
+def _check_same_batching(samples: Sequence[dict[str, np.ndarray]]) -> None:
+    first = samples[0]
+    for index, sample in enumerate(samples):
+        if sorted(sample) != sorted(first):
+            raise InputError(f"sample {index} has inputs {sorted(sample)}, sample 0 has {sorted(first)}")
+        for name, array in sample.items():
+            if array.ndim == 0 or array.shape[0] != 1 or array.shape[1:] != first[name].shape[1:]:
+                raise InputError(f"golden samples must each be a batch of one with the same shape: sample {index} "
+                                 f"input {name!r} is {list(array.shape)}, sample 0 is {list(first[name].shape)}")
+
+
+def record_bundle(request: RecordRequest) -> RecordOutcome:
+    """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
+    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+    from gapcheck.backends.torch_eager import TorchBackend
+    from gapcheck.compare import Tolerance, compare_arrays
+    from gapcheck.codes.nightly import REFERENCE_DISAGREES
+    from gapcheck.model.export import export_onnx
+    from gapcheck.model.loading import load_model
+
+    out = Path(request.out)
+    _check_out(out, request.overwrite)
+    timings: dict[str, float] = {}
+    tick = time.perf_counter()
+    samples, source, preprocess = _inputs(request)
+    _check_same_batching(samples)
+    loaded = load_model(request.checkpoint, request.factory, unsafe_pickle=request.unsafe_pickle)
+    module = loaded.module.eval()
+    timings["load"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    exported = export_onnx(module, samples[0], exporter=request.exporter, opset=request.opset)
+    timings["export"] = time.perf_counter() - tick
+    input_names = [i.name for i in exported.model.graph.input]
+    output_names = [o.name for o in exported.model.graph.output]
+    if sorted(input_names) != sorted(samples[0]):
+        raise InputError(f"the exported model takes inputs {input_names}, the samples have {sorted(samples[0])}")
+    stacked = {name: np.concatenate([s[name] for s in samples]) for name in input_names}
+    count = len(samples)
+
+    tick = time.perf_counter()
+    reference = _run_batches(TorchBackend(module, input_names, output_names).infer, stacked, count)
+    timings["torch"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    ort = _run_batches(OnnxRuntimeBackend(exported.model).infer, stacked, count)
+    timings["onnxruntime"] = time.perf_counter() - tick
+
+    tolerances = _tolerances(request, reference)
+    findings = []
+    for name in output_names:
+        stats = compare_arrays(ort[name], reference[name], Tolerance(**tolerances[name]))
+        if not stats.passed:
+            findings.append(REFERENCE_DISAGREES.finding(
+                f"output {name}: ONNX Runtime differs from torch by max |err| {stats.max_abs:.3g} at record time",
+                subject=Subject(output=name), evidence={"max_abs": stats.max_abs, "max_rel": stats.max_rel,
+                                                        "mismatch_fraction": stats.mismatch_fraction, **tolerances[name]}))
+
+    onnx_bytes = exported.model.SerializeToString()
+    checkpoint = None
+    if request.checkpoint is not None:
+        checkpoint = {"file": Path(request.checkpoint).name, "sha256": fmt.file_sha256(Path(request.checkpoint)),
+                      "kind": loaded.kind}
+    manifest: dict[str, Any] = {
+        "kind": fmt.KIND, "format_version": fmt.FORMAT_VERSION,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "model": {"factory": request.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
+                  "fallback_reason": exported.fallback_reason},
+        "onnx": {"file": fmt.ONNX_FILE, "sha256": sha256_bytes(onnx_bytes)},
+        "inputs": [fmt.TensorInfo(n, str(stacked[n].dtype), (1, *stacked[n].shape[1:])).as_dict() for n in input_names],
+        "input_specs": list(request.input_specs),
+        "outputs": [fmt.TensorInfo(n, str(reference[n].dtype), (1, *reference[n].shape[1:])).as_dict()
+                    for n in output_names],
+        "samples": {"count": count, **source,
+                    "fingerprints": [{n: fingerprint(s[n]) for n in input_names} for s in samples]},
+        "tolerances": {"rtol": request.rtol, "atol": request.atol,
+                       "overrides": {k: {"rtol": v[0], "atol": v[1]} for k, v in request.overrides.items()},
+                       "outputs": tolerances},
+        "preprocess": preprocess,
+        "record_findings": [{"code": f.code, "message": f.message} for f in findings],
+    }
+    tick = time.perf_counter()
+    bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
+    timings["write"] = time.perf_counter() - tick
+    return RecordOutcome(out, manifest, bundle_hash, tuple(findings), timings)
+
+
+def _save_tensors(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(path))
+
+
+def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[str, np.ndarray],
+           reference: dict[str, np.ndarray], ort: dict[str, np.ndarray], overwrite: bool) -> str:
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else "."))
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; a bundle is shared read-only data
+        (staging / fmt.ONNX_FILE).write_bytes(onnx_bytes)
+        _save_tensors(staging / fmt.INPUTS_FILE, inputs)
+        _save_tensors(staging / fmt.TORCH_FILE, reference)
+        _save_tensors(staging / fmt.ORT_FILE, ort)
+        manifest["files"] = {name: {"sha256": fmt.file_sha256(staging / name), "bytes": (staging / name).stat().st_size}
+                             for name in (fmt.ONNX_FILE, fmt.INPUTS_FILE, fmt.TORCH_FILE, fmt.ORT_FILE)}
+        data = (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+        fmt.write_file_atomic(staging / fmt.MANIFEST, data)
+        if out.exists():
+            if any(out.iterdir()) and not overwrite:
+                raise UsageError(f"golden bundle folder {out} filled up while recording")
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    from hashlib import sha256
+
+    return sha256(data).hexdigest()
