@@ -1,12 +1,24 @@
-"""Shared console helpers: findings and verdict lines every command prints the same way."""
+"""Shared console helpers: findings and verdict lines every command prints the same way.
+
+Every piece of outside text goes through :func:`~gapcheck.report.text.safe_text` (control
+characters neutralized) and rich's ``escape`` (no markup injection) before it reaches the terminal.
+"""
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
-from gapcheck.findings import Finding, Severity
+from gapcheck.findings import Finding, Severity, Verdict
+from gapcheck.report.text import safe_text
 
 SEVERITY_STYLE = {Severity.GAP: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def clean(text: object) -> str:
+    """Outside text made safe for a rich console: control characters neutralized, markup escaped."""
+    return escape(safe_text(text))
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -17,13 +29,15 @@ def make_console(stderr: bool = False) -> Console:
     return console
 
 
-def print_findings(console: Console, findings: list[Finding] | tuple[Finding, ...]) -> None:
+def print_findings(console: Console, findings: Sequence[Finding]) -> None:
     for finding in findings:
         style = SEVERITY_STYLE[finding.severity]
-        where = f" [dim]{escape(finding.where)}[/dim]" if finding.where else ""
-        console.print(f"[{style}]{finding.severity.value.upper():7}[/{style}] {finding.code}{where}: {escape(finding.message)}")
+        where = f" [dim]{clean(finding.where)}[/dim]" if finding.where else ""
+        console.print(f"[{style}]{finding.severity.value.upper():7}[/{style}] {clean(finding.code)}{where}: "
+                      f"{clean(finding.message)}")
 
 
-def print_verdict(console: Console, verdict: str, summary: str) -> None:
-    style = "bold green" if verdict == "pass" else "bold red"
-    console.print(f"[{style}]{verdict.upper()}[/{style}] {escape(summary)}")
+def print_verdict(console: Console, verdict: Verdict | str, summary: str) -> None:
+    value = Verdict(getattr(verdict, "value", verdict))
+    style = "bold green" if value is Verdict.PASS else "bold red"
+    console.print(f"[{style}]{value.value.upper()}[/{style}] {clean(summary)}")

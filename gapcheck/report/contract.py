@@ -117,7 +117,8 @@ class ResultBase:
         return {}
 
     def views(self) -> Sequence[Table | Chart]:
-        return (findings_table(self.findings),) if self.findings else ()
+        # Findings are not a view: every format renders them itself, once.
+        return ()
 
     def checks(self) -> Sequence[Check]:
         return findings_checks(self.command, self.findings)
@@ -139,7 +140,9 @@ def findings_checks(command: str, findings: Sequence[Finding]) -> list[Check]:
 
 
 def _evidence_text(evidence: Mapping[str, Any]) -> str:
-    return "\n".join(f"{key}: {value}" for key, value in evidence.items())
+    from gapcheck.report.text import evidence_text
+
+    return evidence_text(evidence)
 
 
 @dataclass(frozen=True)

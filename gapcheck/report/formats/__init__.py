@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 
 class ReportFormat(str, enum.Enum):
+    """Every format; CONSOLE renders the terminal report as plain text (e.g. into a log file)."""
+
+    CONSOLE = "console"
     JSON = "json"
     JUNIT = "junit"
     HTML = "html"
@@ -31,6 +34,8 @@ class ReportFormat(str, enum.Enum):
 FORMATS: dict[ReportFormat, str] = {
     ReportFormat.JSON: "gapcheck.report.formats.json_format",
     ReportFormat.JUNIT: "gapcheck.report.formats.junit_format",
+    ReportFormat.HTML: "gapcheck.report.formats.html_format",
+    ReportFormat.CONSOLE: "gapcheck.report.formats.console_format",
 }
 
 
