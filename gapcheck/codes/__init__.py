@@ -31,6 +31,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.metrics",
     "gapcheck.codes.padding",
     "gapcheck.codes.nightly",
+    "gapcheck.codes.guards",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
