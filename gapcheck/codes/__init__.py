@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.padding",
     "gapcheck.codes.nightly",
     "gapcheck.codes.guards",
+    "gapcheck.codes.data",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
