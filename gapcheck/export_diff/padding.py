@@ -1,0 +1,356 @@
+"""Padding invariance: the same sequences, padded differently, must give the same answers.
+
+The gap this finds appears in deployment, not in training: a server's dynamic batcher pads
+requests to the longest one, a tokenizer pads on the other side, an attention mask is dropped
+on the way to the server. The check, per backend:
+
+1. **Reference**: each of ``n`` seeded sequences run alone at its own length (no padding, mask of
+   ones) through *torch*. Every backend is compared with this one reference.
+2. **Variants**: all sequences batched together, padded to each length in ``lengths`` on each
+   side in ``sides`` (mask set accordingly) — the way a dynamic batcher pads. Outputs whose first
+   two axes are (batch, padded length) are compared at the valid positions; outputs with a batch
+   axis only (pooled, logits) are compared whole. ``padding_dependence`` names the worst variant,
+   output and positions; on torch the first module where the difference appears is found with
+   hooks (layer by layer, as for any gap).
+3. **Mask**: the longest variant again with an all-ones mask. If padding changes the unmasked
+   outputs but the real mask changes nothing, the mask is ignored (``mask_ignored``).
+
+A backend that refuses a padded length (an ONNX graph with a fixed sequence axis) is reported
+as ``padding_not_checked`` for that variant, never as a gap. Cost: one forward per sequence for
+the reference, then one batched forward per variant and backend (no re-export).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from gapcheck.codes.padding import MASK_IGNORED, PADDING_DEPENDENCE, PADDING_NOT_CHECKED
+from gapcheck.compare import Tolerance, compare_arrays
+from gapcheck.errors import GapcheckError, UsageError
+from gapcheck.findings import Finding, Subject
+from gapcheck.report.contract import ResultBase, Table
+
+Feeds = dict[str, np.ndarray]
+RunFn = Callable[[Feeds], Mapping[str, np.ndarray]]
+SIDES = ("right", "left")
+DEFAULT_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
+
+
+@dataclass(frozen=True)
+class PadOptions:
+    token_input: str
+    mask_input: str | None
+    max_length: int
+    lengths: tuple[int, ...] = ()  # padded lengths; default: three lengths up to max_length
+    sides: tuple[str, ...] = ("right",)
+    n_sequences: int = 4
+    seed: int = 0
+    pad_id: int = 0
+    token_range: tuple[int, int] = (1, 100)
+    tolerance: Tolerance = DEFAULT_TOLERANCE
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.sides if s not in SIDES]
+        if bad:
+            raise UsageError(f"padding side must be one of {', '.join(SIDES)}, not {', '.join(bad)}")
+        if self.max_length < 4:
+            raise UsageError(f"padding needs a sequence length of at least 4, got {self.max_length}")
+        if any(length < 1 or length > self.max_length for length in self.lengths):
+            raise UsageError(f"padded lengths must be between 1 and {self.max_length}: {self.lengths}")
+        if self.n_sequences < 1:
+            raise UsageError("padding needs at least one sequence")
+
+    def padded_lengths(self, longest: int) -> tuple[int, ...]:
+        chosen = self.lengths or tuple(sorted({(longest + self.max_length) // 2, self.max_length}))
+        return tuple(length for length in chosen if length >= longest)
+
+
+@dataclass(frozen=True)
+class Variant:
+    backend: str
+    side: str
+    length: int
+    masked: bool = True
+    max_abs: float | None = None  # None: not run
+    worst_output: str = ""
+    worst_sample: int = -1
+    positions: tuple[int, ...] = ()
+    passed: bool = True
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PaddingResult(ResultBase):
+    variants: tuple[Variant, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    sequence_lengths: tuple[int, ...] = ()
+    command: str = "pad-check"
+    first_module: dict[str, str] = field(default_factory=dict)  # backend -> first diverging module (torch only)
+
+    @property
+    def headline(self) -> str:
+        gaps = [f for f in self.findings if f.is_gap]
+        if not gaps:
+            run = sum(1 for v in self.variants if v.max_abs is not None)
+            return f"padding-invariant on {run} variant(s) of {len(self.sequence_lengths)} sequences"
+        return gaps[0].message
+
+    def sections(self) -> dict[str, Any]:
+        return {"padding": {"sequence_lengths": list(self.sequence_lengths),
+                            "variants": [v.__dict__ for v in self.variants], "first_module": dict(self.first_module)}}
+
+    def views(self) -> Sequence[Table]:
+        rows = tuple((v.backend, v.side, v.length, "yes" if v.masked else "all ones",
+                      "—" if v.max_abs is None else f"{v.max_abs:.3g}", v.worst_output,
+                      "skipped" if v.max_abs is None else ("ok" if v.passed else "DIFFERS"), v.note)
+                     for v in self.variants)
+        failing = tuple(i for i, v in enumerate(self.variants) if not v.passed and v.masked)
+        return (Table("Padding invariance", ("backend", "side", "padded to", "mask", "max |err|", "output",
+                                             "verdict", "note"), rows, highlight=failing),)
+
+
+def _sequences(options: PadOptions, base: Feeds) -> tuple[list[Feeds], list[int]]:
+    """n seeded unpadded sequences (batch 1), lengths between a quarter and a half of the max length."""
+    rng = np.random.default_rng(options.seed)
+    low, high = max(2, options.max_length // 4), max(3, options.max_length // 2)
+    lengths = [int(n) for n in rng.integers(low, high + 1, options.n_sequences)]
+    sequences = []
+    for length in lengths:
+        feeds = {}
+        for name, array in base.items():
+            if _is_sequence(array, options.max_length):
+                feeds[name] = np.ascontiguousarray(array[:1, :length])
+            else:
+                feeds[name] = array
+        feeds[options.token_input] = rng.integers(*options.token_range, size=(1, length)).astype(
+            base[options.token_input].dtype)
+        if options.mask_input:
+            feeds[options.mask_input] = np.ones((1, length), dtype=base[options.mask_input].dtype)
+        sequences.append(feeds)
+    return sequences, lengths
+
+
+def _is_sequence(array: np.ndarray, max_length: int) -> bool:
+    return array.ndim >= 2 and array.shape[1] == max_length
+
+
+def _valid(length: int, padded: int, side: str) -> slice:
+    return slice(0, length) if side == "right" else slice(padded - length, padded)
+
+
+def _pad_batch(sequences: list[Feeds], lengths: list[int], padded: int, side: str, options: PadOptions,
+               masked: bool = True) -> Feeds:
+    batch: Feeds = {}
+    for name in sequences[0]:
+        first = sequences[0][name]
+        if first.ndim < 2 or first.shape[1] != lengths[0]:  # not a sequence input: repeat it per row
+            batch[name] = np.concatenate([s[name] for s in sequences], axis=0)
+            continue
+        fill = options.pad_id if name == options.token_input else 0
+        rows = np.full((len(sequences), padded, *first.shape[2:]), fill, dtype=first.dtype)
+        for row, (seq, length) in enumerate(zip(sequences, lengths)):
+            rows[row, _valid(length, padded, side)] = seq[name][0]
+        batch[name] = rows
+    if options.mask_input:
+        mask = np.zeros((len(sequences), padded), dtype=sequences[0][options.mask_input].dtype)
+        for row, length in enumerate(lengths):
+            mask[row, _valid(length, padded, side) if masked else slice(None)] = 1
+        batch[options.mask_input] = mask
+    return batch
+
+
+def _row_view(output: np.ndarray, row: int, length: int, padded: int, side: str, per_position: bool) -> np.ndarray:
+    if per_position and output.ndim >= 2 and output.shape[1] == padded:
+        return output[row:row + 1, _valid(length, padded, side)]
+    return output[row:row + 1]
+
+
+def _per_position(name: str, references: list[Mapping[str, np.ndarray]], lengths: list[int]) -> bool:
+    """An output is per position when, run alone, its axis 1 follows each sequence's own length (not a pooled one
+    whose width happens to equal a length)."""
+    shapes = [reference[name].shape for reference in references]
+    return all(len(shape) >= 2 and shape[1] == length for shape, length in zip(shapes, lengths)) and (
+        len(set(lengths)) > 1 or len(shapes) == 1)
+
+
+def _compare_variant(outputs: Mapping[str, np.ndarray], references: list[Mapping[str, np.ndarray]],
+                     lengths: list[int], padded: int, side: str, tol: Tolerance) -> tuple[float, str, int, bool]:
+    worst, worst_output, worst_row, passed = 0.0, "", -1, True
+    for name, output in outputs.items():
+        per_position = _per_position(name, references, lengths)
+        for row, (reference, length) in enumerate(zip(references, lengths)):
+            expected = reference[name]
+            actual = _row_view(output, row, length, padded, side, per_position)
+            if actual.shape != expected.shape:
+                return float("inf"), name, row, False
+            stats = compare_arrays(actual.astype(np.float64), expected.astype(np.float64), tol)
+            if stats.max_abs > worst or (not stats.passed and passed):
+                worst, worst_output, worst_row = stats.max_abs, name, row
+            passed = passed and stats.passed
+    return worst, worst_output, worst_row, passed
+
+
+def _differs_positions(output: np.ndarray, reference: np.ndarray, length: int, padded: int, side: str,
+                       row: int, tol: Tolerance) -> tuple[int, ...]:
+    actual = _row_view(output, row, length, padded, side, True)
+    if actual.ndim < 2 or actual.shape != reference.shape or actual.shape[1] != length:
+        return ()
+    err = np.abs(actual.astype(np.float64) - reference.astype(np.float64))
+    bound = tol.atol + tol.rtol * np.abs(reference.astype(np.float64))
+    bad = (err > bound).reshape(1, length, -1).any(axis=(0, 2))
+    return tuple(int(i) for i in np.flatnonzero(bad)[:16])
+
+
+def check_padding(
+    options: PadOptions,
+    base: Feeds,
+    torch_run: RunFn,
+    backends: Mapping[str, RunFn] | None = None,
+    localize: Callable[[Feeds, list[Feeds], list[int], int, str], str | None] | None = None,
+) -> PaddingResult:
+    """Run the padding check; ``torch_run`` is the reference, ``backends`` the others (name -> run)."""
+    if options.token_input not in base:
+        raise UsageError(f"the token input {options.token_input!r} is not among the model inputs {sorted(base)}")
+    if options.mask_input is not None and options.mask_input not in base:
+        raise UsageError(f"the mask input {options.mask_input!r} is not among the model inputs {sorted(base)}")
+    sequences, lengths = _sequences(options, base)
+    references = [dict(torch_run(seq)) for seq in sequences]
+    runs: dict[str, RunFn] = {"torch": torch_run, **dict(backends or {})}
+    variants: list[Variant] = []
+    findings: list[Finding] = []
+    first_module: dict[str, str] = {}
+    for backend, run in runs.items():
+        for side in options.sides:
+            for padded in options.padded_lengths(max(lengths)):
+                variant, batch_outputs = _run_variant(backend, run, sequences, lengths, padded, side, options,
+                                                      references)
+                variants.append(variant)
+                if variant.max_abs is None:
+                    findings.append(PADDING_NOT_CHECKED.finding(
+                        f"{backend}: padded length {padded} ({side}) not run: {variant.note}",
+                        subject=Subject(endpoint=backend, step=f"pad {side} to {padded}"),
+                        evidence={"side": side, "length": padded, "reason": variant.note}))
+                    continue
+                if not variant.passed and backend not in first_module:
+                    module = localize(base, sequences, lengths, padded, side) if localize and backend == "torch" else None
+                    first_module[backend] = module or ""
+                    findings.append(_dependence_finding(variant, module, batch_outputs, references, lengths, options))
+        findings.extend(_mask_findings(backend, run, sequences, lengths, options, references))
+    return PaddingResult(variants=tuple(variants), findings=tuple(_one_per_backend(findings)),
+                         sequence_lengths=tuple(lengths), first_module=first_module)
+
+
+def _run_variant(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], padded: int, side: str,
+                 options: PadOptions, references: list[Mapping[str, np.ndarray]],
+                 masked: bool = True) -> tuple[Variant, Mapping[str, np.ndarray]]:
+    batch = _pad_batch(sequences, lengths, padded, side, options, masked)
+    try:
+        outputs = run(batch)
+    except GapcheckError as exc:
+        return Variant(backend, side, padded, masked, note=exc.message.splitlines()[0][:200]), {}
+    worst, name, row, passed = _compare_variant(outputs, references, lengths, padded, side, options.tolerance)
+    positions = ()
+    if not passed and name:
+        positions = _differs_positions(outputs[name], references[row][name], lengths[row], padded, side, row,
+                                       options.tolerance)
+    return Variant(backend, side, padded, masked, worst, name, row, positions, passed), outputs
+
+
+def _dependence_finding(variant: Variant, module: str | None, outputs: Mapping[str, np.ndarray],
+                        references: list[Mapping[str, np.ndarray]], lengths: list[int], options: PadOptions) -> Finding:
+    where = f" — first appears at module {module}" if module else ""
+    positions = f" at valid positions {list(variant.positions)}" if variant.positions else ""
+    message = (f"{variant.backend}: padding sequences to {variant.length} on the {variant.side} changes "
+               f"{variant.worst_output} of sample {variant.worst_sample} (length {lengths[variant.worst_sample]})"
+               f"{positions}, max |err| {variant.max_abs:.3g}{where}")
+    return PADDING_DEPENDENCE.finding(
+        message, subject=Subject(endpoint=variant.backend, module=module, output=variant.worst_output,
+                                 step=f"pad {variant.side} to {variant.length}"),
+        evidence={"side": variant.side, "padded_length": variant.length, "sample": variant.worst_sample,
+                  "sequence_length": lengths[variant.worst_sample], "output": variant.worst_output,
+                  "positions": list(variant.positions), "max_abs": variant.max_abs,
+                  "rtol": options.tolerance.rtol, "atol": options.tolerance.atol, "first_module": module})
+
+
+def _mask_findings(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], options: PadOptions,
+                   references: list[Mapping[str, np.ndarray]]) -> list[Finding]:
+    """Padding present: does the real mask change anything compared with an all-ones mask?"""
+    if options.mask_input is None:
+        return []
+    padded = options.padded_lengths(max(lengths))[-1:]
+    if not padded:
+        return []
+    side = options.sides[0]
+    unmasked, unmasked_out = _run_variant(backend, run, sequences, lengths, padded[0], side, options, references,
+                                          masked=False)
+    if unmasked.max_abs is None or unmasked.passed:
+        return []  # padding does not matter even unmasked (e.g. right padding in a causal model): nothing to prove
+    masked_out = run(_pad_batch(sequences, lengths, padded[0], side, options))
+    identical = all(np.array_equal(masked_out[name], unmasked_out[name]) for name in masked_out)
+    if not identical:
+        return []
+    return [MASK_IGNORED.finding(
+        f"{backend}: outputs are identical with the real mask and with an all-ones mask, although padding to "
+        f"{padded[0]} ({side}) changes them (max |err| {unmasked.max_abs:.3g}): the mask input is ignored",
+        subject=Subject(endpoint=backend, step=f"pad {side} to {padded[0]}"),
+        evidence={"side": side, "padded_length": padded[0], "unmasked_max_abs": unmasked.max_abs})]
+
+
+def _one_per_backend(findings: list[Finding]) -> list[Finding]:
+    """One padding_dependence per backend (the first, worst-localized one); every other finding kept."""
+    seen: set[tuple[str, str | None]] = set()
+    kept = []
+    for finding in findings:
+        key = (finding.code, finding.subject.endpoint)
+        if finding.code == PADDING_DEPENDENCE.code and key in seen:
+            continue
+        seen.add(key)
+        kept.append(finding)
+    return kept
+
+
+def torch_localizer(module: Any, input_names: Sequence[str], output_names: Sequence[str], tol: Tolerance
+                    ) -> Callable[[Feeds, list[Feeds], list[int], int, str], str | None]:
+    """The first module (execution order) whose output at the valid positions differs under padding (torch hooks)."""
+    from gapcheck.backends.torch_eager import TorchBackend
+
+    backend = TorchBackend(module, input_names, output_names)
+    paths = [path for path, _ in module.named_modules() if path]
+
+    def localize(base: Feeds, sequences: list[Feeds], lengths: list[int], padded: int, side: str) -> str | None:
+        batch = _pad_batch_like(sequences, lengths, padded, side, input_names)
+        padded_capture = backend.capture(batch, modules=paths)
+        for row, (seq, length) in enumerate(zip(sequences, lengths)):
+            alone = backend.capture(seq, modules=paths)
+            order = sorted(paths, key=lambda p: padded_capture.modules[p].order if p in padded_capture.modules else 1 << 40)
+            for path in order:
+                got, want = padded_capture.modules.get(path), alone.modules.get(path)
+                if got is None or want is None or got.output is None or want.output is None:
+                    continue
+                per_position = want.output.ndim >= 2 and want.output.shape[1] == length
+                view = _row_view(got.output, row, length, padded, side, per_position)
+                if view.shape != want.output.shape:
+                    continue
+                if not compare_arrays(view.astype(np.float64), want.output.astype(np.float64), tol).passed:
+                    return path
+        return None
+
+    return localize
+
+
+def _pad_batch_like(sequences: list[Feeds], lengths: list[int], padded: int, side: str,
+                    input_names: Sequence[str]) -> Feeds:
+    """Pad every sequence input with zeros; a 0/1 input that is all ones per sequence is treated as the mask."""
+    batch: Feeds = {}
+    for name in input_names:
+        first = sequences[0][name]
+        if first.ndim < 2 or first.shape[1] != lengths[0]:
+            batch[name] = np.concatenate([s[name] for s in sequences], axis=0)
+            continue
+        rows = np.zeros((len(sequences), padded, *first.shape[2:]), dtype=first.dtype)
+        for row, (seq, length) in enumerate(zip(sequences, lengths)):
+            rows[row, _valid(length, padded, side)] = seq[name][0]
+        batch[name] = rows
+    return batch

@@ -1,0 +1,161 @@
+"""Padding invariance on the planted sequence models (torch and ONNX Runtime), and on a real HF BERT."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+from gapcheck.backends.torch_eager import TorchBackend
+from gapcheck.errors import UsageError
+from gapcheck.export_diff.padding import PadOptions, check_padding, torch_localizer
+from gapcheck.report.formats import ReportFormat, render
+from sample_models import padding as planted
+
+T = 32
+INPUTS = ("ids", "mask")
+OUTPUTS = ("hidden", "logits")
+
+
+def _base() -> dict[str, np.ndarray]:
+    return {"ids": np.ones((1, T), dtype=np.int64), "mask": np.ones((1, T), dtype=np.int64)}
+
+
+def _torch_run(model):
+    backend = TorchBackend(model, INPUTS, OUTPUTS)
+    return backend.infer
+
+
+def _ort_run(model):
+    buffer = io.BytesIO()
+    torch.onnx.export(model, (torch.ones(2, T, dtype=torch.long), torch.ones(2, T, dtype=torch.long)), buffer,
+                      input_names=list(INPUTS), output_names=list(OUTPUTS), dynamo=False,
+                      dynamic_axes={"ids": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}})
+    import onnx
+    return OnnxRuntimeBackend(onnx.load_from_string(buffer.getvalue())).infer
+
+
+def _check(model, sides=("right",), backends=None):
+    options = PadOptions(token_input="ids", mask_input="mask", max_length=T, sides=sides, n_sequences=3)
+    localize = torch_localizer(model, INPUTS, OUTPUTS, options.tolerance)
+    return check_padding(options, _base(), _torch_run(model), backends=backends, localize=localize)
+
+
+@pytest.mark.parametrize("sides", [("right",), ("right", "left")])
+def test_clean_model_is_padding_invariant_on_both_backends(sides):
+    model = planted.build_clean()
+    result = _check(model, sides, backends={"onnxruntime": _ort_run(model)})
+    assert [f.code for f in result.findings] == [], result.findings
+    assert {v.backend for v in result.variants} == {"torch", "onnxruntime"}
+    assert all(v.passed for v in result.variants)
+
+
+def test_mean_pool_over_padding_is_found_and_localized():
+    result = _check(planted.build_mean_pool_over_padding())
+    finding = next(f for f in result.findings if f.code == "padding_dependence")
+    assert finding.subject.endpoint == "torch"
+    assert finding.evidence["output"] == "logits"  # the hidden states at valid positions are fine
+    assert finding.subject.module == "head"  # pooling happens in forward; the first module that sees it is the head
+    assert not any(f.code == "mask_ignored" for f in result.findings)
+
+
+def test_ignored_mask_is_named():
+    result = _check(planted.build_mask_ignored())
+    codes = [f.code for f in result.findings]
+    assert "padding_dependence" in codes and "mask_ignored" in codes
+    dependence = next(f for f in result.findings if f.code == "padding_dependence")
+    assert dependence.evidence["output"] == "hidden" and dependence.evidence["positions"]
+    assert dependence.subject.module.startswith("attn")  # attention over padded keys: first seen at attn.proj
+
+
+def test_onnx_with_fixed_sequence_axis_is_not_checked_not_a_gap():
+    model = planted.build_clean()
+    buffer = io.BytesIO()
+    torch.onnx.export(model, (torch.ones(2, T, dtype=torch.long), torch.ones(2, T, dtype=torch.long)), buffer,
+                      input_names=list(INPUTS), output_names=list(OUTPUTS), dynamo=False,
+                      dynamic_axes={"ids": {0: "b"}, "mask": {0: "b"}})
+    import onnx
+    fixed = OnnxRuntimeBackend(onnx.load_from_string(buffer.getvalue())).infer
+    options = PadOptions(token_input="ids", mask_input="mask", max_length=T, n_sequences=3)
+    result = check_padding(options, _base(), _torch_run(model), backends={"onnxruntime": fixed})
+    assert result.verdict.value == "pass"
+    skipped = [f for f in result.findings if f.code == "padding_not_checked"]
+    assert skipped and all(f.subject.endpoint == "onnxruntime" for f in skipped)
+    assert any(v.backend == "onnxruntime" and v.length == T and v.passed for v in result.variants)
+
+
+def test_real_bert_from_config_is_padding_invariant_on_the_right():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    bert = transformers.BertModel(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, ids, mask):
+            out = self.bert(input_ids=ids, attention_mask=mask)
+            return out.last_hidden_state, out.pooler_output
+
+    model = Wrapped().eval()
+    options = PadOptions(token_input="ids", mask_input="mask", max_length=T, n_sequences=3, token_range=(1, 200))
+    result = check_padding(options, _base(), TorchBackend(model, INPUTS, ("last_hidden_state", "pooler")).infer)
+    assert [f.code for f in result.findings] == [], [f.message for f in result.findings]
+
+
+def test_options_are_validated():
+    with pytest.raises(UsageError, match="side"):
+        PadOptions(token_input="ids", mask_input="mask", max_length=T, sides=("top",))
+    with pytest.raises(UsageError, match="lengths"):
+        PadOptions(token_input="ids", mask_input="mask", max_length=T, lengths=(T + 1,))
+    with pytest.raises(UsageError, match="token input"):
+        check_padding(PadOptions(token_input="tokens", mask_input="mask", max_length=T), _base(), lambda f: {})
+
+
+def test_report_renders():
+    result = _check(planted.build_mask_ignored())
+    assert '"padding_dependence"' in render(ReportFormat.JSON, result)
+    assert "padding_dependence" in render(ReportFormat.JUNIT, result)
+
+
+def _gpt2(position_ids_from_mask: bool):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=200, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2Model(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = gpt2
+
+        def forward(self, ids, mask):
+            # generate() derives positions from the mask this way; without it left padding shifts every position.
+            positions = (mask.cumsum(-1) - 1).clamp(min=0) if position_ids_from_mask else None
+            return self.gpt2(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+
+    return Wrapped().eval()
+
+
+def test_real_gpt2_with_left_padding_and_mask_positions_is_clean():
+    model = _gpt2(position_ids_from_mask=True)
+    options = PadOptions(token_input="ids", mask_input="mask", max_length=T, sides=("left",), n_sequences=3,
+                         token_range=(1, 200))
+    result = check_padding(options, _base(), TorchBackend(model, INPUTS, ("last_hidden_state",)).infer)
+    assert [f.code for f in result.findings] == [], [f.message for f in result.findings]
+
+
+def test_real_gpt2_left_padded_without_position_ids_is_a_padding_dependence():
+    model = _gpt2(position_ids_from_mask=False)
+    options = PadOptions(token_input="ids", mask_input="mask", max_length=T, sides=("left",), n_sequences=3,
+                         token_range=(1, 200))
+    localize = torch_localizer(model, INPUTS, ("last_hidden_state",), options.tolerance)
+    result = check_padding(options, _base(), TorchBackend(model, INPUTS, ("last_hidden_state",)).infer,
+                           localize=localize)
+    finding = next(f for f in result.findings if f.code == "padding_dependence")
+    assert finding.subject.module and "wpe" in finding.subject.module  # the position embedding is where it starts
