@@ -1,0 +1,256 @@
+"""Steps from callables: a preprocessing stage written as Python code, split into observable steps.
+
+Declared step lists (``recipe.py``) name their steps; a stage written as a function, a
+``torch.nn.Sequential`` or a torchvision ``Compose`` does not. This module recovers the steps:
+
+1. **Composed pipelines** (anything with a ``.transforms`` list, or ``nn.Sequential``): each item is
+   a step, labelled by its own ``repr`` (torchvision's reprs carry their parameters, e.g.
+   ``Resize(size=[224], interpolation=InterpolationMode.BILINEAR, antialias=True)``); an item that
+   is an ``nn.Module`` on tensors is split further (2 or 3).
+2. **torch.fx** symbolic tracing, for modules and functions whose input is a tensor: each graph
+   node (call_function / call_method / call_module) is a step.
+3. **Runtime recording** when fx cannot trace (the code calls PIL or OpenCV, branches on values,
+   or takes a path): a ``TorchFunctionMode`` records every top-level torch call and its output
+   while the stage runs on the real sample. Whatever runs before the first torch call (decoding,
+   PIL/OpenCV resizing) is one **opaque** part, observed only at its end (the array handed to
+   torch), and the trace says so with the reason fx fell back.
+
+Every step's output is kept as an array, so it can be fingerprinted and summarized like a
+declared step; :func:`first_divergent_traced_step` names the first step where two stages stop
+agreeing (within a tolerance, so equivalent float orderings are not called divergent).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from gapcheck.errors import one_line
+
+# Parameters whose defaults matter for a diagnosis; shown even when the caller left them implicit.
+_SALIENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "interpolate": {"mode": "nearest", "antialias": False, "align_corners": None},
+    "resize": {"antialias": True},
+}
+_SKIPPED = {"size", "dim", "numel", "__get__", "__len__", "is_floating_point", "is_contiguous", "element_size",
+            "stride", "data_ptr", "__bool__", "__format__", "__repr__", "tolist", "item"}
+
+
+@dataclass(frozen=True)
+class TracedStep:
+    index: int  # 1-based
+    label: str
+    output: np.ndarray
+
+
+@dataclass(frozen=True)
+class StageTrace:
+    steps: tuple[TracedStep, ...]
+    method: str  # "compose" | "fx" | "runtime"
+    opaque: tuple[str, ...] = ()  # parts observed only at their boundaries
+    reason: str = ""  # why fx was not used, when it was not
+
+    def labels(self) -> list[str]:
+        return [step.label for step in self.steps]
+
+
+@dataclass(frozen=True)
+class TracedDivergence:
+    step_index: int
+    ref_step: str
+    cand_step: str
+    max_abs: float | None  # None when shapes/dtypes differ
+
+
+def as_array(value: Any) -> np.ndarray | None:
+    """A step output as an array (tensor, PIL image, ndarray); None for anything else."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().float().numpy() if value.dtype.is_floating_point and str(value.dtype) == "torch.bfloat16" \
+            else value.detach().cpu().numpy().copy()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if type(value).__module__.startswith("PIL."):
+        return np.asarray(value).copy()
+    return None
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)) and len(value) <= 6:
+        return "(" + ", ".join(_format_value(v) for v in value) + (",)" if len(value) == 1 else ")")
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _label(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    shown = {**_SALIENT_DEFAULTS.get(name, {}), **kwargs}
+    scalars = [_format_value(a) for a in args[1:] if isinstance(a, (int, float, bool, str, tuple, list))]
+    params = scalars + [f"{k}={_format_value(v)}" for k, v in shown.items() if not hasattr(v, "shape")]
+    return f"{name}({', '.join(params)})"
+
+
+def _func_name(func: Any) -> str:
+    name = getattr(func, "__name__", None) or str(func)
+    return name.rsplit(".", 1)[-1]
+
+
+def _record_runtime(fn: Callable[[Any], Any], sample: Any) -> tuple[list[tuple[str, np.ndarray]], Any]:
+    """Run ``fn(sample)`` recording every top-level torch call that returns a tensor."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    recorded: list[tuple[str, np.ndarray]] = []
+
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = kwargs or {}
+            if not recorded:  # the boundary: the first tensor torch sees (made from the decoded array)
+                first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+                boundary = as_array(first) if first is not None else None
+                if boundary is not None:
+                    recorded.append(("tensor from the decoded array (boundary)", boundary))
+            out = func(*args, **kwargs)
+            name = _func_name(func)
+            if isinstance(out, torch.Tensor) and name not in _SKIPPED:
+                array = as_array(out)
+                if array is not None:
+                    recorded.append((_label(name, tuple(args), kwargs), array))
+            return out
+
+    with Recorder():
+        result = fn(sample)
+    return recorded, result
+
+
+def _trace_fx(module: Any, value: Any) -> list[tuple[str, np.ndarray]]:
+    """Each fx graph node of ``module`` applied to ``value`` (a tensor), with its output."""
+    import torch
+    import torch.fx
+
+    graph_module = module if isinstance(module, torch.fx.GraphModule) else torch.fx.symbolic_trace(module)
+    recorded: list[tuple[str, np.ndarray]] = []
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):  # type: ignore[no-untyped-def]
+            out = super().run_node(node)
+            if node.op in ("call_function", "call_method", "call_module") and isinstance(out, torch.Tensor):
+                target = node.target if isinstance(node.target, str) else _func_name(node.target)
+                if node.op == "call_module":
+                    target = f"{node.target}: {type(graph_module.get_submodule(node.target)).__name__}"
+                args = tuple(a for a in node.args if not isinstance(a, torch.fx.Node))
+                kwargs = {k: v for k, v in node.kwargs.items() if not isinstance(v, torch.fx.Node)}
+                recorded.append((_label(target, (None, *args), kwargs), as_array(out)))  # type: ignore[arg-type]
+            return out
+
+    with torch.no_grad():
+        Recorder(graph_module).run(value)
+    return recorded
+
+
+def _items(fn: Any) -> list[Any] | None:
+    items = getattr(fn, "transforms", None)
+    if isinstance(items, (list, tuple)):
+        return list(items)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return None
+    if isinstance(fn, torch.nn.Sequential):
+        return list(fn)
+    return None
+
+
+def trace_stage(fn: Callable[[Any], Any], sample: Any) -> StageTrace:
+    """Split ``fn`` applied to ``sample`` into steps (see the module docstring for how)."""
+    items = _items(fn)
+    if items is not None:
+        return _trace_composed(items, sample)
+    if _is_tensor(sample):
+        try:
+            steps = _trace_fx(fn, sample)
+            return _finish(steps, "fx", ())
+        except Exception as exc:  # noqa: BLE001 - fx refuses much real code; we fall back and say why
+            reason = f"torch.fx could not trace it: {one_line(exc)}"
+    else:
+        reason = "its input is not a tensor (a path, bytes or an image), so torch.fx cannot trace it"
+    steps, _ = _record_runtime(fn, sample)
+    opaque = () if _is_tensor(sample) else ("everything before the first torch call (decoding, PIL/OpenCV steps) "
+                                            "is observed only at its end",)
+    return _finish(steps, "runtime", opaque, reason)
+
+
+def _trace_composed(items: list[Any], sample: Any) -> StageTrace:
+    steps: list[tuple[str, np.ndarray]] = []
+    opaque: list[str] = []
+    value = sample
+    for item in items:
+        label = " ".join(repr(item).split())
+        inner: list[tuple[str, np.ndarray]] = []
+        if _is_module(item) and _is_tensor(value):
+            try:
+                inner = _trace_fx(item, value)
+            except Exception:  # noqa: BLE001 - not traceable: the item stays one step
+                inner = []
+        value = item(value)
+        array = as_array(value)
+        if len(inner) > 1:
+            steps.extend((f"{label} › {inner_label}", out) for inner_label, out in inner)
+        elif array is not None:
+            steps.append((label, array))
+        else:
+            opaque.append(f"{label} (its output is a {type(value).__name__}, not an array)")
+    return _finish(steps, "compose", tuple(opaque))
+
+
+def _finish(steps: list[tuple[str, np.ndarray]], method: str, opaque: tuple[str, ...], reason: str = "") -> StageTrace:
+    return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), method, opaque,
+                      reason)
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "detach") and hasattr(value, "dtype")
+
+
+def _is_module(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "forward") or hasattr(value, "named_modules")
+
+
+def _effective(trace: StageTrace) -> list[TracedStep]:
+    """Drop steps whose output equals the previous one (copies, contiguous, no-op conversions)."""
+    kept: list[TracedStep] = []
+    for step in trace.steps:
+        if kept and _same(kept[-1].output, step.output, exact=True):
+            continue
+        kept.append(step)
+    return kept
+
+
+def _same(a: np.ndarray, b: np.ndarray, exact: bool = False, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
+    if a.shape != b.shape:
+        return False
+    if exact:
+        return a.dtype == b.dtype and np.array_equal(a, b)
+    scale = max(float(np.abs(b).max()) if b.size else 0.0, 1.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return bool(np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol * scale,
+                                equal_nan=True))
+
+
+def first_divergent_traced_step(ref: StageTrace, cand: StageTrace) -> TracedDivergence | None:
+    """The first step (of the candidate) whose output no longer agrees with the reference's step at the same depth."""
+    ref_steps, cand_steps = _effective(ref), _effective(cand)
+    for ref_step, cand_step in zip(ref_steps, cand_steps):
+        if not _same(cand_step.output, ref_step.output):
+            max_abs = None
+            if cand_step.output.shape == ref_step.output.shape:
+                max_abs = float(np.max(np.abs(cand_step.output.astype(np.float64) - ref_step.output.astype(np.float64))))
+            return TracedDivergence(cand_step.index, ref_step.label, cand_step.label, max_abs)
+    if len(ref_steps) != len(cand_steps):
+        shorter = min(len(ref_steps), len(cand_steps))
+        ref_label = ref_steps[shorter].label if shorter < len(ref_steps) else "(end)"
+        cand_index, cand_label = ((cand_steps[shorter].index, cand_steps[shorter].label) if shorter < len(cand_steps)
+                                  else (len(cand.steps) + 1, "(end)"))
+        return TracedDivergence(cand_index, ref_label, cand_label, None)
+    return None
