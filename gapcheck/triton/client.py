@@ -1,44 +1,93 @@
 """A thin, retrying wrapper over ``tritonclient`` that speaks HTTP and gRPC the same way.
 
-Every call is bounded (per-call timeout, a fixed number of retries with exponential
-backoff) and every failure ends as one :class:`gapcheck.errors.EndpointError` whose
-message never contains a header value or URL credentials. Answers come back as plain
-dicts with the HTTP/JSON field names for both protocols, so callers need not care
-which one was used. Where the server is and how to talk to it (protocol, headers, TLS, timeout,
-retries) is one value, :class:`TritonEndpoint`, that every Triton entry point takes.
+Every call has a TOTAL deadline (``timeout_s``): gRPC carries it as the call's deadline, and
+HTTP runs the whole request under a gevent timer, because the HTTP client's own timeout is per
+socket read and a server that trickles one byte at a time would otherwise hold it forever.
+Transient failures are retried a fixed number of times with exponential backoff, so one
+call ends within ``(retries + 1) * timeout_s`` plus the backoff (at most 2 s a pause).
+
+Every failure crossing this module's boundary is one gapcheck error whose message never holds
+a header value or URL credentials (header values are checked before use, and every message is
+redacted and freed of control characters):
+
+- :class:`RestrictedApiError` — the server restricts that API (``--http-restricted-api`` /
+  ``--grpc-restricted-protocol``) and the access header is missing or wrong. Not retried; exit 2,
+  since only the caller can fix it. Callers that can do without the API catch it and say so.
+- :class:`ProtocolMismatchError` — the port answers the other protocol (exit 2).
+- :class:`gapcheck.errors.EndpointError` — anything else (exit 3).
+
+Answers come back as plain dicts with the HTTP/JSON field names for both protocols. Where the
+server is and how to talk to it is one value, :class:`TritonEndpoint`; a URL without a scheme
+leaves the protocol open and the first connection probes for it (:mod:`gapcheck.triton.probe`).
 """
 from __future__ import annotations
 
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
+import gevent
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from gevent import Timeout as GeventTimeout
 from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from gapcheck.errors import EndpointError, UsageError
+from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
+from gapcheck.triton.probe import probe_protocol
+from gapcheck.triton.url import (REDACTED, EndpointUrl, check_headers, parse_endpoint_url, redact,
+                                 secrets_in)
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError",
+           "RestrictedApiError", "ServerAddress", "TlsOptions", "TritonConnection", "TritonEndpoint", "parse_url",
+           "redact", "secrets_in"]
+
 T = TypeVar("T")
 PROTOCOLS = ("grpc", "http")
-REDACTED = "***"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 3
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
 
 # Statuses worth another try: the server is starting, overloaded, or the network blinked.
 _TRANSIENT_HTTP = {"408", "429", "500", "502", "503", "504"}
 _TRANSIENT_GRPC = {"StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.RESOURCE_EXHAUSTED",
                    "StatusCode.INTERNAL", "StatusCode.UNKNOWN", "StatusCode.ABORTED"}
 _TRANSIENT_TEXT = re.compile(r"not ready|unavailable|loading|timed? ?out|connection", re.IGNORECASE)
+_RESTRICTED = re.compile(r"\bis restricted\b", re.IGNORECASE)
+_EXPECTED_HEADER = re.compile(r"expecting header '([^']{1,200})'")
 # Triton answers a missing/wrong auth header with UNAVAILABLE over gRPC; asking again cannot help.
 _PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden", re.IGNORECASE)
+# A gRPC client on an HTTP/1 port sees the socket closed; an HTTP client on a gRPC port cannot parse the answer.
+_WRONG_PROTOCOL_TEXT = re.compile(r"socket closed|failed to connect|expected http|parse|protocol", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class RestrictedApiError(EndpointError):
+    """The server restricts this API and the request lacks the right access header (exit 2: the caller's to fix)."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, *, api: str, header: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.api = api  # Triton's name for the API group: health, metadata, model-config, model-repository, ...
+        self.header = header  # the header key the server expects (a name, never a value)
+
+
+class ProtocolMismatchError(UsageError):
+    """The port answers the other protocol than the one asked for."""
+
+    def __init__(self, address: str, asked: str, answered: str) -> None:
+        super().__init__(f"{address} answered {answered.upper()}, not {_protocol_name(asked)}: "
+                         f"use an {answered}:// URL or protocol '{answered}'")
+        self.address, self.asked, self.answered = address, asked, answered
+
+
+def _protocol_name(protocol: str) -> str:
+    return "gRPC" if protocol == "grpc" else protocol.upper()
 
 
 @dataclass(frozen=True)
@@ -64,48 +113,23 @@ class ServerAddress:
 
 
 def parse_url(url: str, *, ssl: bool = False) -> ServerAddress:
-    """Accept ``host:port``, ``http://host:port``, ``https://host:port`` or ``grpc://host:port``; drop userinfo."""
-    text = url.strip()
-    match = re.match(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://(?P<rest>.*)$", text)
-    if match:
-        scheme = match.group("scheme").lower()
-        if scheme not in ("http", "https", "grpc", "grpcs"):
-            raise UsageError(f"unsupported URL scheme {scheme!r} for a Triton server (use host:port)")
-        ssl = ssl or scheme in ("https", "grpcs")
-        text = match.group("rest")
-    text = text.split("@")[-1].rstrip("/")  # credentials in the URL are never used nor shown
-    if not text or "/" in text:
-        raise UsageError("a Triton URL is host:port (optionally with a scheme), without a path")
-    return ServerAddress(address=text, ssl=ssl)
-
-
-def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
-    """Every string that must never be printed: header values and URL userinfo."""
-    values = [v for v in (headers or {}).values() if v]
-    userinfo = re.match(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?([^/@]+)@", url.strip())
-    if userinfo:
-        values.append(userinfo.group(1))
-        values.extend(p for p in userinfo.group(1).split(":") if len(p) >= 3)
-    # Longest first so a secret that contains another is replaced whole.
-    return tuple(sorted(set(values), key=len, reverse=True))
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
+    """host:port and TLS of any accepted URL form (see :mod:`gapcheck.triton.url`); credentials dropped."""
+    location = parse_endpoint_url(url)
+    return ServerAddress(address=location.address, ssl=ssl or location.ssl)
 
 
 @dataclass(frozen=True)
 class TritonEndpoint:
     """How to reach one Triton server: the value every Triton entry point takes.
 
-    ``headers`` (e.g. auth tokens) and credentials in ``url`` are secrets: they stay out of the repr,
-    and :attr:`display_url` is the only form of the location meant for messages and reports.
+    ``protocol`` None follows the URL's scheme, or probes a bare ``host:port`` on connect.
+    ``headers`` (e.g. ``triton-access-token``) and credentials in ``url`` are secrets: they stay out of
+    the repr, and :attr:`display_url` is the only form of the location meant for messages and reports.
+    A URL may also name a model and version (``grpc://host:8001/resnet?version=3``): see :attr:`location`.
     """
 
     url: str = field(repr=False)
-    protocol: str = "grpc"
+    protocol: str | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False)
     ssl: bool = False
     tls: TlsOptions | None = None
@@ -113,19 +137,32 @@ class TritonEndpoint:
     retries: int = DEFAULT_RETRIES
 
     def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
+        if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
-        if self.timeout_s <= 0 or self.retries < 0:
+        if not self.timeout_s > 0 or self.retries < 0:
             raise UsageError("timeout must be positive and retries non-negative")
         # A private copy: the caller's dict may change later, this value must not.
-        object.__setattr__(self, "headers", dict(self.headers or {}))
-        parse_url(self.url)  # a URL that is not host:port is a usage error when the endpoint is made
+        object.__setattr__(self, "headers", check_headers(dict(self.headers or {})))
+        location = parse_endpoint_url(self.url)
+        if location.protocol and self.protocol and location.protocol != self.protocol:
+            raise UsageError(f"the URL {location.display} says {location.protocol} but the protocol asked for "
+                             f"is {self.protocol}")
+        if location.protocol and self.ssl and not location.ssl:
+            raise UsageError(f"the URL {location.display} has no TLS scheme but TLS is asked for: "
+                             f"use {location.protocol}s://")
+        if self.protocol is None and location.protocol is not None:
+            object.__setattr__(self, "protocol", location.protocol)
 
     def __repr__(self) -> str:
         # Written by hand (dataclasses keep a class's own __repr__) to show the location, redacted.
         return (f"TritonEndpoint({self.display_url!r}, protocol={self.protocol!r}, "
                 f"headers=<{len(self.headers)} hidden>, ssl={self.ssl!r}, tls={self.tls!r}, "
                 f"timeout_s={self.timeout_s!r}, retries={self.retries!r})")
+
+    @property
+    def location(self) -> EndpointUrl:
+        """The parsed URL (host, port, scheme's protocol and TLS, model and version if it named them)."""
+        return parse_endpoint_url(self.url)
 
     @property
     def address(self) -> ServerAddress:
@@ -135,15 +172,45 @@ class TritonEndpoint:
     @property
     def display_url(self) -> str:
         """The location, safe to print: no URL credentials, never a header."""
-        return self.address.display
+        address = self.address
+        if self.protocol is None:
+            return address.display
+        return f"{self.protocol}{'s' if address.ssl else ''}://{address.address}"
 
     @property
     def secrets(self) -> tuple[str, ...]:
         return secrets_in(self.url, self.headers)
 
+    def resolve(self, *, backoff_s: float = 0.2) -> "TritonEndpoint":
+        """This endpoint with a concrete protocol: probes a bare host:port (one fast request, retried if refused)."""
+        if self.protocol is not None:
+            return self
+        location, last = self.location, ""
+        for attempt in range(1, self.retries + 2):
+            try:
+                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0),
+                                          ssl=self.address.ssl, tls=self.tls)
+            except (OSError, TimeoutError) as exc:
+                last = _clean(redact(one_line(exc), self.secrets))
+            else:
+                if answered is None:
+                    raise EndpointError(f"{self.display_url} answered neither HTTP nor gRPC: is it a Triton port?")
+                logger.info("%s answered %s", self.display_url, _protocol_name(answered))
+                return replace(self, protocol=answered)
+            if attempt <= self.retries:
+                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0))
+        tries = f" after {self.retries + 1} attempts" if self.retries else ""
+        raise EndpointError(f"Triton endpoint {self.display_url}: finding its protocol failed{tries}: {last}")
+
     def connect(self, *, backoff_s: float = 0.2) -> "TritonConnection":
         """A client for this endpoint (close it, or use it as a context manager)."""
         return TritonConnection(self, backoff_s=backoff_s)
+
+
+def _clean(text: str, limit: int = 400) -> str:
+    """One line, no control characters (a hostile server writes what it likes), bounded length."""
+    text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " "))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -152,16 +219,16 @@ def _is_transient(exc: BaseException) -> bool:
         if _PERMANENT_TEXT.search(exc.message() or ""):
             return False
         return status in _TRANSIENT_HTTP or status in _TRANSIENT_GRPC or bool(_TRANSIENT_TEXT.search(exc.message() or ""))
-    return isinstance(exc, (OSError, TimeoutError, GeventTimeout))
+    return isinstance(exc, (OSError, TimeoutError, gevent.Timeout))
 
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, InferenceServerException):
         status = exc.status()
         return f"[{status}] {exc.message()}" if status else str(exc.message())
-    if isinstance(exc, GeventTimeout):
-        return "timed out"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, ValueError) and not isinstance(exc, UnicodeError) and "JSON" in type(exc).__name__:
+        return f"the answer is not valid JSON ({one_line(exc)})"
+    return one_line(exc)
 
 
 def _ints(values: Any) -> list[int]:
@@ -169,7 +236,7 @@ def _ints(values: Any) -> list[int]:
     return [int(v) for v in values or []]
 
 
-def _normalize_io(entries: list[dict[str, Any]], dims_key: str) -> list[dict[str, Any]]:
+def _normalize_io(entries: Any, dims_key: str) -> list[dict[str, Any]]:
     out = []
     for entry in entries or []:
         entry = dict(entry)
@@ -184,18 +251,33 @@ class TritonConnection:
     """One client (HTTP or gRPC) with bounded, redacted, retrying calls."""
 
     def __init__(self, endpoint: TritonEndpoint, *, backoff_s: float = 0.2) -> None:
-        self.endpoint = endpoint
-        self.protocol = endpoint.protocol
-        self.address = endpoint.address
-        self._secrets = endpoint.secrets
-        # gRPC metadata keys must be lower case; HTTP header names are case-insensitive anyway.
-        self._headers = {k.lower(): v for k, v in endpoint.headers.items()} or None
-        self.timeout_s = float(endpoint.timeout_s)
-        self.retries = int(endpoint.retries)
+        self.detected = endpoint.protocol is None  # True when a probe chose the protocol
+        self.endpoint = endpoint.resolve(backoff_s=backoff_s)
+        self.protocol: str = self.endpoint.protocol or "grpc"
+        self.address = self.endpoint.address
+        self._secrets = self.endpoint.secrets
+        self._headers = self._request_headers(self.endpoint.headers)
+        self.timeout_s = float(self.endpoint.timeout_s)
+        self.retries = int(self.endpoint.retries)
         self.backoff_s = float(backoff_s)
-        tls = endpoint.tls or TlsOptions()
+        self._protocol_checked = False
+        self._client: Any = self._make_client()
+
+    def _request_headers(self, headers: dict[str, str]) -> dict[str, str] | None:
+        # gRPC metadata keys must be lower case; HTTP header names are case-insensitive anyway.
+        lowered = {k.lower(): v for k, v in headers.items()}
+        if self.protocol == "grpc":
+            # Triton's gRPC frontend checks a restricted protocol's key under a prefix; sending both
+            # spellings lets one `triton-access-token` header work over both protocols.
+            for key, value in list(lowered.items()):
+                if not key.startswith(GRPC_HEADER_PREFIX):
+                    lowered.setdefault(GRPC_HEADER_PREFIX + key, value)
+        return lowered or None
+
+    def _make_client(self) -> Any:
+        tls = self.endpoint.tls or TlsOptions()
         if self.protocol == "http":
-            self._client: Any = httpclient.InferenceServerClient(
+            return httpclient.InferenceServerClient(
                 self.address.address,
                 connection_timeout=self.timeout_s,
                 network_timeout=self.timeout_s,
@@ -203,31 +285,37 @@ class TritonConnection:
                 ssl_options=({"ca_certs": tls.root_certificates} if tls.root_certificates else None),
                 insecure=tls.insecure,
             )
-        else:
-            self._client = grpcclient.InferenceServerClient(
-                self.address.address,
-                ssl=self.address.ssl,
-                root_certificates=tls.root_certificates,
-                private_key=tls.private_key,
-                certificate_chain=tls.certificate_chain,
-            )
+        return grpcclient.InferenceServerClient(
+            self.address.address,
+            ssl=self.address.ssl,
+            root_certificates=tls.root_certificates,
+            private_key=tls.private_key,
+            certificate_chain=tls.certificate_chain,
+        )
 
     @property
     def display_url(self) -> str:
         return self.endpoint.display_url
 
     def redact(self, text: str) -> str:
-        return redact(text, self._secrets)
+        return _clean(redact(text, self._secrets))
 
-    def call(self, what: str, fn: Callable[[], T], *, retry_if: Callable[[T], bool] | None = None) -> T:
-        """Run ``fn`` with retries for transient failures (and while ``retry_if(result)``); EndpointError after."""
+    # --- the one way every request is made ----------------------------------------------------------
+    def call(self, what: str, fn: Callable[[], T], *, retry_if: Callable[[T], bool] | None = None,
+             api: str = "inference") -> T:
+        """Run ``fn`` under the total deadline, with retries for transient failures (and while ``retry_if(result)``).
+
+        ``api`` is Triton's name for the API group the request belongs to (for :class:`RestrictedApiError`).
+        """
         attempts = self.retries + 1
         last = ""
         for attempt in range(1, attempts + 1):
             try:
-                result = fn()
-            except (InferenceServerException, OSError, TimeoutError, GeventTimeout) as exc:
+                result = self._within_deadline(fn)
+            except (Exception, gevent.Timeout) as exc:  # noqa: BLE001 - every client failure becomes ours, redacted
                 last = self.redact(_describe(exc))
+                self._raise_if_restricted(what, exc, api)
+                self._raise_if_wrong_protocol(exc)
                 if not _is_transient(exc):
                     raise EndpointError(self._message(what, last, attempt)) from None
                 logger.debug("%s: attempt %d/%d failed: %s", what, attempt, attempts, last)
@@ -241,6 +329,54 @@ class TritonConnection:
                 time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 2.0))
         raise EndpointError(self._message(what, last, attempts))
 
+    def _within_deadline(self, fn: Callable[[], T]) -> T:
+        if self.protocol == "grpc":
+            return fn()  # every gRPC call carries client_timeout: gRPC's deadline is already total
+        timer = gevent.Timeout(self.timeout_s)
+        timer.start()
+        try:
+            return fn()
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            # The pooled connection may hold half an answer: never reuse it.
+            self._reset_client()
+            raise TimeoutError(f"no complete answer within the total deadline of {self.timeout_s:g}s") from None
+        finally:
+            timer.close()
+
+    def _reset_client(self) -> None:
+        self.close()
+        self._client = self._make_client()
+
+    def _raise_if_restricted(self, what: str, exc: BaseException, api: str) -> None:
+        if not isinstance(exc, InferenceServerException) or not _RESTRICTED.search(exc.message() or ""):
+            return
+        expected = _EXPECTED_HEADER.search(exc.message() or "")
+        header = expected.group(1).removeprefix(GRPC_HEADER_PREFIX) if expected else None
+        hint = (f"the server expects the access header '{header}' for its {api} API" if header
+                else f"the server restricts its {api} API")
+        raise RestrictedApiError(self._message(what, self.redact(_describe(exc)), 1), api=api, header=header,
+                                 hint=hint) from None
+
+    def _raise_if_wrong_protocol(self, exc: BaseException) -> None:
+        """Probe once per connection when a failure looks like the other protocol answering."""
+        if self._protocol_checked or isinstance(exc, ConnectionRefusedError):
+            return
+        server_said = isinstance(exc, InferenceServerException) and str(exc.status() or "") not in (
+            "", "StatusCode.UNAVAILABLE")
+        if server_said or not _WRONG_PROTOCOL_TEXT.search(_describe(exc)):
+            return
+        self._protocol_checked = True
+        try:
+            location = self.endpoint.location
+            answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0),
+                                      ssl=self.address.ssl, tls=self.endpoint.tls)
+        except (OSError, TimeoutError):
+            return
+        if answered is not None and answered != self.protocol:
+            raise ProtocolMismatchError(self.address.address, self.protocol, answered)
+
     def _message(self, what: str, detail: str, attempts: int) -> str:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         return f"Triton {self.protocol} endpoint {self.display_url}: {what} failed{tries}: {detail}"
@@ -252,47 +388,66 @@ class TritonConnection:
 
     def server_live(self) -> bool:
         return bool(self.call("server liveness", lambda: self._client.is_server_live(**self._kw()),
-                              retry_if=lambda ok: not ok))
+                              retry_if=lambda ok: not ok, api="health"))
 
     def server_ready(self) -> bool:
         return bool(self.call("server readiness", lambda: self._client.is_server_ready(**self._kw()),
-                              retry_if=lambda ok: not ok))
+                              retry_if=lambda ok: not ok, api="health"))
 
     def server_metadata(self) -> dict[str, Any]:
-        answer = self.call("server metadata", lambda: self._client.get_server_metadata(**self._kw()))
-        return self._as_dict(answer)
+        answer = self.call("server metadata", lambda: self._client.get_server_metadata(**self._kw()),
+                           api="metadata")
+        return self._object(self._as_dict(answer), "server metadata")
 
     def model_ready(self, model: str, version: str | None = None, *, wait: bool = True) -> bool:
         return bool(self.call(
             f"readiness of model {model!r}",
             lambda: self._client.is_model_ready(model, version or "", **self._kw()),
-            retry_if=(lambda ok: not ok) if wait else None,
+            retry_if=(lambda ok: not ok) if wait else None, api="health",
         ))
 
     def model_metadata(self, model: str, version: str | None = None) -> dict[str, Any]:
-        answer = self._as_dict(self.call(
-            f"metadata of model {model!r}", lambda: self._client.get_model_metadata(model, version or "", **self._kw())))
-        answer["inputs"] = _normalize_io(answer.get("inputs", []), "shape")
-        answer["outputs"] = _normalize_io(answer.get("outputs", []), "shape")
+        what = f"metadata of model {model!r}"
+        answer = self._object(self._as_dict(self.call(
+            what, lambda: self._client.get_model_metadata(model, version or "", **self._kw()), api="metadata")), what)
+        answer["inputs"] = self._io(answer.get("inputs", []), "shape", what)
+        answer["outputs"] = self._io(answer.get("outputs", []), "shape", what)
         return answer
 
     def model_config(self, model: str, version: str | None = None) -> dict[str, Any]:
-        answer = self._as_dict(self.call(
-            f"config of model {model!r}", lambda: self._client.get_model_config(model, version or "", **self._kw())))
-        config = answer.get("config", answer) if self.protocol == "grpc" else answer
-        config = dict(config)
-        config["max_batch_size"] = int(config.get("max_batch_size", 0) or 0)
-        config["input"] = _normalize_io(config.get("input", []), "dims")
-        config["output"] = _normalize_io(config.get("output", []), "dims")
+        what = f"config of model {model!r}"
+        answer = self._object(self._as_dict(self.call(
+            what, lambda: self._client.get_model_config(model, version or "", **self._kw()), api="model-config")), what)
+        config = self._object(answer.get("config", answer) if self.protocol == "grpc" else answer, what)
+        try:
+            config["max_batch_size"] = int(config.get("max_batch_size", 0) or 0)
+        except (TypeError, ValueError):
+            raise EndpointError(self._message(what, "max_batch_size is not a number", 1)) from None
+        config["input"] = self._io(config.get("input", []), "dims", what)
+        config["output"] = self._io(config.get("output", []), "dims", what)
         return config
 
     def repository_index(self) -> list[dict[str, Any]]:
         """Every model the repository knows: name, version, state, reason (as far as the server says)."""
-        answer = self.call("model repository index", lambda: self._client.get_model_repository_index(**self._kw()))
+        answer = self.call("model repository index", lambda: self._client.get_model_repository_index(**self._kw()),
+                           api="model-repository")
         entries = self._as_dict(answer)
         if isinstance(entries, dict):
             entries = entries.get("models", [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise EndpointError(self._message("model repository index", "the answer is not a list of models", 1))
         return [dict(e) for e in entries]
+
+    def _object(self, answer: Any, what: str) -> dict[str, Any]:
+        if not isinstance(answer, dict):
+            raise EndpointError(self._message(what, f"the answer is a JSON {type(answer).__name__}, not an object", 1))
+        return dict(answer)
+
+    def _io(self, entries: Any, dims_key: str, what: str) -> list[dict[str, Any]]:
+        try:
+            return _normalize_io(entries, dims_key)
+        except (TypeError, ValueError, AttributeError):
+            raise EndpointError(self._message(what, f"its tensors' {dims_key} are not lists of numbers", 1)) from None
 
     # --- model control -------------------------------------------------------------------------------
     def load_model(self, model: str, *, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
@@ -301,10 +456,11 @@ class TritonConnection:
                 self._client.load_model(model, headers=self._headers, config=config, files=files)
             else:
                 self._client.load_model(model, config=config, files=files, **self._kw())
-        self.call(f"loading model {model!r}", load)
+        self.call(f"loading model {model!r}", load, api="model-repository")
 
     def unload_model(self, model: str) -> None:
-        self.call(f"unloading model {model!r}", lambda: self._client.unload_model(model, **self._kw()))
+        self.call(f"unloading model {model!r}", lambda: self._client.unload_model(model, **self._kw()),
+                  api="model-repository")
 
     # --- inference -----------------------------------------------------------------------------------
     def infer(
@@ -333,7 +489,7 @@ class TritonConnection:
             return self._client.infer(model, inputs, model_version=version or "", outputs=requested,
                                       **self._kw())
 
-        result = self.call(f"inference on model {model!r}", run)
+        result = self.call(f"inference on model {model!r}", run, api="inference")
         arrays = {}
         for name in outputs:
             array = result.as_numpy(name)

@@ -1,0 +1,160 @@
+"""Endpoint URLs, model names and secrets: the one parser every Triton entry point shares.
+
+Forms accepted (credentials in the URL are dropped, never used nor shown)::
+
+    host:port                      protocol unknown: the client probes once (see gapcheck.triton.probe)
+    http://host:8000   https://host:443      HTTP, without / with TLS
+    grpc://host:8001   grpcs://host:443      gRPC, without / with TLS
+    grpc://host:8001/resnet?version=3        also names a model and a version (nightly targets)
+    http://host:8000/v2/models/resnet/versions/3   Triton's own REST path, same meaning
+
+Without a port, ``http``/``grpc`` take Triton's defaults (8000/8001) and the TLS schemes 443.
+Model names follow :func:`check_model_name`. This module imports nothing heavy.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gapcheck.errors import UsageError
+
+SCHEMES = {"http": ("http", False), "https": ("http", True), "grpc": ("grpc", False), "grpcs": ("grpc", True)}
+DEFAULT_PORTS = {"http": 8000, "https": 443, "grpc": 8001, "grpcs": 443}
+REDACTED = "***"
+
+# Model names end up as a directory, in URL paths and in config.pbtxt: the characters every one of those
+# takes without quoting. Triton itself only needs a directory name; this is the safe common ground.
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_URL = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?:(?P<userinfo>[^/@]*)@)?"
+                  r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^/:?#\[\]]+)(?::(?P<port>[^/?#]*))?"
+                  r"(?P<path>/[^?#]*)?(?:\?(?P<query>[^#]*))?$")
+
+
+@dataclass(frozen=True)
+class EndpointUrl:
+    """A parsed endpoint location. ``protocol`` is None when the URL had no scheme (probe to find out)."""
+
+    host: str
+    port: int
+    protocol: str | None
+    ssl: bool
+    model: str | None = None
+    version: str | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port``, what the clients connect to."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def display(self) -> str:
+        """The location, safe to print (never credentials)."""
+        if self.protocol is None:
+            return ("https://" if self.ssl else "") + self.address
+        scheme = self.protocol + ("s" if self.ssl else "")
+        return f"{scheme}://{self.address}"
+
+
+def check_model_name(name: str, *, what: str = "model name") -> str:
+    """``name`` when Triton, a file system and a URL path all take it unquoted; else UsageError."""
+    if not isinstance(name, str) or not _MODEL_NAME.match(name):
+        shown = "holds a control character," if isinstance(name, str) and _CONTROL.search(name) else f"{name!r}"
+        raise UsageError(f"{what} {shown} is not a valid Triton model name: use 1-255 letters, digits, "
+                         "'_', '.' or '-', starting with a letter, digit or '_'")
+    return name
+
+
+def _port(text: str | None, scheme: str | None) -> int:
+    if text in (None, ""):
+        if scheme is None:
+            raise UsageError("a Triton URL without a scheme needs a port (host:port)")
+        return DEFAULT_PORTS[scheme]
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise UsageError(f"port {text!r} of the Triton URL is not a number from 1 to 65535")
+    return int(text)
+
+
+def _model_and_version(path: str | None, query: str | None) -> tuple[str | None, str | None]:
+    parts = [p for p in (path or "").split("/") if p]
+    if parts[:2] == ["v2", "models"]:  # Triton's REST form
+        parts = parts[2:]
+        if not parts:
+            raise UsageError("a Triton URL is [scheme://]host:port, optionally followed by /MODEL?version=N")
+        if len(parts) == 3 and parts[1] == "versions":
+            parts, query = parts[:1], f"version={parts[2]}" + (f"&{query}" if query else "")
+    if len(parts) > 1:
+        raise UsageError("a Triton URL is [scheme://]host:port, optionally followed by /MODEL?version=N")
+    model = check_model_name(parts[0], what="model name in the URL") if parts else None
+    version = None
+    for item in (query or "").split("&"):
+        if not item:
+            continue
+        key, _, value = item.partition("=")
+        if key != "version" or not value.isdigit():
+            raise UsageError("the only query a Triton URL takes is version=N (a number)")
+        version = str(int(value))
+    if version is not None and model is None:
+        raise UsageError("a version in a Triton URL needs a model: host:port/MODEL?version=N")
+    return model, version
+
+
+def parse_endpoint_url(url: str) -> EndpointUrl:
+    """Parse any accepted form (see the module docstring); UsageError for anything else."""
+    text = (url or "").strip()
+    if not text or _CONTROL.search(text) or " " in text:
+        raise UsageError("a Triton URL must be [scheme://]host:port without spaces or control characters")
+    match = _URL.match(text)
+    if not match:
+        raise UsageError("a Triton URL is [scheme://]host:port, optionally followed by /MODEL?version=N")
+    scheme = (match.group("scheme") or "").lower() or None
+    if scheme is not None and scheme not in SCHEMES:
+        raise UsageError(f"unsupported URL scheme {scheme!r} for a Triton server: use http, https, grpc or grpcs")
+    protocol, ssl = SCHEMES[scheme] if scheme else (None, False)
+    model, version = _model_and_version(match.group("path"), match.group("query"))
+    return EndpointUrl(host=match.group("host"), port=_port(match.group("port"), scheme), protocol=protocol,
+                       ssl=ssl, model=model, version=version)
+
+
+def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
+    """Every string that must never be printed: header values (and their escaped forms) and URL userinfo."""
+    values: list[str] = []
+    for value in (headers or {}).values():
+        if value:
+            values += [value, value.encode("unicode_escape").decode("ascii", "replace"), repr(value)[1:-1]]
+            # A value split over lines by a message still leaks its longer lines.
+            values += [line for line in re.split(r"[\r\n]+", value) if len(line) >= 4]
+    userinfo = re.match(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?([^/@]+)@", (url or "").strip())
+    if userinfo:
+        values.append(userinfo.group(1))
+        values.extend(p for p in userinfo.group(1).split(":") if len(p) >= 3)
+    # Longest first so a secret that contains another is replaced whole.
+    return tuple(sorted({v for v in values if v}, key=len, reverse=True))
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+_HEADER_KEY = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
+
+
+def check_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Headers safe to send: token keys, printable values. Errors name the key, never the value."""
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _HEADER_KEY.match(key):
+            raise UsageError(f"header name {key!r} is not a valid HTTP header name" if isinstance(key, str)
+                             and not _CONTROL.search(key) else "a header name holds a control character or space")
+        if not isinstance(value, str):
+            raise UsageError(f"header {key!r}: its value must be text")
+        if _CONTROL.search(value.replace("\t", "")):
+            raise UsageError(f"header {key!r}: its value holds a newline or control character "
+                             "(not shown: header values are secret)")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise UsageError(f"header {key!r}: its value holds characters HTTP headers cannot carry "
+                             "(not shown: header values are secret)") from None
+    return dict(headers)
