@@ -1,0 +1,121 @@
+"""Webhook alerts: one POST per endpoint whose status is worth waking someone for.
+
+Sent on ``new_failure``, ``unreachable``, ``changed`` and ``recovered`` (see :attr:`Status.alerts`),
+never for a plain pass. Three payload shapes: ``generic`` (gapcheck's own JSON), ``slack`` (an
+incoming-webhook message with blocks) and ``teams`` (an Office 365 connector MessageCard). With a
+secret (read from an environment variable, never from a flag or a file) the body is signed:
+``X-Gapcheck-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>`` with the timestamp in
+``X-Gapcheck-Timestamp``, so a receiver can refuse replays. Each attempt has a timeout, attempts are
+bounded, and a failure is returned (to be recorded and printed) — it never raises and never changes the
+exit code. Webhook URLs are secrets too (Slack's carry the token in the path): only the scheme and host
+are ever shown.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from gapcheck.errors import UsageError
+from gapcheck.nightly.config import WebhookFormat
+
+SIGNATURE_HEADER = "X-Gapcheck-Signature"
+TIMESTAMP_HEADER = "X-Gapcheck-Timestamp"
+_COLORS = {"new_failure": "B00020", "unreachable": "B00020", "changed": "B26A00", "recovered": "00A060"}
+
+
+@dataclass(frozen=True)
+class Alert:
+    endpoint: str
+    url: str  # the endpoint's display URL (no credentials)
+    status: str
+    headline: str
+    worst_outputs: tuple[dict[str, Any], ...]
+    run_id: str
+    report_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    alert: Alert
+    target: str  # scheme://host only
+    delivered: bool
+    attempts: int
+    error: str | None
+
+
+def webhook_target(url: str) -> str:
+    """What may be shown of a webhook URL: scheme and host (the path and query often hold the token)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or '?'}{':' + str(parts.port) if parts.port else ''}"
+
+
+def check_webhook_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"the webhook must be an http(s) URL (got {webhook_target(url)})")
+
+
+def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:
+    title = f"gapcheck nightly: {alert.endpoint} is {alert.status.replace('_', ' ')}"
+    link = alert.report_url
+    if fmt is WebhookFormat.slack:
+        text = f"*{title}*\n{alert.headline}" + (f"\n<{link}|report>" if link else "")
+        fields = [{"type": "mrkdwn", "text": f"*{o['output']}*: max |err| {o['max_abs_error']}"}
+                  for o in alert.worst_outputs[:10]]
+        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+        if fields:
+            blocks.append({"type": "section", "fields": fields})
+        return {"text": f"{title}: {alert.headline}", "blocks": blocks}
+    if fmt is WebhookFormat.teams:
+        facts = [{"name": "endpoint", "value": f"{alert.endpoint} ({alert.url})"}, {"name": "status", "value": alert.status},
+                 {"name": "run", "value": alert.run_id}]
+        facts += [{"name": o["output"], "value": f"max |err| {o['max_abs_error']}"} for o in alert.worst_outputs[:10]]
+        card: dict[str, Any] = {"@type": "MessageCard", "@context": "https://schema.org/extensions", "summary": title,
+                                "themeColor": _COLORS.get(alert.status, "808080"), "title": title,
+                                "text": alert.headline, "sections": [{"facts": facts}]}
+        if link:
+            card["potentialAction"] = [{"@type": "OpenUri", "name": "Report", "targets": [{"os": "default", "uri": link}]}]
+        return card
+    return {"source": "gapcheck", "kind": "nightly_alert", "endpoint": alert.endpoint, "url": alert.url,
+            "status": alert.status, "headline": alert.headline, "worst_outputs": list(alert.worst_outputs),
+            "run_id": alert.run_id, "report": link}
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = None, timeout_s: float = 10.0,
+         attempts: int = 3, backoff_s: float = 0.5) -> Delivery:
+    """POST the alert; retried on network errors and 5xx/429; a Delivery (never an exception) either way."""
+    body = json.dumps(payload(alert, fmt), sort_keys=True).encode()
+    target = webhook_target(url)
+    error = None
+    for attempt in range(1, attempts + 1):
+        timestamp = str(int(time.time()))
+        headers = {"Content-Type": "application/json", "User-Agent": "gapcheck-nightly", TIMESTAMP_HEADER: timestamp}
+        if secret:
+            headers[SIGNATURE_HEADER] = sign(secret, timestamp, body)
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s) checked
+                response.read(1024)
+            return Delivery(alert, target, True, attempt, None)
+        except urllib.error.HTTPError as exc:
+            error = f"HTTP {exc.code}"
+            if exc.code < 500 and exc.code != 429:
+                return Delivery(alert, target, False, attempt, error)  # the receiver refuses: asking again won't help
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            reason = getattr(exc, "reason", exc)
+            error = f"{type(reason).__name__}: {reason}".replace(url, target)
+        if attempt < attempts:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+    return Delivery(alert, target, False, attempts, error)

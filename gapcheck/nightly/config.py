@@ -1,0 +1,181 @@
+"""The ``[nightly]`` config section and the endpoint specs (``NAME=grpc://host:8001/model?version=3``).
+
+Example (``gapcheck.toml``; in ``pyproject.toml`` under ``[tool.gapcheck.nightly]``)::
+
+    [nightly]
+    golden = "golden/"
+    history = "/var/lib/gapcheck/history.sqlite"
+    webhook = "https://hooks.slack.com/services/..."
+    webhook_format = "slack"
+    webhook_secret_env = "GAPCHECK_WEBHOOK_SECRET"
+
+    [[nightly.endpoints]]
+    name = "resnet-prod"
+    url = "grpc://triton-prod:8001"
+    model = "resnet"
+    version = "3"
+    headers = { authorization = "${TRITON_TOKEN}" }   # ${VAR} is read from the environment
+    timeout_s = 30
+
+    [nightly.drift]
+    baseline_runs = 3
+    slack = 0.05
+    threshold = 0.25
+
+Paths are relative to the config file. Flags win over the file; endpoints given as flags replace the
+file's list. Header values are secrets: they are never printed, and ``${VAR}`` keeps them out of files.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gapcheck.errors import ConfigError, UsageError
+
+DEFAULT_HISTORY = "gapcheck-history.sqlite"
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class WebhookFormat(str, Enum):
+    generic = "generic"
+    slack = "slack"
+    teams = "teams"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EndpointConfig(_Strict):
+    name: str
+    url: str
+    model: Optional[str] = None
+    version: Optional[str] = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class DriftConfig(_Strict):
+    baseline_runs: int = Field(default=3, ge=1)
+    slack: float = Field(default=0.05, ge=0)
+    threshold: float = Field(default=0.25, gt=0)
+
+
+class NightlyConfig(_Strict):
+    golden: Optional[str] = None
+    history: Optional[str] = None
+    webhook: Optional[str] = None
+    webhook_format: WebhookFormat = WebhookFormat.generic
+    webhook_secret_env: Optional[str] = None
+    report_url: Optional[str] = None
+    lock_wait_s: float = Field(default=60.0, ge=0)
+    max_in_flight: int = Field(default=4, ge=1, le=64)
+    deadline_s: float = Field(default=600.0, gt=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
+    endpoints: list[EndpointConfig] = Field(default_factory=list)
+
+
+def parse_nightly_section(table: Any, source: Path | None) -> NightlyConfig:
+    """Validate ``[nightly]``; ConfigError naming the file and the key. Relative paths become relative to the file."""
+    try:
+        config = NightlyConfig.model_validate(table or {})
+    except ValidationError as exc:
+        problems = "; ".join(f"nightly.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{source or 'config'}: {problems}") from None
+    if source is None:
+        return config
+    base = source.parent
+    updates = {k: str(base / v) for k, v in (("golden", config.golden), ("history", config.history))
+               if v is not None and not Path(v).is_absolute()}
+    return config.model_copy(update=updates)
+
+
+def load_nightly_config(path: str | Path | None = None) -> NightlyConfig:
+    from gapcheck.config import load_config
+
+    loaded = load_config(path)
+    return parse_nightly_section(loaded.sections.get("nightly"), loaded.source)
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """One deployed endpoint to check: where, which model/version, and how (headers are secrets)."""
+
+    name: str
+    address: str  # host:port
+    protocol: str  # "grpc" | "http"
+    ssl: bool
+    model: str
+    version: str | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    timeout_s: float = 30.0
+
+    @property
+    def display_url(self) -> str:
+        scheme = {("grpc", False): "grpc", ("grpc", True): "grpcs", ("http", False): "http", ("http", True): "https"}
+        version = f"?version={self.version}" if self.version else ""
+        return f"{scheme[(self.protocol, self.ssl)]}://{self.address}/{self.model}{version}"
+
+    def triton_endpoint(self, retries: int):
+        from gapcheck.triton.client import TritonEndpoint
+
+        return TritonEndpoint(self.address, protocol=self.protocol, headers=self.headers, ssl=self.ssl,
+                              timeout_s=self.timeout_s, retries=retries)
+
+
+def _resolve_header(name: str, key: str, value: str) -> str:
+    match = _ENV_REF.match(value.strip())
+    if not match:
+        return value
+    if match.group(1) not in os.environ:
+        raise ConfigError(f"endpoint {name!r}: header {key!r} reads ${{{match.group(1)}}}, which is not set")
+    return os.environ[match.group(1)]
+
+
+def endpoint_spec(config: EndpointConfig) -> EndpointSpec:
+    """Parse ``scheme://host:port[/model][?version=N]`` (the model and version may also come as fields)."""
+    if not _NAME.match(config.name):
+        raise UsageError(f"endpoint name {config.name!r} may only use letters, digits, '_', '-' and '.'")
+    parts = urlsplit(config.url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("grpc", "grpcs", "http", "https"):
+        raise UsageError(f"endpoint {config.name!r}: the URL must start with grpc://, grpcs://, http:// or https://")
+    host = parts.hostname
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"endpoint {config.name!r}: the URL has an invalid port") from None
+    if not host:
+        raise UsageError(f"endpoint {config.name!r}: the URL has no host")
+    port = port or {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}[scheme]
+    model = config.model or parts.path.strip("/")
+    if not model or "/" in model:
+        raise UsageError(f"endpoint {config.name!r}: give the model as the URL path (grpc://host:8001/MODEL) or model")
+    query = parse_qs(parts.query)
+    version = config.version or (query.get("version", [None])[0])
+    headers = {k: _resolve_header(config.name, k, v) for k, v in config.headers.items()}
+    return EndpointSpec(name=config.name, address=f"{host}:{port}", protocol="http" if scheme.startswith("http") else "grpc",
+                        ssl=scheme in ("grpcs", "https"), model=model, version=version, headers=headers,
+                        timeout_s=config.timeout_s)
+
+
+def parse_endpoint_option(text: str, timeout_s: float = 30.0) -> EndpointConfig:
+    """``NAME=URL`` from the command line."""
+    name, sep, url = text.partition("=")
+    if not sep or not name.strip() or not url.strip():
+        raise UsageError(f"endpoint {text!r} is not NAME=URL (e.g. resnet-prod=grpc://triton:8001/resnet)")
+    return EndpointConfig(name=name.strip(), url=url.strip(), timeout_s=timeout_s)

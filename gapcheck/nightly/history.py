@@ -1,0 +1,332 @@
+"""The run history: an embedded SQLite database (WAL mode), versioned and migrated, one transaction per endpoint.
+
+Tables (schema version in ``PRAGMA user_version``; :data:`MIGRATIONS` brings any older file up to date):
+
+- ``runs``: one row per nightly run (inserted at start, ``finished_at`` set at the end; a crashed run
+  keeps its row without ``finished_at`` and every endpoint result it committed).
+- ``endpoint_results``: one row per run and endpoint: status, verdict, served version, config hash,
+  golden bundle hash, error, timings. Written with its ``output_results`` in ONE transaction, so a
+  crash leaves either the whole endpoint result or nothing.
+- ``output_results``: per output: verdict, error statistics, tolerance, CUSUM statistic, worst samples.
+- ``alerts``: every webhook delivery attempt (target host only, never the URL's path or a secret).
+
+Concurrent writers are kept out by the nightly lock (:mod:`gapcheck.nightly.lock`); readers
+(``gapcheck history``) can read while a run writes, which is what WAL is for.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gapcheck.errors import ConfigError
+
+SCHEMA_VERSION = 2
+
+_V1 = """
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    golden_path TEXT NOT NULL,
+    golden_hash TEXT NOT NULL,
+    gapcheck_version TEXT NOT NULL,
+    exit_code INTEGER
+);
+CREATE TABLE endpoint_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    endpoint TEXT NOT NULL,
+    url TEXT NOT NULL,
+    model TEXT NOT NULL,
+    requested_version TEXT,
+    served_version TEXT,
+    config_hash TEXT,
+    golden_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    headline TEXT NOT NULL,
+    error TEXT,
+    samples INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    timings TEXT NOT NULL,
+    UNIQUE (run_id, endpoint)
+);
+CREATE INDEX endpoint_results_by_endpoint ON endpoint_results (endpoint, id);
+CREATE TABLE output_results (
+    endpoint_result_id INTEGER NOT NULL REFERENCES endpoint_results(id),
+    output TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    max_abs_error REAL,
+    max_rel_error REAL,
+    mean_abs_error REAL,
+    mismatch_fraction REAL,
+    error_ratio REAL,
+    rtol REAL NOT NULL,
+    atol REAL NOT NULL,
+    worst_samples TEXT NOT NULL,
+    PRIMARY KEY (endpoint_result_id, output)
+);
+"""
+
+# v2: the drift statistic per output, and the alert log.
+_V2 = """
+ALTER TABLE output_results ADD COLUMN cusum REAL;
+CREATE TABLE alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    endpoint TEXT NOT NULL,
+    status TEXT NOT NULL,
+    target TEXT NOT NULL,
+    delivered INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    error TEXT,
+    sent_at TEXT NOT NULL
+);
+"""
+
+#: Migration i brings a database from user_version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    output: str
+    verdict: str
+    max_abs_error: float | None
+    max_rel_error: float | None
+    mean_abs_error: float | None
+    mismatch_fraction: float | None
+    error_ratio: float | None
+    rtol: float
+    atol: float
+    worst_samples: tuple[dict[str, Any], ...] = ()
+    cusum: float | None = None
+
+
+@dataclass(frozen=True)
+class EndpointRecord:
+    """One endpoint's result in one run, as stored."""
+
+    run_id: str
+    endpoint: str
+    url: str
+    model: str
+    requested_version: str | None
+    served_version: str | None
+    config_hash: str | None
+    golden_hash: str
+    status: str
+    verdict: str
+    headline: str
+    error: str | None
+    samples: int
+    started_at: str
+    seconds: float
+    timings: dict[str, float]
+    outputs: tuple[OutputRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    run_id: str
+    endpoint: str
+    status: str
+    target: str
+    delivered: bool
+    attempts: int
+    error: str | None
+    sent_at: str
+
+
+def _finite(value: float | None) -> float | None:
+    # SQLite stores inf fine but JSON does not; keep inf (a shape mismatch) and drop NaN.
+    return None if value is None or value != value else float(value)
+
+
+class History:
+    """An open history database (use as a context manager)."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if readonly and not self.path.is_file():
+            raise ConfigError(f"no history database at {self.path}")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+            self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if not readonly:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoint, never corrupt
+                self._migrate()
+            else:
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise ConfigError(f"history {self.path} has schema version {version}, newer than this gapcheck "
+                                      f"({SCHEMA_VERSION})")
+                if version < SCHEMA_VERSION:
+                    raise ConfigError(f"history {self.path} has schema version {version}; a nightly run migrates it")
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"history {self.path} is not a usable SQLite database: {exc}") from None
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(f"history {self.path} has schema version {version}, newer than this gapcheck "
+                              f"({SCHEMA_VERSION}); upgrade gapcheck")
+        for target in range(version, SCHEMA_VERSION):
+            with self.transaction():
+                for statement in MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {target + 1}")
+
+    def transaction(self) -> "_Transaction":
+        return _Transaction(self.db)
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    # --- writing -------------------------------------------------------------------------------------
+    def start_run(self, run_id: str, started_at: str, golden_path: str, golden_hash: str, version: str) -> None:
+        with self.transaction():
+            self.db.execute("INSERT INTO runs (run_id, started_at, golden_path, golden_hash, gapcheck_version) "
+                            "VALUES (?, ?, ?, ?, ?)", (run_id, started_at, golden_path, golden_hash, version))
+
+    def finish_run(self, run_id: str, finished_at: str, exit_code: int) -> None:
+        with self.transaction():
+            self.db.execute("UPDATE runs SET finished_at = ?, exit_code = ? WHERE run_id = ?",
+                            (finished_at, exit_code, run_id))
+
+    def add_endpoint_result(self, record: EndpointRecord) -> None:
+        """The endpoint's row and its outputs' rows in one transaction."""
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO endpoint_results (run_id, endpoint, url, model, requested_version, served_version, "
+                "config_hash, golden_hash, status, verdict, headline, error, samples, started_at, seconds, timings) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.run_id, record.endpoint, record.url, record.model, record.requested_version,
+                 record.served_version, record.config_hash, record.golden_hash, record.status, record.verdict,
+                 record.headline, record.error, record.samples, record.started_at, record.seconds,
+                 json.dumps(record.timings)))
+            self.db.executemany(
+                "INSERT INTO output_results (endpoint_result_id, output, verdict, max_abs_error, max_rel_error, "
+                "mean_abs_error, mismatch_fraction, error_ratio, rtol, atol, worst_samples, cusum) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(cursor.lastrowid, o.output, o.verdict, _finite(o.max_abs_error), _finite(o.max_rel_error),
+                  _finite(o.mean_abs_error), _finite(o.mismatch_fraction), _finite(o.error_ratio), o.rtol, o.atol,
+                  json.dumps(list(o.worst_samples)), _finite(o.cusum)) for o in record.outputs])
+
+    def add_alert(self, alert: AlertRecord) -> None:
+        with self.transaction():
+            self.db.execute("INSERT INTO alerts (run_id, endpoint, status, target, delivered, attempts, error, sent_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            (alert.run_id, alert.endpoint, alert.status, alert.target, int(alert.delivered),
+                             alert.attempts, alert.error, alert.sent_at))
+
+    # --- reading -------------------------------------------------------------------------------------
+    def endpoint_history(self, endpoint: str, limit: int | None = None, *, before_run: str | None = None
+                         ) -> list[EndpointRecord]:
+        """The endpoint's results, oldest first (the last ``limit`` of them), excluding ``before_run``'s own."""
+        query = "SELECT * FROM endpoint_results WHERE endpoint = ?"
+        args: list[Any] = [endpoint]
+        if before_run is not None:
+            query += " AND run_id != ?"
+            args.append(before_run)
+        query += " ORDER BY id DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            args.append(int(limit))
+        rows = self.db.execute(query, args).fetchall()
+        return [self._record(row) for row in reversed(rows)]
+
+    def endpoints(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT endpoint FROM endpoint_results ORDER BY endpoint")]
+
+    def recent(self, *, endpoint: str | None = None, last: int | None = None) -> list[EndpointRecord]:
+        """Endpoint results of the last ``last`` runs (all endpoints or one), oldest first."""
+        names = [endpoint] if endpoint else self.endpoints()
+        out: list[EndpointRecord] = []
+        for name in names:
+            out.extend(self.endpoint_history(name, last))
+        return sorted(out, key=lambda r: (r.started_at, r.endpoint))
+
+    def alerts(self, run_id: str | None = None) -> list[AlertRecord]:
+        query, args = "SELECT * FROM alerts", ()
+        if run_id:
+            query, args = query + " WHERE run_id = ?", (run_id,)
+        return [AlertRecord(r["run_id"], r["endpoint"], r["status"], r["target"], bool(r["delivered"]), r["attempts"],
+                            r["error"], r["sent_at"]) for r in self.db.execute(query + " ORDER BY id", args)]
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT run_id FROM runs ORDER BY started_at, run_id")]
+
+    def _record(self, row: sqlite3.Row) -> EndpointRecord:
+        outputs = tuple(
+            OutputRecord(o["output"], o["verdict"], o["max_abs_error"], o["max_rel_error"], o["mean_abs_error"],
+                         o["mismatch_fraction"], o["error_ratio"], o["rtol"], o["atol"],
+                         tuple(json.loads(o["worst_samples"])), o["cusum"])
+            for o in self.db.execute("SELECT * FROM output_results WHERE endpoint_result_id = ? ORDER BY output",
+                                     (row["id"],)))
+        return EndpointRecord(
+            run_id=row["run_id"], endpoint=row["endpoint"], url=row["url"], model=row["model"],
+            requested_version=row["requested_version"], served_version=row["served_version"],
+            config_hash=row["config_hash"], golden_hash=row["golden_hash"], status=row["status"],
+            verdict=row["verdict"], headline=row["headline"], error=row["error"], samples=row["samples"],
+            started_at=row["started_at"], seconds=row["seconds"], timings=json.loads(row["timings"]), outputs=outputs)
+
+    def integrity_ok(self) -> bool:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "History":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (the connection runs in autocommit mode)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def records_json(records: Iterable[EndpointRecord]) -> list[dict[str, Any]]:
+    """Runs as plain objects (``gapcheck history --json``): run_id, started_at, endpoint, status, verdict, max_abs_error..."""
+    out = []
+    for r in records:
+        errors = [o.max_abs_error for o in r.outputs if o.max_abs_error is not None]
+        out.append({
+            "run_id": r.run_id, "started_at": r.started_at, "endpoint": r.endpoint, "url": r.url, "model": r.model,
+            "status": r.status, "verdict": r.verdict, "max_abs_error": max(errors) if errors else None,
+            "served_version": r.served_version, "config_hash": r.config_hash, "golden_hash": r.golden_hash,
+            "headline": r.headline, "error": r.error, "samples": r.samples, "seconds": r.seconds,
+            "outputs": [{"output": o.output, "verdict": o.verdict, "max_abs_error": o.max_abs_error,
+                         "error_ratio": o.error_ratio, "cusum": o.cusum} for o in r.outputs],
+        })
+    return out
+
+
+def last_with(records: Sequence[EndpointRecord], predicate) -> EndpointRecord | None:
+    for record in reversed(records):
+        if predicate(record):
+            return record
+    return None

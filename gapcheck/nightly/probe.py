@@ -1,0 +1,298 @@
+"""One endpoint against the golden bundle: readiness, deployment audit, batched inference, comparison.
+
+Everything that goes wrong on the endpoint (down, timing out, not ready, a failed request, the
+total deadline passed) ends as an *unreachable* outcome, never an exception: one endpoint failing
+never stops the others, and nothing unreachable is ever recorded as a pass.
+
+Inference sends the golden inputs in batches of the served ``max_batch_size`` (1 when the model
+does not batch or its config cannot be read), with at most ``max_in_flight`` requests in flight,
+one client per worker thread (tritonclient's HTTP client is not thread-safe). Each request's input
+SHA256 is computed on the bytes sent. Outputs are compared sample by sample with the bundle's
+tolerances and :func:`gapcheck.compare.compare_arrays` (``assert_close`` semantics, as export-diff).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gapcheck.errors import EndpointError, GapcheckError
+from gapcheck.findings import Finding, Subject
+from gapcheck.golden.bundle import GoldenBundle
+from gapcheck.nightly.config import EndpointSpec
+
+logger = logging.getLogger(__name__)
+
+WORST_SAMPLES = 5
+_RESTRICTED = ("restricted", "unauthori", "permission", "forbidden", "not allowed")
+
+
+@dataclass(frozen=True)
+class SampleError:
+    sample: int
+    max_abs: float
+    error_ratio: float
+    passed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sample": self.sample, "max_abs_error": self.max_abs, "error_ratio": self.error_ratio,
+                "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    output: str
+    passed: bool
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    mismatch_fraction: float
+    error_ratio: float
+    failing_samples: int
+    rtol: float
+    atol: float
+    worst: tuple[SampleError, ...]
+    shape_mismatch: bool = False
+
+
+@dataclass(frozen=True)
+class EndpointOutcome:
+    """What one endpoint did tonight (before the history gives it a status)."""
+
+    spec: EndpointSpec
+    reachable: bool
+    error: str | None
+    served_version: str | None
+    config_hash: str | None
+    max_batch_size: int | None
+    outputs: tuple[OutputComparison, ...]
+    findings: tuple[Finding, ...]
+    requests: tuple[dict[str, Any], ...]  # per request: first sample, count, input SHA256 as sent
+    samples: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> bool:
+        return any(f.is_gap for f in self.findings)
+
+
+def _is_restricted(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in _RESTRICTED)
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """SHA256 of the served model config as canonical JSON (key order and protocol do not matter)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class _Accumulator:
+    """Per-output comparison across batches (answers arrive in any order)."""
+
+    def __init__(self, name: str, rtol: float, atol: float) -> None:
+        self.name, self.rtol, self.atol = name, rtol, atol
+        self.samples: list[tuple[SampleError, float, float, float]] = []  # (error, max_rel, mean_abs, mismatch)
+        self.shape_mismatch = False
+
+    def add(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
+        from gapcheck.compare import Tolerance, compare_arrays
+
+        tol = Tolerance(self.rtol, self.atol)
+        if served.shape[:1] != golden.shape[:1]:
+            self.shape_mismatch = True
+            served = np.broadcast_to(np.nan, golden.shape)  # every sample of the batch fails on its shape
+        for offset in range(golden.shape[0]):
+            stats = compare_arrays(served[offset:offset + 1], golden[offset:offset + 1], tol)
+            self.shape_mismatch |= stats.shape_mismatch
+            self.samples.append((SampleError(first + offset, stats.max_abs, stats.error_ratio, stats.passed),
+                                 stats.max_rel, stats.mean_abs, stats.mismatch_fraction))
+
+    def result(self) -> OutputComparison:
+        errors = [s[0] for s in self.samples]
+        worst = tuple(sorted(errors, key=lambda e: (e.passed, -e.error_ratio, -e.max_abs, e.sample))[:WORST_SAMPLES])
+        count = max(len(errors), 1)
+        return OutputComparison(
+            output=self.name, passed=all(e.passed for e in errors) and not self.shape_mismatch,
+            max_abs=max((e.max_abs for e in errors), default=0.0),
+            max_rel=max((s[1] for s in self.samples), default=0.0),
+            mean_abs=sum(s[2] for s in self.samples) / count,
+            mismatch_fraction=sum(s[3] for s in self.samples) / count,
+            error_ratio=max((e.error_ratio for e in errors), default=0.0),
+            failing_samples=sum(not e.passed for e in errors), rtol=self.rtol, atol=self.atol, worst=worst,
+            shape_mismatch=self.shape_mismatch)
+
+
+def _batches(count: int, size: int) -> list[tuple[int, int]]:
+    size = max(1, size)
+    return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+class _Inference:
+    """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within a deadline."""
+
+    def __init__(self, spec: EndpointSpec, retries: int, outputs: list[str], deadline: float) -> None:
+        self.spec, self.retries, self.outputs, self.deadline = spec, retries, outputs, deadline
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.spec.triton_endpoint(self.retries).connect()
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def send(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        from gapcheck.tensors import fingerprint
+
+        if time.monotonic() > self.deadline:
+            raise EndpointError(f"endpoint {self.spec.display_url}: the total deadline passed before all golden "
+                                "inputs were answered")
+        sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        digests = {name: fingerprint(array) for name, array in sent.items()}
+        return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version), digests
+
+    def close(self) -> None:
+        for conn in self._connections:
+            conn.close()
+
+
+def _served_facts(spec: EndpointSpec, retries: int, findings: list[Finding]) -> tuple[str | None, str | None, int | None,
+                                                                                      list[str]]:
+    """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
+    from gapcheck.codes.nightly import AUDIT_LIMITED
+
+    with spec.triton_endpoint(retries).connect() as conn:
+        if not conn.server_live():
+            raise EndpointError(f"Triton server {conn.display_url} is not live")
+        if not conn.model_ready(spec.model, spec.version, wait=False):
+            raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is not "
+                                f"ready on {conn.display_url}")
+        metadata = conn.model_metadata(spec.model, spec.version)
+        versions = sorted((str(v) for v in metadata.get("versions", [])), key=lambda v: (len(v), v))
+        served_version = spec.version or (versions[-1] if versions else None)
+        outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+        try:
+            config = conn.model_config(spec.model, spec.version)
+        except EndpointError as exc:
+            if not _is_restricted(exc):
+                raise
+            findings.append(AUDIT_LIMITED.finding(
+                "the model config API is restricted: the config hash and max_batch_size are unknown (batches of 1)",
+                subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
+            return served_version, None, None, outputs
+        return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
+
+
+def _audit(spec: EndpointSpec, bundle: GoldenBundle, retries: int) -> list[Finding]:
+    from gapcheck.codes.nightly import AUDIT_LIMITED
+    from gapcheck.triton.audit import audit_deployment
+
+    try:
+        result = audit_deployment(spec.triton_endpoint(retries), spec.model, onnx_model=bundle.onnx_path,
+                                  version=spec.version)
+    except EndpointError as exc:
+        return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
+                                      subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
+    # The audit's own codes keep their meaning; the subject says which endpoint they are about.
+    return [Finding(f.code, f.severity, f.message, f.where, dict(f.evidence),
+                    Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in result.findings]
+
+
+def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: int = 4, deadline_s: float = 600.0,
+                   retries: int = 2, audit: bool = True) -> EndpointOutcome:
+    """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception."""
+    from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
+
+    start = time.monotonic()
+    deadline = start + deadline_s
+    timings: dict[str, float] = {}
+    findings: list[Finding] = []
+    served = (None, None, None)
+    try:
+        version, chash, max_batch, served_outputs = _served_facts(spec, retries, findings)
+        served = (version, chash, max_batch)
+        timings["readiness"] = time.monotonic() - start
+        if audit:
+            tick = time.monotonic()
+            findings.extend(_audit(spec, bundle, retries))
+            timings["audit"] = time.monotonic() - tick
+        tick = time.monotonic()
+        outputs, requests = _infer_and_compare(spec, bundle, retries, max_batch or 1, max_in_flight, deadline,
+                                               served_outputs, findings)
+        timings["inference"] = time.monotonic() - tick
+    except (GapcheckError, OSError, TimeoutError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
+                                               subject=Subject(endpoint=spec.name), evidence={"error": message})
+        timings["total"] = time.monotonic() - start
+        return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings)
+    timings["total"] = time.monotonic() - start
+    return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings)
+
+
+def _infer_and_compare(spec: EndpointSpec, bundle: GoldenBundle, retries: int, batch: int, max_in_flight: int,
+                       deadline: float, served_outputs: list[str], findings: list[Finding]
+                       ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
+    from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING
+
+    wanted = [o.name for o in bundle.output_infos if o.name in served_outputs]
+    for info in bundle.output_infos:
+        if info.name not in served_outputs:
+            findings.append(OUTPUT_MISSING.finding(
+                f"{spec.name} does not serve golden output {info.name!r} (it serves {', '.join(served_outputs) or 'none'})",
+                subject=Subject(endpoint=spec.name, output=info.name), evidence={"served_outputs": served_outputs}))
+    if not wanted:
+        return (), ()
+    accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
+                    for name in wanted}
+    requests: list[dict[str, Any]] = []
+    inference = _Inference(spec, retries, wanted, deadline)
+    pending: dict[Future, tuple[int, int]] = {}
+    todo = iter(_batches(bundle.num_samples, batch))
+    try:
+        with ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}") as pool:
+            def submit_next() -> None:
+                span = next(todo, None)
+                if span is not None:
+                    feeds = {name: array[span[0]:span[1]] for name, array in bundle.inputs.items()}
+                    pending[pool.submit(inference.send, feeds)] = span
+            for _ in range(max_in_flight):  # never more than max_in_flight requests queued or in flight
+                submit_next()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    first, stop = pending.pop(future)
+                    answer, digests = future.result()  # an EndpointError ends the endpoint's run here
+                    requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
+                    for name, acc in accumulators.items():
+                        acc.add(first, np.asarray(answer[name]), bundle.reference[name][first:stop])
+                    submit_next()
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        raise
+    finally:
+        inference.close()
+    comparisons = tuple(acc.result() for acc in accumulators.values())
+    for c in comparisons:
+        if not c.passed:
+            worst = ", ".join(f"#{w.sample} ({w.max_abs:.3g})" for w in c.worst if not w.passed)
+            findings.append(GOLDEN_MISMATCH.finding(
+                f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "
+                f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}",
+                subject=Subject(endpoint=spec.name, output=c.output),
+                evidence={"max_abs_error": c.max_abs, "max_rel_error": c.max_rel, "error_ratio": c.error_ratio,
+                          "failing_samples": c.failing_samples, "samples": bundle.num_samples,
+                          "worst_samples": [w.as_dict() for w in c.worst], "rtol": c.rtol, "atol": c.atol}))
+    return comparisons, tuple(sorted(requests, key=lambda r: r["first_sample"]))

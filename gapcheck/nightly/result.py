@@ -1,0 +1,167 @@
+"""The report-contract result of ``gapcheck nightly``: one section per endpoint, its status against history."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gapcheck.errors import ExitCode
+from gapcheck.findings import Finding, Verdict
+from gapcheck.nightly.alerts import Delivery
+from gapcheck.nightly.probe import EndpointOutcome
+from gapcheck.nightly.status import Classification, Status
+from gapcheck.report.contract import Check, ResultBase, Table, findings_table
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class EndpointReport:
+    outcome: EndpointOutcome
+    classification: Classification
+    findings: tuple[Finding, ...]
+
+    @property
+    def name(self) -> str:
+        return self.outcome.spec.name
+
+    @property
+    def status(self) -> Status:
+        return self.classification.status
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(self.findings)
+
+    @property
+    def headline(self) -> str:
+        o = self.outcome
+        if not o.reachable:
+            return f"{self.name}: unreachable: {o.error}"
+        failing = [c for c in o.outputs if not c.passed]
+        if failing or self.verdict is Verdict.GAP:
+            outputs = ", ".join(f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
+            return f"{self.name}: {self.status.value}: {outputs or 'deployment gap (see findings)'}"
+        worst = max((c.error_ratio for c in o.outputs), default=0.0)
+        return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {worst:.0%} of it)"
+
+    def worst_outputs(self) -> list[dict[str, Any]]:
+        ranked = sorted(self.outcome.outputs, key=lambda c: (c.passed, -c.error_ratio))
+        return [{"output": c.output, "passed": c.passed, "max_abs_error": c.max_abs, "error_ratio": c.error_ratio,
+                 "failing_samples": c.failing_samples, "worst_samples": [w.as_dict() for w in c.worst]}
+                for c in ranked]
+
+    def section(self) -> dict[str, Any]:
+        o, c = self.outcome, self.classification
+        return {
+            "name": self.name, "url": o.spec.display_url, "model": o.spec.model, "requested_version": o.spec.version,
+            "status": self.status.value, "previous_status": c.previous_status, "verdict": self.verdict.value,
+            "headline": self.headline, "reachable": o.reachable, "error": o.error,
+            "served_version": o.served_version, "config_hash": o.config_hash, "max_batch_size": o.max_batch_size,
+            "changes": [{"what": ch.what, "before": ch.before, "after": ch.after} for ch in c.changes],
+            "drifting_outputs": list(c.drifting_outputs),
+            "samples": o.samples,
+            "outputs": [{"output": x.output, "passed": x.passed, "max_abs_error": x.max_abs, "max_rel_error": x.max_rel,
+                         "mean_abs_error": x.mean_abs, "mismatch_fraction": x.mismatch_fraction,
+                         "error_ratio": x.error_ratio, "failing_samples": x.failing_samples, "rtol": x.rtol,
+                         "atol": x.atol, "cusum": c.cusum.get(x.output), "shape_mismatch": x.shape_mismatch,
+                         "worst_samples": [w.as_dict() for w in x.worst]} for x in o.outputs],
+            "requests": list(o.requests),
+            "timings": dict(o.seconds),
+        }
+
+
+@dataclass(frozen=True)
+class NightlyResult(ResultBase):
+    run_id: str
+    started_at: str
+    golden: dict[str, Any]
+    history: str
+    endpoints: tuple[EndpointReport, ...]
+    alerts: tuple[Delivery, ...] = ()
+    extra_findings: tuple[Finding, ...] = ()  # about the run itself (e.g. webhook failures)
+    seconds: dict[str, float] = field(default_factory=dict)
+    command: str = "nightly"
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:  # type: ignore[override]
+        return tuple(f for e in self.endpoints for f in e.findings) + self.extra_findings
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 when any endpoint could not be checked (the night is incomplete), else 1 on any gap, else 0."""
+        if any(e.status is Status.UNREACHABLE for e in self.endpoints):
+            return ExitCode.BACKEND
+        return ExitCode.GAP_FOUND if self.verdict is Verdict.GAP else ExitCode.NO_GAP
+
+    @property
+    def headline(self) -> str:
+        counts: dict[str, int] = {}
+        for e in self.endpoints:
+            counts[e.status.value] = counts.get(e.status.value, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        bad = [e.headline for e in self.endpoints if e.status not in (Status.PASS,)]
+        return f"{len(self.endpoints)} endpoint(s): {summary}" + (f" — {'; '.join(bad)}" if bad else "")
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return dict(self.seconds)
+
+    def sections(self) -> dict[str, Any]:
+        return {
+            "run": {"run_id": self.run_id, "started_at": self.started_at, "history": self.history,
+                    "exit_code": int(self.exit_code)},
+            "golden": self.golden,
+            "endpoints": [e.section() for e in self.endpoints],
+            "alerts": [{"endpoint": d.alert.endpoint, "status": d.alert.status, "target": d.target,
+                        "delivered": d.delivered, "attempts": d.attempts, "error": d.error} for d in self.alerts],
+        }
+
+    def views(self) -> Sequence[Table]:
+        rows, highlight = [], []
+        for i, e in enumerate(self.endpoints):
+            o = e.outcome
+            worst = max(o.outputs, key=lambda c: c.error_ratio, default=None)
+            rows.append((e.name, o.spec.display_url, e.status.value, o.served_version or "-",
+                         (o.config_hash or "-")[:12], _g(worst.max_abs if worst else None),
+                         f"{worst.error_ratio:.0%}" if worst else "-", f"{o.seconds.get('total', 0.0):.1f}s",
+                         o.error or ""))
+            if e.status not in (Status.PASS, Status.RECOVERED, Status.DRIFTING):
+                highlight.append(i)
+        views: list[Table] = [Table(
+            "Endpoints", ("endpoint", "url", "status", "served version", "config", "max |err|", "of tolerance",
+                          "time", "error"), tuple(rows), tuple(highlight),
+            note=f"run {self.run_id} · golden {self.golden.get('bundle_hash', '')[:12]} · history {self.history}")]
+        worst_rows = []
+        for e in self.endpoints:
+            for w in e.worst_outputs():
+                samples = ", ".join(f"#{s['sample']} ({s['max_abs_error']:.3g})" for s in w["worst_samples"][:3])
+                worst_rows.append((e.name, w["output"], "pass" if w["passed"] else "gap", _g(w["max_abs_error"]),
+                                   f"{w['error_ratio']:.0%}", w["failing_samples"], samples))
+        if worst_rows:
+            views.append(Table("Worst outputs", ("endpoint", "output", "verdict", "max |err|", "of tolerance",
+                                                 "failing samples", "worst samples"), tuple(worst_rows),
+                               tuple(i for i, r in enumerate(worst_rows) if r[2] == "gap")))
+        if self.findings:
+            views.append(findings_table(self.findings))
+        return views
+
+    def checks(self) -> Sequence[Check]:
+        cases = []
+        for e in self.endpoints:
+            classname = f"nightly.{e.name}"
+            if not e.outcome.reachable:
+                cases.append(Check(name=f"{e.name} reachable", classname=classname,
+                                   failure=f"unreachable: {e.outcome.error}", details=e.outcome.spec.display_url))
+                continue
+            for c in e.outcome.outputs:
+                failure = None if c.passed else (f"{c.failing_samples} samples beyond tolerance, max |err| "
+                                                 f"{c.max_abs:.3g}")
+                cases.append(Check(name=f"{e.name} / {c.output}", classname=classname, failure=failure,
+                                   details=f"status {e.status.value}; max |err| {c.max_abs:.3g}; "
+                                           f"{c.error_ratio:.0%} of tolerance"))
+            for f in e.findings:
+                if f.is_gap and f.subject.output is None:
+                    cases.append(Check(name=f"{e.name} {f.code}", classname=classname, failure=f.message))
+        return cases

@@ -1,0 +1,179 @@
+"""``run_nightly``: verify the bundle, take the lock, check every endpoint, record, alert.
+
+Order matters for cron: the golden bundle is verified first (a bad bundle is exit 2 before anything
+is recorded); then the history's lock is taken (bounded wait, exit 3); then each endpoint is checked
+independently, classified against its own history, recorded in one transaction, and alerted on. A
+crash between endpoints leaves every endpoint recorded so far intact; the run row then lacks
+``finished_at``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from gapcheck.errors import UsageError
+from gapcheck.findings import Finding, Subject, Verdict
+from gapcheck.golden.bundle import GoldenBundle, load_bundle
+from gapcheck.nightly import alerts as webhook
+from gapcheck.nightly.config import EndpointSpec, WebhookFormat
+from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord
+from gapcheck.nightly.lock import HistoryLock
+from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
+from gapcheck.nightly.result import EndpointReport, NightlyResult
+from gapcheck.nightly.status import DriftParameters, Status, Tonight, classify
+
+logger = logging.getLogger(__name__)
+
+HISTORY_WINDOW = 60  # nights of one endpoint read back to classify tonight (drift needs the segment since a change)
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    url: str = field(repr=False)
+    format: WebhookFormat = WebhookFormat.generic
+    secret_env: str | None = None
+    timeout_s: float = 10.0
+    attempts: int = 3
+    report_url: str | None = None
+
+    @property
+    def secret(self) -> str | None:
+        if not self.secret_env:
+            return None
+        value = os.environ.get(self.secret_env)
+        if not value:
+            raise UsageError(f"the webhook secret variable {self.secret_env} is not set or empty")
+        return value
+
+
+@dataclass(frozen=True)
+class NightlyRequest:
+    golden: Path
+    endpoints: tuple[EndpointSpec, ...]
+    history: Path
+    webhook: WebhookSettings | None = None
+    lock_wait_s: float = 60.0
+    max_in_flight: int = 4
+    deadline_s: float = 600.0
+    retries: int = 2
+    drift: DriftParameters = DriftParameters()
+    audit: bool = True
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _changes_findings(name: str, report_changes) -> list[Finding]:
+    from gapcheck.codes.nightly import DEPLOYMENT_CHANGED
+
+    return [DEPLOYMENT_CHANGED.finding(f"{name}: {ch.what} changed from {ch.before} to {ch.after}",
+                                       subject=Subject(endpoint=name, other=ch.what),
+                                       evidence={"what": ch.what, "before": ch.before, "after": ch.after})
+            for ch in report_changes]
+
+
+def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, drift: DriftParameters) -> EndpointReport:
+    from gapcheck.codes.nightly import DRIFTING, RECOVERED
+
+    earlier = history.endpoint_history(outcome.spec.name, HISTORY_WINDOW)
+    tonight = Tonight(reachable=outcome.reachable, gap=outcome.gap, served_version=outcome.served_version,
+                      config_hash=outcome.config_hash, golden_hash=bundle.bundle_hash,
+                      error_ratios={c.output: c.error_ratio for c in outcome.outputs})
+    c = classify(tonight, earlier, drift)
+    name = outcome.spec.name
+    findings = list(outcome.findings) + _changes_findings(name, c.changes)
+    for output in c.drifting_outputs:
+        comparison = next(x for x in outcome.outputs if x.output == output)
+        findings.append(DRIFTING.finding(
+            f"{name} output {output}: the error is creeping up (CUSUM {c.cusum[output]:.3g} > {drift.threshold:g}); "
+            f"tonight at {comparison.error_ratio:.0%} of the tolerance",
+            subject=Subject(endpoint=name, output=output),
+            evidence={"cusum": c.cusum[output], "error_ratio": comparison.error_ratio,
+                      "max_abs_error": comparison.max_abs, "baseline_runs": drift.baseline_runs,
+                      "slack": drift.slack, "threshold": drift.threshold}))
+    if c.status is Status.RECOVERED:
+        findings.append(RECOVERED.finding(f"{name} passes again (last status {c.previous_status})",
+                                          subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
+    return EndpointReport(outcome, c, tuple(findings))
+
+
+def _record(report: EndpointReport, run_id: str, started_at: str, bundle: GoldenBundle) -> EndpointRecord:
+    o = report.outcome
+    outputs = tuple(OutputRecord(x.output, "pass" if x.passed else "gap", x.max_abs, x.max_rel, x.mean_abs,
+                                 x.mismatch_fraction, x.error_ratio, x.rtol, x.atol,
+                                 tuple(w.as_dict() for w in x.worst), report.classification.cusum.get(x.output))
+                    for x in o.outputs)
+    # Unreachable is recorded with verdict "gap": never a pass, whatever reads the history.
+    verdict = Verdict.GAP.value if not o.reachable else report.verdict.value
+    return EndpointRecord(run_id=run_id, endpoint=o.spec.name, url=o.spec.display_url, model=o.spec.model,
+                          requested_version=o.spec.version, served_version=o.served_version,
+                          config_hash=o.config_hash, golden_hash=bundle.bundle_hash, status=report.status.value,
+                          verdict=verdict, headline=report.headline, error=o.error, samples=o.samples,
+                          started_at=started_at, seconds=o.seconds.get("total", 0.0), timings=dict(o.seconds),
+                          outputs=outputs)
+
+
+def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, history: History) -> webhook.Delivery:
+    alert = webhook.Alert(endpoint=report.name, url=report.outcome.spec.display_url, status=report.status.value,
+                          headline=report.headline, worst_outputs=tuple(report.worst_outputs()[:5]), run_id=run_id,
+                          report_url=settings.report_url)
+    delivery = webhook.send(alert, settings.url, settings.format, secret=settings.secret,
+                            timeout_s=settings.timeout_s, attempts=settings.attempts)
+    history.add_alert(AlertRecord(run_id, report.name, report.status.value, delivery.target, delivery.delivered,
+                                  delivery.attempts, delivery.error, _now()))
+    return delivery
+
+
+def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointReport], None] | None = None) -> NightlyResult:
+    """Check every endpoint of ``request`` against the golden bundle and record the night (see the module docstring)."""
+    from gapcheck import __version__
+    from gapcheck.codes.nightly import WEBHOOK_FAILED
+
+    if not request.endpoints:
+        raise UsageError("no endpoints to check: give at least one NAME=URL")
+    names = [e.name for e in request.endpoints]
+    if len(set(names)) != len(names):
+        raise UsageError(f"endpoint names must be unique: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    if request.webhook is not None:
+        webhook.check_webhook_url(request.webhook.url)
+        _ = request.webhook.secret  # a missing secret variable is a configuration error, before any work
+    start = time.monotonic()
+    bundle = load_bundle(request.golden)
+    timings = {"verify_golden": time.monotonic() - start}
+    with HistoryLock(request.history, request.lock_wait_s) as lock, History(request.history) as history:
+        timings["lock_wait"] = lock.waited_s
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+        started_at = _now()
+        history.start_run(run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
+        reports, deliveries, extra = [], [], []
+        for spec in request.endpoints:
+            endpoint_started = _now()
+            outcome = check_endpoint(spec, bundle, max_in_flight=request.max_in_flight,
+                                     deadline_s=request.deadline_s, retries=request.retries, audit=request.audit)
+            report = _report(outcome, history, bundle, request.drift)
+            history.add_endpoint_result(_record(report, run_id, endpoint_started, bundle))
+            reports.append(report)
+            if on_endpoint is not None:
+                on_endpoint(report)
+            if request.webhook is not None and report.status.alerts:
+                delivery = _alert(report, request.webhook, run_id, history)
+                deliveries.append(delivery)
+                if not delivery.delivered:
+                    extra.append(WEBHOOK_FAILED.finding(
+                        f"alert for {spec.name} ({report.status.value}) to {delivery.target} failed after "
+                        f"{delivery.attempts} attempt(s): {delivery.error}",
+                        subject=Subject(endpoint=spec.name, other="webhook"),
+                        evidence={"target": delivery.target, "attempts": delivery.attempts, "error": delivery.error}))
+        timings["total"] = time.monotonic() - start
+        result = NightlyResult(run_id=run_id, started_at=started_at, golden=bundle.summary(),
+                               history=str(request.history), endpoints=tuple(reports), alerts=tuple(deliveries),
+                               extra_findings=tuple(extra), seconds=timings)
+        history.finish_run(run_id, _now(), int(result.exit_code))
+    return result

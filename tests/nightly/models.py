@@ -1,0 +1,22 @@
+"""A small CNN defined in code: what the golden bundles in these tests are recorded from."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class TinyCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.act = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.pool(self.act(self.conv(x))), 1))
+
+
+def build_tiny(seed: int = 0) -> TinyCNN:
+    torch.manual_seed(seed)
+    return TinyCNN()
