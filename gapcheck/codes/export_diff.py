@@ -79,3 +79,14 @@ DEPLOYMENT_NOT_COMPARED = define(
     """The deployment audit found a problem that blocks inference (e.g. a missing input or a model that is not
     ready), so its outputs were not compared.""",
     "Fix the triton_* findings of the audit first; then the deployment is compared.")
+ATTRIBUTION_FALLBACK = define(
+    "attribution_fallback", Severity.INFO, F, "The ONNX graph names no modules; attributed by what can be proved",
+    """The ONNX file carries no scope names (onnxsim, onnxoptimizer or a tool that strips node names removed them), so
+    modules are attributed only where it can be proved: a module whose weight tensor is in the graph with the same
+    values owns the node that reads it. Other modules are compared through the model's outputs only.""",
+    "Compare the ONNX file as exported (before simplification) to see every module, or accept output-level results.")
+UNOBSERVABLE_MODULES = define(
+    "unobservable_modules", Severity.INFO, F, "Some modules cannot be observed",
+    """TorchScript modules (a torch.jit archive, or a ScriptModule inside the model) take no forward hooks, so their
+    outputs are not captured: they are compared through the model's outputs and the modules around them.""",
+    "For a module-by-module comparison, pass the Python model (a factory or a state dict) instead of the archive.")
