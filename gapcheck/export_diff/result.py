@@ -1,29 +1,70 @@
-"""Values that export-diff returns. Renderers format these; they never recompute verdicts."""
+"""Values that export-diff returns, and the report contract over them.
+
+:class:`ExportDiffResult` implements :class:`~gapcheck.report.contract.CommandResult`: it decides
+its verdict, headline, JSON sections, the views people look at (the module table, the error-by-depth
+chart, the localization, the per-backend input SHA256) and the JUnit checks. Renderers only format
+these; nothing here imports torch or numpy.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, ClassVar
 
 from gapcheck.compare import ErrorStats
-from gapcheck.findings import Finding, verdict_of
+from gapcheck.findings import Finding, Verdict
+from gapcheck.report.contract import Chart, Check, Table
+from gapcheck.report.text import format_number
 
-# Layer status values shown in the table and the JSON report.
-PASS, FAIL, NO_ONNX, NOT_COMPARABLE = "pass", "fail", "no-onnx", "n/a"
+
+class Status(str, Enum):
+    """What happened to one compared thing (a module, an output, a batch check)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NO_ONNX = "no-onnx"  # no ONNX counterpart: fused into a neighbour, an identity, not executed
+    NOT_COMPARABLE = "n/a"  # mapped, but not comparable (e.g. returns several tensors)
+    ERROR = "error"  # the runtime refused (e.g. a batch size)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Cause(str, Enum):
+    """Why the first divergent module diverges."""
+
+    LOCAL = "local"  # its own ONNX ops, fed torch's inputs, compute something else
+    INHERITED = "inherited"  # its inputs already differ
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Module-level names kept for the runner, the batch checks and the server comparison.
+PASS, FAIL, NO_ONNX, NOT_COMPARABLE = Status.PASS, Status.FAIL, Status.NO_ONNX, Status.NOT_COMPARABLE
 
 
 @dataclass(frozen=True)
 class LayerResult:
-    order: int  # execution (completion) order in the torch forward pass
+    order: int  # execution (completion) order in the torch forward pass; -1 when it never ran
     module: str
     class_name: str
     op_types: tuple[str, ...]
     onnx_value: str | None
-    status: str  # PASS, FAIL, NO_ONNX or NOT_COMPARABLE
+    status: str  # a Status
     stats: ErrorStats | None  # worst case over samples
     worst_sample: int | None
     failing_samples: tuple[int, ...]
     source: str | None
     note: str = ""
+
+    @property
+    def budget_abs(self) -> float | None:
+        """The largest absolute error the tolerance allows at the worst element (atol + rtol·max|expected|)."""
+        if self.stats is None:
+            return None
+        return self.stats.atol + self.stats.rtol * self.stats.expected_absmax
 
 
 @dataclass(frozen=True)
@@ -42,7 +83,7 @@ class OutputResult:
 @dataclass(frozen=True)
 class FirstDivergence:
     module: str
-    cause: str  # "local": the module's own ONNX ops introduce the error; "inherited": it arrives with its inputs
+    cause: str  # a Cause
     source: str | None  # file:line of the diverging op (or of the module's forward)
     op_types: tuple[str, ...]
     sample: int
@@ -51,6 +92,11 @@ class FirstDivergence:
     local_max_abs: float | None  # error of the module's ONNX ops fed torch's own inputs
     amplification: float | None
     note: str = ""
+
+    @property
+    def how(self) -> str:
+        wording = {"local": "introduces the error", "inherited": "inherits the error from its inputs"}
+        return wording.get(str(self.cause), "diverges (cause undetermined)")
 
 
 @dataclass(frozen=True)
@@ -68,7 +114,7 @@ class InputRecord:
 class BatchCheck:
     batch_size: int
     output: str
-    status: str  # PASS, FAIL, or "error" when the runtime refused the batch
+    status: str  # PASS, FAIL, or ERROR when the runtime refused the batch
     max_abs: float | None
     worst_row: int | None
     error: str | None = None
@@ -77,6 +123,8 @@ class BatchCheck:
 
 @dataclass(frozen=True)
 class ExportDiffResult:
+    command: ClassVar[str] = "export-diff"
+
     findings: tuple[Finding, ...]
     layers: tuple[LayerResult, ...]
     outputs: tuple[OutputResult, ...]
@@ -92,26 +140,48 @@ class ExportDiffResult:
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the ONNX model compared (onnx.ModelProto)
 
     @property
-    def verdict(self) -> str:
-        return verdict_of(self.findings)
+    def verdict(self) -> Verdict:
+        return Verdict.of(self.findings)
 
     def __bool__(self) -> bool:  # truthy when there is no gap, as Polygraphy's results are
-        return self.verdict == "pass"
+        return self.verdict is Verdict.PASS
 
     @property
     def headline(self) -> str:
         """The one sentence on top of the report."""
         fd = self.first_divergence
         if fd is not None:
-            how = {"local": "introduces the error", "inherited": "inherits the error from its inputs"}.get(
-                fd.cause, "diverges (cause undetermined)"
-            )
             where = f" ({fd.source})" if fd.source else ""
             ops = f" [{', '.join(fd.op_types)}]" if fd.op_types else ""
-            return f"first divergence: {fd.module}{ops} {how}{where}, max |err| {fd.output_max_abs:.3g} on sample {fd.sample}"
+            return f"first divergence: {fd.module}{ops} {fd.how}{where}, max |err| {fd.output_max_abs:.3g} on sample {fd.sample}"
         gaps = [f for f in self.findings if f.is_gap]
         if gaps:
             codes = ", ".join(dict.fromkeys(f.code for f in gaps))
             return f"{len(gaps)} gap finding(s): {codes}"
         compared = sum(1 for layer in self.layers if layer.status in (PASS, FAIL))
         return f"no gap: {compared} modules and {len(self.outputs)} outputs match over {self.num_samples} sample(s)"
+
+    @property
+    def run_summary(self) -> str:
+        fallback = f" (dynamo failed: {self.fallback_reason})" if self.fallback_reason else ""
+        return f"exporter: {self.exporter}{fallback} · precision: {self.precision} · samples: {self.num_samples}"
+
+    # --- the report contract ------------------------------------------------------------------
+    def sections(self) -> dict[str, Any]:
+        from gapcheck.report import export_diff as views
+
+        return views.sections(self)
+
+    def views(self) -> tuple[Table | Chart, ...]:
+        from gapcheck.report import export_diff as views
+
+        return views.views(self)
+
+    def checks(self) -> list[Check]:
+        from gapcheck.report import export_diff as views
+
+        return views.checks(self)
+
+
+def num(value: float | None) -> str:
+    return "-" if value is None else format_number(value)

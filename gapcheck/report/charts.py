@@ -76,8 +76,8 @@ def _series_chart(chart: Chart) -> str:
     for index in chart.marks:
         if 0 <= index < len(positions):
             ax.axvline(index, color="#b00020", linewidth=1, linestyle=":")
-            ax.annotate(chart.x[index], (index, 1), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                        color="#b00020", ha="right", va="top")
+            ax.annotate(chart.x[index], (index, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                        color="#b00020", ha="right", va="bottom")
     if chart.log_y:
         ax.set_yscale("log")
     ax.set_ylabel(chart.y_label)

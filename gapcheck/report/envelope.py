@@ -68,3 +68,24 @@ def envelope(result: CommandResult) -> dict[str, Any]:
         "timings": to_jsonable(dict(result.timings)),
         **sections,
     }
+
+
+def schema_for(command: str) -> dict[str, Any]:
+    """The JSON Schema shipped for ``command``'s report (``gapcheck/schemas/<command>.schema.json``)."""
+    import json
+    from importlib import resources
+
+    name = f"{command}.schema.json"
+    try:
+        text = resources.files("gapcheck.schemas").joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KeyError(f"no JSON Schema shipped for command {command!r} (expected gapcheck/schemas/{name})") from None
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def validate(document: dict[str, Any]) -> None:
+    """Validate a report against its command's schema (needs ``jsonschema``, a test dependency); raises on error."""
+    import jsonschema
+
+    jsonschema.validate(document, schema_for(str(document.get("command"))), cls=jsonschema.Draft202012Validator)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gapcheck.cli.app import main
+from gapcheck.report.envelope import validate
 from sample_models.cnn import build_small_resnet
 
 RESNET = ["--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32", "--no-progress"]
@@ -33,7 +34,8 @@ def test_clean_model_exits_0_with_reports(tmp_path, capsys, resnet_checkpoint):
     assert code == 0, out
     assert "PASS" in out and "layer1.0.bn1" in out
     doc = json.loads(report.read_text())
-    assert doc["schema_version"] and doc["command"] == "export-diff"
+    validate(doc)
+    assert doc["schema_version"] == "2.0" and doc["command"] == "export-diff"
     assert doc["verdict"] == "pass" and doc["first_divergence"] is None
     assert {layer["module"] for layer in doc["layers"]} >= {"conv1", "bn1", "layer1.0.conv1", "fc"}
     folded = next(layer for layer in doc["layers"] if layer["module"] == "conv1")
@@ -45,13 +47,22 @@ def test_clean_model_exits_0_with_reports(tmp_path, capsys, resnet_checkpoint):
 
 
 def test_planted_gap_exits_1_and_names_module(tmp_path, capsys):
-    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
-    code = main(["export-diff", *CUSTOM, "--num-samples", "3", "--json", str(report), "--junit", str(junit)])
+    report, junit, page = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.html"
+    code = main(["export-diff", *CUSTOM, "--num-samples", "3", "--json", str(report), "--junit", str(junit),
+                 "--html", str(page)])
     out = capsys.readouterr().out
     assert code == 1
     assert "first divergence: act" in out
     doc = json.loads(report.read_text())
+    validate(doc)
     assert doc["verdict"] == "gap"
+    assert [f["code"] for f in doc["findings"]] == ["layer_divergence", "output_mismatch"]
+    assert doc["findings"][0]["subject"] == {"module": "act"} and len(doc["findings"][0]["fingerprint"]) == 16
+    html = page.read_text()
+    assert html.count('src="data:image/png;base64,') == 1  # the error-by-depth chart
+    for title in ("error by depth", "module outputs", "localization of the first divergence", "inputs fed to each backend"):
+        assert title in html
+    assert "<dt>cause</dt><dd>local</dd>" in html and "first divergence marked: act" in html
     assert doc["first_divergence"]["module"] == "act" and doc["first_divergence"]["cause"] == "local"
     assert doc["first_divergence"]["source"].startswith(str(__import__("sample_models").__path__[0]))
     failures = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
@@ -99,7 +110,7 @@ def test_existing_onnx_file_is_compared(tmp_path, capsys):
         ([*RESNET, "--precision", "bf16"], "bfloat16"),
         ([*RESNET, "--triton-url", "localhost:1"], "--triton-model"),
         ([*RESNET, "--triton-url", "localhost:1", "--triton-model", "m", "--triton-ssl-root-cert", "no.pem"], "no.pem"),
-        ([*RESNET, "--triton-url", "localhost:1/v2", "--triton-model", "m"], "host:port"),
+        ([*RESNET, "--triton-url", "localhost", "--triton-model", "m"], "host:port"),
         ([*RESNET, "--triton-url", "localhost:1", "--triton-model", "m", "--triton-header", "k:v",
           "--triton-header", "no-colon"], "--triton-header #2 must be KEY:VALUE"),
     ],
@@ -110,6 +121,17 @@ def test_usage_and_input_errors_exit_2(args, message, capsys):
     assert code == 2, captured.out + captured.err
     assert message in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_unwritable_report_path_exits_2_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["export-diff", "--checkpoint", "missing.pt", *RESNET, "--html", str(blocker / "r.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--html report path" in err and "not found" not in err  # refused before loading anything
+    same = tmp_path / "r.out"
+    assert main(["export-diff", *RESNET, "--json", str(same), "--html", str(same)]) == 2
+    assert "name the same file" in capsys.readouterr().err
 
 
 def test_corrupt_checkpoint_and_onnx_exit_2(tmp_path, capsys):
@@ -206,6 +228,7 @@ def test_onnx_file_of_another_model_is_named_as_such(tmp_path, capsys):
     code = main(["export-diff", "--model", f"{factory}:build", "--onnx", str(other), "--no-progress", "--json", str(report)])
     assert code == 1
     doc = json.loads(report.read_text())
+    validate(doc)
     mismatch = next(f for f in doc["findings"] if f["code"] == "onnx_model_mismatch")
     assert "gate" in mismatch["evidence"]["unknown_modules"]
     assert doc["first_divergence"] is None

@@ -1,0 +1,1 @@
+"""JSON Schemas of the report envelope, one file per command: ``<command>.schema.json``."""
