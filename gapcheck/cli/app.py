@@ -31,6 +31,9 @@ COMMANDS: dict[str, LazyCommand] = {
                           "Export a checkpoint to ONNX and a Triton model repository."),
     "explain": LazyCommand("gapcheck.cli.explain", "command", "Explain a finding code (or --list them all).",
                            no_args_is_help=False),
+    "golden": LazyCommand("gapcheck.cli.golden", "app", "Record or verify a golden bundle (record / verify)."),
+    "nightly": LazyCommand("gapcheck.cli.nightly", "command", "Check deployed endpoints against a golden bundle; record history; alert."),
+    "history": LazyCommand("gapcheck.cli.history", "command", "Show the nightly history: statuses and error trends.", no_args_is_help=False),
 }
 
 app = typer.Typer(

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from gapcheck.findings import Finding
 from gapcheck.golden.bundle import load_bundle, read_manifest
 from gapcheck.golden.record import RecordOutcome
-from gapcheck.report.contract import Check, ResultBase, Table, findings_table
+from gapcheck.report.contract import Check, ResultBase, Table
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,6 @@ class GoldenResult(ResultBase):
                       b["tolerances"][o["name"]]["rtol"], b["tolerances"][o["name"]]["atol"]) for o in b["outputs"])
         views: list[Table] = [Table("Golden outputs", ("output", "dtype", "shape per sample", "rtol", "atol"), rows,
                                     note=f"{b['path']} · bundle {b['bundle_hash']}")]
-        if self.findings:
-            views.append(findings_table(self.findings))
         return views
 
     def checks(self) -> Sequence[Check]:

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -117,7 +116,7 @@ class EndpointSpec:
 
     name: str
     address: str  # host:port
-    protocol: str  # "grpc" | "http"
+    protocol: str | None  # "grpc" | "http"; None: a bare host:port, probed on connect
     ssl: bool
     model: str
     version: str | None = None
@@ -126,14 +125,15 @@ class EndpointSpec:
 
     @property
     def display_url(self) -> str:
-        scheme = {("grpc", False): "grpc", ("grpc", True): "grpcs", ("http", False): "http", ("http", True): "https"}
         version = f"?version={self.version}" if self.version else ""
-        return f"{scheme[(self.protocol, self.ssl)]}://{self.address}/{self.model}{version}"
+        scheme = f"{self.protocol}{'s' if self.ssl else ''}://" if self.protocol else ("https://" if self.ssl else "")
+        return f"{scheme}{self.address}/{self.model}{version}"
 
     def triton_endpoint(self, retries: int):
         from gapcheck.triton.client import TritonEndpoint
 
-        return TritonEndpoint(self.address, protocol=self.protocol, headers=self.headers, ssl=self.ssl,
+        scheme = f"{self.protocol}{'s' if self.ssl else ''}://" if self.protocol else ""
+        return TritonEndpoint(scheme + self.address, protocol=self.protocol, headers=self.headers, ssl=self.ssl,
                               timeout_s=self.timeout_s, retries=retries)
 
 
@@ -147,29 +147,22 @@ def _resolve_header(name: str, key: str, value: str) -> str:
 
 
 def endpoint_spec(config: EndpointConfig) -> EndpointSpec:
-    """Parse ``scheme://host:port[/model][?version=N]`` (the model and version may also come as fields)."""
+    """Parse ``scheme://host:port[/model][?version=N]`` with the Triton URL parser (model/version may be fields)."""
+    from gapcheck.triton.url import check_model_name, parse_endpoint_url
+
     if not _NAME.match(config.name):
         raise UsageError(f"endpoint name {config.name!r} may only use letters, digits, '_', '-' and '.'")
-    parts = urlsplit(config.url.strip())
-    scheme = parts.scheme.lower()
-    if scheme not in ("grpc", "grpcs", "http", "https"):
-        raise UsageError(f"endpoint {config.name!r}: the URL must start with grpc://, grpcs://, http:// or https://")
-    host = parts.hostname
     try:
-        port = parts.port
-    except ValueError:
-        raise UsageError(f"endpoint {config.name!r}: the URL has an invalid port") from None
-    if not host:
-        raise UsageError(f"endpoint {config.name!r}: the URL has no host")
-    port = port or {"grpc": 8001, "grpcs": 8001, "http": 8000, "https": 443}[scheme]
-    model = config.model or parts.path.strip("/")
-    if not model or "/" in model:
+        location = parse_endpoint_url(config.url)
+    except UsageError as exc:
+        raise UsageError(f"endpoint {config.name!r}: {exc.message}") from None
+    model = config.model or location.model
+    if not model:
         raise UsageError(f"endpoint {config.name!r}: give the model as the URL path (grpc://host:8001/MODEL) or model")
-    query = parse_qs(parts.query)
-    version = config.version or (query.get("version", [None])[0])
+    check_model_name(model)
     headers = {k: _resolve_header(config.name, k, v) for k, v in config.headers.items()}
-    return EndpointSpec(name=config.name, address=f"{host}:{port}", protocol="http" if scheme.startswith("http") else "grpc",
-                        ssl=scheme in ("grpcs", "https"), model=model, version=version, headers=headers,
+    return EndpointSpec(name=config.name, address=location.address, protocol=location.protocol, ssl=location.ssl,
+                        model=model, version=config.version or location.version, headers=headers,
                         timeout_s=config.timeout_s)
 
 

@@ -84,8 +84,9 @@ class EndpointOutcome:
 
 
 def _is_restricted(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(word in text for word in _RESTRICTED)
+    from gapcheck.triton.client import RestrictedApiError
+
+    return isinstance(exc, RestrictedApiError) or any(word in str(exc).lower() for word in _RESTRICTED)
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -137,8 +138,8 @@ def _batches(count: int, size: int) -> list[tuple[int, int]]:
 class _Inference:
     """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within a deadline."""
 
-    def __init__(self, spec: EndpointSpec, retries: int, outputs: list[str], deadline: float) -> None:
-        self.spec, self.retries, self.outputs, self.deadline = spec, retries, outputs, deadline
+    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str], deadline: float) -> None:
+        self.spec, self.endpoint, self.outputs, self.deadline = spec, endpoint, outputs, deadline
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
@@ -146,7 +147,7 @@ class _Inference:
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self.spec.triton_endpoint(self.retries).connect()
+            conn = self.endpoint.connect()
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -167,12 +168,12 @@ class _Inference:
             conn.close()
 
 
-def _served_facts(spec: EndpointSpec, retries: int, findings: list[Finding]) -> tuple[str | None, str | None, int | None,
+def _served_facts(spec: EndpointSpec, endpoint: Any, findings: list[Finding]) -> tuple[str | None, str | None, int | None,
                                                                                       list[str]]:
     """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
-    with spec.triton_endpoint(retries).connect() as conn:
+    with endpoint.connect() as conn:
         if not conn.server_live():
             raise EndpointError(f"Triton server {conn.display_url} is not live")
         if not conn.model_ready(spec.model, spec.version, wait=False):
@@ -194,12 +195,12 @@ def _served_facts(spec: EndpointSpec, retries: int, findings: list[Finding]) -> 
         return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
 
 
-def _audit(spec: EndpointSpec, bundle: GoldenBundle, retries: int) -> list[Finding]:
+def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle) -> list[Finding]:
     from gapcheck.codes.nightly import AUDIT_LIMITED
     from gapcheck.triton.audit import audit_deployment
 
     try:
-        result = audit_deployment(spec.triton_endpoint(retries), spec.model, onnx_model=bundle.onnx_path,
+        result = audit_deployment(endpoint, spec.model, onnx_model=bundle.onnx_path,
                                   version=spec.version)
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
@@ -220,15 +221,16 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
     findings: list[Finding] = []
     served = (None, None, None)
     try:
-        version, chash, max_batch, served_outputs = _served_facts(spec, retries, findings)
+        endpoint = spec.triton_endpoint(retries).resolve()  # a bare host:port is probed once, here
+        version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)
         served = (version, chash, max_batch)
         timings["readiness"] = time.monotonic() - start
         if audit:
             tick = time.monotonic()
-            findings.extend(_audit(spec, bundle, retries))
+            findings.extend(_audit(spec, endpoint, bundle))
             timings["audit"] = time.monotonic() - tick
         tick = time.monotonic()
-        outputs, requests = _infer_and_compare(spec, bundle, retries, max_batch or 1, max_in_flight, deadline,
+        outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight, deadline,
                                                served_outputs, findings)
         timings["inference"] = time.monotonic() - tick
     except (GapcheckError, OSError, TimeoutError) as exc:
@@ -241,7 +243,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
     return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings)
 
 
-def _infer_and_compare(spec: EndpointSpec, bundle: GoldenBundle, retries: int, batch: int, max_in_flight: int,
+def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, batch: int, max_in_flight: int,
                        deadline: float, served_outputs: list[str], findings: list[Finding]
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING
@@ -257,7 +259,7 @@ def _infer_and_compare(spec: EndpointSpec, bundle: GoldenBundle, retries: int, b
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
     requests: list[dict[str, Any]] = []
-    inference = _Inference(spec, retries, wanted, deadline)
+    inference = _Inference(spec, endpoint, wanted, deadline)
     pending: dict[Future, tuple[int, int]] = {}
     todo = iter(_batches(bundle.num_samples, batch))
     try:

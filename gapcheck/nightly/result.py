@@ -9,7 +9,7 @@ from gapcheck.findings import Finding, Verdict
 from gapcheck.nightly.alerts import Delivery
 from gapcheck.nightly.probe import EndpointOutcome
 from gapcheck.nightly.status import Classification, Status
-from gapcheck.report.contract import Check, ResultBase, Table, findings_table
+from gapcheck.report.contract import Check, ResultBase, Table
 
 
 def _g(value: float | None) -> str:
@@ -143,8 +143,6 @@ class NightlyResult(ResultBase):
             views.append(Table("Worst outputs", ("endpoint", "output", "verdict", "max |err|", "of tolerance",
                                                  "failing samples", "worst samples"), tuple(worst_rows),
                                tuple(i for i, r in enumerate(worst_rows) if r[2] == "gap")))
-        if self.findings:
-            views.append(findings_table(self.findings))
         return views
 
     def checks(self) -> Sequence[Check]:
