@@ -1,0 +1,138 @@
+"""input_contract: a forward pre-hook that checks what the model is fed against what it was trained on.
+
+Declared once, next to the model: ``dtype``, the value ``range`` (NaN/Inf always break it), and the
+``layout`` ("NCHW", "NHWC", "NC", ...: the number of axes, and where the channels are). The channel
+count comes from ``channels=`` or, when the layout has a C, from the first Conv layer's
+``in_channels`` — so an NHWC image fed to an NCHW model is named as such, not as a shape error deep
+inside. The range check is a reduction over the input; ``every=N`` checks every N-th call.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gapcheck.codes.guards import INPUT_CONTRACT
+from gapcheck.errors import UsageError
+from gapcheck.findings import Subject
+from gapcheck.guards.base import InputContractError, Ledger, Mode, check_every
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class ContractBreach:
+    call: int
+    what: str  # "dtype" | "range" | "layout" | "type"
+    message: str
+
+
+def _first_conv_channels(model: Any) -> int | None:
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.conv._ConvNd):
+            return int(module.in_channels)
+    return None
+
+
+class InputContract:
+    """The hook's state: calls seen, breaches, and ``remove()`` (also a context manager)."""
+
+    def __init__(self, model: "torch.nn.Module", *, dtype: "torch.dtype | None" = None,
+                 range: tuple[float, float] | None = None, layout: str | None = None,  # noqa: A002 - the issue's name
+                 channels: int | None = None, argument: int | str = 0, every: int = 1,
+                 mode: Mode | str = Mode.RAISE) -> None:
+        if range is not None and not (range[0] <= range[1]):
+            raise UsageError(f"range must be (low, high) with low <= high, got {range}")
+        if layout is not None and (not layout.isalpha() or len(set(layout.upper())) != len(layout)):
+            raise UsageError(f"layout must be axis letters such as 'NCHW', got {layout!r}")
+        self.model = model
+        self.dtype = dtype
+        self.range = range
+        self.layout = layout.upper() if layout else None
+        self.channels = channels if channels is not None or not self.layout or "C" not in self.layout \
+            else _first_conv_channels(model)
+        self.argument = argument
+        self.every = check_every(every)
+        self.ledger = Ledger(Mode.parse(mode), InputContractError)
+        self.calls = 0
+        self.breaches: list[ContractBreach] = []
+        self._handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def remove(self) -> None:
+        self._handle.remove()
+
+    def __enter__(self) -> "InputContract":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    @property
+    def violations(self) -> int:
+        return self.ledger.violations
+
+    def _hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.calls += 1
+        if (self.calls - 1) % self.every:
+            return
+        if isinstance(self.argument, int):
+            value = args[self.argument] if self.argument < len(args) else None
+        else:
+            value = kwargs.get(self.argument)
+        problem = self._problem(value)
+        if problem is not None:
+            what, message = problem
+            name = type(self.model).__name__
+            if len(self.breaches) < 100:  # bounded, like the ledger's findings
+                self.breaches.append(ContractBreach(self.calls, what, message))
+            self.ledger.report(INPUT_CONTRACT.finding(
+                f"input {self.argument!r} of {name} (call {self.calls}) {message}",
+                subject=Subject(module=name, output=str(self.argument), step=what),
+                evidence={"call": self.calls, "check": what}))
+
+    def _problem(self, value: Any) -> tuple[str, str] | None:
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            return "type", f"is {type(value).__name__}, not a tensor"
+        if self.dtype is not None and value.dtype != self.dtype:
+            return "dtype", (f"has dtype {value.dtype}, the contract says {self.dtype}: cast in the data pipeline "
+                             "(e.g. x.float()) or fix the preprocessing")
+        if self.layout is not None:
+            problem = self._layout_problem(tuple(value.shape))
+            if problem:
+                return "layout", problem
+        if self.range is not None and value.numel():
+            low, high = (float(v) for v in torch.aminmax(value.detach().float()))
+            if not (math.isfinite(low) and math.isfinite(high)):  # NaN propagates into aminmax
+                return "range", "holds NaN or Inf: check the data and the preprocessing for divisions by zero"
+            if low < self.range[0] or high > self.range[1]:
+                return "range", (f"spans [{low:g}, {high:g}], the contract says [{self.range[0]:g}, {self.range[1]:g}]:"
+                                 " is the normalization (ToTensor, Normalize, /255) missing or applied twice?")
+        return None
+
+    def _layout_problem(self, shape: tuple[int, ...]) -> str | None:
+        layout = self.layout or ""
+        if len(shape) != len(layout):
+            return f"has {len(shape)} axes {shape}, the contract's layout {layout} has {len(layout)}"
+        if self.channels is None or "C" not in layout:
+            return None
+        axis = layout.index("C")
+        if shape[axis] == self.channels:
+            return None
+        other = [i for i, size in enumerate(shape) if size == self.channels and i != axis]
+        hint = f" — it looks channels-{'last' if other and other[-1] == len(shape) - 1 else 'moved'}: permute it" \
+            if other else ""
+        return f"has shape {shape}: {layout} expects {self.channels} channels on axis {axis}, got {shape[axis]}{hint}"
+
+
+def input_contract(model: "torch.nn.Module", *, dtype: "torch.dtype | None" = None,
+                   range: tuple[float, float] | None = None, layout: str | None = None,  # noqa: A002
+                   channels: int | None = None, argument: int | str = 0, every: int = 1,
+                   mode: Mode | str = Mode.RAISE) -> InputContract:
+    """Register a forward pre-hook on ``model`` that checks its input; returns the handle (``.remove()``)."""
+    return InputContract(model, dtype=dtype, range=range, layout=layout, channels=channels, argument=argument,
+                         every=every, mode=mode)
