@@ -1,9 +1,12 @@
 """gapcheck.toml / [tool.gapcheck] loading and its error messages."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from gapcheck.config import find_config, load_config
+from gapcheck.config import ExportDiffSection, Section, find_config, load_config, merge_flags, register_section
 from gapcheck.errors import ConfigError
 
 
@@ -36,9 +39,14 @@ anything = 1
     [
         ("[preprocess\n", "invalid TOML"),
         ("[preprocess]\nnn = 3\n", "unknown key(s) in [preprocess]: nn"),
-        ("[preprocess]\nn = '3'\n", "preprocess.n must be int"),
-        ("[preprocess]\nworkers = true\n", "preprocess.workers must be int"),
-        ("[preprocess.stages.a]\naugmented = true\n", "exactly one of 'callable' or 'steps'"),
+        ("[preprocess]\nn = '3'\n", "preprocess.n: Input should be a valid integer (got '3')"),
+        ("[preprocess]\nworkers = true\n", "preprocess.workers: Input should be a valid integer (got True)"),
+        ("[preprocess]\nworkers = 0\n", "preprocess.workers: Input should be greater than or equal to 1"),
+        ("[export_diff]\nprecision = 'fp8'\n", "export_diff.precision: Input should be 'fp32', 'fp16' or 'bf16'"),
+        ("[export_diff]\ntolerances = {'a.*' = [1e-3]}\n", "export_diff.tolerances.a.*"),
+        ("[triton]\ntimeout_s = -1\n", "triton.timeout_s: Input should be greater than 0"),
+        ("preprocess = 3\n", "[preprocess] must be a table"),
+        ("[preprocess.stages.a]\naugmented = true\n", "preprocess.stages.a: needs exactly one of 'callable' or 'steps'"),
         ("[preprocess.stages.a]\ncallable = 'x:y'\ncolour = 1\n", "unknown key(s) in [preprocess.stages.a]: colour"),
         ("[preprocess.stages.a]\nsteps = [{op = 'decode'}, {op = 'resize', size = 3, backend = 'gpu'}]\n", "unknown resize backend"),
         ("[preprocess.stages.a]\nsteps = [{op = 'resize', size = 3}]\n", "first step must be"),
@@ -51,6 +59,52 @@ def test_errors_name_the_file_and_key(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert message in str(info.value) and str(path) in str(info.value)
+
+
+def test_merge_order_file_environment_flags(tmp_path):
+    path = tmp_path / "gapcheck.toml"
+    path.write_text("[export_diff]\nnum_samples = 2\nseed = 7\ntolerances = {'layer1.*' = [1e-3, 1e-4]}\n"
+                    "[preprocess]\nsamples = 'imgs'\n")
+    env = {"GAPCHECK_EXPORT_DIFF__NUM_SAMPLES": "5", "GAPCHECK_PREPROCESS__SAMPLES": "/abs/imgs",
+           "GAPCHECK_TRITON__URL": "grpc://127.0.0.1:8001", "UNRELATED": "x", "GAPCHECK_MAX_ELEMENTS": "9"}
+    cfg = load_config(path, environ=env)
+    section = cfg.section("export_diff")
+    assert isinstance(section, ExportDiffSection)
+    assert (section.num_samples, section.seed, section.tolerances) == (5, 7, {"layer1.*": (1e-3, 1e-4)})
+    assert cfg.preprocess.samples == "/abs/imgs"  # the environment's absolute path, not rebased
+    assert cfg.section("triton").url == "grpc://127.0.0.1:8001"
+    merged = merge_flags(section, {"num_samples": 9, "seed": None})
+    assert merged["num_samples"] == 9 and merged["seed"] == 7
+
+
+def test_environment_errors_name_the_variable(tmp_path):
+    with pytest.raises(ConfigError, match="environment GAPCHECK_EXPORT_DIFF__NUM_SAMPLES: export_diff.num_samples"):
+        load_config(start=tmp_path, environ={"GAPCHECK_EXPORT_DIFF__NUM_SAMPLES": "many"})
+
+
+def test_registered_sections_validate_and_others_stay_raw(tmp_path):
+    class Demo(Section):
+        level: int = 1
+
+    register_section("demo_h1a", Demo)
+    register_section("demo_h1a", Demo)  # idempotent for the same model
+    path = tmp_path / "gapcheck.toml"
+    path.write_text("[demo_h1a]\nlevel = 3\n[later]\nx = 1\n")
+    cfg = load_config(path)
+    assert cfg.section("demo_h1a") == Demo(level=3) and cfg.section("later") is None and cfg.sections["later"] == {"x": 1}
+    with pytest.raises(RuntimeError, match="registered twice"):
+        register_section("demo_h1a", type("Other", (Section,), {}))
+    path.write_text("[demo_h1a]\nlevel = 'high'\n")
+    with pytest.raises(ConfigError, match="demo_h1a.level"):
+        load_config(path)
+
+
+def test_lazy_section_table_imports_nothing_heavy():
+    code = ("import sys; from gapcheck.config import load_config, SECTION_MODELS; "
+            "[__import__(m.split(':')[0]) for m in SECTION_MODELS.values()]; "
+            "print(sorted(m for m in ('torch', 'numpy', 'onnxruntime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_explicit_missing_file(tmp_path):
