@@ -1,0 +1,74 @@
+"""What leakage and drift share: planning sources into engine shards, bad-input and shard-failure findings,
+and the per-side summary both reports carry."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from gapcheck.data.sources import SourcePlan
+from gapcheck.engines import Shard, ShardFailure
+from gapcheck.findings import Finding, Subject
+
+MAX_LISTED_ITEMS = 1_000  # bad items listed in the JSON (the count is always exact)
+
+
+@dataclass(frozen=True)
+class SideSummary:
+    name: str
+    location: str
+    kind: str
+    items: int
+    used: int
+    bad: int
+    skipped_files: int
+
+
+def shard_items(payload: dict[str, Any]) -> tuple[str, ...]:
+    """Human names of what a payload covers, for a shard that keeps failing."""
+    if "urls" in payload:
+        return tuple(f"{payload['split']}:{n}" for n in payload["names"])
+    if payload.get("kind") == "dataset":
+        return (f"{payload['split']}: samples {payload['start']}-{payload['stop'] - 1}",)
+    where = payload.get("row_group")
+    part = f" row group {where}" if where is not None else (f" rows {payload['start']}-{payload['stop'] - 1}"
+                                                          if "start" in payload else "")
+    return (f"{payload['split']}:{payload['name']}{part}",)
+
+
+def make_shards(wrapped: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[Shard]:
+    """(job payload, source payload) pairs → engine shards numbered in order."""
+    return [Shard(index=i, payload=job, items=shard_items(source)) for i, (job, source) in enumerate(wrapped)]
+
+
+def bad_input_findings(label: str, bad: Sequence[tuple[str, str]]) -> list[Finding]:
+    from gapcheck.codes import data as codes
+
+    if not bad:
+        return []
+    reasons: dict[str, int] = {}
+    for _, reason in bad:
+        key = reason.split(":")[0]
+        reasons[key] = reasons.get(key, 0) + 1
+    summary = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return [codes.BAD_INPUT.finding(f"{label}: {len(bad)} item(s) could not be used ({summary})",
+                                    subject=Subject(stage=label),
+                                    evidence={"count": len(bad), "reasons": reasons,
+                                              "items": [f"{item}: {reason}" for item, reason in bad[:20]]})]
+
+
+def shard_failure_findings(failures: Sequence[ShardFailure]) -> list[Finding]:
+    from gapcheck.codes import data as codes
+
+    return [codes.SHARD_FAILED.finding(
+        f"shard {f.index} failed after {f.attempts} attempt(s): {f.error}; {len(f.items)} item(s) not checked",
+        subject=Subject(sample=f"shard {f.index}"), evidence={"error": f.error, "attempts": f.attempts,
+                                                               "items": list(f.items[:50])})
+        for f in failures]
+
+
+def listing_bad(plan: SourcePlan) -> list[tuple[str, str]]:
+    return [(f"{plan.spec.name}:{b.item}", b.reason) for b in plan.bad]
+
+
+def bad_items_section(bad: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"item": item, "reason": reason} for item, reason in list(bad)[:MAX_LISTED_ITEMS]]

@@ -1,0 +1,251 @@
+"""`gapcheck drift`: is the current split distributed like the reference? Honest about effect sizes.
+
+A job on the engines: every shard of either side becomes a :class:`SidePartial` (exact counts,
+nulls, sums, category counts, a KLL sketch, and a seeded bottom-k row sample); partials merge in
+shard order; the tests below run once on the merged value.
+
+- numeric features: two-sample KS (scipy) on the row samples with the effect sizes beside the
+  p-value — KS D and the Wasserstein distance in reference-std units;
+- categorical features: chi-square on the exact category counts with Cramér's V;
+- Benjamini–Hochberg over all features; a ``drift`` finding needs q < threshold AND effect ≥ minimum,
+  so a million rows do not flag noise;
+- ``missing_values_shift``: the null rate moved by at least ``min_null_shift`` (and a two-proportion
+  test agrees);
+- coverage: the current split's share in each decile of the reference (``coverage_gap`` when a bin
+  holds under a fifth of its expected share) — visible even when KS is quiet.
+Image folders are compared on per-image properties (per-channel mean/std, brightness, size, aspect).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gapcheck.data.features import SidePartial, side_partial
+from gapcheck.data.sketches import SAMPLE_SIZE, ColumnStats, kll_ks_distance
+from gapcheck.findings import Finding
+
+SIDES = ("reference", "current")
+BINS = 10
+COVERAGE_FLOOR = 0.2  # a bin holding under 20% of its expected share is a coverage gap
+MIN_EXPECTED_IN_BIN = 25  # ...when enough current values were expected there to tell
+
+
+@dataclass(frozen=True)
+class DriftOptions:
+    p_threshold: float = 0.01
+    min_effect: float = 0.1
+    min_null_shift: float = 0.05
+    columns: tuple[str, ...] | None = None
+    seed: int = 0
+    sample_size: int = SAMPLE_SIZE
+
+
+@dataclass(frozen=True)
+class FeatureDrift:
+    """The comparison of one feature (every number a person needs to judge it)."""
+
+    feature: str
+    kind: str  # "numeric" | "categorical" | "unusable"
+    test: str  # "ks" | "chi2" | "none"
+    n_reference: int
+    n_current: int
+    statistic: float | None
+    p_value: float | None
+    q_value: float | None
+    ks_d: float | None
+    wasserstein_std: float | None
+    cramers_v: float | None
+    effect: float | None
+    mean_reference: float | None
+    mean_current: float | None
+    std_reference: float | None
+    std_current: float | None
+    null_rate_reference: float
+    null_rate_current: float
+    coverage: tuple[float, ...]
+    drift: bool
+    ks_d_sketch: float | None = None  # from the KLL sketches (views only: KLL is not seeded, see sketches.py)
+
+
+def drift_task(payload: dict[str, Any]) -> dict[str, SidePartial]:
+    """One shard → ``{side: SidePartial}`` (module level: every engine can ship it)."""
+    side = payload["side"]
+    return {side: side_partial(payload["source"], payload["columns"], payload["seed"], payload["k"])}
+
+
+def empty_partial() -> dict[str, SidePartial]:
+    return {}
+
+
+def merge_partials(a: dict[str, SidePartial], b: dict[str, SidePartial]) -> dict[str, SidePartial]:
+    merged = dict(a)
+    for side, partial in b.items():
+        merged[side] = merged[side].merge(partial) if side in merged else partial
+    return merged
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """BH-adjusted q-values (monotone, capped at 1), in the input order."""
+    n = len(p_values)
+    if not n:
+        return []
+    order = np.argsort(p_values, kind="stable")
+    ranked = np.asarray(p_values, dtype=np.float64)[order] * n / np.arange(1, n + 1)
+    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
+    q = np.empty(n)
+    q[order] = np.minimum(adjusted, 1.0)
+    return q.tolist()
+
+
+def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray, cur_sample: np.ndarray,
+                    options: DriftOptions) -> FeatureDrift:
+    """The test, effect sizes and coverage of one feature (q-value and verdict are filled in after BH)."""
+    from scipy import stats
+
+    base = dict(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur), q_value=None, drift=False)
+    if ref.numeric + ref.text == 0 or cur.numeric + cur.text == 0:
+        return FeatureDrift(kind="unusable", test="none", n_reference=0, n_current=0, statistic=None, p_value=None,
+                            ks_d=None, wasserstein_std=None, cramers_v=None, effect=None, mean_reference=None,
+                            mean_current=None, std_reference=None, std_current=None, coverage=(), **base)
+    if ref.is_numeric and cur.is_numeric:
+        a, b = ref_sample[np.isfinite(ref_sample)], cur_sample[np.isfinite(cur_sample)]
+        if len(a) == 0 or len(b) == 0:
+            return FeatureDrift(kind="unusable", test="none", n_reference=len(a), n_current=len(b), statistic=None,
+                                p_value=None, ks_d=None, wasserstein_std=None, cramers_v=None, effect=None,
+                                mean_reference=ref.mean, mean_current=cur.mean, std_reference=ref.std,
+                                std_current=cur.std, coverage=(), **base)
+        ks = stats.ks_2samp(a, b)
+        scale = ref.std if ref.std and math.isfinite(ref.std) and ref.std > 0 else None
+        w = float(stats.wasserstein_distance(a, b)) / scale if scale else None
+        d = float(ks.statistic)
+        return FeatureDrift(kind="numeric", test="ks", n_reference=len(a), n_current=len(b), statistic=d,
+                            p_value=float(ks.pvalue), ks_d=d, wasserstein_std=w, cramers_v=None,
+                            effect=max(d, w or 0.0), mean_reference=ref.mean, mean_current=cur.mean,
+                            std_reference=ref.std, std_current=cur.std, coverage=coverage(a, b),
+                            ks_d_sketch=kll_ks_distance(ref.kll, cur.kll), **base)
+    if ref.overflow or cur.overflow:
+        return FeatureDrift(kind="categorical", test="none", n_reference=ref.rows - ref.nulls,
+                            n_current=cur.rows - cur.nulls, statistic=None, p_value=None, ks_d=None,
+                            wasserstein_std=None, cramers_v=None, effect=None, mean_reference=None, mean_current=None,
+                            std_reference=None, std_current=None, coverage=(), **base)
+    keys = sorted(set(ref.categories) | set(cur.categories))
+    table = np.array([[ref.categories.get(k, 0) for k in keys], [cur.categories.get(k, 0) for k in keys]], float)
+    n = float(table.sum())
+    if len(keys) < 2:
+        chi2, p = 0.0, 1.0
+    else:
+        chi2, p, _, _ = stats.chi2_contingency(table, correction=False)
+    v = math.sqrt(chi2 / n) if n else 0.0  # 2 rows: min(r, c) - 1 = 1
+    return FeatureDrift(kind="categorical", test="chi2", n_reference=int(table[0].sum()), n_current=int(table[1].sum()),
+                        statistic=float(chi2), p_value=float(p), ks_d=None, wasserstein_std=None, cramers_v=v, effect=v,
+                        mean_reference=None, mean_current=None, std_reference=None, std_current=None, coverage=(),
+                        **base)
+
+
+def coverage(reference: np.ndarray, current: np.ndarray, bins: int = BINS) -> tuple[float, ...]:
+    """Share of ``current`` in each quantile bin of ``reference`` (ties collapse bins, so fewer may come back)."""
+    edges = np.unique(np.quantile(reference, np.linspace(0, 1, bins + 1)[1:-1]))
+    index = np.searchsorted(edges, current, side="right")
+    counts = np.bincount(index, minlength=len(edges) + 1)
+    return tuple(float(c) / len(current) for c in counts)
+
+
+def _rate(stats: ColumnStats) -> float:
+    return stats.nulls / stats.rows if stats.rows else 0.0
+
+
+def null_shift_p(ref: ColumnStats, cur: ColumnStats) -> float:
+    """Two-proportion z-test p-value for the null rates."""
+    from scipy import stats
+
+    n1, n2 = ref.rows, cur.rows
+    if not n1 or not n2:
+        return 1.0
+    pooled = (ref.nulls + cur.nulls) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 1.0 if ref.nulls / n1 == cur.nulls / n2 else 0.0
+    z = abs(ref.nulls / n1 - cur.nulls / n2) / se
+    return float(2 * stats.norm.sf(z))
+
+
+def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOptions) -> list[FeatureDrift]:
+    """Every shared feature compared, BH-corrected, with the drift verdict set."""
+    import dataclasses
+
+    names = [n for n in reference.order if n in current.columns]
+    features = [compare_feature(n, reference.columns[n], current.columns[n], reference.reservoir.columns[n],
+                                current.reservoir.columns[n], options) for n in names]
+    tested = [i for i, f in enumerate(features) if f.p_value is not None]
+    q_values = benjamini_hochberg([features[i].p_value for i in tested])  # type: ignore[misc]
+    for i, q in zip(tested, q_values):
+        f = features[i]
+        drift = q < options.p_threshold and (f.effect or 0.0) >= options.min_effect
+        features[i] = dataclasses.replace(f, q_value=q, drift=drift)
+    return features
+
+
+def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
+    """Bins of the reference the current split leaves (nearly) empty."""
+    if not feature.coverage:
+        return []
+    expected = 1.0 / len(feature.coverage)
+    if expected * n_current < MIN_EXPECTED_IN_BIN:
+        return []
+    return [i for i, share in enumerate(feature.coverage) if share < COVERAGE_FLOOR * expected]
+
+
+def drift_findings(features: list[FeatureDrift], reference: SidePartial, current: SidePartial,
+                   options: DriftOptions) -> list[Finding]:
+    from gapcheck.codes import data as codes
+    from gapcheck.findings import Subject
+
+    findings: list[Finding] = []
+    for f in features:
+        subject = Subject(stage="reference→current", output=f.feature)
+        if f.drift:
+            what = (f"KS D={f.ks_d:.3f}, Wasserstein={_fmt(f.wasserstein_std)} reference std" if f.test == "ks"
+                    else f"Cramér's V={f.cramers_v:.3f}")
+            findings.append(codes.DRIFT.finding(
+                f"{f.feature} shifted: {what} (q={f.q_value:.2g} < {options.p_threshold}, effect ≥ {options.min_effect})",
+                subject=subject, evidence={"test": f.test, "p_value": f.p_value, "q_value": f.q_value, "ks_d": f.ks_d,
+                                           "wasserstein_std": f.wasserstein_std, "cramers_v": f.cramers_v,
+                                           "mean_reference": f.mean_reference, "mean_current": f.mean_current,
+                                           "n_reference": f.n_reference, "n_current": f.n_current}))
+        ref, cur = reference.columns[f.feature], current.columns[f.feature]
+        shift = abs(f.null_rate_current - f.null_rate_reference)
+        if shift >= options.min_null_shift and null_shift_p(ref, cur) < options.p_threshold:
+            findings.append(codes.MISSING_VALUES_SHIFT.finding(
+                f"{f.feature}: missing values {f.null_rate_reference:.1%} in the reference, {f.null_rate_current:.1%} now",
+                subject=subject, evidence={"null_rate_reference": f.null_rate_reference,
+                                           "null_rate_current": f.null_rate_current}))
+        gaps = coverage_gaps(f, f.n_current)
+        if gaps:
+            findings.append(codes.COVERAGE_GAP.finding(
+                f"{f.feature}: the current split leaves reference decile(s) {', '.join(str(g + 1) for g in gaps)} "
+                f"(nearly) empty", subject=subject,
+                evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage)}))
+    return findings
+
+
+def unusable_columns(reference: SidePartial, current: SidePartial) -> list[tuple[str, str]]:
+    """All-null columns, mixed-type columns and columns on one side only, as (item, reason) for bad_input."""
+    problems: list[tuple[str, str]] = []
+    for side, part, other in (("reference", reference, current), ("current", current, reference)):
+        for name in part.order:
+            stats = part.columns[name]
+            if stats.rows and stats.nulls == stats.rows:
+                problems.append((f"{side}:{name}", "all values are missing (all-NaN column)"))
+            elif stats.is_numeric and stats.text:
+                problems.append((f"{side}:{name}", f"mixed column types: {stats.text} text cell(s) in a numeric "
+                                 f"column, e.g. {', '.join(stats.bad_cells[:3])}"))
+            if name not in other.columns:
+                problems.append((f"{side}:{name}", f"column only in the {side} split"))
+    return problems
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

@@ -1,0 +1,94 @@
+"""The drift report: the contract's head, the per-feature table, and the coverage heatmap."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gapcheck.data.common import SideSummary, bad_items_section
+from gapcheck.data.drift import DriftOptions, FeatureDrift
+from gapcheck.findings import Finding
+from gapcheck.report.contract import Chart, ResultBase, Table, findings_table
+
+
+@dataclass(frozen=True)
+class DriftResult(ResultBase):
+    reference: SideSummary
+    current: SideSummary
+    options: DriftOptions
+    features: tuple[FeatureDrift, ...]
+    findings: tuple[Finding, ...]
+    bad_items: tuple[tuple[str, str], ...] = ()
+    engine: str = ""
+    shards: int = 0
+    sample_bound: float = 0.0  # DKW bound of the row sample's CDF (95%)
+    sketch_rank_error: float = 0.0
+    run_timings: dict[str, float] = field(default_factory=dict)
+    command: str = "drift"
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return dict(self.run_timings)
+
+    @property
+    def headline(self) -> str:
+        drifted = [f.feature for f in self.features if f.drift]
+        if drifted:
+            return f"{len(drifted)} of {len(self.features)} feature(s) drifted: {', '.join(drifted[:5])}"
+        others = sum(1 for f in self.findings if f.is_gap)
+        return (f"no drift in {len(self.features)} feature(s)" + (f"; {others} other gap(s)" if others else ""))
+
+    def sections(self) -> dict[str, Any]:
+        options = dataclasses.asdict(self.options)
+        options["columns"] = list(self.options.columns) if self.options.columns else None
+        return {
+            "reference": dataclasses.asdict(self.reference),
+            "current": dataclasses.asdict(self.current),
+            "options": options,
+            "sample": {"size": self.options.sample_size, "seed": self.options.seed,
+                       "cdf_error_bound_95": self.sample_bound},
+            "features": [_feature_json(f) for f in self.features],
+            "bad_items": bad_items_section(self.bad_items),
+        }
+
+    def views(self) -> Sequence[Table | Chart]:
+        views: list[Table | Chart] = []
+        if self.findings:
+            views.append(findings_table(list(self.findings)))
+        rows = tuple((f.feature, f.test, _n(f.p_value, ".2g"), _n(f.q_value, ".2g"), _n(f.ks_d, ".3f"),
+                      _sketch(f.ks_d_sketch, self.sketch_rank_error), _n(f.wasserstein_std, ".3f"),
+                      _n(f.cramers_v, ".3f"), f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",
+                      "DRIFT" if f.drift else "") for f in self.features)
+        views.append(Table(
+            title="Drift per feature", columns=("feature", "test", "p", "q (BH)", "KS D", "KS D (KLL sketch)",
+                                                "Wasserstein / ref std", "Cramér's V", "missing", "verdict"),
+            rows=rows, highlight=tuple(i for i, f in enumerate(self.features) if f.drift),
+            note=f"p-values and KS D from a seeded sample of ≤ {self.options.sample_size} rows per side "
+                 f"(CDF error ≤ {self.sample_bound:.4f} at 95%); the sketch column is ±{2 * self.sketch_rank_error:.3f}."))
+        covered = [f for f in self.features if f.coverage]
+        if covered:
+            width = max(len(f.coverage) for f in covered)
+            views.append(Chart(
+                title="Coverage: share of the current split in each reference decile", kind="heatmap",
+                x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(f.feature for f in covered),
+                matrix=tuple(tuple(f.coverage) + (0.0,) * (width - len(f.coverage)) for f in covered),
+                note="Each reference decile holds 0.10 of the reference; much less here means the current split "
+                     "does not cover that range."))
+        views.append(Table(title="Run", columns=("engine", "shards", "reference rows", "current rows"),
+                           rows=((self.engine, self.shards, self.reference.used, self.current.used),)))
+        return views
+
+
+def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
+    data = dataclasses.asdict(feature)
+    data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
+    data["coverage"] = list(feature.coverage)
+    return data
+
+
+def _n(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _sketch(value: float | None, error: float) -> str:
+    return "" if value is None else f"{value:.3f} ± {2 * error:.3f}"

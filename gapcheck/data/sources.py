@@ -1,0 +1,245 @@
+"""Where samples come from: image folders, tables (.csv, .parquet), arrays (.npy/.npz), a torch Dataset callable.
+
+A source spec is ``name=location``; the location is a local path, a glob, an fsspec URL
+(``file://``, ``memory://``, ``s3://`` with its backend installed) or ``pkg.module:attr`` naming a
+callable that returns a torch ``Dataset``. Planning (this module) runs on the driver and only
+*lists*: file names, parquet footers, array headers, the dataset's length. The bytes are read by
+the workers (:mod:`gapcheck.data.readers`), so raw data never passes through the driver.
+
+Listing problems (a symlink loop, an unreadable folder, files of an unknown kind) are returned
+as :class:`BadItem` values to be reported, never dropped. ``memory://`` filesystems live in one
+process: use them with the serial engine.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from gapcheck.errors import InputError, UsageError
+
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
+TABLE_EXTENSIONS = frozenset({".csv", ".parquet", ".pq"})
+ARRAY_EXTENSIONS = frozenset({".npy", ".npz"})
+_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+MAX_LISTED = 10_000_000  # a listing larger than this is refused before anything is allocated for it
+
+
+class SourceKind(str, enum.Enum):
+    images = "images"  # image files, or a Dataset yielding 2-D/3-D tensors
+    table = "table"  # csv/parquet/npy/npz, or a Dataset yielding 1-D feature vectors
+
+
+@dataclass(frozen=True)
+class BadItem:
+    item: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A split (or side) as the user named it: ``name`` and where its samples are."""
+
+    name: str
+    location: str
+    columns: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """What the driver learned by listing a source: its kind, the shard payloads, problems, skipped files."""
+
+    spec: SourceSpec
+    kind: SourceKind
+    payloads: tuple[dict[str, Any], ...]
+    items: int
+    bad: tuple[BadItem, ...] = ()
+    skipped: tuple[str, ...] = field(default=())
+
+
+def parse_split(text: str) -> SourceSpec:
+    """``name=location`` → :class:`SourceSpec` (a bare location is named after its last path part)."""
+    name, sep, location = text.partition("=")
+    if not sep:
+        location = text
+        name = PurePosixPath(text.rstrip("/")).stem or "split"
+    name, location = name.strip(), location.strip()
+    if not name or not location:
+        raise UsageError(f"a split must be name=location, got {text!r}")
+    return SourceSpec(name=name, location=location)
+
+
+def _filesystem(location: str) -> tuple[Any, str, str]:
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(location)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"cannot open {location!r}: {exc}") from exc
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return fs, path, protocol
+
+
+def _url(protocol: str, path: str) -> str:
+    return path if protocol in ("file", "local") else f"{protocol}://{path.lstrip('/')}" if protocol == "memory" \
+        else f"{protocol}://{path}"
+
+
+def _walk_local(root: str) -> tuple[list[str], list[BadItem]]:
+    """Every file under ``root`` following symlinks, with loops detected (by device+inode) and reported."""
+    files: list[str] = []
+    bad: list[BadItem] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = os.stat(folder)
+        except OSError as exc:
+            bad.append(BadItem(folder, "symlink loop" if exc.errno == 40 else f"unreadable folder: {exc.strerror}"))
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            bad.append(BadItem(folder, "symlink loop (folder already visited)"))
+            continue
+        seen.add(key)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            bad.append(BadItem(folder, f"unreadable folder: {exc.strerror}"))
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=True):
+                    files.append(entry.path)
+                else:
+                    bad.append(BadItem(entry.path, "symlink loop" if entry.is_symlink() else "not a regular file"))
+            except OSError as exc:
+                bad.append(BadItem(entry.path, "symlink loop" if exc.errno == 40 else f"unreadable: {exc.strerror}"))
+            if len(files) > MAX_LISTED:
+                raise InputError(f"{root}: more than {MAX_LISTED} files")
+    return sorted(files), bad
+
+
+def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
+    """(protocol, sorted file paths, listing problems) for a path, a glob or an fsspec URL."""
+    fs, path, protocol = _filesystem(location)
+    local = protocol in ("file", "local")
+    if any(ch in path for ch in "*?["):
+        return protocol, sorted(p for p in fs.glob(path) if fs.isfile(p)), []
+    if local:
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == 40:
+                return protocol, [], [BadItem(path, "symlink loop")]
+            raise InputError(f"{location}: not found") from exc
+        if os.path.isdir(path):
+            files, bad = _walk_local(path)
+            return protocol, files, bad
+        return protocol, [path], []
+    if not fs.exists(path):
+        raise InputError(f"{location}: not found")
+    if fs.isdir(path):
+        return protocol, sorted(fs.find(path)), []
+    return protocol, [path], []
+
+
+def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
+    """List ``spec`` and cut it into shard payloads of about ``shard_size`` items."""
+    if _CALLABLE.match(spec.location) and "://" not in spec.location:
+        return _plan_dataset(spec, shard_size)
+    protocol, files, bad = list_files(spec.location)
+    suffix = {f: PurePosixPath(f).suffix.lower() for f in files}
+    images = [f for f in files if suffix[f] in IMAGE_EXTENSIONS]
+    tables = [f for f in files if suffix[f] in TABLE_EXTENSIONS | ARRAY_EXTENSIONS]
+    if images and tables:
+        raise UsageError(f"split {spec.name!r} mixes images and tables ({spec.location}); give one kind per split")
+    skipped = tuple(f for f in files if f not in set(images) | set(tables))
+    if tables:
+        return _plan_tables(spec, protocol, tables, bad, skipped, shard_size)
+    return _plan_images(spec, protocol, images, bad, skipped, shard_size)
+
+
+def _root(spec: SourceSpec) -> str:
+    _, path, _ = _filesystem(spec.location)
+    return path if not any(ch in path for ch in "*?[") else os.path.dirname(path.split("*")[0])
+
+
+def _plan_images(spec: SourceSpec, protocol: str, images: list[str], bad: list[BadItem], skipped: tuple[str, ...],
+                 shard_size: int) -> SourcePlan:
+    root = _root(spec).rstrip("/")
+    relative = [p[len(root) + 1:] if p.startswith(root + "/") else PurePosixPath(p).name for p in images]
+    # ImageFolder convention: every image one folder below the root → the folder is the label.
+    folders = [r.split("/")[0] if r.count("/") == 1 else None for r in relative]
+    labels = folders if images and all(folders) else None
+    payloads = []
+    for start in range(0, len(images), shard_size):
+        stop = start + shard_size
+        payloads.append({"kind": "images", "split": spec.name, "urls": [_url(protocol, p) for p in images[start:stop]],
+                         "names": relative[start:stop], "labels": labels[start:stop] if labels else None,
+                         "offset": start})
+    return SourcePlan(spec, SourceKind.images, tuple(payloads), len(images), tuple(bad), skipped)
+
+
+def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[BadItem], skipped: tuple[str, ...],
+                 shard_size: int) -> SourcePlan:
+    payloads: list[dict[str, Any]] = []
+    offset = 0
+    for path in files:
+        url = _url(protocol, path)
+        suffix = PurePosixPath(path).suffix.lower()
+        base = {"kind": "table", "split": spec.name, "url": url, "name": PurePosixPath(path).name,
+                "columns": list(spec.columns) if spec.columns else None}
+        try:
+            pieces = _table_pieces(url, suffix)
+        except Exception as exc:  # noqa: BLE001 - a corrupt table is reported like a corrupt image
+            bad.append(BadItem(url, f"unreadable table: {type(exc).__name__}: {exc}"))
+            continue
+        for piece, rows in pieces:
+            payloads.append({**base, **piece, "format": suffix.lstrip("."), "offset": offset})
+            offset += rows if rows is not None else 0
+    return SourcePlan(spec, SourceKind.table, tuple(payloads), offset, tuple(bad), skipped)
+
+
+def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | None]]:
+    """Shards of one table file: parquet row groups, .npy row ranges (from the footer/header), else the whole file."""
+    import fsspec
+
+    if suffix in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        with fsspec.open(url, "rb") as handle:
+            meta = pq.ParquetFile(handle).metadata
+        return [({"row_group": i, "first_row": sum(meta.row_group(j).num_rows for j in range(i))},
+                 meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
+    if suffix == ".npy":
+        import numpy as np
+
+        with fsspec.open(url, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            shape, _, _ = np.lib.format._read_array_header(handle, version)
+        rows = shape[0] if shape else 1
+        step = 65_536
+        return [({"start": s, "stop": min(s + step, rows), "first_row": s}, min(step, rows - s))
+                for s in range(0, rows, step)] or [({"start": 0, "stop": 0, "first_row": 0}, 0)]
+    return [({"first_row": 0}, None)]
+
+
+def _plan_dataset(spec: SourceSpec, shard_size: int) -> SourcePlan:
+    from gapcheck.data.readers import dataset_sample_kind, load_dataset
+
+    dataset = load_dataset(spec.location)
+    try:
+        size = len(dataset)
+    except TypeError as exc:
+        raise UsageError(f"{spec.location} returned a dataset without len(); gapcheck needs a map-style Dataset") from exc
+    kind = SourceKind.images if dataset_sample_kind(spec.location) == "images" else SourceKind.table
+    payloads = tuple({"kind": "dataset", "sample_kind": kind.value, "split": spec.name, "callable": spec.location,
+                      "start": s, "stop": min(s + shard_size, size), "offset": s} for s in range(0, size, shard_size))
+    return SourcePlan(spec, kind, payloads, size)
