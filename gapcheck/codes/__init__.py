@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.nightly",
     "gapcheck.codes.guards",
     "gapcheck.codes.data",
+    "gapcheck.codes.lint",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
