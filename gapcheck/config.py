@@ -126,6 +126,7 @@ SECTION_MODELS: dict[str, str] = {
     "preprocess": "gapcheck.config:PreprocessSection",
     "export_diff": "gapcheck.config:ExportDiffSection",
     "triton": "gapcheck.config:TritonSection",
+    "lint": "gapcheck.lint.config:LintSection",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "golden": LazyCommand("gapcheck.cli.golden", "app", "Record or verify a golden bundle (record / verify)."),
     "nightly": LazyCommand("gapcheck.cli.nightly", "command", "Check deployed endpoints against a golden bundle; record history; alert."),
     "history": LazyCommand("gapcheck.cli.history", "command", "Show the nightly history: statuses and error trends.", no_args_is_help=False),
+    "lint": LazyCommand("gapcheck.cli.lint", "command", "Static checks for training code (leakage, DDP, AMP, evaluation, seeds)."),
 }
 
 app = typer.Typer(

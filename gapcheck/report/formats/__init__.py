@@ -36,6 +36,7 @@ FORMATS: dict[ReportFormat, str] = {
     ReportFormat.JUNIT: "gapcheck.report.formats.junit_format",
     ReportFormat.HTML: "gapcheck.report.formats.html_format",
     ReportFormat.CONSOLE: "gapcheck.report.formats.console_format",
+    ReportFormat.SARIF: "gapcheck.report.formats.sarif_format",
 }
 
 

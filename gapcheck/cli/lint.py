@@ -1,0 +1,96 @@
+"""`gapcheck lint`: parse, call :func:`gapcheck.lint.lint_paths`, render, exit 0 clean / 1 findings / 2 errors."""
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gapcheck.cli.options import (
+    ConfigOpt,
+    JsonOpt,
+    JunitOpt,
+    SarifOpt,
+    emit_reports,
+    prepare_reports,
+)
+from gapcheck.errors import ExitCode, UsageError
+
+
+class LintFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
+
+
+def _split(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def render(result, fmt: LintFormat) -> str:  # type: ignore[no-untyped-def]
+    """The report as text in ``fmt`` (text is lint's own; the others are the shared format modules)."""
+    from gapcheck.report.formats import ReportFormat
+    from gapcheck.report.formats import render as render_format
+
+    if fmt is LintFormat.text:
+        from gapcheck.lint.text import render as render_text
+
+        return render_text(result)
+    return render_format(ReportFormat(fmt.value), result)
+
+
+def command(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files and folders to lint (folders: every *.py).")] = None,
+    select: Annotated[list[str], typer.Option("--select", help="Codes or prefixes to run, e.g. GC1,GC201 (repeatable).")] = [],  # noqa: B006
+    ignore: Annotated[list[str], typer.Option("--ignore", help="Codes or prefixes to skip (repeatable).")] = [],  # noqa: B006
+    fmt: Annotated[LintFormat, typer.Option("--format", help="Output format on stdout (or in --output).")] = LintFormat.text,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the --format report here instead of stdout.")] = None,
+    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")] = False,
+    explain: Annotated[str | None, typer.Option("--explain", help="Explain a code (e.g. GC101) and exit.")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, max=256, help="Worker processes (default: CPUs).")] = None,
+    json_path: JsonOpt = None,
+    junit_path: JunitOpt = None,
+    sarif_path: SarifOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Static checks for training code: leakage, DDP, AMP, evaluation, data loading, seeds, HPO, hygiene."""
+    if explain is not None:
+        from gapcheck.cli.explain import command as explain_command
+
+        explain_command(code=explain, list_all=False)
+        raise typer.Exit(ExitCode.NO_GAP)
+    if not paths:
+        raise UsageError("give files or folders to lint (e.g. gapcheck lint train.py src/)")
+    from gapcheck.codes import all_codes
+    from gapcheck.config import load_config
+    from gapcheck.lint import LintSection, lint_paths, make_selection
+    from gapcheck.report.formats import check_writable
+
+    reports = prepare_reports(json=json_path, junit=junit_path, sarif=sarif_path)
+    if output is not None:
+        check_writable(output, what="--output report")
+    section = load_config(config).section("lint")
+    assert isinstance(section, LintSection)
+    known = tuple(c.code for c in all_codes() if c.family == "lint")
+    selection = make_selection(section, select=_split(select), ignore=_split(ignore), known=known)
+    result = lint_paths(paths, selection, exclude=section.exclude, jobs=jobs or section.jobs)
+    text = render(result, fmt)
+    if output is not None:
+        from gapcheck.report.formats import write_atomic
+
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    emit_reports(result, reports)
+    if output is not None or fmt is not LintFormat.text:
+        from gapcheck.lint.text import render as render_text
+
+        summary = render_text(result).splitlines()[-1]
+        typer.echo(summary, err=True)
+    if result.errors:
+        raise typer.Exit(ExitCode.USAGE)
+    raise typer.Exit(ExitCode.NO_GAP if exit_zero or result.verdict == "pass" else ExitCode.GAP_FOUND)

@@ -1,0 +1,104 @@
+"""Training-loop events: what happens, in which order, in one iteration of a loop.
+
+:func:`events` walks a loop body with :func:`~gapcheck.lint.symbols.flow` (so calls into
+``train_one_epoch()`` or ``self.training_step()`` are included) and names each call a rule cares
+about. The order-sensitive rules (zero_grad -> backward -> unscale_ -> clip -> step -> update ->
+scheduler.step) read the resulting list.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from gapcheck.lint import facts
+from gapcheck.lint.symbols import ModuleIndex, Program, Step, flow
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+class Kind(str, Enum):
+    BACKWARD = "backward"
+    ZERO_GRAD = "zero_grad"
+    OPT_STEP = "optimizer.step"
+    SCALER_STEP = "scaler.step"
+    SCALER_UPDATE = "scaler.update"
+    UNSCALE = "scaler.unscale_"
+    CLIP = "clip_grad"
+    SCHED_STEP = "scheduler.step"
+    EVAL = "eval()"
+    TRAIN = "train()"
+    SET_EPOCH = "set_epoch"
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: Kind
+    step: Step
+
+    @property
+    def node(self) -> ast.AST:
+        return self.step.node
+
+
+def classify(module: ModuleIndex, node: ast.AST) -> Kind | None:
+    if isinstance(node, ast.Assign):  # p.grad = None clears gradients like zero_grad
+        if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets) and \
+                isinstance(node.value, ast.Constant) and node.value.value is None:
+            return Kind.ZERO_GRAD
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    method = facts.method(node)
+    if method == "backward":
+        return Kind.BACKWARD
+    if method == "zero_grad":
+        return Kind.ZERO_GRAD
+    if method == "set_epoch":
+        return Kind.SET_EPOCH
+    if facts.is_mode_call(node, "eval"):
+        return Kind.EVAL
+    if facts.is_mode_call(node, "train"):
+        return Kind.TRAIN
+    if facts.is_clip(module, node):
+        return Kind.CLIP
+    if method in ("step", "update", "unscale_") and facts.is_scaler(module, facts.receiver(node)):
+        return {"step": Kind.SCALER_STEP, "update": Kind.SCALER_UPDATE, "unscale_": Kind.UNSCALE}[method]
+    if method == "step" and facts.is_scheduler(module, facts.receiver(node)):
+        return Kind.SCHED_STEP
+    if method == "step" and facts.is_optimizer(module, facts.receiver(node)):
+        return Kind.OPT_STEP
+    return None
+
+
+def events(program: Program, module: ModuleIndex, roots: Iterable[ast.AST]) -> list[Event]:
+    found = []
+    for step in flow(program, module, roots):
+        kind = classify(step.module, step.node)
+        if kind is not None:
+            found.append(Event(kind, step))
+    return found
+
+
+def loops(tree: ast.AST) -> Iterator[ast.For | ast.AsyncFor | ast.While]:
+    for node in ast.walk(tree):
+        if isinstance(node, LOOPS):
+            yield node  # type: ignore[misc]
+
+
+def belongs(event: Event, loop: ast.AST) -> bool:
+    """Whether ``event`` runs once per iteration of ``loop`` (no inner loop between them)."""
+    module, node = event.step.module, event.step.node
+    for parent in module.ancestors(node):
+        if parent is loop:
+            return True
+        if isinstance(parent, LOOPS):
+            return False
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return event.step.via is not None  # reached through a call made by the loop body
+    return False
+
+
+def is_steps(kinds: set[Kind]) -> bool:
+    return Kind.OPT_STEP in kinds or Kind.SCALER_STEP in kinds

@@ -1,0 +1,137 @@
+"""GC3xx: mixed precision — GradScaler vs dtype, unscale before clipping, scheduler after skipped steps."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.facts import Aspect
+from gapcheck.lint.loops import Kind, belongs, events, loops
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.rules.ddp import calls_in_all
+from gapcheck.lint.symbols import ModuleIndex, keyword, literal
+
+BF16, FP16, UNKNOWN = "bfloat16", "float16", "unknown"
+
+
+def autocast_dtype(module: ModuleIndex, call: ast.Call) -> str | None:
+    """The dtype an autocast call uses (None when ``call`` is not an autocast)."""
+    name = module.callee(call)
+    if name.split(".")[-1] != "autocast" or literal(keyword(call, "enabled")) is False:
+        return None
+    dtype = keyword(call, "dtype")
+    if dtype is None and len(call.args) > 1:
+        dtype = call.args[1]
+    if dtype is not None:
+        text = (module.qualname(dtype) or "").split(".")[-1]
+        return BF16 if text in ("bfloat16", "bf16") else FP16 if text in ("float16", "half", "fp16") else UNKNOWN
+    if name.startswith("torch.cuda.amp"):
+        return FP16
+    if name.startswith("torch.cpu.amp"):
+        return BF16
+    device = keyword(call, "device_type")
+    device = call.args[0] if device is None and call.args else device
+    value = literal(device)
+    if value == "cuda":
+        return FP16
+    if value == "cpu":
+        return BF16
+    return UNKNOWN
+
+
+def scalers(module: ModuleIndex) -> list[ast.Call]:
+    return [c for c in calls_in_all(module) if module.callee(c).split(".")[-1] in ("GradScaler", "ShardedGradScaler")]
+
+
+class ScalerWithBf16(Rule):
+    code = codes.SCALER_WITH_BF16
+    aspect = Aspect.AMP
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        dtypes = {d for c in calls_in_all(ctx.module) if (d := autocast_dtype(ctx.module, c)) is not None}
+        if dtypes != {BF16}:
+            return
+        for scaler in scalers(ctx.module):
+            enabled = keyword(scaler, "enabled")
+            if enabled is None or literal(enabled) is True:
+                yield ctx.finding(self.code, scaler, "GradScaler with bfloat16 autocast: bf16 does not underflow, "
+                                  "loss scaling only skips steps")
+
+
+class Fp16WithoutScaler(Rule):
+    code = codes.FP16_WITHOUT_SCALER
+    aspect = Aspect.AMP
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        calls = list(calls_in_all(module))
+        if scalers(module) or "scaler" in module.source.text.lower() or not any(
+                isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls):
+            return  # inference-only fp16 needs no scaler; any scaler in sight is given the benefit of the doubt
+        for call in calls:
+            if autocast_dtype(module, call) == FP16:
+                yield ctx.finding(self.code, call, "float16 autocast in a training module without a GradScaler: "
+                                  "small gradients underflow to zero")
+
+
+class DeprecatedCudaAmp(Rule):
+    code = codes.DEPRECATED_CUDA_AMP
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in calls_in_all(ctx.module):
+            name = ctx.module.callee(call)
+            if name in ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler"):
+                short = name.split(".")[-1]
+                yield ctx.finding(self.code, call, f"{name} is deprecated: use torch.amp.{short}('cuda', ...)")
+
+
+class ClipWithoutUnscale(Rule):
+    code = codes.CLIP_WITHOUT_UNSCALE
+    aspect = Aspect.AMP
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop in loops(ctx.module.tree):
+            found = [e for e in events(ctx.program, ctx.module, loop.body) if belongs(e, loop)]
+            if not any(e.kind is Kind.SCALER_STEP for e in found):
+                continue
+            unscaled = False
+            for event in found:
+                if event.kind is Kind.BACKWARD:
+                    unscaled = False
+                elif event.kind is Kind.UNSCALE:
+                    unscaled = True
+                elif event.kind is Kind.CLIP and not unscaled and event.step.module is ctx.module:
+                    yield ctx.finding(self.code, event.node, "gradients clipped while still scaled by the GradScaler: "
+                                      "call scaler.unscale_(optimizer) first")
+                elif event.kind is Kind.SCALER_STEP:
+                    unscaled = False
+
+
+class SchedulerAfterSkippedStep(Rule):
+    code = codes.SCHEDULER_AFTER_SKIPPED_STEP
+    aspect = Aspect.AMP
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop in loops(ctx.module.tree):
+            found = [e for e in events(ctx.program, ctx.module, loop.body) if belongs(e, loop)]
+            step = next((e for e in found if e.kind is Kind.SCALER_STEP), None)
+            if step is None:
+                continue
+            for event in found[found.index(step) + 1:]:
+                if event.kind is Kind.SCHED_STEP and event.step.module is ctx.module and not self._guarded(ctx, event.node, loop, step.step.via or step.node):
+                    yield ctx.finding(self.code, event.node, "scheduler.step() runs even when scaler.step skipped the "
+                                      "optimizer step (inf/NaN gradients): check that the scale did not drop")
+
+    @staticmethod
+    def _guarded(ctx: Context, node: ast.AST, loop: ast.AST, step: ast.AST) -> bool:
+        """An ``if`` around the scheduler alone (not around scaler.step too): the author decided when to step."""
+        for parent in ctx.module.ancestors(node):
+            if parent is loop:
+                return False
+            if isinstance(parent, ast.If) and not any(n is step for n in ast.walk(parent)):
+                return True
+        return False
+
+
+RULES = (ScalerWithBf16, SchedulerAfterSkippedStep, ClipWithoutUnscale, Fp16WithoutScaler, DeprecatedCudaAmp)

@@ -1,0 +1,82 @@
+"""GC2xx: distributed data parallel — DistributedSampler epochs and sampler/shuffle conflicts."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.facts import Aspect, method
+from gapcheck.lint.loops import loops
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.symbols import (
+    ModuleIndex,
+    Program,
+    all_calls,
+    flow,
+    keyword,
+    literal,
+    tokens,
+)
+
+_EPOCH_WORDS = {"epoch", "epochs", "ep", "n_epochs", "num_epochs", "max_epochs"}
+
+
+def is_epoch_loop(node: ast.AST) -> bool:
+    """``for epoch in range(args.epochs)``: the target or the range bound speaks of epochs."""
+    if not isinstance(node, (ast.For, ast.AsyncFor)):
+        return False
+    names = [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    names += [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.iter)
+              if isinstance(n, (ast.Name, ast.Attribute))]
+    return any(tokens(name) & _EPOCH_WORDS for name in names)
+
+
+def whole_module(program: Program, module: ModuleIndex) -> Iterator[ast.AST]:
+    """Every node of the module and of the functions it calls in other modules."""
+    roots = [module.tree, *module.functions.values()]
+    for step in flow(program, module, roots, depth=2):
+        yield step.node
+
+
+class SamplerWithoutSetEpoch(Rule):
+    code = codes.SAMPLER_WITHOUT_SET_EPOCH
+    aspect = Aspect.SAMPLER_EPOCH
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        samplers = [c for c in calls_in_all(ctx.module) if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
+                    and literal(keyword(c, "shuffle")) is not False]
+        if not samplers:
+            return
+        epoch_loop = next((loop for loop in loops(ctx.module.tree) if is_epoch_loop(loop)), None)
+        if epoch_loop is None:
+            return  # one pass over the data: the epoch never changes
+        for node in whole_module(ctx.program, ctx.module):
+            if isinstance(node, ast.Call) and method(node) == "set_epoch":
+                return
+        for sampler in samplers:
+            yield ctx.finding(self.code, sampler, "DistributedSampler is never given set_epoch(epoch) in the "
+                              f"epoch loop (line {epoch_loop.lineno}): every epoch repeats the same order",
+                              epoch_loop_line=epoch_loop.lineno)
+
+
+def calls_in_all(module: ModuleIndex) -> Iterator[ast.Call]:
+    return all_calls(module.tree)
+
+
+class ShuffleWithSampler(Rule):
+    code = codes.SHUFFLE_WITH_SAMPLER
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in calls_in_all(ctx.module):
+            if ctx.module.callee(call).split(".")[-1] != "DataLoader" or literal(keyword(call, "shuffle")) is not True:
+                continue
+            for name in ("sampler", "batch_sampler"):
+                value = keyword(call, name)
+                if value is not None and literal(value) is not None:
+                    yield ctx.finding(self.code, call, f"DataLoader gets shuffle=True and {name}=: they are "
+                                      "mutually exclusive; let the sampler shuffle")
+                    break
+
+
+RULES = (SamplerWithoutSetEpoch, ShuffleWithSampler)

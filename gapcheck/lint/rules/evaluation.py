@@ -1,0 +1,274 @@
+"""GC4xx: evaluation — eval()/no_grad around validation, train() restored, no random augmentation."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.facts import Aspect, is_model_name, method
+from gapcheck.lint.loops import Kind, events, loops
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.rules.ddp import calls_in_all, is_epoch_loop
+from gapcheck.lint.symbols import (
+    ModuleIndex,
+    Program,
+    dotted,
+    flow,
+    is_eval_name,
+    keyword,
+    last_name,
+    literal,
+    ordered,
+    tokens,
+)
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_EVAL_FUNCTION_WORDS = {"val", "valid", "validate", "validation", "eval", "evaluate", "evaluation"}
+_NO_GRAD = {"no_grad", "inference_mode"}
+
+
+def _is_eval_function(name: str) -> bool:
+    words = tokens(name)
+    if name.startswith("test_"):
+        return False  # a pytest test, not a test-set loop
+    return bool(words & _EVAL_FUNCTION_WORDS) or name in ("test", "run_test", "test_epoch", "test_model") \
+        or name.endswith("_test")
+
+
+def _iter_is_eval(loop: ast.For | ast.AsyncFor) -> bool:
+    for node in ast.walk(loop.iter):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+            node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        if name and is_eval_name(name):
+            return True
+    return False
+
+
+def _calls_model(program: Program, module: ModuleIndex, loop: ast.AST) -> bool:
+    for step in flow(program, module, loop.body):  # type: ignore[attr-defined]
+        node = step.node
+        if isinstance(node, ast.Call) and is_model_name(last_name(node.func)) and method(node) not in (
+                "eval", "train", "to", "parameters", "state_dict", "zero_grad"):
+            return True
+    return False
+
+
+def eval_loops(ctx: Context) -> Iterator[tuple[ast.For | ast.AsyncFor, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
+    """Loops that evaluate a model on validation/test data without training it."""
+    for loop in loops(ctx.module.tree):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        function = ctx.module.enclosing_function(loop)
+        if not (_iter_is_eval(loop) or (function is not None and _is_eval_function(function.name))):
+            continue
+        kinds = {e.kind for e in events(ctx.program, ctx.module, loop.body)}
+        if Kind.BACKWARD in kinds or Kind.OPT_STEP in kinds or is_epoch_loop(loop):
+            continue
+        if _calls_model(ctx.program, ctx.module, loop):
+            yield loop, function
+
+
+def _callers(ctx: Context, function: ast.AST) -> list[ast.Call]:
+    found = []
+    for call in calls_in_all(ctx.module):
+        resolved = ctx.program.resolve(ctx.module, call, within=ctx.module.enclosing_function(call))
+        if resolved is not None and resolved[1] is function:
+            found.append(call)
+    return found
+
+
+def _before(ctx: Context, node: ast.AST, kind: Kind) -> bool:
+    """Whether ``kind`` happens in ``node``'s function (or module body) before ``node``, or inside ``node``'s loop."""
+    scope = ctx.module.enclosing_function(node) or ctx.module.tree
+    body = [s for s in scope.body if s.lineno <= node.lineno]  # type: ignore[attr-defined]
+    for event in events(ctx.program, ctx.module, body):
+        if event.kind is kind and (event.step.via is not None or getattr(event.node, "lineno", 0) <= node.lineno
+                                   or any(a is node for a in ctx.module.ancestors(event.node))):
+            return True
+    return False
+
+
+def _in_no_grad(ctx: Context, node: ast.AST) -> bool:
+    for parent in ctx.module.ancestors(node):
+        if isinstance(parent, (ast.With, ast.AsyncWith)):
+            for item in parent.items:
+                expr = item.context_expr
+                name = ctx.module.callee(expr) if isinstance(expr, ast.Call) else ctx.module.qualname(expr) or ""
+                if name.split(".")[-1] in _NO_GRAD or (name.split(".")[-1] == "set_grad_enabled" and isinstance(
+                        expr, ast.Call) and expr.args and literal(expr.args[0]) is False):
+                    return True
+        if isinstance(parent, _FUNCS):
+            for decorator in parent.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if (dotted(target) or "").split(".")[-1] in _NO_GRAD:
+                    return True
+    scope = ctx.module.enclosing_function(node) or ctx.module.tree
+    for call in calls_in_all_of(scope):
+        if ctx.module.callee(call).split(".")[-1] == "set_grad_enabled" and call.args and literal(call.args[0]) is False:
+            return True
+    return False
+
+
+def calls_in_all_of(scope: ast.AST) -> Iterator[ast.Call]:
+    for node in ordered(scope):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def _covered(ctx: Context, loop: ast.AST, function: ast.AST | None, test) -> bool:  # type: ignore[no-untyped-def]
+    """``test(node)`` holds at the loop, or at every... at any call site of its function (one level up)."""
+    if test(loop):
+        return True
+    if function is None:
+        return False
+    return any(test(call) for call in _callers(ctx, function))
+
+
+class EvalWithoutEvalMode(Rule):
+    code = codes.EVAL_WITHOUT_EVAL_MODE
+    aspect = Aspect.EVAL_MODE
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop, function in eval_loops(ctx):
+            if not _covered(ctx, loop, function, lambda node: _before(ctx, node, Kind.EVAL)):
+                yield ctx.finding(self.code, loop, "validation/test loop runs the model without model.eval(): "
+                                  "dropout and BatchNorm stay in training mode")
+
+
+class EvalWithoutNoGrad(Rule):
+    code = codes.EVAL_WITHOUT_NO_GRAD
+    aspect = Aspect.EVAL_MODE
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop, function in eval_loops(ctx):
+            if not _covered(ctx, loop, function, lambda node: _in_no_grad(ctx, node)):
+                yield ctx.finding(self.code, loop, "validation/test loop without torch.no_grad()/inference_mode(): "
+                                  "every forward records an autograd graph")
+
+
+_FROZEN_WORDS = {"teacher", "ema", "target", "frozen", "ref", "reference", "momentum", "mean"}
+
+
+class TrainModeNotRestored(Rule):
+    code = codes.TRAIN_MODE_NOT_RESTORED
+    aspect = Aspect.EVAL_MODE
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop in loops(ctx.module.tree):
+            if not is_epoch_loop(loop):
+                continue
+            found = [e for e in events(ctx.program, ctx.module, loop.body)
+                     if not (e.kind is Kind.EVAL and tokens(dotted(e.node.func.value) or "") & _FROZEN_WORDS)]  # type: ignore[attr-defined]
+            kinds = [e.kind for e in found]
+            if Kind.EVAL not in kinds or Kind.BACKWARD not in kinds:
+                continue
+            last_eval = len(kinds) - 1 - kinds[::-1].index(Kind.EVAL)
+            first_backward = kinds.index(Kind.BACKWARD)
+            if Kind.TRAIN in kinds[last_eval:] or Kind.TRAIN in kinds[:first_backward]:
+                continue
+            where = found[last_eval]
+            line = where.node.lineno if where.step.module is ctx.module else where.step.via.lineno  # type: ignore[union-attr]
+            yield ctx.finding(self.code, loop, f"the epoch loop switches to eval mode (line {line}) and trains the "
+                              "next epoch without model.train()", eval_line=line)
+
+
+# --- random augmentation ---------------------------------------------------------------------------
+TORCHVISION_RANDOM = {"ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix", "ElasticTransform"}
+ALBUMENTATIONS_RANDOM = {"HorizontalFlip", "VerticalFlip", "Flip", "Transpose", "Rotate", "SafeRotate",
+                         "ShiftScaleRotate", "Affine", "Perspective", "HueSaturationValue", "RGBShift", "GaussNoise",
+                         "GaussianBlur", "MotionBlur", "CoarseDropout", "ColorJitter", "CLAHE", "ChannelShuffle",
+                         "ElasticTransform", "GridDistortion", "OpticalDistortion", "OneOf", "SomeOf", "ISONoise",
+                         "Blur", "MedianBlur", "ToGray", "Sharpen", "Emboss", "Downscale", "ImageCompression"}
+
+
+def random_transform(module: ModuleIndex, expr: ast.AST | None, depth: int = 2) -> str | None:
+    """The name of a random augmentation inside ``expr`` (following names bound to transforms), else None."""
+    if expr is None:
+        return None
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            name = module.callee(node)
+            short = name.split(".")[-1]
+            if (short.startswith("Random") and short != "RandomState") or short in TORCHVISION_RANDOM:
+                if literal(keyword(node, "p")) not in (0, 0.0):
+                    return short
+            if name.startswith("albumentations") and short in ALBUMENTATIONS_RANDOM and literal(keyword(node, "p")) not in (0, 0.0):
+                return short
+        elif isinstance(node, ast.Name) and depth > 0:
+            for value in module.bindings.get(node.id, ()):
+                found = random_transform(module, value, depth - 1)
+                if found:
+                    return found
+    return None
+
+
+def _target_name(module: ModuleIndex, node: ast.AST) -> str | None:
+    parent = module.parent(node)
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        if len(targets) == 1 and (name := dotted(targets[0])):
+            return name.split(".")[-1]
+        if len(targets) == 1 and isinstance(targets[0], ast.Subscript) and isinstance(targets[0].slice, ast.Constant):
+            return str(targets[0].slice.value)
+    if isinstance(parent, ast.Dict):
+        for key, value in zip(parent.keys, parent.values):
+            if value is node and isinstance(key, ast.Constant):
+                return str(key.value)
+    if isinstance(parent, ast.keyword) and parent.arg:
+        return None
+    return None
+
+
+def _eval_dataset_call(call: ast.Call) -> bool:
+    """``Dataset(..., train=False)`` / ``split="val"``: a constructor that builds held-out data."""
+    if literal(keyword(call, "train")) is False or literal(keyword(call, "is_train")) is False:
+        return True
+    split = literal(keyword(call, "split"))
+    return isinstance(split, str) and is_eval_name(split)
+
+
+class RandomAugInEval(Rule):
+    code = codes.RANDOM_AUG_IN_EVAL
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        for call in calls_in_all(module):
+            short = module.callee(call).split(".")[-1]
+            if short in ("Compose", "Sequential", "SequentialAugmentation"):
+                target = _target_name(module, call)
+                if target and is_eval_name(target) and (found := random_transform(module, call)):
+                    yield ctx.finding(self.code, call, f"random augmentation {found} in the evaluation pipeline "
+                                      f"'{target}'", transform=found)
+                continue
+            transform = keyword(call, "transform") or keyword(call, "transforms")
+            if transform is not None and (_eval_dataset_call(call) or is_eval_name(_target_name(module, call))):
+                if (found := random_transform(module, transform)) and not self._named_eval(transform):
+                    yield ctx.finding(self.code, call, f"random augmentation {found} in a validation/test dataset's "
+                                      "transform", transform=found)
+            elif short == "random_split":
+                yield from self._shared_split(ctx, call)
+
+    @staticmethod
+    def _named_eval(transform: ast.AST) -> bool:
+        return isinstance(transform, ast.Name) and is_eval_name(transform.id)  # reported at its own Compose
+
+    def _shared_split(self, ctx: Context, call: ast.Call) -> Iterator[Finding]:
+        module = ctx.module
+        parent = module.parent(call)
+        if not call.args or not isinstance(call.args[0], ast.Name) or not isinstance(parent, ast.Assign):
+            return
+        outputs = [dotted(e) for t in parent.targets if isinstance(t, ast.Tuple) for e in t.elts]
+        held_out = [name for name in outputs if name and is_eval_name(name)]
+        if not held_out:
+            return
+        for value in module.bindings.get(call.args[0].id, ()):
+            if isinstance(value, ast.Call) and (found := random_transform(module, keyword(value, "transform"))):
+                if f"{held_out[0]}.dataset.transform" in module.bindings or "dataset.transform" in module.source.text:
+                    return  # the author gives the held-out subset its own transform
+                yield ctx.finding(self.code, call, f"random_split subset '{held_out[0]}' shares the training dataset's "
+                                  f"transform with random augmentation {found}", transform=found)
+                return
+
+
+RULES = (EvalWithoutEvalMode, EvalWithoutNoGrad, TrainModeNotRestored, RandomAugInEval)

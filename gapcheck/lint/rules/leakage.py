@@ -1,0 +1,184 @@
+"""GC1xx: leakage — statistics, vocabularies or fits that see validation/test data."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.facts import method, receiver
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.symbols import (
+    ModuleIndex,
+    all_calls,
+    calls_in,
+    dotted,
+    is_eval_name,
+    is_train_name,
+    keyword,
+    ordered,
+)
+
+TRANSFORMER_SUFFIXES = ("Scaler", "Encoder", "PCA", "Normalizer", "Imputer", "Discretizer", "QuantileTransformer",
+                        "PowerTransformer", "TruncatedSVD", "SelectKBest", "SelectPercentile", "Pipeline",
+                        "make_pipeline", "ColumnTransformer", "FactorAnalysis", "KernelPCA", "IncrementalPCA")
+TEXT_SUFFIXES = ("Vectorizer", "Tokenizer", "TextVectorization", "StringLookup")
+VOCAB_FUNCTIONS = {"build_vocab_from_iterator", "build_vocab", "fit_on_texts", "train_from_iterator", "adapt"}
+SPLITTERS = {"train_test_split", "random_split"}
+_FIT = ("fit", "fit_transform")
+_SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+
+
+def _scopes(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, _SCOPE):
+            yield node
+
+
+def _built_by(module: ModuleIndex, node: ast.AST | None, suffixes: tuple[str, ...]) -> bool:
+    """``node`` is ``StandardScaler()`` itself or a name bound to one."""
+    if isinstance(node, ast.Call):
+        return module.callee(node).split(".")[-1].endswith(suffixes)
+    return any(c.split(".")[-1].endswith(suffixes) for c in module.constructors(dotted(node)))
+
+
+def _rows_sliced(node: ast.Subscript) -> bool:
+    """``X[:800]``, ``X[800:, :]`` or ``X[train_idx]`` select rows; ``X[:, 0]`` does not."""
+    index = node.slice
+    if isinstance(index, ast.Tuple) and index.elts:
+        index = index.elts[0]
+    if isinstance(index, ast.Slice):
+        return index.lower is not None or index.upper is not None
+    return isinstance(index, ast.Name) and (is_train_name(index.id) or is_eval_name(index.id))
+
+
+def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int) -> ast.AST | None:
+    """The first place after ``line`` in ``scope`` where one of ``names`` is split into train/held-out parts."""
+    for node in ordered(scope):
+        if getattr(node, "lineno", 0) <= line:
+            continue
+        if isinstance(node, ast.Call):
+            callee = module.callee(node).split(".")[-1]
+            args = [*node.args, *(k.value for k in node.keywords if k.arg in ("dataset", "arrays"))]
+            if callee in SPLITTERS or (callee == "split" and method(node) == "split"
+                                       and not isinstance(receiver(node), ast.Constant)):
+                if any(isinstance(a, ast.Name) and a.id in names for a in args):
+                    return node
+            if callee == "Subset" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+                return node
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
+            if isinstance(node.ctx, ast.Load) and _rows_sliced(node):
+                return node
+    return None
+
+
+def _assigned_name(module: ModuleIndex, call: ast.Call) -> str | None:
+    parent = module.parent(call)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return parent.targets[0].id
+    return None
+
+
+class FitBeforeSplit(Rule):
+    code = codes.FIT_BEFORE_SPLIT
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        for scope in _scopes(module.tree):
+            for call in calls_in(scope):
+                if method(call) not in _FIT or not call.args or not isinstance(call.args[0], ast.Name):
+                    continue
+                if not _built_by(module, receiver(call), TRANSFORMER_SUFFIXES):
+                    continue
+                data = call.args[0].id
+                if is_train_name(data):
+                    continue
+                names = {data} | ({out} if (out := _assigned_name(module, call)) else set())
+                split = split_after(module, scope, names, call.lineno)
+                if split is not None:
+                    yield ctx.finding(self.code, call, f"{method(call)} on '{data}' before it is split "
+                                      f"(line {split.lineno}): the statistics include validation/test rows",
+                                      data=data, split_line=split.lineno)
+
+
+_STATS = {"mean", "std", "var", "min", "max", "amin", "amax", "nanmean", "nanstd", "fit", "fit_transform"}
+
+
+def _dataset_classes(module: ModuleIndex) -> dict[str, ast.ClassDef]:
+    return {name: cls for name, cls in module.classes.items()
+            if any((dotted(b) or "").split(".")[-1].endswith("Dataset") for b in cls.bases)}
+
+
+def _normalizes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    stats = [c for c in calls_in(init) if (method(c) or (dotted(c.func) or "").split(".")[-1]) in _STATS]
+    arithmetic = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Sub, ast.Div)) for n in ordered(init))
+    if stats and (arithmetic or any(method(c) == "fit_transform" for c in stats)):
+        return stats[0]
+    return None
+
+
+class DatasetNormalizesAll(Rule):
+    code = codes.DATASET_NORMALIZES_ALL
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        for name, cls in _dataset_classes(module).items():
+            init = module.functions.get(f"{name}.__init__")
+            stat = _normalizes(init) if init is not None else None
+            if stat is None:
+                continue
+            for scope in _scopes(module.tree):
+                for call in calls_in(scope):
+                    if module.callee(call).split(".")[-1] != name or (out := _assigned_name(module, call)) is None:
+                        continue
+                    split = split_after(module, scope, {out}, call.lineno)
+                    if split is not None:
+                        yield ctx.finding(self.code, stat, f"{name}.__init__ computes normalization statistics over "
+                                          f"everything it loads, and '{out}' is split afterwards (line {split.lineno})",
+                                          dataset=name, split_line=split.lineno)
+                        break
+                else:
+                    continue
+                break
+
+
+class VocabFromAllSplits(Rule):
+    code = codes.VOCAB_FROM_ALL_SPLITS
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        for scope in _scopes(module.tree):
+            for call in calls_in(scope):
+                callee = module.callee(call).split(".")[-1]
+                text_fit = method(call) in _FIT and _built_by(module, receiver(call), TEXT_SUFFIXES)
+                if callee not in VOCAB_FUNCTIONS and not text_fit:
+                    continue
+                source = call.args[0] if call.args else keyword(call, "iterator")
+                if source is None:
+                    continue
+                held_out = sorted({n.id for n in ast.walk(source) if isinstance(n, ast.Name) and is_eval_name(n.id)})
+                if held_out:
+                    yield ctx.finding(self.code, call, f"vocabulary built from data that includes {', '.join(held_out)}",
+                                      held_out=held_out)
+                    continue
+                if isinstance(source, ast.Name) and not is_train_name(source.id):
+                    split = split_after(module, scope, {source.id}, call.lineno)
+                    if split is not None:
+                        yield ctx.finding(self.code, call, f"vocabulary built from '{source.id}' before it is split "
+                                          f"(line {split.lineno})", split_line=split.lineno)
+
+
+class FitOnEvalData(Rule):
+    code = codes.FIT_ON_EVAL_DATA
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in all_calls(ctx.module.tree):
+            if method(call) not in _FIT or not call.args:
+                continue
+            data = dotted(call.args[0])
+            if data is not None and is_eval_name(data.split(".")[-1]):
+                yield ctx.finding(self.code, call, f"{method(call)} on '{data}': fit on training data, "
+                                  "then transform/predict validation and test data", data=data)
+
+
+RULES = (FitBeforeSplit, DatasetNormalizesAll, VocabFromAllSplits, FitOnEvalData)

@@ -1,0 +1,106 @@
+"""GC5xx: data loading — validation/test loaders that drop or reorder samples, batches of one."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.rules.ddp import calls_in_all
+from gapcheck.lint.rules.evaluation import _target_name
+from gapcheck.lint.symbols import (
+    ModuleIndex,
+    dotted,
+    is_eval_name,
+    is_train_name,
+    keyword,
+    literal,
+)
+
+_ONE_SAMPLE_NORMS = {"BatchNorm1d", "SyncBatchNorm", "convert_sync_batchnorm"}
+
+
+def loaders(module: ModuleIndex) -> Iterator[ast.Call]:
+    for call in calls_in_all(module):
+        if module.callee(call).split(".")[-1] == "DataLoader":
+            yield call
+
+
+def dataset_arg(call: ast.Call) -> ast.expr | None:
+    return call.args[0] if call.args else keyword(call, "dataset")
+
+
+def _dataset_name(call: ast.Call) -> str | None:
+    name = dotted(dataset_arg(call))
+    return name.split(".")[-1] if name else None
+
+
+def is_eval_loader(module: ModuleIndex, call: ast.Call) -> bool:
+    target = _target_name(module, call)
+    if target is not None:
+        return is_eval_name(target)
+    return is_eval_name(_dataset_name(call))
+
+
+def is_train_loader(module: ModuleIndex, call: ast.Call) -> bool:
+    target = _target_name(module, call)
+    if target is not None and (is_eval_name(target) or is_train_name(target)):
+        return is_train_name(target)
+    return is_train_name(_dataset_name(call)) or literal(keyword(call, "shuffle")) is True
+
+
+class EvalLoaderDropLast(Rule):
+    code = codes.EVAL_LOADER_DROP_LAST
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in loaders(ctx.module):
+            if literal(keyword(call, "drop_last")) is True and is_eval_loader(ctx.module, call):
+                yield ctx.finding(self.code, call, "validation/test DataLoader with drop_last=True leaves the last "
+                                  "partial batch out of the metric")
+
+
+class EvalLoaderShuffle(Rule):
+    code = codes.EVAL_LOADER_SHUFFLE
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in loaders(ctx.module):
+            if literal(keyword(call, "shuffle")) is True and is_eval_loader(ctx.module, call):
+                yield ctx.finding(self.code, call, "validation/test DataLoader with shuffle=True: outputs and "
+                                  "order-dependent metrics change between runs")
+
+
+class TrainLoaderBatchOfOne(Rule):
+    code = codes.TRAIN_LOADER_BATCH_OF_ONE
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        norms = sorted({module.callee(c).split(".")[-1] for c in calls_in_all(module)} & _ONE_SAMPLE_NORMS)
+        if not norms:
+            return
+        for call in loaders(module):
+            if (is_train_loader(module, call) and literal(keyword(call, "drop_last")) in (False, None)
+                    and not any(k.arg is None for k in call.keywords) and literal(keyword(call, "batch_size")) != 1
+                    and keyword(call, "batch_sampler") is None):
+                yield ctx.finding(self.code, call, f"training DataLoader without drop_last=True while the model uses "
+                                  f"{norms[0]}: the last batch can hold a single sample", norm=norms[0])
+
+
+class EvalLoaderFromTrain(Rule):
+    code = codes.EVAL_LOADER_FROM_TRAIN
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        train_sets = {dotted(dataset_arg(c)) for c in loaders(module)
+                      if is_train_name(_target_name(module, c)) and dotted(dataset_arg(c))}
+        for call in loaders(module):
+            target = _target_name(module, call)
+            data = dotted(dataset_arg(call))
+            if not target or not is_eval_name(target) or not data:
+                continue
+            if is_train_name(data.split(".")[-1]) or (data in train_sets and not is_eval_name(data.split(".")[-1])):
+                yield ctx.finding(self.code, call, f"validation/test loader '{target}' is built from the training "
+                                  f"dataset '{data}'", dataset=data)
+
+
+RULES = (EvalLoaderDropLast, EvalLoaderShuffle, TrainLoaderBatchOfOne, EvalLoaderFromTrain)

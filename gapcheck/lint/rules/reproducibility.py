@@ -1,0 +1,122 @@
+"""GC6xx: reproducibility — seeds at the entry point, worker seeding, benchmark vs determinism."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from gapcheck.codes import lint as codes
+from gapcheck.findings import Finding
+from gapcheck.lint.facts import method
+from gapcheck.lint.rules import Context, Rule
+from gapcheck.lint.rules.ddp import calls_in_all
+from gapcheck.lint.rules.loading import loaders
+from gapcheck.lint.symbols import ModuleIndex, dotted, flow, keyword, literal
+
+
+def main_guard(module: ModuleIndex) -> ast.If | None:
+    for node in module.tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            names = [dotted(node.test.left), *(dotted(c) for c in node.test.comparators)]
+            constants = [c.value for c in node.test.comparators if isinstance(c, ast.Constant)]
+            if "__name__" in names and "__main__" in constants + [getattr(node.test.left, "value", None)]:
+                return node
+    return None
+
+
+def entry_points(ctx: Context) -> list[tuple[ast.AST, list[ast.AST]]]:
+    """(where to report, statements that run) for the module's entry points."""
+    module = ctx.module
+    top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If))]
+    found: list[tuple[ast.AST, list[ast.AST]]] = []
+    guard = main_guard(module)
+    if guard is not None:
+        found.append((guard, top + list(guard.body)))
+    for name in sorted(ctx.entry_functions - {"*"}):
+        function = module.functions.get(name)
+        if function is not None:
+            found.append((function, top + list(function.body)))
+    if "*" in ctx.entry_functions and guard is None:
+        found.append((module.tree.body[0] if module.tree.body else module.tree, list(module.tree.body)))
+    return found
+
+
+class EntryPointWithoutSeed(Rule):
+    code = codes.ENTRY_POINT_WITHOUT_SEED
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for anchor, body in entry_points(ctx):
+            trains = generic_seed = False
+            seeded: set[str] = set()
+            used: set[str] = {"torch"}
+            for step in flow(ctx.program, ctx.module, body):
+                node = step.node
+                if not isinstance(node, ast.Call):
+                    continue
+                name = step.module.callee(node)
+                short = name.split(".")[-1]
+                if method(node) == "backward" or (method(node) == "fit" and "trainer" in (dotted(node.func) or "").lower()):
+                    trains = True
+                if "seed" in short.lower() and short not in ("initial_seed", "default_rng"):
+                    if name in ("numpy.random.seed",):
+                        seeded.add("numpy")
+                    elif name == "random.seed":
+                        seeded.add("random")
+                    elif short in ("manual_seed", "manual_seed_all"):
+                        seeded.add("torch")
+                    else:
+                        generic_seed = True  # seed_everything / set_seed / the project's own helper
+                if name.startswith("numpy.random.") and short not in ("seed", "default_rng", "RandomState", "Generator"):
+                    used.add("numpy")
+                if name.startswith("random.") and step.module.imports.get("random") == "random" and short != "seed":
+                    used.add("random")
+            missing = sorted(used - seeded) if not generic_seed else []
+            if trains and missing:
+                yield ctx.finding(self.code, anchor, f"training entry point never seeds {', '.join(missing)}: "
+                                  "runs cannot be reproduced", unseeded=missing)
+
+
+class WorkersWithoutSeeding(Rule):
+    code = codes.WORKERS_WITHOUT_SEEDING
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        global_numpy = [c for c in calls_in_all(module) if module.callee(c).startswith("numpy.random.")
+                        and module.callee(c).split(".")[-1] not in ("seed", "default_rng", "RandomState", "Generator")]
+        if not global_numpy:
+            return  # torch and random are re-seeded per worker; numpy's global state is the one that repeats
+        for call in loaders(module):
+            workers = literal(keyword(call, "num_workers"))
+            if workers is ... and keyword(call, "num_workers") is None or workers in (0, None):
+                continue
+            if keyword(call, "worker_init_fn") is None and keyword(call, "generator") is None and not any(
+                    k.arg is None for k in call.keywords):
+                yield ctx.finding(self.code, call, "DataLoader with worker processes and no worker_init_fn while the "
+                                  f"dataset code draws from numpy's global RNG (line {global_numpy[0].lineno}): "
+                                  "workers repeat the same random numbers", numpy_call_line=global_numpy[0].lineno)
+
+
+def _assigned_true(module: ModuleIndex, suffix: str) -> ast.Assign | None:
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Assign) and literal(node.value) is True and any(
+                (dotted(t) or "").endswith(suffix) for t in node.targets):
+            return node
+    return None
+
+
+class BenchmarkWithDeterminism(Rule):
+    code = codes.BENCHMARK_WITH_DETERMINISM
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        module = ctx.module
+        benchmark = _assigned_true(module, "cudnn.benchmark")
+        if benchmark is None:
+            return
+        claims = _assigned_true(module, "cudnn.deterministic") or next(
+            (c for c in calls_in_all(module) if module.callee(c).endswith("use_deterministic_algorithms")
+             and c.args and literal(c.args[0]) is True), None)
+        if claims is not None:
+            yield ctx.finding(self.code, benchmark, "cudnn.benchmark = True contradicts the determinism asked for "
+                              f"on line {claims.lineno}", determinism_line=claims.lineno)
+
+
+RULES = (EntryPointWithoutSeed, WorkersWithoutSeeding, BenchmarkWithDeterminism)

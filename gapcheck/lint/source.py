@@ -1,0 +1,114 @@
+"""One source file: its text, its AST, and its ``# gapcheck: ignore[...]`` suppressions.
+
+Suppressions are read with :mod:`tokenize` (only real comments count, never text inside a
+string). A suppression silences the listed codes on its own line and on the whole statement it
+belongs to, so a call spread over several lines can carry the comment on any of them. For a
+compound statement (``for``, ``with``, ``def``) only the header counts, never the whole body.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gapcheck.errors import InputError
+
+#: Files larger than this are refused (a generated or vendored file, not a training script).
+MAX_FILE_BYTES = 5 * 1024 * 1024
+
+_IGNORE = re.compile(r"#\s*gapcheck:\s*ignore\[([A-Za-z0-9_,\s]+)\](?:\s*--\s*(.*))?")
+
+
+@dataclass(frozen=True)
+class Suppression:
+    line: int
+    codes: frozenset[str]
+    reason: str
+
+
+@dataclass
+class SourceFile:
+    path: Path
+    display: str  # the path as reported (relative to where the user ran, when possible)
+    text: str
+    tree: ast.Module
+    suppressions: dict[int, Suppression] = field(default_factory=dict)
+    _statement_span: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def suppressed(self, code: str, line: int) -> bool:
+        """Whether ``code`` is suppressed at ``line`` (on the line itself or on its statement)."""
+        start, end = self._statement_span.get(line, (line, line))
+        for number in range(start, end + 1):
+            entry = self.suppressions.get(number)
+            if entry is not None and any(code == c or code.startswith(c) for c in entry.codes):
+                return True
+        return False
+
+
+def read_source(path: Path, display: str) -> SourceFile:
+    """Read and parse ``path``; an unreadable or unparsable file is an :class:`InputError` naming it."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{display}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes gapcheck lint reads")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        raise InputError(f"{display}: not a text file in a known encoding ({exc})") from exc
+    return parse_source(text, path, display)
+
+
+def parse_source(text: str, path: Path, display: str) -> SourceFile:
+    try:
+        tree = ast.parse(text, filename=display)
+    except SyntaxError as exc:
+        raise InputError(f"{display}:{exc.lineno or 0}:{exc.offset or 0}: does not parse: {exc.msg}") from exc
+    except (ValueError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        raise InputError(f"{display}: does not parse: {exc}") from exc
+    source = SourceFile(path=path, display=display, text=text, tree=tree)
+    source.suppressions = _suppressions(text)
+    if source.suppressions:
+        source._statement_span = _statement_spans(tree)
+    return source
+
+
+def _suppressions(text: str) -> dict[int, Suppression]:
+    found: dict[int, Suppression] = {}
+    if "gapcheck:" not in text:
+        return found  # the common case: no need to tokenize at all
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.COMMENT:
+                continue
+            match = _IGNORE.search(token.string)
+            if match:
+                codes = frozenset(c.strip().upper() for c in match.group(1).split(",") if c.strip())
+                found[token.start[0]] = Suppression(token.start[0], codes, (match.group(2) or "").strip())
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # ast accepted the file; a tokenizer hiccup only loses suppressions after it
+    return found
+
+
+def _statement_spans(tree: ast.Module) -> dict[int, tuple[int, int]]:
+    """Line -> (first, last) line of the innermost statement (or compound header) holding it."""
+    spans: dict[int, tuple[int, int]] = {}
+    for node in ast.walk(tree):  # outer statements first, so inner ones overwrite them
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            end = max(node.lineno, body[0].lineno - 1)
+        else:
+            end = node.end_lineno or node.lineno
+        for line in range(node.lineno, end + 1):
+            previous = spans.get(line)
+            if previous is None or (previous[1] - previous[0]) >= (end - node.lineno):
+                spans[line] = (node.lineno, end)
+    return spans

@@ -1,0 +1,333 @@
+"""The small symbol and flow layer the rules stand on.
+
+:class:`ModuleIndex` is one parsed module: what its names import (``DataLoader`` ->
+``torch.utils.data.DataLoader``), its functions and methods, and what each variable is bound to
+(flow-insensitive: ``model = Net().to(device)`` makes ``model`` a ``Net``). :class:`Program` loads
+modules on demand and resolves a call to the function it runs, in the same module or across
+modules where the import resolves to a file next to the caller or in its package. :func:`flow`
+walks statements in source order and steps into the functions they call, so a rule looking at an
+epoch loop also sees what ``train_one_epoch()`` does.
+
+Only what a reader of the code would conclude is modelled; anything dynamic (``getattr``, calls
+through containers) is simply not followed, which keeps the rules quiet rather than clever.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gapcheck.errors import InputError
+from gapcheck.lint.source import SourceFile, read_source
+
+#: How many calls deep :func:`flow` follows (an epoch loop -> train_one_epoch -> a step helper).
+MAX_DEPTH = 4
+#: Method calls that return the receiver (or an equivalent module), looked through when binding.
+_PASS_THROUGH = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_",
+                 "share_memory", "to_empty"}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def tokens(name: str) -> frozenset[str]:
+    """Lower-case words of an identifier: ``valLoader`` / ``val_loader`` -> {"val", "loader"}."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return frozenset(part for part in re.split(r"[^A-Za-z0-9]+|_", spaced.lower()) if part)
+
+
+EVAL_WORDS = frozenset({"val", "valid", "validation", "validate", "test", "testing", "eval", "evaluation",
+                        "evaluate", "holdout", "dev"})
+TRAIN_WORDS = frozenset({"train", "training", "trn", "fit"})
+
+
+def is_eval_name(name: str | None) -> bool:
+    """A name that means validation/test data and not training data (``val_loader``, ``X_test``)."""
+    if not name:
+        return False
+    words = tokens(name)
+    return bool(words & EVAL_WORDS) and not words & TRAIN_WORDS
+
+
+def is_train_name(name: str | None) -> bool:
+    if not name:
+        return False
+    words = tokens(name)
+    return bool(words & TRAIN_WORDS) and not words & EVAL_WORDS
+
+
+def dotted(node: ast.AST | None) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain (``self.model`` included), else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_name(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for item in call.keywords:
+        if item.arg == name:
+            return item.value
+    return None
+
+
+def literal(node: ast.AST | None) -> object:
+    """The value of a literal (``True``, ``0``, ``"cuda"``), or the ``...`` sentinel when not literal."""
+    if node is None:
+        return ...
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ...
+
+
+def ordered(node: ast.AST, *, into_scopes: bool = False) -> Iterator[ast.AST]:
+    """Every node under ``node`` in source order (pre-order), not entering nested defs unless asked."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        children = [c for c in ast.iter_child_nodes(current) if into_scopes or not isinstance(c, _SCOPES)]
+        stack.extend(reversed(children))
+
+
+def calls_in(node: ast.AST) -> Iterator[ast.Call]:
+    """Calls under ``node`` in source order, not inside nested functions or classes."""
+    for child in ordered(node):
+        if isinstance(child, ast.Call):
+            yield child
+
+
+def all_calls(node: ast.AST) -> Iterator[ast.Call]:
+    """Every call under ``node``, nested functions and classes included (order not guaranteed)."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call):
+            yield child
+
+
+@dataclass
+class ModuleIndex:
+    """One module, indexed for the rules (see the module docstring)."""
+
+    source: SourceFile
+    imports: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    bindings: dict[str, list[ast.expr]] = field(default_factory=dict)
+    owner: dict[int, str] = field(default_factory=dict)  # id(function node) -> its class name, for self.method()
+    parents: dict[int, ast.AST] = field(default_factory=dict)
+
+    @property
+    def tree(self) -> ast.Module:
+        return self.source.tree
+
+    @classmethod
+    def build(cls, source: SourceFile) -> ModuleIndex:
+        index = cls(source=source)
+        for node in ast.walk(source.tree):
+            for child in ast.iter_child_nodes(node):
+                index.parents[id(child)] = node
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    index.imports[local] = alias.name if alias.asname else alias.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                base = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    if alias.name != "*":
+                        joiner = "" if base.endswith(".") or not base else "."
+                        index.imports[alias.asname or alias.name] = f"{base}{joiner}{alias.name}"
+            elif isinstance(node, ast.ClassDef):
+                index.classes.setdefault(node.name, node)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        index.functions.setdefault(f"{node.name}.{item.name}", item)
+                        index.owner[id(item)] = node.name
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    key = dotted(target)
+                    if key is not None:
+                        index.bindings.setdefault(key, []).append(node.value)
+                    elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                        for element, value in zip(target.elts, node.value.elts):
+                            if dotted(element) is not None:
+                                index.bindings.setdefault(dotted(element) or "", []).append(value)
+        for node in source.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                index.functions[node.name] = node
+        return index
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(id(node))
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        current = self.parent(node)
+        while current is not None:
+            yield current
+            current = self.parent(current)
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for parent in self.ancestors(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return parent
+        return None
+
+    def qualname(self, node: ast.AST | None) -> str | None:
+        """The imported name an expression refers to (``nn.BatchNorm1d`` -> ``torch.nn.BatchNorm1d``), else its dotted text."""
+        text = dotted(node)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        origin = self.imports.get(head)
+        if origin is None:
+            return text
+        return f"{origin}.{rest}" if rest else origin
+
+    def callee(self, call: ast.Call) -> str:
+        """The qualified name of what ``call`` calls ('' when it is not a plain name chain)."""
+        return self.qualname(call.func) or ""
+
+    def constructors(self, name: str | None, _seen: frozenset[str] = frozenset()) -> set[str]:
+        """Qualified names of the calls ``name`` is bound to (looking through ``.to()``, ``.cuda()`` and aliases)."""
+        if not name or name in _seen:
+            return set()
+        found: set[str] = set()
+        for value in self.bindings.get(name, ()):
+            base = unwrap(value)
+            if isinstance(base, ast.Call):
+                found.add(self.callee(base))
+            elif dotted(base) is not None:
+                found |= self.constructors(dotted(base), _seen | {name})
+        return found
+
+    def bound_to(self, node: ast.AST | None, *suffixes: str) -> bool:
+        """Whether the variable ``node`` names was built by a call whose name ends with one of ``suffixes``."""
+        return any(ctor.split(".")[-1] in suffixes for ctor in self.constructors(dotted(node)))
+
+    def uses_module(self, prefix: str) -> bool:
+        return any(origin == prefix or origin.startswith(prefix + ".") for origin in self.imports.values())
+
+
+def unwrap(value: ast.AST) -> ast.AST:
+    """``Net().to(device).train()`` -> ``Net()``: drop pass-through method calls."""
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+           and value.func.attr in _PASS_THROUGH and isinstance(value.func.value, (ast.Call, ast.Name, ast.Attribute))):
+        value = value.func.value
+    return value
+
+
+class Program:
+    """Modules loaded on demand (each parsed once per process) and calls resolved between them."""
+
+    def __init__(self) -> None:
+        self._modules: dict[Path, ModuleIndex | None] = {}
+
+    def add(self, source: SourceFile) -> ModuleIndex:
+        index = ModuleIndex.build(source)
+        self._modules[source.path.resolve()] = index
+        return index
+
+    def load(self, path: Path) -> ModuleIndex | None:
+        key = path.resolve()
+        if key not in self._modules:
+            try:
+                self._modules[key] = ModuleIndex.build(read_source(path, str(path)))
+            except InputError:
+                self._modules[key] = None  # an import we cannot read is simply not followed
+        return self._modules[key]
+
+    def resolve(self, module: ModuleIndex, call: ast.Call,
+                within: ast.AST | None = None) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The function ``call`` runs, when a reader could tell: a local function, ``self.method()``, an import."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            if func.id in module.functions and "." not in func.id:
+                return module, module.functions[func.id]
+            origin = module.imports.get(func.id)
+            return self._imported(module, origin) if origin else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id == "self" and within is not None:
+                owner = module.owner.get(id(within))
+                target = module.functions.get(f"{owner}.{func.attr}") if owner else None
+                return (module, target) if target is not None else None
+            origin = module.imports.get(func.value.id)
+            if origin:
+                return self._imported(module, f"{origin}.{func.attr}")
+        return None
+
+    def _imported(self, module: ModuleIndex, origin: str) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        module_name, _, attr = origin.rpartition(".")
+        if not module_name and not origin.startswith("."):
+            return None
+        path = self._find_module(module.source.path, module_name)
+        target = self.load(path) if path is not None else None
+        if target is None:
+            return None
+        function = target.functions.get(attr)
+        return (target, function) if function is not None else None
+
+    def _find_module(self, importer: Path, name: str) -> Path | None:
+        level = len(name) - len(name.lstrip("."))
+        parts = [p for p in name.lstrip(".").split(".") if p]
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            candidates = [base]
+        else:
+            candidates = [importer.parent, _package_root(importer.parent)]
+        for base in candidates:
+            stem = base.joinpath(*parts) if parts else base
+            for candidate in (stem.with_suffix(".py") if parts else None, stem / "__init__.py"):
+                if candidate is not None and candidate.is_file():
+                    return candidate
+        return None
+
+
+def _package_root(folder: Path) -> Path:
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node met by :func:`flow`: the module it belongs to, and the call in the linted code that led there."""
+
+    module: ModuleIndex
+    node: ast.AST
+    via: ast.Call | None  # the outermost call in the starting code (None for the code itself)
+
+
+def flow(program: Program, module: ModuleIndex, roots: Iterable[ast.AST], *,
+         depth: int = MAX_DEPTH) -> Iterator[Step]:
+    """Nodes of ``roots`` in source order, stepping into each resolved call right after the call node."""
+    yield from _flow(program, module, list(roots), depth, None, frozenset())
+
+
+def _flow(program: Program, module: ModuleIndex, roots: list[ast.AST], depth: int, via: ast.Call | None,
+          active: frozenset[int]) -> Iterator[Step]:
+    for root in roots:
+        for node in ordered(root):
+            yield Step(module, node, via)
+            if depth <= 0 or not isinstance(node, ast.Call):
+                continue
+            resolved = program.resolve(module, node, within=module.enclosing_function(node))
+            if resolved is None or id(resolved[1]) in active:
+                continue
+            target_module, function = resolved
+            yield from _flow(program, target_module, list(function.body), depth - 1, via or node,
+                             active | {id(function)})
