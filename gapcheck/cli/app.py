@@ -35,6 +35,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "nightly": LazyCommand("gapcheck.cli.nightly", "command", "Check deployed endpoints against a golden bundle; record history; alert."),
     "history": LazyCommand("gapcheck.cli.history", "command", "Show the nightly history: statuses and error trends.", no_args_is_help=False),
     "lint": LazyCommand("gapcheck.cli.lint", "command", "Static checks for training code (leakage, DDP, AMP, evaluation, seeds)."),
+    "leakage": LazyCommand("gapcheck.cli.leakage", "command", "Find samples shared across data splits: exact/near duplicates, groups, labels, target leakage."),
+    "drift": LazyCommand("gapcheck.cli.drift", "command", "Compare a current split's distributions with a reference (KS + effect sizes, BH, coverage)."),
 }
 
 app = typer.Typer(

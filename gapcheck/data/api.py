@@ -86,3 +86,127 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
         bad_items=tuple(bad["reference"] + bad["current"] + problems), engine=run.engine, shards=run.shards,
         sample_bound=max(s.reservoir.dkw_bound() for s in sides.values()), sketch_rank_error=kll_rank_error(),
         run_timings={"plan_s": planned - started, "job_s": merged - planned, "total_s": time.perf_counter() - started})
+
+
+def _labels_file(path: str) -> dict[str, tuple[Any, Any]]:
+    """labels.csv (columns ``path,label[,group]``) → {path: (label, group)}; paths match relative names or file names."""
+    import pandas as pd
+
+    from gapcheck.errors import InputError
+
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the labels file {path}: {exc}") from exc
+    if "path" not in table.columns or "label" not in table.columns:
+        raise InputError(f"{path}: the labels file needs the columns path,label (optionally group)")
+    groups = table["group"] if "group" in table.columns else [None] * len(table)
+    return {str(p): (None if pd.isna(lab) else lab, None if g is None or pd.isna(g) else g)
+            for p, lab, g in zip(table["path"], table["label"], groups)}
+
+
+def _lookup(names: list[str], split: str, table: dict[str, tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    out = []
+    for name in names:
+        for key in (f"{split}/{name}", name, name.rsplit("/", 1)[-1]):
+            if key in table:
+                out.append(table[key])
+                break
+        else:
+            out.append((None, None))
+    return out
+
+
+def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_file: str | None = None,
+            engine: Engine | None = None, progress: ProgressReporter | None = None,
+            shard_size: int = DEFAULT_SHARD_SIZE, thumbnails: int = 6) -> Any:
+    """Check ``splits`` (two or more) for exact/near duplicates, group overlap, label problems and target leakage."""
+    import dataclasses
+
+    from gapcheck.codes import data as codes
+    from gapcheck.data import leakage as job
+    from gapcheck.data.hashing import decode_path
+    from gapcheck.data.leakage_checks import exact_pairs, group_findings, label_findings, near_pairs, \
+        pair_findings, target_leakage
+    from gapcheck.data.leakage_result import LeakageResult
+    from gapcheck.data.near import max_distance
+    from gapcheck.errors import UsageError
+    from gapcheck.findings import Subject
+
+    options = options or job.LeakageOptions()
+    if not 0.0 <= options.near <= 1.0:
+        raise UsageError(f"the near-duplicate similarity must be in [0, 1], got {options.near}")
+    specs = [as_spec(s, f"split{i}") for i, s in enumerate(splits)]
+    if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
+        raise UsageError("leakage needs at least two splits with distinct names")
+    started = time.perf_counter()
+    plans = [plan(spec, shard_size) for spec in specs]
+    table = _labels_file(labels_file) if labels_file else None
+    job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
+    wrapped = []
+    for p in plans:
+        for payload in p.payloads:
+            extra: dict[str, Any] = {}
+            if table is not None and "names" in payload:
+                found = _lookup(payload["names"], p.spec.name, table)
+                extra = {"labels": [lab for lab, _ in found], "groups": [g for _, g in found]}
+            wrapped.append(({"source": payload, "options": job_options, **extra}, payload))
+    shards = make_shards(wrapped)
+    planned = time.perf_counter()
+    run = _with_engine(engine, lambda e: run_job(e, job.leakage_task, shards, empty=job.empty_partial,
+                                                 merge=job.merge_partials, progress=progress, description="leakage"))
+    merged_at = time.perf_counter()
+    records = {p.spec.name: run.merged.get(p.spec.name, job.SplitRecords(kind=p.kind.value)) for p in plans}
+    findings = shard_failure_findings(run.failures)
+    bad_all: list[tuple[str, str]] = []
+    summaries = []
+    for p in plans:
+        rec = records[p.spec.name]
+        bad = listing_bad(p) + rec.bad
+        bad_all += bad
+        findings += bad_input_findings(p.spec.name, bad)
+        summaries.append(summary(p, len(rec.names), len(bad)))
+        if not rec.names:
+            findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",
+                                                      subject=Subject(stage=p.spec.name),
+                                                      evidence={"listed": p.items, "bad": len(bad)}))
+    exact = exact_pairs(records)
+    near = near_pairs(records, options, exact)
+    findings += pair_findings(exact, near)
+    findings += group_findings(records)
+    findings += label_findings(records, exact + near)
+    target, auc = target_leakage(records)
+    findings += target
+    images = any(r.kind == "images" for r in records.values())
+    return LeakageResult(
+        splits=tuple(summaries), options=options, exact=tuple(exact), near=tuple(near), findings=tuple(findings),
+        auc=auc, bad_items=tuple(bad_all), decode_path=decode_path() if images else "",
+        near_max_bits=max_distance(options.near), thumbnails=_thumbnails(records, near, thumbnails),
+        engine=run.engine, shards=run.shards,
+        run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
+                     "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
+
+
+def _thumbnails(records: dict[str, Any], near: Sequence[Any], limit: int) -> tuple[tuple[str, str], ...]:
+    """Small PNGs of the first near-duplicate pairs, read on the driver (only these few images)."""
+    import base64
+    import io
+
+    from gapcheck.data.readers import _read_bytes
+    from gapcheck.data.hashing import decode_image
+
+    urls = {n: u for r in records.values() for n, u in zip(r.names, r.urls) if u}
+    out: list[tuple[str, str]] = []
+    for pair in list(near)[:limit]:
+        for name in (pair.item, pair.other):
+            if name not in urls:
+                continue
+            try:
+                image = decode_image(_read_bytes(urls[name])).convert("RGB")
+            except Exception:  # noqa: BLE001 - a thumbnail is decoration; the finding stands without it
+                continue
+            image.thumbnail((128, 128))
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG")
+            out.append((f"{name} (d={pair.distance})", base64.b64encode(buffer.getvalue()).decode("ascii")))
+    return tuple(out)

@@ -1,0 +1,149 @@
+"""`gapcheck leakage`: the same sample, a near copy, the same group, or the label hiding in a feature, across splits.
+
+A job on the engines. Each shard becomes ``{split: SplitRecords}``: per item its name, label,
+group and hashes (file-bytes SHA256, decoded-pixel SHA256, pHash, dHash for images; 128-bit
+canonical row and key hashes for tables) plus, for tables with a label, a seeded row sample.
+Merging concatenates in shard order (exact). The checks run once on the merged records:
+exact duplicates by hash join, near duplicates by :mod:`gapcheck.data.near` (query split ×
+reference split), group overlap, label conflicts and missing labels, and target leakage
+(single-feature AUC near-perfect, or much higher in one split than another).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gapcheck.data.hashing import file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
+from gapcheck.data.readers import iter_images, read_frame
+from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
+
+NEAR_PERFECT_AUC = 0.99
+AUC_GAP = 0.15  # one split's AUC this much above another's: an encoding fit with that split's labels
+
+
+@dataclass(frozen=True)
+class LeakageOptions:
+    near: float = 0.9  # perceptual similarity: 0.9 → up to 6 of 64 pHash bits may differ
+    key_columns: tuple[str, ...] | None = None
+    group_column: str | None = None
+    label_column: str | None = None
+    seed: int = 0
+    sample_size: int = SAMPLE_SIZE
+
+
+@dataclass
+class SplitRecords:
+    kind: str = ""
+    names: list[str] = field(default_factory=list)
+    urls: list[str | None] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+    groups: list[Any] = field(default_factory=list)
+    file_sha: list[str | None] = field(default_factory=list)
+    pixel_sha: list[str] = field(default_factory=list)
+    phash: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    dhash: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    row_hash: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
+    key_hash: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
+    sample: Reservoir = field(default_factory=Reservoir)
+    bad: list[tuple[str, str]] = field(default_factory=list)
+
+    def merge(self, other: "SplitRecords") -> "SplitRecords":
+        return SplitRecords(
+            kind=self.kind or other.kind, names=self.names + other.names, urls=self.urls + other.urls,
+            labels=self.labels + other.labels, groups=self.groups + other.groups,
+            file_sha=self.file_sha + other.file_sha, pixel_sha=self.pixel_sha + other.pixel_sha,
+            phash=np.concatenate([self.phash, other.phash]), dhash=np.concatenate([self.dhash, other.dhash]),
+            row_hash=np.concatenate([self.row_hash, other.row_hash]),
+            key_hash=np.concatenate([self.key_hash, other.key_hash]), sample=self.sample.merge(other.sample),
+            bad=self.bad + other.bad)
+
+
+def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
+    """One shard → ``{split: SplitRecords}`` (module level: every engine can ship it)."""
+    source = payload["source"]
+    if source["kind"] == "images" or source.get("sample_kind") == "images":
+        records = _image_records(source, payload.get("groups"), payload.get("labels"))
+    else:
+        records = _table_records(source, payload["options"])
+    return {source["split"]: records}
+
+
+def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: list[Any] | None) -> SplitRecords:
+    out = SplitRecords(kind="images")
+    urls = source.get("urls") or [None] * (source.get("stop", 0) - source.get("start", 0))
+    phash, dhash = [], []
+    for position, (item, url) in enumerate(zip(iter_images(source), urls)):
+        if item.error:
+            out.bad.append((item.name, item.error))
+            continue
+        rgb = item.image.convert("RGB")
+        p, d = perceptual_hashes(rgb)
+        out.names.append(item.name)
+        out.urls.append(url)
+        out.labels.append(labels[position] if labels is not None else item.label)
+        out.groups.append(groups[position] if groups is not None else None)
+        out.file_sha.append(file_sha256(item.data) if item.data is not None else None)
+        out.pixel_sha.append(pixel_sha256(rgb_pixels(rgb)))
+        phash.append(p)
+        dhash.append(d)
+    out.phash = np.asarray(phash, dtype=np.uint64)
+    out.dhash = np.asarray(dhash, dtype=np.uint64)
+    return out
+
+
+def _table_records(source: dict[str, Any], options: dict[str, Any]) -> SplitRecords:
+    shard = read_frame(source)
+    frame = shard.data.rename(columns=str)
+    label, group, keys = options["label_column"], options["group_column"], options["key_columns"]
+    for column in [c for c in (label, group, *(keys or ())) if c]:
+        if column not in frame.columns:
+            from gapcheck.errors import UsageError
+            raise UsageError(f"{source['name']}: no column {column!r} (columns: {', '.join(map(str, frame.columns))})")
+    out = SplitRecords(kind="table", names=list(shard.names), urls=[None] * len(shard.names), bad=list(shard.bad))
+    out.labels = frame[label].tolist() if label else [None] * len(frame)
+    out.groups = frame[group].tolist() if group else [None] * len(frame)
+    features = frame.drop(columns=[c for c in (label, group) if c])
+    out.row_hash = row_hashes(features)
+    if keys:
+        out.key_hash = row_hashes(frame[list(keys)])
+    if label:
+        numeric = {c: features[c].to_numpy(np.float64) for c in features.columns if features[c].dtype.kind in "biuf"}
+        numeric["__label__"] = _label_codes(frame[label])
+        out.sample = Reservoir.of(out.names, numeric, options["seed"], options["sample_size"])
+    return out
+
+
+def _label_codes(labels: Any) -> np.ndarray:
+    import pandas as pd
+
+    numbers = pd.to_numeric(labels, errors="coerce").to_numpy(np.float64)
+    return numbers
+
+
+def empty_partial() -> dict[str, SplitRecords]:
+    return {}
+
+
+def merge_partials(a: dict[str, SplitRecords], b: dict[str, SplitRecords]) -> dict[str, SplitRecords]:
+    merged = dict(a)
+    for split, records in b.items():
+        merged[split] = merged[split].merge(records) if split in merged else records
+    return merged
+
+
+def single_feature_auc(feature: np.ndarray, label: np.ndarray) -> float | None:
+    """max(AUC, 1 − AUC) of one feature for a binary label (None when not binary or too few rows)."""
+    from scipy.stats import rankdata
+
+    keep = np.isfinite(feature) & np.isfinite(label)
+    x, y = feature[keep], label[keep]
+    classes = np.unique(y)
+    if len(classes) != 2 or len(x) < 20:
+        return None
+    positive = y == classes[1]
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    ranks = rankdata(x)
+    auc = (ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return float(max(auc, 1.0 - auc))

@@ -1,0 +1,194 @@
+"""The leakage checks proper: they run once, on the driver, over the merged split records."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from gapcheck.data.leakage import AUC_GAP, NEAR_PERFECT_AUC, LeakageOptions, SplitRecords, single_feature_auc
+from gapcheck.data.near import hamming_pairs, max_distance
+from gapcheck.findings import Finding, Subject
+
+MAX_FINDINGS_PER_CODE = 100  # beyond this a finding says how many more (the sections list up to MAX_PAIRS)
+MAX_PAIRS = 10_000
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two items of different splits that are the same (exact) or nearly the same (near)."""
+
+    kind: str  # "file_bytes" | "pixels" | "row" | "key" | "near"
+    item: str
+    other: str
+    split: str
+    other_split: str
+    distance: int | None = None  # pHash Hamming distance (near pairs)
+    dhash_distance: int | None = None
+    label: Any = None
+    other_label: Any = None
+
+
+def _missing(label: Any) -> bool:
+    return label is None or (isinstance(label, float) and math.isnan(label))
+
+
+def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
+    """Items of two different splits with the same content hash (strongest hash first: bytes, pixels, row, key)."""
+    pairs: list[Pair] = []
+    found: set[tuple[str, str]] = set()
+    names = list(splits)
+    for kind, column in (("file_bytes", "file_sha"), ("pixels", "pixel_sha"), ("row", "row_hash"), ("key", "key_hash")):
+        owners: dict[Any, list[tuple[str, int]]] = {}
+        for split in names:
+            values = getattr(splits[split], column)
+            if isinstance(values, np.ndarray):
+                values = [tuple(v) for v in values.tolist()] if values.ndim == 2 else values.tolist()
+            for i, value in enumerate(values):
+                if value is not None:
+                    owners.setdefault(value, []).append((split, i))
+        for value, items in owners.items():
+            if len({s for s, _ in items}) < 2:
+                continue
+            first_split = items[0][0]
+            anchor = items[0]
+            for split, i in items[1:]:
+                if split == first_split:
+                    continue
+                a, b = splits[anchor[0]], splits[split]
+                key = (a.names[anchor[1]], b.names[i])
+                if key in found:
+                    continue
+                found.add(key)
+                pairs.append(Pair(kind, b.names[i], a.names[anchor[1]], split, anchor[0],
+                                  label=b.labels[i], other_label=a.labels[anchor[1]]))
+    return pairs
+
+
+def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: Sequence[Pair]) -> list[Pair]:
+    """pHash pairs within the threshold, each later split queried against each earlier one; exact pairs excluded."""
+    limit = max_distance(options.near)
+    known = {(p.item, p.other) for p in exact}
+    pairs: list[Pair] = []
+    names = [s for s in splits if splits[s].kind == "images"]
+    for j, query_split in enumerate(names):
+        for reference_split in names[:j]:
+            q, r = splits[query_split], splits[reference_split]
+            qi, ri, dist = hamming_pairs(q.phash, r.phash, limit)
+            dh = np.bitwise_count(q.dhash[qi] ^ r.dhash[ri]) if len(qi) else np.zeros(0, np.int64)
+            for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist()):
+                if (q.names[a], r.names[b]) in known:
+                    continue
+                pairs.append(Pair("near", q.names[a], r.names[b], query_split, reference_split, distance=d,
+                                  dhash_distance=int(e), label=q.labels[a], other_label=r.labels[b]))
+    return pairs
+
+
+def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
+    from gapcheck.codes import data as codes
+
+    findings: list[Finding] = []
+    for code, pairs in ((codes.EXACT_DUPLICATE, exact), (codes.NEAR_DUPLICATE, near)):
+        for pair in pairs[:MAX_FINDINGS_PER_CODE]:
+            how = (f"pHash distance {pair.distance}/64 (dHash {pair.dhash_distance})" if pair.kind == "near"
+                   else {"file_bytes": "identical file bytes", "pixels": "identical decoded pixels",
+                         "row": "identical row", "key": "identical key columns"}[pair.kind])
+            findings.append(code.finding(
+                f"{pair.item} ({pair.split}) and {pair.other} ({pair.other_split}): {how}",
+                subject=Subject(path=pair.item, other=pair.other),
+                evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
+                          "splits": [pair.split, pair.other_split]}))
+        if len(pairs) > MAX_FINDINGS_PER_CODE:
+            findings.append(code.finding(f"{len(pairs) - MAX_FINDINGS_PER_CODE} more pair(s) like these (see the "
+                                         f"report's pairs)", subject=Subject(group="more"),
+                                         evidence={"total": len(pairs)}))
+    return findings
+
+
+def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> list[Finding]:
+    """Duplicates whose labels differ (across and within splits), and missing labels per split."""
+    from gapcheck.codes import data as codes
+
+    findings: list[Finding] = []
+    conflicts = [p for p in pairs if not _missing(p.label) and not _missing(p.other_label) and p.label != p.other_label]
+    for split, records in splits.items():  # exact duplicates inside one split with two labels
+        by_hash: dict[Any, list[int]] = {}
+        hashes = records.pixel_sha or [tuple(v) for v in records.row_hash.tolist()]
+        for i, value in enumerate(hashes):
+            by_hash.setdefault(value, []).append(i)
+        for items in by_hash.values():
+            labels = {str(records.labels[i]) for i in items if not _missing(records.labels[i])}
+            if len(labels) > 1:
+                first = items[0]
+                for i in items[1:]:
+                    if str(records.labels[i]) != str(records.labels[first]) and not _missing(records.labels[i]):
+                        conflicts.append(Pair("within", records.names[i], records.names[first], split, split,
+                                              label=records.labels[i], other_label=records.labels[first]))
+    for pair in conflicts[:MAX_FINDINGS_PER_CODE]:
+        findings.append(codes.LABEL_CONFLICT.finding(
+            f"{pair.item} is labelled {pair.label!r} but its duplicate {pair.other} is {pair.other_label!r}",
+            subject=Subject(path=pair.item, other=pair.other),
+            evidence={"label": pair.label, "other_label": pair.other_label, "match": pair.kind}))
+    labelled = any(not _missing(label) for r in splits.values() for label in r.labels)
+    for split, records in splits.items():
+        missing = [n for n, label in zip(records.names, records.labels) if _missing(label)]
+        if labelled and missing:
+            findings.append(codes.LABEL_MISSING.finding(
+                f"{len(missing)} of {len(records.names)} item(s) in {split} have no label", subject=Subject(stage=split),
+                evidence={"count": len(missing), "items": missing[:20]}))
+    return findings
+
+
+def group_findings(splits: dict[str, SplitRecords]) -> list[Finding]:
+    from gapcheck.codes import data as codes
+
+    findings: list[Finding] = []
+    counts = {s: _group_counts(r.groups) for s, r in splits.items()}
+    names = list(splits)
+    for j, split in enumerate(names):
+        for other in names[:j]:
+            shared = sorted(set(counts[split]) & set(counts[other]), key=str)
+            if shared:
+                findings.append(codes.GROUP_OVERLAP.finding(
+                    f"{len(shared)} group(s) in both {other} and {split}: {', '.join(map(str, shared[:10]))}",
+                    subject=Subject(stage=f"{other}↔{split}"),
+                    evidence={"groups": [str(g) for g in shared[:50]], "shared": len(shared),
+                              "items": {str(g): [counts[other][g], counts[split][g]] for g in shared[:50]}}))
+    return findings
+
+
+def _group_counts(groups: list[Any]) -> dict[Any, int]:
+    counts: dict[Any, int] = {}
+    for group in groups:
+        if not _missing(group):
+            counts[group] = counts.get(group, 0) + 1
+    return counts
+
+
+def target_leakage(splits: dict[str, SplitRecords]) -> tuple[list[Finding], dict[str, dict[str, float | None]]]:
+    """Single-feature AUC per split and feature; near-perfect or much higher in one split is target leakage."""
+    from gapcheck.codes import data as codes
+
+    table: dict[str, dict[str, float | None]] = {}
+    for split, records in splits.items():
+        columns = records.sample.columns
+        if "__label__" not in columns:
+            continue
+        for feature in sorted(c for c in columns if c != "__label__"):
+            table.setdefault(feature, {})[split] = single_feature_auc(columns[feature], columns["__label__"])
+    findings: list[Finding] = []
+    for feature, per_split in table.items():
+        values = {s: v for s, v in per_split.items() if v is not None}
+        if not values:
+            continue
+        best = max(values, key=lambda s: values[s])
+        worst = min(values, key=lambda s: values[s])
+        gap = values[best] - values[worst]
+        if values[best] >= NEAR_PERFECT_AUC or gap >= AUC_GAP:
+            why = (f"near-perfect AUC {values[best]:.3f} in {best}" if values[best] >= NEAR_PERFECT_AUC
+                   else f"AUC {values[best]:.3f} in {best} but {values[worst]:.3f} in {worst}")
+            findings.append(codes.TARGET_LEAKAGE.finding(
+                f"{feature} predicts the label alone: {why}", subject=Subject(output=feature),
+                evidence={"auc": {s: round(v, 6) for s, v in values.items()}}))
+    return findings, table

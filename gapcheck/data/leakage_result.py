@@ -1,0 +1,90 @@
+"""The leakage report: the contract's head, the pairs, group/label/target tables, and near-duplicate thumbnails."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gapcheck.data.common import SideSummary, bad_items_section
+from gapcheck.data.leakage import LeakageOptions
+from gapcheck.data.leakage_checks import MAX_PAIRS, Pair
+from gapcheck.findings import Finding
+from gapcheck.report.contract import Chart, ResultBase, Table, findings_table
+
+
+@dataclass(frozen=True)
+class LeakageResult(ResultBase):
+    splits: tuple[SideSummary, ...]
+    options: LeakageOptions
+    exact: tuple[Pair, ...]
+    near: tuple[Pair, ...]
+    findings: tuple[Finding, ...]
+    auc: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    bad_items: tuple[tuple[str, str], ...] = ()
+    decode_path: str = ""
+    near_max_bits: int = 0
+    thumbnails: tuple[tuple[str, str], ...] = ()  # (caption, base64 PNG) for the HTML; not in the JSON
+    engine: str = ""
+    shards: int = 0
+    run_timings: dict[str, float] = field(default_factory=dict)
+    command: str = "leakage"
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return dict(self.run_timings)
+
+    @property
+    def headline(self) -> str:
+        gaps = [f for f in self.findings if f.is_gap]
+        if not gaps:
+            return f"no leakage across {len(self.splits)} split(s) ({sum(s.used for s in self.splits)} items)"
+        codes = sorted({f.code for f in gaps})
+        return (f"leakage: {len(self.exact)} exact and {len(self.near)} near duplicate pair(s); "
+                f"codes: {', '.join(codes)}")
+
+    def sections(self) -> dict[str, Any]:
+        options = dataclasses.asdict(self.options)
+        options["key_columns"] = list(self.options.key_columns) if self.options.key_columns else None
+        return {
+            "splits": [dataclasses.asdict(s) for s in self.splits],
+            "options": options,
+            "near_duplicates": {"hash": "phash", "bits": 64, "max_distance": self.near_max_bits,
+                                "decode_path": self.decode_path},
+            "pairs": [_pair_json(p) for p in (self.exact + self.near)[:MAX_PAIRS]],
+            "pair_counts": {"exact": len(self.exact), "near": len(self.near)},
+            "target_auc": self.auc,
+            "bad_items": bad_items_section(self.bad_items),
+        }
+
+    def views(self) -> Sequence[Table | Chart]:
+        views: list[Table | Chart] = []
+        if self.findings:
+            views.append(findings_table(list(self.findings)))
+        views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
+                           rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits)))
+        if self.exact or self.near:
+            pairs = (self.exact + self.near)[:50]
+            views.append(Table(title="Duplicate pairs across splits", columns=("match", "item", "other", "pHash d"),
+                               rows=tuple((p.kind, p.item, p.other, p.distance) for p in pairs)))
+        if self.thumbnails:
+            views.append(Chart(title="Near duplicates side by side", kind="images", images=self.thumbnails,
+                               note=f"pHash Hamming distance ≤ {self.near_max_bits} of 64 bits"))
+        if self.auc:
+            names = sorted({s for v in self.auc.values() for s in v})
+            views.append(Table(title="Single-feature AUC per split", columns=("feature", *names),
+                               rows=tuple((f, *(_auc(v.get(s)) for s in names)) for f, v in self.auc.items())))
+        views.append(Table(title="Run", columns=("engine", "shards", "decode path"),
+                           rows=((self.engine, self.shards, self.decode_path),)))
+        return views
+
+
+def _pair_json(pair: Pair) -> dict[str, Any]:
+    data = dataclasses.asdict(pair)
+    for key in ("label", "other_label"):
+        value = data[key]
+        data[key] = None if value is None or value != value else (value if isinstance(value, (int, float, str)) else str(value))
+    return data
+
+
+def _auc(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
