@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.cli.options import (
-    AtolOpt, CheckpointOpt, HtmlOpt, InputsFileOpt, InputSpecOpt, JsonOpt, JunitOpt, MaxRowsOpt, ModelOpt, NonStrictOpt,
-    NumSamplesOpt, ProgressOpt, RtolOpt, SeedOpt, ToleranceOptions, ToleranceOverrideOpt, UnsafePickleOpt, emit_reports,
-    prepare_reports,
+    AtolOpt, CheckpointOpt, ConfigOpt, HtmlOpt, InputsFileOpt, InputSpecOpt, JsonOpt, JunitOpt, MaxRowsOpt, ModelOpt,
+    NonStrictOpt, NumSamplesOpt, ProgressOpt, RtolOpt, SeedOpt, ToleranceOptions, ToleranceOverrideOpt, UnsafePickleOpt,
+    configured, emit_reports, prepare_reports,
 )
 from gapcheck.errors import ExitCode, UsageError
 
@@ -33,7 +33,16 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
+#: flag parameter -> [export_diff] key, and -> [triton] key (file < environment < flags)
+_EXPORT_DIFF_KEYS = {"exporter": "exporter", "opset": "opset", "precision": "precision", "num_samples": "num_samples",
+                     "seed": "seed", "rtol": "rtol", "atol": "atol", "batch_sizes": "batch_sizes",
+                     "max_intermediate_mb": "max_intermediate_mb"}
+_TRITON_KEYS = {"triton_url": "url", "triton_model": "model", "triton_version": "version", "protocol": "protocol",
+                "triton_timeout": "timeout_s", "triton_retries": "retries"}
+
+
 def command(
+    ctx: typer.Context,
     checkpoint: CheckpointOpt = None,
     model: ModelOpt = None,
     input_specs: InputSpecOpt = [],  # noqa: B006 - typer reads the default; it is never mutated
@@ -72,6 +81,7 @@ def command(
     triton_layers: Annotated[bool, typer.Option("--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")] = False,
     twin_file: Annotated[list[Path], typer.Option("--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py).")] = [],  # noqa: B006
     progress: ProgressOpt = True,
+    config: ConfigOpt = None,
 ) -> None:
     """Export a checkpoint to ONNX and compare it with torch, module by module; name the first module that diverges."""
     from gapcheck.cli.rich_progress import RichProgress
@@ -80,10 +90,16 @@ def command(
     from gapcheck.report.console import make_console
     from gapcheck.report.formats.console_format import print_result
 
+    reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
+    settings = _settings(ctx, config, locals())
+    exporter, precision, protocol = Exporter(settings["exporter"]), Precision(settings["precision"]), Protocol(settings["protocol"])
+    opset, num_samples, seed, max_intermediate_mb = (settings[k] for k in ("opset", "num_samples", "seed", "max_intermediate_mb"))
+    triton_url, triton_model, triton_version = settings["triton_url"], settings["triton_model"], settings["triton_version"]
+    triton_timeout, triton_retries = settings["triton_timeout"], settings["triton_retries"]
     if (triton_url is None) != (triton_model is None):
         raise UsageError("--triton-url and --triton-model go together")
-    reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
-    tolerances = ToleranceOptions.parse(rtol, atol, tolerance)
+    tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)
+    overrides = {**settings["config_tolerances"], **tolerances.overrides}
     deployment = None
     if triton_url is not None and triton_model is not None:
         endpoint = triton_endpoint(
@@ -93,8 +109,8 @@ def command(
         deployment = DeploymentTarget(endpoint, model=triton_model, version=triton_version)
     request = ExportDiffRequest(
         checkpoint=checkpoint, factory=model, input_specs=tuple(input_specs), inputs_file=inputs_file,
-        onnx_file=onnx_file, exporter=exporter.value, opset=opset, batch_sizes=parse_batch_sizes(batch_sizes),
-        num_samples=num_samples, seed=seed, rtol=tolerances.rtol, atol=tolerances.atol, overrides=tolerances.overrides,
+        onnx_file=onnx_file, exporter=exporter.value, opset=opset, batch_sizes=settings["batch_sizes"],
+        num_samples=num_samples, seed=seed, rtol=tolerances.rtol, atol=tolerances.atol, overrides=overrides,
         precision=precision.value, keep_train_mode=keep_train_mode, unsafe_pickle=unsafe_pickle, strict=not non_strict,
         max_intermediate_bytes=max_intermediate_mb * 1024 * 1024, deployment=deployment, server_layers=triton_layers,
         twin_files=tuple(twin_file), save_onnx=save_onnx,
@@ -104,3 +120,18 @@ def command(
     print_result(make_console(), result, max_rows=max_rows or None)
     emit_reports(result, reports)
     raise typer.Exit(ExitCode.for_verdict(result.verdict))
+
+
+def _settings(ctx: typer.Context, config: Path | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The flags, with [export_diff] and [triton] (file < environment) filling the ones left at their default."""
+    from gapcheck.config import load_config
+
+    loaded = load_config(config)
+    values = {key: given[key] for key in (*_EXPORT_DIFF_KEYS, *_TRITON_KEYS)}
+    values["batch_sizes"] = parse_batch_sizes(values["batch_sizes"])
+    section = loaded.section("export_diff")
+    values.update(configured(ctx, section, _EXPORT_DIFF_KEYS))
+    values.update(configured(ctx, loaded.section("triton"), _TRITON_KEYS))
+    values["batch_sizes"] = tuple(values["batch_sizes"] or ())
+    values["config_tolerances"] = dict(getattr(section, "tolerances", {}) or {})
+    return values

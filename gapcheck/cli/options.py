@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -136,3 +136,20 @@ def emit_reports(result: CommandResult, reports: ReportOptions) -> list[Path]:
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", help="gapcheck.toml or pyproject.toml (default: discovered from the current directory).")]
+
+
+def configured(ctx: typer.Context, section: Any, names: dict[str, str]) -> dict[str, Any]:
+    """File < environment < flags: for each ``parameter -> section field``, the section's value when the flag was not given.
+
+    Only values the user left at their default are taken from the config (click knows where each value came from).
+    """
+    if section is None:
+        return {}
+    out = {}
+    for parameter, key in names.items():
+        value = getattr(section, key, None)
+        source = ctx.get_parameter_source(parameter)  # typer may vendor click: compare the enum by name
+        given = source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
+        if value is not None and not given:
+            out[parameter] = value
+    return out

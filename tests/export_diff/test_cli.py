@@ -232,3 +232,22 @@ def test_onnx_file_of_another_model_is_named_as_such(tmp_path, capsys):
     mismatch = next(f for f in doc["findings"] if f["code"] == "onnx_model_mismatch")
     assert "gate" in mismatch["evidence"]["unknown_modules"]
     assert doc["first_divergence"] is None
+
+
+def test_config_section_merges_file_environment_flags(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "gapcheck.toml"
+    config.write_text('[export_diff]\nnum_samples = 2\nexporter = "torchscript"\n'
+                      'tolerances = { "act" = [1e-2, 1e-2], "fc2" = [1e-2, 1e-2], "output*" = [1e-2, 1e-2] }\n')
+    report = tmp_path / "r.json"
+    base = ["export-diff", "--model", "sample_models.planted:build_custom_op", "--input", "x:1x16:float32",
+            "--no-progress", "--config", str(config), "--json", str(report)]
+    assert main(base) == 0, capsys.readouterr().out  # the file's tolerances accept the known GELU difference
+    doc = json.loads(report.read_text())
+    assert (doc["num_samples"], doc["exporter"]) == (2, "torchscript")
+    monkeypatch.setenv("GAPCHECK_EXPORT_DIFF__NUM_SAMPLES", "3")
+    assert main(base) == 0 and json.loads(report.read_text())["num_samples"] == 3
+    assert main([*base, "--num-samples", "1", "--tolerance", "act=0,0"]) == 1  # flags win over both
+    assert json.loads(report.read_text())["num_samples"] == 1
+    monkeypatch.setenv("GAPCHECK_EXPORT_DIFF__PRECISION", "fp8")
+    assert main(base) == 2
+    assert "GAPCHECK_EXPORT_DIFF__PRECISION: export_diff.precision" in capsys.readouterr().err
