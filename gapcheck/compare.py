@@ -24,6 +24,14 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-2, 1e-3),
     "bfloat16": (5e-2, 1e-2),
 }
+# The noise-floor rule (fp32 comparisons at default tolerances): a float32 tensor carries the rounding
+# noise of the float32 arithmetic that made it, and that grows with the layer's magnitude and depth
+# (|err| 2-5e-4 where resnet50's activations reach 200-500). torch's own float32 result is measured
+# once against a float64 run of the same model on the same input; a layer's absolute budget is
+# then max(dtype atol, NOISE_FACTOR x that fp32-vs-fp64 error). Two correct fp32 runtimes differ
+# by about as much as either differs from float64, so 10x leaves room for another kernel's order of
+# sums while a real defect (a 1% weight change is 1e-2 relative) stays far beyond it.
+NOISE_FACTOR = 10.0
 # When the test side runs in reduced precision, the budget is set by the test dtype.
 PRECISION_TOLERANCES: dict[str, tuple[float, float]] = {
     "fp32": DEFAULT_TOLERANCES["float32"],
@@ -64,11 +72,14 @@ class TolerancePolicy:
         _check_tolerance(self.rtol, "rtol")
         _check_tolerance(self.atol, "atol")
 
-    def for_name(self, name: str, dtype: np.dtype | str = "float32") -> Tolerance:
+    def for_name(self, name: str, dtype: np.dtype | str = "float32", noise_floor: float | None = None) -> Tolerance:
         """Tolerance for the tensor ``name`` whose reference has ``dtype``.
 
         Integer and bool tensors (class indices, masks) are compared exactly unless an
         override names them: neither the precision budget nor a global rtol/atol applies.
+        ``noise_floor`` (max |fp32 - fp64| of the reference at this tensor) widens the default
+        absolute tolerance of an fp32 comparison to ``NOISE_FACTOR * noise_floor``; an explicit
+        atol or override is used as given.
         """
         for pattern, tol in self.overrides.items():
             if name == pattern or fnmatch.fnmatchcase(name, pattern):
@@ -79,9 +90,12 @@ class TolerancePolicy:
             default = PRECISION_TOLERANCES[self.precision]
         else:
             default = DEFAULT_TOLERANCES.get(str(np.dtype(dtype)), (0.0, 0.0))
+        atol = default[1] if self.atol is None else self.atol
+        if noise_floor is not None and self.atol is None and self.precision == "fp32" and math.isfinite(noise_floor):
+            atol = max(atol, NOISE_FACTOR * noise_floor)
         return Tolerance(
             rtol=default[0] if self.rtol is None else self.rtol,
-            atol=default[1] if self.atol is None else self.atol,
+            atol=atol,
             scale_atol=self.precision != "fp32",
         )
 

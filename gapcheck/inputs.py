@@ -19,7 +19,8 @@ from gapcheck.errors import InputError, UsageError
 
 logger = logging.getLogger(__name__)
 
-SPEC_FORMAT = "name:shape:dtype[:low,high], e.g. x:1x3x224x224:float32 or ids:1x16:int64:0,1000"
+SPEC_FORMAT = ("name:shape:dtype[:low,high], e.g. x:1x3x224x224:float32 or ids:1x16:int64:0,1000; "
+               "an empty shape is a scalar (rank 0): sr::int64:8000,48001")
 FLOAT_DTYPES = ("float32", "float16", "float64")
 INT_DTYPES = ("int64", "int32", "int8", "uint8")
 SUPPORTED_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
@@ -28,6 +29,9 @@ _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "fp64
 # most embeddings, but give a range ("ids:1x16:int64:0,30522") for real vocabularies.
 DEFAULT_INT_RANGE = (0, 10)
 DEFAULT_MAX_FILE_BYTES = 8 * 2**30
+# Largest input drawn at random, in elements (2**28 float32 = 1 GiB): a shape that asks for more is refused
+# before anything is allocated (a typo like 1000000x1000000, or an ONNX graph declaring a dim of 1e12).
+DEFAULT_MAX_ELEMENTS = 2**28
 _MAX_COMPRESSION_RATIO = 1000
 
 
@@ -66,7 +70,7 @@ def parse_input_spec(text: str) -> InputSpec:
 
 def _parse_shape(shape_text: str, text: str) -> tuple[int, ...]:
     if not shape_text:
-        raise UsageError(f"input spec {text!r}: the shape is empty (write dimensions like 1x3x224x224)")
+        return ()  # a scalar (rank-0) input: "sr::int64"
     dims = []
     for piece in shape_text.lower().split("x"):
         try:
@@ -126,8 +130,27 @@ def _number(value: float) -> str:
 # --- random draws --------------------------------------------------------------------------------
 
 
-def random_samples(specs: list[InputSpec], num_samples: int = 1, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """``num_samples`` reproducible draws; sample k (and each input in it) depends only on (seed, k, input index)."""
+def check_elements(spec: InputSpec, max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+    """Refuse a shape whose element count exceeds ``max_elements``, before anything is allocated."""
+    count = 1
+    for dim in spec.shape:
+        count *= int(dim)  # Python ints: no overflow on absurd claims
+    if count > max_elements:
+        raise UsageError(
+            f"input {spec.name!r} of shape {'x'.join(map(str, spec.shape))} has {count:,} elements, more than the "
+            f"limit of {max_elements:,}; give a smaller shape, or raise the limit (max_input_elements) if this is meant"
+        )
+
+
+def random_samples(
+    specs: list[InputSpec], num_samples: int = 1, seed: int = 0, *, max_elements: int = DEFAULT_MAX_ELEMENTS,
+) -> list[dict[str, np.ndarray]]:
+    """``num_samples`` reproducible draws; sample k (and each input in it) depends only on (seed, k, input index).
+
+    Each input's element count is checked against ``max_elements`` before any drawing.
+    """
+    for spec in specs:
+        check_elements(spec, max_elements)
     if num_samples < 1:
         raise UsageError(f"the number of samples must be at least 1, got {num_samples}")
     if not specs:
@@ -355,6 +378,11 @@ def _tensor_to_numpy(value: Any, name: str, path: Path) -> np.ndarray:
 
     if not isinstance(value, torch.Tensor):
         raise InputError(f"inputs file {path}: input '{name}' is a {type(value).__name__}, expected a tensor")
+    if value.layout != torch.strided:
+        raise InputError(
+            f"inputs file {path}: input '{name}' is a sparse tensor ({str(value.layout).replace('torch.', '')}); "
+            "models are fed dense tensors: save it with .to_dense()"
+        )
     if value.dtype == torch.bfloat16:
         raise InputError(
             f"inputs file {path}: input '{name}' is bfloat16, which numpy cannot hold; save it as float32"
@@ -365,21 +393,29 @@ def _tensor_to_numpy(value: Any, name: str, path: Path) -> np.ndarray:
 
 
 def _split_batched(arrays: dict[str, np.ndarray], path: Path) -> list[dict[str, np.ndarray]]:
+    """Axis 0 of every array is the sample axis: sample i is ``arr[i:i+1]`` (the batch dim is kept).
+
+    A rank-0 array (a scalar input such as a sample rate) has no sample axis: every sample gets it as it is.
+    """
     if not arrays:
         raise InputError(f"inputs file {path} holds no arrays")
     for name, array in arrays.items():
         if array.dtype.hasobject:
             raise InputError(f"inputs file {path}: input '{name}' holds Python objects")
-        if array.ndim == 0:
-            raise InputError(f"inputs file {path}: input '{name}' is a scalar; axis 0 must be the sample axis")
-    counts = {name: int(array.shape[0]) for name, array in arrays.items()}
+    scalars = {name: array for name, array in arrays.items() if array.ndim == 0}
+    if len(scalars) == len(arrays):
+        return [dict(arrays)]
+    counts = {name: int(array.shape[0]) for name, array in arrays.items() if array.ndim > 0}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{name}: {count}" for name, count in counts.items())
         raise InputError(f"inputs file {path}: inputs disagree on the number of samples along axis 0 ({listed})")
     count = next(iter(counts.values()))
     if count == 0:
         raise InputError(f"inputs file {path} holds 0 samples (axis 0 is empty)")
-    return [{name: np.ascontiguousarray(array[i : i + 1]) for name, array in arrays.items()} for i in range(count)]
+    return [
+        {name: array if array.ndim == 0 else np.ascontiguousarray(array[i : i + 1]) for name, array in arrays.items()}
+        for i in range(count)
+    ]
 
 
 def _single_name(expected_names: list[str] | None, path: Path) -> str:

@@ -1,8 +1,19 @@
-"""torch eager backend: the reference. Runs the module and, on request, captures module outputs with hooks."""
+"""torch eager backend: the reference. Runs the module and, on request, captures module outputs with hooks.
+
+Outputs are named as the model names them: a dict / ``ModelOutput`` / namedtuple / nested tuple
+output gives one tensor per key path (``logits``, ``last_hidden_state``, ``past_key_values.0.key``);
+a bare tensor is ``output``.
+
+TorchScript modules take no hooks: a ``ScriptModule`` (or one held inside a Python model) is
+compared at its outputs only, and :attr:`TorchBackend.unobservable` lists what could not be hooked.
+"""
 from __future__ import annotations
 
+import copy
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -36,8 +47,44 @@ class CaptureResult:
         return CaptureResult({}, {p: replace(c, output=None, inputs=()) for p, c in self.modules.items()})
 
 
+log = logging.getLogger(__name__)
+
+
 def _tensor_leaves(value) -> list[torch.Tensor]:
     return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def named_tensor_leaves(value: Any, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
+    """Every tensor in a model's output with its key path, in the exporters' flattening order.
+
+    Mappings (``ModelOutput`` included) by key, namedtuples by field, sequences by index, a
+    transformers ``Cache`` by layer (``<name>.<i>.key`` / ``.value``); None and Python scalars are skipped.
+    """
+    def join(key: object) -> str:
+        return f"{prefix}.{key}" if prefix else str(key)
+
+    if isinstance(value, torch.Tensor):
+        return [(prefix or "output", value)]
+    if isinstance(value, Mapping):
+        return [leaf for k, v in value.items() for leaf in named_tensor_leaves(v, join(k))]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return [leaf for k in value._fields for leaf in named_tensor_leaves(getattr(value, k), join(k))]
+    if isinstance(value, (list, tuple)):
+        return [leaf for i, v in enumerate(value) for leaf in named_tensor_leaves(v, join(i))]
+    layers = getattr(value, "layers", None)  # transformers' Cache: per layer keys and values
+    if isinstance(layers, (list, tuple)) and all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        leaves = []
+        for i, layer in enumerate(layers):
+            for part in ("keys", "values"):
+                tensor = getattr(layer, part)
+                if isinstance(tensor, torch.Tensor):
+                    leaves.append((join(f"{i}.{part[:-1]}"), tensor))
+        return leaves
+    return []
+
+
+def hookable(module: torch.nn.Module) -> bool:
+    return not isinstance(module, torch.jit.ScriptModule)
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -57,6 +104,13 @@ class TorchBackend:
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         self.last_input_fingerprints: dict[str, str] = {}
+        self._fp64_twin: torch.nn.Module | None = None
+        self.noise_note = ""  # why no float64 noise floor could be measured, when it could not
+
+    @property
+    def unobservable(self) -> list[str]:
+        """Module paths whose outputs cannot be captured (TorchScript modules take no hooks)."""
+        return [path for path, m in self.module.named_modules() if path and not hookable(m)]
 
     def input_specs(self) -> list[TensorSpec]:
         return [TensorSpec(n, "unknown", ()) for n in self.input_names]
@@ -99,7 +153,7 @@ class TorchBackend:
 
         try:
             for path, submodule in self.module.named_modules():
-                if path in wanted:
+                if path in wanted and hookable(submodule):
                     handles.append(submodule.register_forward_hook(make_hook(path)))
             args = [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
             fed = {n: fingerprint(t) for n, t in zip(self.input_names, args)}
@@ -110,9 +164,68 @@ class TorchBackend:
         finally:
             for handle in handles:
                 handle.remove()
-        leaves = _tensor_leaves(result)
+        leaves = [t for _, t in named_tensor_leaves(result)]
         if len(leaves) != len(self.output_names):
             raise BackendError(
                 f"the torch model returned {len(leaves)} tensors, the ONNX graph has {len(self.output_names)} outputs"
             )
         return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves)}, captures, fed)
+
+    def noise_floor(self, feeds: dict[str, np.ndarray], reference: CaptureResult, modules: Sequence[str]) -> dict[str, float]:
+        """max |float32 - float64| per module output and model output: the rounding noise of torch's own fp32 result.
+
+        A float64 copy of the model runs the same inputs (float inputs widened) once; ``reference``
+        is the float32 capture of the same feeds. Only scalars are kept. A model that cannot run in
+        float64 gives {} and says why in :attr:`noise_note`.
+        """
+        if not any(np.issubdtype(np.asarray(a).dtype, np.floating) for a in feeds.values()) and not any(
+                p.is_floating_point() for p in self.module.parameters()):
+            return {}
+        noise: dict[str, float] = {}
+
+        def make_hook(path: str):
+            def hook(mod, args, output):
+                leaves = _tensor_leaves(output)
+                ref = reference.modules.get(path)
+                if len(leaves) == 1 and ref is not None and ref.output is not None and leaves[0].is_floating_point():
+                    wide = leaves[0].detach().cpu().double().numpy()
+                    if wide.shape == ref.output.shape:
+                        noise[path] = _max_abs_diff(ref.output, wide)
+            return hook
+
+        handles = []
+        try:
+            if self._fp64_twin is None:
+                self._fp64_twin = copy.deepcopy(self.module).double()
+            wanted = set(modules)
+            for path, submodule in self._fp64_twin.named_modules():
+                if path in wanted and hookable(submodule):
+                    handles.append(submodule.register_forward_hook(make_hook(path)))
+            args = [_widen(torch.from_numpy(np.ascontiguousarray(feeds[n]))) for n in self.input_names]
+            with torch.no_grad():
+                result = self._fp64_twin(*args)
+        except Exception as exc:  # noqa: BLE001 - models that build float32 tensors inside forward, deepcopy failures
+            self.noise_note = f"the model cannot run in float64 ({condense_error(exc, 160)}): dtype default tolerances only"
+            log.debug("no float64 noise floor: %s", exc)
+            return {}
+        finally:
+            for handle in handles:
+                handle.remove()
+        for name, tensor in zip(self.output_names, [t for _, t in named_tensor_leaves(result)]):
+            ref = reference.outputs.get(name)
+            if ref is not None and tensor.is_floating_point() and ref.shape == tuple(tensor.shape):
+                noise[name] = _max_abs_diff(ref, tensor.detach().cpu().double().numpy())
+        return noise
+
+
+def _widen(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.double() if tensor.is_floating_point() else tensor
+
+
+def _max_abs_diff(narrow: np.ndarray, wide: np.ndarray) -> float:
+    if not np.issubdtype(narrow.dtype, np.floating):
+        return 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(narrow.astype(np.float64) - wide)
+    finite = diff[np.isfinite(diff)]
+    return float(finite.max()) if finite.size else 0.0

@@ -15,10 +15,15 @@ import torch
 from gapcheck.compare import Tolerance, TolerancePolicy
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
-from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, export_diff
+from gapcheck.export_diff.runner import (
+    DEFAULT_MAX_INTERMEDIATE_BYTES, _check_model_accepts, evaluation_mode, export_diff, obtain_onnx,
+)
 from gapcheck.export_diff.server_layers import compare_on_server
-from gapcheck.findings import Finding, Severity
-from gapcheck.inputs import SUPPORTED_DTYPES, InputSpec, load_samples_file, parse_input_spec, random_samples
+from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED
+from gapcheck.findings import Finding, Subject
+from gapcheck.inputs import (
+    DEFAULT_MAX_ELEMENTS, SUPPORTED_DTYPES, InputSpec, load_samples_file, parse_input_spec, random_samples,
+)
 from gapcheck.model.export import load_onnx, save_onnx
 from gapcheck.model.loading import load_model
 from gapcheck.progress import NullProgress, ProgressReporter
@@ -63,6 +68,9 @@ class ExportDiffRequest:
     server_layers: bool = False  # also compare layer by layer on the server, through a temporary twin
     twin_files: tuple[Path, ...] = ()  # files the twin needs besides model.onnx (e.g. a Python backend's model.py)
     save_onnx: Path | None = None
+    cache_dir: Path | None = None  # export cache folder (default: gapcheck.model.cache.default_cache_dir())
+    no_cache: bool = False  # always export; neither read nor write the cache
+    max_input_elements: int = DEFAULT_MAX_ELEMENTS  # per drawn input: larger shapes are refused before allocating
 
 
 def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
@@ -110,7 +118,7 @@ def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None, mod
         specs = specs_from_onnx(onnx_model)
     # Batch checks need as many distinct samples as the largest batch.
     count = max([request.num_samples, *request.batch_sizes])
-    return random_samples(specs, count, seed=request.seed)
+    return random_samples(specs, count, seed=request.seed, max_elements=request.max_input_elements)
 
 
 def _policy(request: ExportDiffRequest) -> TolerancePolicy:
@@ -126,18 +134,22 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     loaded = load_model(request.checkpoint, request.factory, unsafe_pickle=request.unsafe_pickle, strict=request.strict)
     extra: list[Finding] = []
     if loaded.keys is not None and not loaded.keys.ok:
-        extra.append(Finding("checkpoint_keys", Severity.WARNING, f"loaded with --non-strict: {loaded.keys.describe()}",
-                             where=str(request.checkpoint)))
+        extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=str(request.checkpoint),
+                                             subject=Subject(path=str(request.checkpoint))))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
     samples = _samples(request, onnx_model, loaded.module)
     compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
+    cache = _cache(request)
     with ExitStack() as stack:
-        deployed, audit_findings = _open_deployment(request, stack, loaded.module, onnx_model, samples, progress)
+        deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, onnx_model, samples,
+                                                              progress, cache)
         extra.extend(audit_findings)
         result = export_diff(
             loaded.module,
             compare_samples,
             onnx_model=onnx_model,
+            exported=exported,
+            cache=cache,
             exporter=request.exporter,
             opset=request.opset,
             tolerances=_policy(request),
@@ -156,6 +168,17 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
 
 
+def _cache(request: ExportDiffRequest):
+    """The export cache for this request, or None with ``no_cache``; keyed by the factory's source too."""
+    if request.no_cache:
+        return None
+    from gapcheck.model.cache import ExportCache
+    from gapcheck.model.factory import resolve_callable
+
+    factory = resolve_callable(request.factory) if isinstance(request.factory, str) else request.factory
+    return ExportCache(request.cache_dir, factory=factory)
+
+
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
     target = request.deployment
     if target is None:
@@ -171,29 +194,36 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
     return dataclasses.replace(result, server_layers=rows, findings=result.findings + tuple(findings))
 
 
-def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress) -> tuple[list, list[Finding]]:
-    """Audit the deployment's config first; compare its outputs only when nothing in the config blocks inference."""
+def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress, cache=None):
+    """Audit the deployment's config first; compare its outputs only when nothing in the config blocks inference.
+
+    Returns the deployed backends, the audit's findings, and the export made for the audit (None with an
+    ONNX file), which the comparison then reuses: the model is exported once.
+    """
     target = request.deployment
     if target is None:
-        return [], []
+        return [], [], None
     from gapcheck.backends.triton import TritonBackend
     from gapcheck.triton.audit import audit_deployment
 
+    exported = None
     reference = onnx_model
     if reference is None:
-        from gapcheck.model.export import export_onnx
-
-        reference = export_onnx(module.eval() if not request.keep_train_mode else module, samples[0],
-                                exporter=request.exporter, opset=request.opset).model
+        # In the mode the comparison uses, restored afterwards: the training_mode finding still sees the caller's mode.
+        with evaluation_mode(module, request.keep_train_mode):
+            names = _check_model_accepts(module, samples[0])
+            exported = obtain_onnx(module, samples[0], names, exporter=request.exporter, opset=request.opset,
+                                   cache=cache, progress=progress)
+        reference = exported.model
     progress.start("auditing the Triton deployment", None)
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,
                              torch_module=module)
     progress.finish()
     findings = list(audit.findings)
     if any(f.is_gap for f in findings):
-        findings.append(Finding("deployment_not_compared", Severity.INFO,
-                                "outputs of the deployment were not compared: fix the config gaps above first",
-                                where=target.model))
-        return [], findings
+        findings.append(DEPLOYMENT_NOT_COMPARED.finding(
+            "outputs of the deployment were not compared: fix the config gaps above first", where=target.model,
+            subject=Subject(endpoint=target.model)))
+        return [], findings, exported
     backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version))
-    return [backend], findings
+    return [backend], findings, exported

@@ -17,6 +17,7 @@ import warnings
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import onnx
@@ -39,6 +40,7 @@ class ExportResult:
     seconds: float
     warnings: tuple[str, ...] = ()  # exporter warnings worth showing (e.g. TracerWarning: branch baked in)
     batch_baked: bool = False  # a dynamic batch axis was asked for and the exporter fixed it anyway
+    cached: bool = False  # taken from the export cache (seconds is then 0)
 
 
 def condense_error(exc: BaseException, limit: int = 400) -> str:
@@ -125,6 +127,8 @@ def static_batch_inputs(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool):
+    from gapcheck.backends.torch_eager import named_tensor_leaves
+
     names = list(sample)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values())
     buffer = io.BytesIO()
@@ -132,7 +136,7 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         warnings.simplefilter("always")
         # Output names are unknown before tracing; mark every output's axis 0 dynamic by position.
         with torch.no_grad():
-            n_outputs = len(torch.utils._pytree.tree_flatten(module(*args))[0])
+            n_outputs = len(named_tensor_leaves(module(*args)))
         output_names = [f"output_{i}" for i in range(n_outputs)]
         dynamic_axes = {n: {0: "batch"} for n in names + output_names} if dynamic_batch else None
         torch.onnx.export(
@@ -153,14 +157,51 @@ def export_onnx(
     opset: int | None = None,
     dynamic_batch: bool = True,
     fallback: bool = True,
+    output_names: Sequence[str] | None = None,
 ) -> ExportResult:
     """Export ``module`` fed ``sample`` (inputs in forward's positional order) to an in-memory ONNX model.
 
     With ``exporter="dynamo"`` and ``fallback=True``, a dynamo failure falls back to
-    the TorchScript exporter and the reason is kept in ``fallback_reason``.
+    the TorchScript exporter and the reason is kept in ``fallback_reason``. ``output_names``
+    (the model's own key paths, see ``named_tensor_leaves``) name the graph outputs when their
+    number matches.
     """
     if exporter not in EXPORTERS:
         raise UsageError(f"unknown exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
+    result = _export(module, sample, exporter, opset, dynamic_batch, fallback)
+    if output_names:
+        rename_outputs(result.model, output_names)
+    return result
+
+
+def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> bool:
+    """Name the graph's outputs as the model names them (``logits``, ``past_key_values.0.key``), in place.
+
+    Only when the counts agree and no output is also a graph input (a pass-through); returns whether it renamed.
+    """
+    graph = model.graph
+    if len(graph.output) != len(names) or len(set(names)) != len(names):
+        return False
+    taken = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    old = [o.name for o in graph.output]
+    if taken & set(old) or taken & set(names):
+        return False
+    mapping = dict(zip(old, names))
+    others = {v for node in graph.node for v in list(node.input) + list(node.output)} - set(old)
+    if others & set(names):
+        return False  # a new name would collide with an internal value
+    for node in graph.node:
+        node.output[:] = [mapping.get(v, v) for v in node.output]
+        node.input[:] = [mapping.get(v, v) for v in node.input]
+    for output in graph.output:
+        output.name = mapping[output.name]
+    for info in graph.value_info:
+        if info.name in mapping:
+            info.name = mapping[info.name]
+    return True
+
+
+def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: bool, fallback: bool) -> ExportResult:
     start = time.perf_counter()
     fallback_reason = None
     if exporter == "dynamo":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 import onnx
 
@@ -30,6 +31,13 @@ class ModuleMapping:
     op_types: tuple[str, ...]
     node_names: tuple[str, ...]
     source: str | None  # file:line of the op producing the output, when the exporter recorded it
+    scope: str | None = None  # the scope whose nodes compute the value, when not the module's own (a folded BatchNorm)
+    how: str = "scope"  # "scope": by node scopes; "weights": by its parameters matched by value in a scopeless graph
+
+    @property
+    def owner(self) -> str:
+        """The scope holding the nodes that compute this module's value."""
+        return self.scope or self.module
 
     @property
     def mapped(self) -> bool:
@@ -48,6 +56,11 @@ class GraphIndex:
     graph_inputs: frozenset[str]
     graph_outputs: tuple[str, ...]
     initializers: frozenset[str]
+    unknown_scopes: tuple[str, ...] = ()  # scopes naming no module of the model (when indexed against one)
+
+    @property
+    def has_scopes(self) -> bool:
+        return any(self.scopes)
 
 
 def node_scopes(node: onnx.NodeProto) -> tuple[str, ...]:
@@ -61,18 +74,52 @@ def node_scopes(node: onnx.NodeProto) -> tuple[str, ...]:
             # The last entry names the op itself, the first the root module ('').
             return tuple(s for s in scopes[:-1] if s)
     if node.name.startswith("/"):
-        # TorchScript scope parts are attribute names, except that a Sequential's children are named
-        # "<sequential>.<index>" relative to the Sequential's parent: /layer2/layer2.0/downsample/downsample.0/Conv.
-        parts = node.name.split("/")[1:-1]
-        out: list[str] = []
-        for i, part in enumerate(parts):
-            if i and part.startswith(parts[i - 1] + "."):
-                parent = out[i - 2] if i >= 2 else ""
-                out.append(f"{parent}.{part}" if parent else part)
-            else:
-                out.append(f"{out[-1]}.{part}" if out else part)
-        return tuple(out)
+        return _torchscript_scopes(node.name)
     return ()
+
+
+def _torchscript_scopes(name: str) -> tuple[str, ...]:
+    """Fully qualified scopes from a TorchScript node name.
+
+    Each part is an attribute name, except a container's child, which is named
+    "<container attribute>.<index>" and follows its container's part:
+    ``/features/features.1/block/block.0/block.0.0/Conv`` is ``features.1.block.0.0``.
+    A module called a second time gets "_1" appended (``relu_1``); :func:`canonical_scope`
+    resolves that against the model's real module paths.
+    """
+    parts = name.split("/")[1:-1]
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i and part.startswith(parts[i - 1] + "."):
+            out.append(out[-1] + part[len(parts[i - 1]):])
+        else:
+            out.append(f"{out[-1]}.{part}" if out else part)
+    return tuple(out)
+
+
+_CALL_SUFFIX = re.compile(r"_\d+$")
+
+
+def canonical_scope(scope: str, known: frozenset[str] | set[str]) -> str | None:
+    """``scope`` as a module path of the model, or None when no module has that path.
+
+    Component by component: a name the model has is kept; else the TorchScript exporter's
+    repeated-call suffix (``relu_1`` for the second call of ``relu``) is dropped when that
+    names a module. Scopes of no module at all (dynamo's ``_empty_nn_module_stack_from_metadata_hook``
+    for the shape checks it inserts) give None.
+    """
+    if scope in known:
+        return scope
+    path = ""
+    for part in scope.split("."):
+        candidate = f"{path}.{part}" if path else part
+        if candidate not in known:
+            stripped = _CALL_SUFFIX.sub("", part)
+            candidate = f"{path}.{stripped}" if path else stripped
+            if stripped == part or candidate not in known:
+                return None
+        path = candidate
+    return path
 
 
 def node_source(node: onnx.NodeProto) -> str | None:
@@ -86,8 +133,18 @@ def node_source(node: onnx.NodeProto) -> str | None:
     return None
 
 
-def index_graph(model: onnx.ModelProto) -> GraphIndex:
+def index_graph(model: onnx.ModelProto, module_paths: Iterable[str] | None = None) -> GraphIndex:
+    """Index ``model``'s graph; with ``module_paths``, node scopes are resolved to those paths (see canonical_scope)."""
     graph = model.graph
+    scopes = [node_scopes(n) for n in graph.node]
+    unknown: set[str] = set()
+    if module_paths is not None:
+        known = frozenset(module_paths)
+        resolved: dict[str, str | None] = {}
+        for scope in {s for node in scopes for s in node}:
+            resolved[scope] = canonical_scope(scope, known)
+        unknown = {scope for scope, path in resolved.items() if path is None}
+        scopes = [tuple(dict.fromkeys(resolved[s] for s in node if resolved[s] is not None)) for node in scopes]
     producer: dict[str, int] = {}
     consumers: dict[str, set[int]] = {}
     for i, node in enumerate(graph.node):
@@ -99,13 +156,14 @@ def index_graph(model: onnx.ModelProto) -> GraphIndex:
                 consumers.setdefault(name, set()).add(i)
     return GraphIndex(
         model=model,
-        scopes=tuple(node_scopes(n) for n in graph.node),
+        scopes=tuple(scopes),
         sources=tuple(node_source(n) for n in graph.node),
         producer=producer,
         consumers={k: frozenset(v) for k, v in consumers.items()},
         graph_inputs=frozenset(i.name for i in graph.input),
         graph_outputs=tuple(o.name for o in graph.output),
         initializers=frozenset(i.name for i in graph.initializer),
+        unknown_scopes=tuple(sorted(unknown)),
     )
 
 
@@ -120,7 +178,7 @@ def module_members(index: GraphIndex) -> dict[str, list[int]]:
 
 def map_modules(model: onnx.ModelProto, module_paths: list[str], index: GraphIndex | None = None) -> dict[str, ModuleMapping]:
     """Map each module path to the ONNX value holding its output (see module docstring)."""
-    index = index or index_graph(model)
+    index = index or index_graph(model, module_paths)
     members = module_members(index)
     nodes = model.graph.node
     outputs = set(index.graph_outputs)

@@ -1,0 +1,151 @@
+"""Does an ONNX file from elsewhere belong to this torch model, and which of its values are which module's?
+
+Only evidence that would hold up counts as "another model": weight tensors whose shapes no
+parameter of the model has (or parameters of the model whose shapes appear nowhere in the
+graph), or a different number of outputs. Scope names do not count: exporters add scopes of
+their own (dynamo's shape checks under ``_empty_nn_module_stack_from_metadata_hook``), the
+TorchScript exporter renames repeated calls (``relu_1``), and tools like onnxsim strip them.
+
+When a graph carries no scopes at all, modules are attributed by what can be proved: a
+module whose weight tensor is found in the graph with the same values owns the node that
+consumes it (and the bias added right after it).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from gapcheck.model.mapping import GraphIndex, ModuleMapping
+
+# Tensors this small (scales, tiny biases, shape constants) prove nothing about which model a graph is.
+_MIN_WEIGHT_ELEMENTS = 64
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+
+
+@dataclass(frozen=True)
+class ModelFit:
+    """Evidence that an ONNX graph was exported from another model (empty when it fits)."""
+
+    evidence: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return not self.evidence
+
+
+def _weight_tensors(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Float initializers and Constant tensors of at least two dims and a few dozen elements: the weights."""
+    tensors = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    tensors[node.output[0]] = attr.t
+    return {
+        name: t for name, t in tensors.items()
+        if t.data_type in _FLOAT_TYPES and len(t.dims) >= 2 and int(np.prod(t.dims)) >= _MIN_WEIGHT_ELEMENTS
+    }
+
+
+def _shape_forms(shape: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """A shape and the forms exporters give the same weight: transposed (Linear as MatMul), unit dims dropped."""
+    squeezed = tuple(d for d in shape if d != 1)
+    return {shape, tuple(reversed(shape)), squeezed, tuple(reversed(squeezed))}
+
+
+def _torch_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    named = dict(module.named_parameters())
+    named.update(dict(module.named_buffers()))
+    return {n: t for n, t in named.items() if t.is_floating_point() and t.dim() >= 2 and t.numel() >= _MIN_WEIGHT_ELEMENTS}
+
+
+def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: int) -> ModelFit:
+    """Compare the graph's weight shapes and output count with the model's; each mismatch is one sentence."""
+    onnx_weights = {name: tuple(int(d) for d in t.dims) for name, t in _weight_tensors(model).items()}
+    torch_weights = {name: tuple(t.shape) for name, t in _torch_weights(module).items()}
+    torch_forms = set().union(*(_shape_forms(s) for s in torch_weights.values())) if torch_weights else set()
+    onnx_forms = set().union(*(_shape_forms(s) for s in onnx_weights.values())) if onnx_weights else set()
+    foreign = {n: s for n, s in onnx_weights.items() if not _shape_forms(s) & torch_forms}
+    missing = {n: s for n, s in torch_weights.items() if not _shape_forms(s) & onnx_forms}
+    evidence = []
+    if foreign:
+        listed = ", ".join(f"{n} {list(s)}" for n, s in list(foreign.items())[:3])
+        evidence.append(f"{len(foreign)} of its {len(onnx_weights)} weight tensors have shapes no parameter of the model "
+                        f"has ({listed}{', ...' if len(foreign) > 3 else ''})")
+    if missing:
+        listed = ", ".join(f"{n} {list(s)}" for n, s in list(missing.items())[:3])
+        evidence.append(f"{len(missing)} of the model's {len(torch_weights)} weight tensors have no tensor of their shape "
+                        f"in the graph ({listed}{', ...' if len(missing) > 3 else ''})")
+    outputs = len(model.graph.output)
+    if outputs != torch_outputs:
+        evidence.append(f"the graph has {outputs} outputs, the model returns {torch_outputs} tensors")
+    details = {
+        "onnx_weights": len(onnx_weights), "model_weights": len(torch_weights),
+        "onnx_weight_shapes_not_in_model": {n: list(s) for n, s in foreign.items()},
+        "model_weights_not_in_graph": {n: list(s) for n, s in missing.items()},
+        "onnx_outputs": outputs, "model_outputs": torch_outputs,
+        "onnx_weight_shape_counts": len(Counter(onnx_weights.values())),
+    }
+    return ModelFit(tuple(evidence), details)
+
+
+def _digest(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array, dtype=np.float32).tobytes()).hexdigest()
+
+
+def attribute_by_weights(model: onnx.ModelProto, module: torch.nn.Module, index: GraphIndex) -> dict[str, ModuleMapping]:
+    """Modules whose weight is in the graph with the same values, mapped to the node that consumes it.
+
+    For graphs without scopes. A module's value is the output of the first node reading its weight,
+    carried through a following Add/Mul that reads another tensor of the same module (its bias).
+    """
+    by_digest: dict[tuple[tuple[int, ...], str], str] = {}
+    for name, tensor in _torch_weights(module).items():
+        array = tensor.detach().cpu().float().numpy()
+        owner = name.rsplit(".", 1)[0] if "." in name else ""
+        by_digest.setdefault((array.shape, _digest(array)), owner)
+        if array.ndim == 2:
+            by_digest.setdefault((array.T.shape, _digest(array.T)), owner)
+    owners: dict[str, str] = {}  # ONNX tensor name -> module path
+    for name, tensor in _weight_tensors(model).items():
+        array = numpy_helper.to_array(tensor)
+        owner = by_digest.get((array.shape, _digest(array)))
+        if owner:
+            owners[name] = owner
+    biases = {
+        name.rsplit(".", 1)[0]: _digest(t.detach().cpu().float().numpy())
+        for name, t in module.named_parameters() if name.endswith("bias") and t.dim() == 1
+    }
+    initializers = {t.name: t for t in model.graph.initializer}
+    nodes = model.graph.node
+    result: dict[str, ModuleMapping] = {}
+    for tensor_name, owner in owners.items():
+        if owner in result or not owner:
+            continue
+        readers = sorted(index.consumers.get(tensor_name, ()))
+        if not readers:
+            producer = index.producer.get(tensor_name)  # a Constant node: its consumers read its output
+            readers = sorted(index.consumers.get(nodes[producer].output[0], ())) if producer is not None else []
+        if not readers:
+            continue
+        node_id = readers[0]
+        ids = [node_id]
+        value = nodes[node_id].output[0]
+        following = sorted(index.consumers.get(value, ()))
+        if len(following) == 1 and nodes[following[0]].op_type in ("Add", "Mul"):
+            bias_inputs = [initializers[n] for n in nodes[following[0]].input if n != value and n in initializers]
+            if owner in biases and any(_digest(numpy_helper.to_array(t)) == biases[owner] for t in bias_inputs):
+                ids.append(following[0])
+                value = nodes[following[0]].output[0]
+        result[owner] = ModuleMapping(
+            module=owner, value=value, op_types=tuple(dict.fromkeys(nodes[i].op_type for i in ids)),
+            node_names=tuple(nodes[i].name for i in ids), source=None, how="weights",
+        )
+    return result
