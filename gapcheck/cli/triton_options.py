@@ -1,20 +1,71 @@
-"""Turn the Triton connection options of any command into one :class:`TritonEndpoint`.
+"""THE Triton endpoint option group: declared once, used by triton-audit, export-diff and nightly.
 
-``triton-audit`` and ``export-diff`` name their flags differently (``--header`` vs ``--triton-header``) but
-parse them here, the same way: a malformed header or a missing TLS file is a usage error that never
-echoes a header value.
+A command's signature takes the ``Annotated`` aliases below (same flag names everywhere) and
+gathers them into :class:`TritonOptions`; ``options.target()`` turns them into the library's
+:class:`~gapcheck.triton.client.TritonEndpoint` plus the model and version::
+
+    def command(triton_url: TritonUrlOpt = None, triton_model: TritonModelOpt = None, protocol: ProtocolOpt = None,
+                triton_version: TritonVersionOpt = None, triton_header: TritonHeaderOpt = [], ...):
+        options = TritonOptions(url=triton_url, model=triton_model, ...)
+        with triton_errors():
+            endpoint, model, version = options.target()
+            ...
+
+:func:`triton_errors` rewords the library's errors in flag terms (a protocol mismatch names
+``--protocol``; a restricted API names ``--triton-header``). A malformed header or a missing TLS
+file is a usage error that never echoes a header value. Nothing here imports tritonclient.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
 
 from gapcheck.cli.choices import Protocol
 from gapcheck.errors import UsageError
-from gapcheck.triton.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, TlsOptions, TritonEndpoint
+from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, TlsOptions, parse_endpoint_url
+
+if TYPE_CHECKING:
+    from gapcheck.triton.client import TritonEndpoint
+
+TritonUrlOpt = Annotated[Optional[str], typer.Option(
+    "--triton-url", help="Triton server: http://host:8000, https://..., grpc://host:8001, grpcs://..., or host:port "
+    "(protocol detected); may end in /MODEL?version=N.")]
+TritonModelOpt = Annotated[Optional[str], typer.Option("--triton-model", help="Model name on the server.")]
+ProtocolOpt = Annotated[Optional[Protocol], typer.Option(
+    "--protocol", help="http or grpc (default: the URL's scheme; detected for host:port).")]
+TritonVersionOpt = Annotated[Optional[str], typer.Option("--triton-version", help="Model version expected on the server.")]
+TritonHeaderOpt = Annotated[list[str], typer.Option(
+    "--triton-header", help="Request header KEY:VALUE, e.g. triton-access-token:TOKEN (never printed). Repeatable.")]
+TritonSslOpt = Annotated[bool, typer.Option("--triton-ssl", help="Use TLS (implied by https:// and grpcs://).")]
+TritonRootCertOpt = Annotated[Optional[Path], typer.Option("--triton-ssl-root-cert", help="CA certificate (PEM).")]
+TritonPrivateKeyOpt = Annotated[Optional[Path], typer.Option(
+    "--triton-ssl-private-key", help="Client private key (PEM, gRPC).")]
+TritonCertChainOpt = Annotated[Optional[Path], typer.Option(
+    "--triton-ssl-cert-chain", help="Client certificate chain (PEM, gRPC).")]
+TritonInsecureOpt = Annotated[bool, typer.Option(
+    "--triton-ssl-insecure", help="TLS without verifying the server certificate (HTTP).")]
+TritonTimeoutOpt = Annotated[float, typer.Option(
+    "--triton-timeout", min=0.1, help="Total seconds one request may take (a deadline, not a per-read timeout).")]
+TritonRetriesOpt = Annotated[int, typer.Option(
+    "--triton-retries", min=0, help="Retries of a transient failure (with backoff).")]
+
+# triton-audit's spellings before the group existed; hidden, still accepted.
+LegacyHeaderOpt = Annotated[list[str], typer.Option("--header", hidden=True)]
+LegacySslOpt = Annotated[bool, typer.Option("--ssl", hidden=True)]
+LegacyRootCertOpt = Annotated[Optional[Path], typer.Option("--ssl-root-cert", hidden=True)]
+LegacyPrivateKeyOpt = Annotated[Optional[Path], typer.Option("--ssl-private-key", hidden=True)]
+LegacyCertChainOpt = Annotated[Optional[Path], typer.Option("--ssl-cert-chain", hidden=True)]
+LegacyInsecureOpt = Annotated[bool, typer.Option("--ssl-insecure", hidden=True)]
+LegacyTimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", min=0.1, hidden=True)]
+LegacyRetriesOpt = Annotated[Optional[int], typer.Option("--retries", min=0, hidden=True)]
 
 
-def parse_headers(items: list[str], *, flag: str = "--header") -> dict[str, str]:
+def parse_headers(items: list[str], *, flag: str = "--triton-header") -> dict[str, str]:
     """``KEY:VALUE`` pairs; a malformed one is named by flag and position only, since its value may be a secret."""
     headers = {}
     for position, item in enumerate(items, start=1):
@@ -37,27 +88,83 @@ def tls_options(ssl: bool, root_cert: Optional[Path] = None, private_key: Option
     return TlsOptions(*(str(p) if p else None for p in paths), insecure=insecure)
 
 
-def triton_endpoint(
-    url: str,
-    *,
-    protocol: Protocol,
-    headers: list[str],
-    header_flag: str,
-    ssl: bool,
-    root_cert: Optional[Path] = None,
-    private_key: Optional[Path] = None,
-    cert_chain: Optional[Path] = None,
-    insecure: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    retries: int = DEFAULT_RETRIES,
-) -> TritonEndpoint:
-    """The endpoint the options describe; ``header_flag`` is the command's name for its header option."""
-    return TritonEndpoint(
-        url,
-        protocol=protocol.value,
-        headers=parse_headers(headers, flag=header_flag),
-        ssl=ssl,
-        tls=tls_options(ssl, root_cert, private_key, cert_chain, insecure),
-        timeout_s=timeout_s,
-        retries=retries,
-    )
+@dataclass(frozen=True)
+class TritonOptions:
+    """The parsed Triton endpoint options of any command."""
+
+    url: str | None = None
+    model: str | None = None
+    protocol: Protocol | None = None
+    version: str | None = None
+    headers: list[str] = field(default_factory=list, repr=False)
+    ssl: bool = False
+    root_cert: Path | None = None
+    private_key: Path | None = None
+    cert_chain: Path | None = None
+    insecure: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    header_flag: str = "--triton-header"
+
+    @property
+    def given(self) -> bool:
+        return self.url is not None
+
+    def endpoint(self) -> "TritonEndpoint":
+        from gapcheck.triton.client import TritonEndpoint
+
+        if self.url is None:
+            raise UsageError("--triton-url is required")
+        return TritonEndpoint(
+            self.url, protocol=self.protocol.value if self.protocol else None,
+            headers=parse_headers(self.headers, flag=self.header_flag), ssl=self.ssl,
+            tls=tls_options(self.ssl, self.root_cert, self.private_key, self.cert_chain, self.insecure),
+            timeout_s=self.timeout_s, retries=self.retries)
+
+    def target(self) -> tuple["TritonEndpoint", str, str | None]:
+        """Endpoint, model and version; the URL may name the model (``/MODEL?version=N``) instead of the flags."""
+        if self.url is None:
+            raise UsageError("--triton-url is required")
+        location = parse_endpoint_url(self.url)
+        model = _one("model", self.model, location.model, "--triton-model")
+        version = _one("version", self.version, location.version, "--triton-version")
+        if model is None:
+            raise UsageError("name the model: --triton-model NAME, or a URL ending in /NAME")
+        return self.endpoint(), model, version
+
+
+def _one(what: str, flag_value: str | None, url_value: str | None, flag: str) -> str | None:
+    if flag_value is not None and url_value is not None and str(flag_value) != url_value:
+        raise UsageError(f"the {what} in --triton-url ({url_value}) and {flag} ({flag_value}) differ")
+    return flag_value if flag_value is not None else url_value
+
+
+@contextmanager
+def triton_errors() -> Iterator[None]:
+    """Reword the library's Triton errors in flag terms (same exception families, same exit codes)."""
+    from gapcheck.triton.client import ProtocolMismatchError, RestrictedApiError
+
+    try:
+        yield
+    except ProtocolMismatchError as exc:
+        raise UsageError(f"{exc.address} answered {exc.answered.upper()}; pass {exc.answered}:// or "
+                         f"--protocol {exc.answered}") from None
+    except RestrictedApiError as exc:
+        if exc.header:
+            exc.hint = f"pass --triton-header {exc.header}:TOKEN (the server's {exc.api} API is restricted)"
+        raise
+
+
+def legacy(new: object, old: object, default: object) -> object:
+    """The value of an option given by its new or its old (hidden) spelling; the new one wins."""
+    return old if old is not None and new == default else new
+
+
+def triton_endpoint(url: str, *, protocol: Protocol | None, headers: list[str], header_flag: str = "--triton-header",
+                    ssl: bool = False, root_cert: Optional[Path] = None, private_key: Optional[Path] = None,
+                    cert_chain: Optional[Path] = None, insecure: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
+                    retries: int = DEFAULT_RETRIES) -> "TritonEndpoint":
+    """The endpoint the options describe (kept for callers that pass the values one by one)."""
+    return TritonOptions(url=url, protocol=protocol, headers=list(headers), ssl=ssl, root_cert=root_cert,
+                         private_key=private_key, cert_chain=cert_chain, insecure=insecure, timeout_s=timeout_s,
+                         retries=retries, header_flag=header_flag).endpoint()

@@ -23,10 +23,18 @@ VERSION_STALE = define("triton_version_stale", Severity.GAP, F, "The server serv
 NOT_READY = define("triton_not_ready", Severity.GAP, F, "The model is not ready",
     "The server is up but the model is not ready (failed to load, still loading or unloaded).",
     "Read the server log for the model's load error.")
-SERVER_NOT_READY = define("triton_server_not_ready", Severity.GAP, F, "The server is not ready",
+SERVER_NOT_READY = define("triton_server_not_ready", Severity.WARNING, F, "The server is not ready",
     "The server answers but reports it is not ready to serve.",
     "Check the server's health endpoints and its log.")
 PLATFORM = define("triton_platform", Severity.WARNING, F, "The served platform is not ONNX Runtime",
     "The model is served by another backend (Python, TensorRT, ...) than the ONNX graph compared here; "
     "differences may come from that backend.",
     "Compare the backend's outputs layer by layer (--triton-layers) or serve the ONNX graph.")
+API_RESTRICTED = define("triton_api_restricted", Severity.INFO, F, "A server API is restricted: some checks were skipped",
+    "The server restricts an API (tritonserver --http-restricted-api / --grpc-restricted-protocol, PyTriton's default) "
+    "and the request did not carry its access header, so what that API would show was not checked: e.g. served "
+    "versions are not listed when the model-repository API is restricted, max_batch_size and the version policy are "
+    "not read when model-config is. Everything the allowed APIs show (metadata, readiness, inference) is still "
+    "checked; a restriction is never reported as a failure of the server.",
+    "Pass the access header the server expects (e.g. --triton-header triton-access-token:TOKEN) to check the rest, "
+    "or accept the narrower audit.")

@@ -1,85 +1,82 @@
 """Audit a Triton deployment against the ONNX graph it should serve, before any inference.
 
-Reads server metadata, model readiness, model metadata and model config through
-``tritonclient`` and reports every difference as a :class:`gapcheck.findings.Finding`
-carrying both values: names, data types (FP16 vs FP32), dims, ``max_batch_size`` vs the
-batch axis, served versions and readiness, backend/platform.
+Reads server metadata, readiness, the repository index, model metadata and model config
+through :class:`gapcheck.triton.client.TritonConnection` and reports every difference as a
+finding carrying both values: names, data types (FP16 vs FP32), dims, ``max_batch_size`` vs
+the batch axis, served versions and readiness, backend/platform.
+
+Production servers restrict APIs (``--http-restricted-api``, ``--grpc-restricted-protocol``;
+PyTriton does so by default). The audit then checks what the allowed APIs show and names
+what it could not check in one ``triton_api_restricted`` info finding per API; a
+restriction alone never fails the audit nor becomes a backend error. Only when neither the
+model metadata nor the model config can be read is there nothing to audit: that is a
+:class:`~gapcheck.triton.client.RestrictedApiError` (exit 2, the caller needs the token).
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import onnx
 
+from gapcheck.codes import Code
+from gapcheck.codes import triton as codes
 from gapcheck.errors import EndpointError
-from gapcheck.findings import Finding, Severity, verdict_of
-from gapcheck.triton.client import TritonEndpoint
+from gapcheck.findings import Finding, Severity, Subject
+from gapcheck.triton.audit_result import (ServedModel, ServedTensor, TensorSide, TritonAuditResult,
+                                          fmt_shape)
+from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 
-logger = logging.getLogger(__name__)
+__all__ = ["ServedModel", "ServedTensor", "TritonAuditResult", "audit_deployment"]
 
-# Stable finding codes (reports and tests key on them).
-DTYPE_MISMATCH = "triton_dtype_mismatch"
-SHAPE_MISMATCH = "triton_shape_mismatch"
-NAME_MISMATCH = "triton_name_mismatch"
-BATCH_MISMATCH = "triton_batch_mismatch"
-VERSION_STALE = "triton_version_stale"
-NOT_READY = "triton_not_ready"
-SERVER_NOT_READY = "triton_server_not_ready"
-PLATFORM = "triton_platform"
-FINDING_CODES = (DTYPE_MISMATCH, SHAPE_MISMATCH, NAME_MISMATCH, BATCH_MISMATCH, VERSION_STALE, NOT_READY,
-                 SERVER_NOT_READY, PLATFORM)
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# The registered codes as strings, for callers that compare ``finding.code``.
+DTYPE_MISMATCH = codes.DTYPE_MISMATCH.code
+SHAPE_MISMATCH = codes.SHAPE_MISMATCH.code
+NAME_MISMATCH = codes.NAME_MISMATCH.code
+BATCH_MISMATCH = codes.BATCH_MISMATCH.code
+VERSION_STALE = codes.VERSION_STALE.code
+NOT_READY = codes.NOT_READY.code
+SERVER_NOT_READY = codes.SERVER_NOT_READY.code
+PLATFORM = codes.PLATFORM.code
+API_RESTRICTED = codes.API_RESTRICTED.code
 
 ONNX_PLATFORM = "onnxruntime_onnx"
 ONNX_BACKEND = "onnxruntime"
+# Model metadata names data types without the config's prefix, and calls strings BYTES.
+_METADATA_TYPES = {"BYTES": "TYPE_STRING"}
 
 
-@dataclass(frozen=True)
-class ServedTensor:
-    """An input or output as the model config declares it; ``shape`` is what the model sees, batch included."""
+class _Allowed:
+    """Runs requests that a restricted server may refuse; remembers what was not checked, per API."""
 
-    name: str
-    data_type: str  # TYPE_FP32, ...
-    dims: tuple[int, ...]  # as declared (without the batch axis when max_batch_size > 0)
-    shape: tuple[int | None, ...]
+    def __init__(self) -> None:
+        self.skipped: dict[str, list[str]] = {}
+        self.server_words: dict[str, str] = {}
+        self.headers: dict[str, str] = {}
 
+    def run(self, not_checked: str, fn: Callable[[], T], default: T) -> T:
+        try:
+            return fn()
+        except RestrictedApiError as exc:
+            self.skipped.setdefault(exc.api, []).append(not_checked)
+            self.server_words.setdefault(exc.api, exc.message)
+            if exc.header:
+                self.headers[exc.api] = exc.header
+            return default
 
-@dataclass(frozen=True)
-class ServedModel:
-    name: str
-    version: str  # the version audited (the one the server routes to when none was asked for)
-    versions: tuple[str, ...]  # every ready version
-    platform: str
-    backend: str
-    max_batch_size: int
-    inputs: tuple[ServedTensor, ...]
-    outputs: tuple[ServedTensor, ...]
-
-
-@dataclass(frozen=True)
-class TritonAuditResult:
-    """What the audit saw and found; truthy when the deployment passes."""
-
-    endpoint: str  # redacted, safe to print
-    protocol: str
-    model: str
-    requested_version: str | None
-    server_name: str
-    server_version: str
-    model_state: str
-    served: ServedModel | None
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
-    torch_dtype: str | None = None
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of(self.findings)
-
-    def __bool__(self) -> bool:
-        return self.verdict == "pass"
+    def findings(self, endpoint: str) -> list[Finding]:
+        return [codes.API_RESTRICTED.finding(
+            f"{'; '.join(dict.fromkeys(items))}: {api} API restricted",
+            subject=Subject(endpoint=endpoint, group=api), where=endpoint,
+            evidence={"api": api, "not_checked": list(dict.fromkeys(items)),
+                      "expected_header": self.headers.get(api), "server_said": self.server_words[api]},
+        ) for api, items in self.skipped.items()]
 
 
 def _served_tensors(entries: list[dict[str, Any]], max_batch_size: int) -> tuple[ServedTensor, ...]:
@@ -89,29 +86,36 @@ def _served_tensors(entries: list[dict[str, Any]], max_batch_size: int) -> tuple
         reshape = entry.get("reshape") or {}
         model_dims = tuple(int(d) for d in reshape["shape"]) if "shape" in reshape else dims
         shape = ((-1,) if max_batch_size > 0 else ()) + model_dims
-        tensors.append(ServedTensor(
-            name=str(entry.get("name", "")),
-            data_type=str(entry.get("data_type", "TYPE_INVALID")),
-            dims=dims,
-            shape=tuple(None if d < 0 else d for d in shape),
-        ))
+        tensors.append(ServedTensor(name=str(entry.get("name", "")), data_type=str(entry.get("data_type", "TYPE_INVALID")),
+                                    dims=dims, shape=tuple(None if d < 0 else d for d in shape)))
     return tuple(tensors)
 
 
-def _fmt(shape: tuple[int | None, ...]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+def _metadata_tensors(entries: list[dict[str, Any]]) -> tuple[ServedTensor, ...]:
+    """Tensors from model metadata: full shapes (batch included when batching), data types without TYPE_."""
+    tensors = []
+    for entry in entries:
+        shape = tuple(int(d) for d in entry.get("shape", []))
+        datatype = str(entry.get("datatype", "INVALID"))
+        tensors.append(ServedTensor(name=str(entry.get("name", "")),
+                                    data_type=_METADATA_TYPES.get(datatype, f"TYPE_{datatype}"),
+                                    dims=shape, shape=tuple(None if d < 0 else d for d in shape)))
+    return tuple(tensors)
 
 
 class _Auditor:
     """Collects findings for one model; one method per family of checks."""
 
-    def __init__(self, where: str, max_batch_size: int) -> None:
-        self.where = where
-        self.max_batch_size = max_batch_size
+    def __init__(self, endpoint: str, model: str, where: str, max_batch_size: int | None) -> None:
+        self.endpoint, self.model, self.where = endpoint, model, where
+        self.max_batch_size = max_batch_size  # None: unknown (model config restricted)
         self.findings: list[Finding] = []
 
-    def add(self, code: str, severity: Severity, message: str, where: str = "", **evidence: Any) -> None:
-        self.findings.append(Finding(code, severity, message, where or self.where, evidence))
+    def add(self, code: Code, message: str, where: str = "", *, severity: Severity | None = None,
+            tensor: str | None = None, **evidence: Any) -> None:
+        subject = Subject(endpoint=self.endpoint, module=self.model, output=tensor)
+        self.findings.append(code.finding(message, subject=subject, evidence=evidence, severity=severity,
+                                          where=where or self.where))
 
     def names(self, kind: str, onnx_side: list[OnnxIo], served: tuple[ServedTensor, ...]) -> list[tuple[OnnxIo, ServedTensor]]:
         """Pair tensors by name; report the ones without partner. A lone pair left over is paired by position."""
@@ -120,19 +124,19 @@ class _Auditor:
         missing = [o for o in onnx_side if o.name not in by_name]
         extra = [t for t in served if t.name not in {o.name for o in onnx_side}]
         if len(missing) == 1 and len(extra) == 1:
-            self.add(NAME_MISMATCH, Severity.GAP,
-                     f"{kind} '{missing[0].name}' of the ONNX graph is served as '{extra[0].name}'",
-                     f"{self.where} {kind} '{extra[0].name}'", onnx=missing[0].name, served=extra[0].name)
+            self.add(codes.NAME_MISMATCH, f"{kind} '{missing[0].name}' of the ONNX graph is served as '{extra[0].name}'",
+                     f"{self.where} {kind} '{extra[0].name}'", tensor=f"{kind} {extra[0].name}",
+                     onnx=missing[0].name, served=extra[0].name)
             return pairs + [(missing[0], extra[0])]
         # A served output the graph lacks, or an ONNX input the server never sends, breaks every request;
         # an ONNX output the server does not expose only narrows what can be compared.
         for o in missing:
-            severity = Severity.GAP if kind == "input" else Severity.WARNING
-            self.add(NAME_MISMATCH, severity, f"ONNX {kind} '{o.name}' is not declared by the server",
-                     f"{self.where} {kind} '{o.name}'", onnx=o.name, served=None)
+            self.add(codes.NAME_MISMATCH, f"ONNX {kind} '{o.name}' is not declared by the server",
+                     f"{self.where} {kind} '{o.name}'", severity=Severity.GAP if kind == "input" else Severity.WARNING,
+                     tensor=f"{kind} {o.name}", onnx=o.name, served=None)
         for t in extra:
-            self.add(NAME_MISMATCH, Severity.GAP, f"served {kind} '{t.name}' does not exist in the ONNX graph",
-                     f"{self.where} {kind} '{t.name}'", onnx=None, served=t.name)
+            self.add(codes.NAME_MISMATCH, f"served {kind} '{t.name}' does not exist in the ONNX graph",
+                     f"{self.where} {kind} '{t.name}'", tensor=f"{kind} {t.name}", onnx=None, served=t.name)
         return pairs
 
     def dtype(self, kind: str, o: OnnxIo, t: ServedTensor, torch_dtype: str | None) -> None:
@@ -140,44 +144,47 @@ class _Auditor:
             evidence: dict[str, Any] = {"served": t.data_type, "onnx": o.triton_type}
             if torch_dtype:
                 evidence["torch"] = torch_dtype
-            self.add(DTYPE_MISMATCH, Severity.GAP,
+            self.add(codes.DTYPE_MISMATCH,
                      f"{kind} '{t.name}' is declared {t.data_type} on the server but the ONNX graph uses {o.triton_type}",
-                     f"{self.where} {kind} '{t.name}'", **evidence)
+                     f"{self.where} {kind} '{t.name}'", tensor=f"{kind} {t.name}", **evidence)
 
     def shape(self, kind: str, o: OnnxIo, t: ServedTensor) -> None:
-        where = f"{self.where} {kind} '{t.name}'"
-        evidence = {"served": _fmt(t.shape), "onnx": _fmt(o.shape), "max_batch_size": self.max_batch_size,
+        where, tensor = f"{self.where} {kind} '{t.name}'", f"{kind} {t.name}"
+        evidence = {"served": fmt_shape(t.shape), "onnx": fmt_shape(o.shape), "max_batch_size": self.max_batch_size,
                     "served_dims": list(t.dims)}
         if len(t.shape) != len(o.shape):
-            if self.max_batch_size > 0 and len(t.shape) == len(o.shape) + 1:
-                message = (f"the server batches (max_batch_size {self.max_batch_size}) and so adds a batch axis to "
-                           f"{kind} '{t.name}': served {_fmt(t.shape)}, the ONNX graph has no batch axis {_fmt(o.shape)}")
-                self.add(BATCH_MISMATCH, Severity.GAP, message, where, **evidence)
-            elif self.max_batch_size == 0 and len(t.shape) + 1 == len(o.shape):
-                message = (f"max_batch_size is 0 but the dims of {kind} '{t.name}' {_fmt(t.shape)} lack the batch "
-                           f"axis of the ONNX graph {_fmt(o.shape)}")
-                self.add(BATCH_MISMATCH, Severity.GAP, message, where, **evidence)
-            else:
-                self.add(SHAPE_MISMATCH, Severity.GAP,
-                         f"{kind} '{t.name}' has rank {len(t.shape)} on the server and {len(o.shape)} in the ONNX graph",
-                         where, **evidence)
+            self._rank(kind, o, t, where, tensor, evidence)
             return
-        if self.max_batch_size > 0 and o.shape and o.shape[0] is not None:
-            self.add(BATCH_MISMATCH, Severity.GAP,
-                     f"the server batches {kind} '{t.name}' up to {self.max_batch_size} but the ONNX batch axis is "
-                     f"fixed at {o.shape[0]}", where, **evidence)
-        start = 1 if self.max_batch_size > 0 else 0
-        for axis in range(start, len(o.shape)):
+        batch = self.max_batch_size or 0
+        if batch > 0 and o.shape and o.shape[0] is not None:
+            self.add(codes.BATCH_MISMATCH, f"the server batches {kind} '{t.name}' up to {batch} but the ONNX batch "
+                     f"axis is fixed at {o.shape[0]}", where, tensor=tensor, **evidence)
+        for axis in range(1 if batch > 0 else 0, len(o.shape)):
             served_dim, onnx_dim = t.shape[axis], o.shape[axis]
             if served_dim is not None and onnx_dim is not None and served_dim != onnx_dim:
-                self.add(SHAPE_MISMATCH, Severity.GAP,
+                self.add(codes.SHAPE_MISMATCH,
                          f"{kind} '{t.name}' axis {axis} is {served_dim} on the server and {onnx_dim} in the ONNX "
-                         f"graph (served {_fmt(t.shape)}, ONNX {_fmt(o.shape)})", where, axis=axis, **evidence)
+                         f"graph (served {fmt_shape(t.shape)}, ONNX {fmt_shape(o.shape)})", where, tensor=tensor,
+                         axis=axis, **evidence)
             elif served_dim is None and onnx_dim is not None:
-                self.add(SHAPE_MISMATCH, Severity.WARNING,
+                self.add(codes.SHAPE_MISMATCH,
                          f"{kind} '{t.name}' axis {axis} is dynamic on the server but fixed at {onnx_dim} in the ONNX "
-                         "graph: requests of another size pass Triton and fail in the model", where, axis=axis,
-                         **evidence)
+                         "graph: requests of another size pass Triton and fail in the model", where,
+                         severity=Severity.WARNING, tensor=tensor, axis=axis, **evidence)
+
+    def _rank(self, kind: str, o: OnnxIo, t: ServedTensor, where: str, tensor: str, evidence: dict[str, Any]) -> None:
+        served, graph = fmt_shape(t.shape), fmt_shape(o.shape)
+        if self.max_batch_size and len(t.shape) == len(o.shape) + 1:
+            message = (f"the server batches (max_batch_size {self.max_batch_size}) and so adds a batch axis to "
+                       f"{kind} '{t.name}': served {served}, the ONNX graph has no batch axis {graph}")
+        elif not self.max_batch_size and len(t.shape) + 1 == len(o.shape):
+            known = "max_batch_size is 0" if self.max_batch_size == 0 else "the model metadata shows no batching"
+            message = f"{known} but the dims of {kind} '{t.name}' {served} lack the batch axis of the ONNX graph {graph}"
+        else:
+            self.add(codes.SHAPE_MISMATCH, f"{kind} '{t.name}' has rank {len(t.shape)} on the server and "
+                     f"{len(o.shape)} in the ONNX graph", where, tensor=tensor, **evidence)
+            return
+        self.add(codes.BATCH_MISMATCH, message, where, tensor=tensor, **evidence)
 
 
 def _torch_dtype(torch_module: Any) -> str | None:
@@ -194,6 +201,14 @@ def _version_policy(config: dict[str, Any]) -> list[str] | None:
     return [str(v) for v in specific.get("versions", [])] if isinstance(specific, dict) else None
 
 
+def _num(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (0, version)
+
+
+def _side(io: OnnxIo) -> TensorSide:
+    return TensorSide(name=io.name, data_type=io.triton_type, shape=io.shape)
+
+
 def audit_deployment(
     endpoint: TritonEndpoint,
     model: str,
@@ -202,86 +217,149 @@ def audit_deployment(
     version: str | int | None = None,
     torch_module: Any = None,
 ) -> TritonAuditResult:
-    """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``; EndpointError when the server is unreachable."""
+    """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``.
+
+    EndpointError (exit 3) when the server is unreachable or answers nonsense; RestrictedApiError (exit 2)
+    only when neither the model metadata nor the model config may be read.
+    """
+    started = time.perf_counter()
     graph = load_onnx(onnx_model)
     requested = None if version in (None, "") else str(version)
-    torch_dtype = _torch_dtype(torch_module)
     with endpoint.connect() as conn:
-        if not conn.server_live():
-            raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
-        meta = conn.server_metadata()
-        base = dict(endpoint=conn.display_url, protocol=endpoint.protocol, model=model, requested_version=requested,
-                    server_name=str(meta.get("name", "")), server_version=str(meta.get("version", "")),
-                    torch_dtype=torch_dtype)
+        audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module))
+        result = audit.run()
+    return TritonAuditResult(**result, protocol_detected=conn.detected, duration_s=time.perf_counter() - started,
+                             onnx_inputs=tuple(_side(i) for i in onnx_inputs(graph)),
+                             onnx_outputs=tuple(_side(o) for o in onnx_outputs(graph)))
+
+
+class _Audit:
+    """One audit, in named phases: server, model state, served model, comparison."""
+
+    def __init__(self, conn: TritonConnection, model: str, requested: str | None, graph: onnx.ModelProto,
+                 torch_dtype: str | None) -> None:
+        self.conn, self.model, self.requested, self.graph, self.torch_dtype = conn, model, requested, graph, torch_dtype
+        self.allowed = _Allowed()
+        self.config: dict[str, Any] | None = None
         where = f"{model}{' v' + requested if requested else ''} @ {conn.display_url}"
-        auditor = _Auditor(where, 0)
-        if not conn.server_ready():
-            auditor.add(SERVER_NOT_READY, Severity.WARNING, "the server reports it is not ready", conn.display_url,
-                        served="not ready", expected="ready")
-        index = [e for e in conn.repository_index() if e.get("name") == model]
-        ready_versions = sorted((str(e.get("version", "")) for e in index if e.get("state") == "READY"), key=_num)
-        audited_version = requested
-        # Waiting only helps a model that is still loading; a failed or absent one will not become ready.
-        loading = any(e.get("state") == "LOADING" for e in index)
-        if not conn.model_ready(model, requested, wait=loading):
-            if requested and ready_versions:
-                auditor.add(VERSION_STALE, Severity.GAP,
-                            f"version {requested} of '{model}' is not served; the server serves version(s) "
-                            f"{', '.join(ready_versions)}", where, requested=requested, served=ready_versions)
-                audited_version = ready_versions[-1]
+        self.auditor = _Auditor(conn.display_url, model, where, None)
+
+    def run(self) -> dict[str, Any]:
+        meta = self._server()
+        base = dict(endpoint=self.conn.display_url, protocol=self.conn.protocol, model=self.model,
+                    requested_version=self.requested, server_name=str(meta.get("name", "")),
+                    server_version=str(meta.get("version", "")), torch_dtype=self.torch_dtype)
+        state, audited_version = self._model_state()
+        served = None
+        if state == "READY":
+            served = self._served(audited_version)
+            if served is None:
+                state = "UNAVAILABLE"
             else:
-                state = next((e for e in index if not requested or str(e.get("version")) == requested), {})
-                auditor.add(NOT_READY, Severity.GAP,
-                            f"model '{model}'{' version ' + requested if requested else ''} is not ready "
-                            f"(state {state.get('state', 'unknown')})", where,
-                            served=str(state.get("state", "not in repository index")), expected="READY",
-                            reason=conn.redact(str(state.get("reason", ""))).strip())
-                return TritonAuditResult(**base, model_state=str(state.get("state", "UNKNOWN")), served=None,
-                                         findings=tuple(auditor.findings))
-        metadata = conn.model_metadata(model, audited_version)
-        config = conn.model_config(model, audited_version)
-        served = _served_model(model, metadata, config, audited_version)
+                self._compare(served)
+        findings = tuple(self.allowed.findings(self.conn.display_url)) + tuple(self.auditor.findings)
+        return dict(base, model_state=state, served=served, findings=findings,
+                    restricted_apis=tuple(self.allowed.skipped))
+
+    def _server(self) -> dict[str, Any]:
+        conn = self.conn
+        if not self.allowed.run("server liveness not checked", conn.server_live, True):
+            raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
+        meta = self.allowed.run("server name and version not read", conn.server_metadata, {})
+        if not self.allowed.run("server readiness not checked", conn.server_ready, True):
+            self.auditor.add(codes.SERVER_NOT_READY, "the server reports it is not ready", conn.display_url,
+                             served="not ready", expected="ready")
+        return meta
+
+    def _model_state(self) -> tuple[str, str | None]:
+        """READY (and the version to audit), or the state after a NOT_READY/VERSION_STALE finding."""
+        conn, model, requested = self.conn, self.model, self.requested
+        index = self.allowed.run("served versions not listed",
+                                 lambda: [e for e in conn.repository_index() if e.get("name") == model], None)
+        # Waiting only helps a model that is still loading; a failed or absent one will not become ready.
+        loading = any(e.get("state") == "LOADING" for e in index or [])
+        ready = self.allowed.run("model readiness not checked",
+                                 lambda: conn.model_ready(model, requested, wait=loading), None)
+        if ready is not False:
+            return "READY", requested
+        ready_versions = self._ready_versions(index)
+        if requested and ready_versions:
+            self.auditor.add(codes.VERSION_STALE, f"version {requested} of '{model}' is not served; the server serves "
+                             f"version(s) {', '.join(ready_versions)}", requested=requested, served=ready_versions)
+            return "READY", ready_versions[-1]
+        state = next((e for e in index or [] if not requested or str(e.get("version")) == requested), {})
+        self.auditor.add(codes.NOT_READY, f"model '{model}'{' version ' + requested if requested else ''} is not "
+                         f"ready (state {state.get('state', 'unknown')})",
+                         served=str(state.get("state", "not in repository index" if index is not None else "unknown")),
+                         expected="READY", reason=conn.redact(str(state.get("reason", ""))).strip())
+        return str(state.get("state", "UNKNOWN")), None
+
+    def _ready_versions(self, index: list[dict[str, Any]] | None) -> list[str]:
+        if index is not None:
+            return sorted((str(e.get("version", "")) for e in index if e.get("state") == "READY"), key=_num)
+        try:  # without the repository index, the model's metadata lists the versions it serves
+            meta = self.allowed.run("served versions not listed", lambda: self.conn.model_metadata(self.model), {})
+        except EndpointError:
+            return []
+        return sorted((str(v) for v in meta.get("versions", [])), key=_num)
+
+    def _served(self, version: str | None) -> ServedModel | None:
+        conn, model = self.conn, self.model
+        try:
+            metadata = self.allowed.run("served versions and platform not read (model metadata)",
+                                        lambda: conn.model_metadata(model, version), None)
+        except EndpointError as exc:
+            if "model readiness not checked" not in self.allowed.skipped.get("health", []):
+                raise
+            # Readiness could not be asked; a model the server cannot describe is not ready.
+            self.auditor.add(codes.NOT_READY, f"model '{model}' is not ready: {exc.message}",
+                             served="unknown", expected="READY", reason=exc.message)
+            return None
+        config = self.allowed.run("max_batch_size, version policy and backend not read (model config)",
+                                  lambda: conn.model_config(model, version), None)
+        if metadata is None and config is None:
+            words = "; ".join(self.allowed.server_words.values())
+            raise RestrictedApiError(
+                f"Triton endpoint {conn.display_url}: model '{model}' cannot be audited: both its metadata and its "
+                f"config are restricted ({words})", api="metadata",
+                header=self.allowed.headers.get("metadata") or self.allowed.headers.get("model-config"),
+                hint="pass the access header the server expects (its name is in the server's words above)")
+        self.config = config
+        return _served_model(model, metadata or {}, config, version)
+
+    def _compare(self, served: ServedModel) -> None:
+        auditor = self.auditor
         auditor.max_batch_size = served.max_batch_size
-        _audit_model(auditor, graph, served, config, requested, torch_dtype)
-        return TritonAuditResult(**base, model_state="READY", served=served, findings=tuple(auditor.findings))
+        if served.platform != ONNX_PLATFORM and served.backend != ONNX_BACKEND:
+            # Not a gap by itself, but outputs then depend on code (python) or another engine (TensorRT) the
+            # ONNX graph does not describe: the parity check is what settles it.
+            auditor.add(codes.PLATFORM,
+                        f"served by platform '{served.platform or '-'}' / backend '{served.backend or '-'}', not "
+                        f"{ONNX_PLATFORM}: server-side code or another engine may change the outputs",
+                        served={"platform": served.platform, "backend": served.backend},
+                        onnx={"platform": ONNX_PLATFORM, "backend": ONNX_BACKEND})
+        pinned = _version_policy(self.config) if self.config else None
+        if self.requested is None and pinned is not None:
+            auditor.add(codes.VERSION_STALE, f"the version policy pins version(s) {', '.join(pinned)}: a newer version "
+                        "placed in the repository would not be served", severity=Severity.WARNING,
+                        served=list(served.versions), version_policy=pinned)
+        for kind, onnx_side, served_side in (("input", onnx_inputs(self.graph), served.inputs),
+                                              ("output", onnx_outputs(self.graph), served.outputs)):
+            for onnx_io, tensor in auditor.names(kind, onnx_side, served_side):
+                auditor.dtype(kind, onnx_io, tensor, self.torch_dtype)
+                auditor.shape(kind, onnx_io, tensor)
 
 
-def _num(version: str) -> tuple[int, str]:
-    return (int(version), "") if version.isdigit() else (0, version)
-
-
-def _served_model(model: str, metadata: dict[str, Any], config: dict[str, Any], version: str | None) -> ServedModel:
+def _served_model(model: str, metadata: dict[str, Any], config: dict[str, Any] | None,
+                  version: str | None) -> ServedModel:
     versions = tuple(sorted((str(v) for v in metadata.get("versions", [])), key=_num))
+    common = dict(name=model, version=version or (versions[-1] if versions else ""), versions=versions)
+    if config is None:  # model config restricted: what metadata shows (full shapes, no max_batch_size)
+        return ServedModel(**common, platform=str(metadata.get("platform", "")), backend="", max_batch_size=None,
+                           inputs=_metadata_tensors(metadata.get("inputs", [])),
+                           outputs=_metadata_tensors(metadata.get("outputs", [])), source="model metadata")
     max_batch_size = int(config.get("max_batch_size", 0))
-    return ServedModel(
-        name=model,
-        version=version or (versions[-1] if versions else ""),
-        versions=versions,
-        platform=str(config.get("platform", "") or metadata.get("platform", "")),
-        backend=str(config.get("backend", "")),
-        max_batch_size=max_batch_size,
-        inputs=_served_tensors(config.get("input", []), max_batch_size),
-        outputs=_served_tensors(config.get("output", []), max_batch_size),
-    )
-
-
-def _audit_model(auditor: _Auditor, graph: onnx.ModelProto, served: ServedModel, config: dict[str, Any],
-                 requested: str | None, torch_dtype: str | None) -> None:
-    if served.platform != ONNX_PLATFORM and served.backend != ONNX_BACKEND:
-        # Not a gap by itself, but outputs then depend on code (python) or another engine (TensorRT) the
-        # ONNX graph does not describe: the parity check is what settles it.
-        auditor.add(PLATFORM, Severity.WARNING,
-                    f"served by platform '{served.platform or '-'}' / backend '{served.backend or '-'}', not "
-                    f"{ONNX_PLATFORM}: server-side code or another engine may change the outputs",
-                    served={"platform": served.platform, "backend": served.backend},
-                    onnx={"platform": ONNX_PLATFORM, "backend": ONNX_BACKEND})
-    pinned = _version_policy(config)
-    if requested is None and pinned is not None:
-        auditor.add(VERSION_STALE, Severity.WARNING,
-                    f"the version policy pins version(s) {', '.join(pinned)}: a newer version placed in the "
-                    "repository would not be served", served=list(served.versions), version_policy=pinned)
-    for kind, onnx_side, served_side in (("input", onnx_inputs(graph), served.inputs),
-                                          ("output", onnx_outputs(graph), served.outputs)):
-        for onnx_io, tensor in auditor.names(kind, onnx_side, served_side):
-            auditor.dtype(kind, onnx_io, tensor, torch_dtype)
-            auditor.shape(kind, onnx_io, tensor)
+    return ServedModel(**common, platform=str(config.get("platform", "") or metadata.get("platform", "")),
+                       backend=str(config.get("backend", "")), max_batch_size=max_batch_size,
+                       inputs=_served_tensors(config.get("input", []), max_batch_size),
+                       outputs=_served_tensors(config.get("output", []), max_batch_size))

@@ -37,8 +37,8 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
 from gapcheck.triton.probe import probe_protocol
-from gapcheck.triton.url import (REDACTED, EndpointUrl, check_headers, parse_endpoint_url, redact,
-                                 secrets_in)
+from gapcheck.triton.url import (DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, REDACTED, EndpointUrl, TlsOptions,
+                                 check_headers, parse_endpoint_url, redact, secrets_in)
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,6 @@ __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "Pro
 
 T = TypeVar("T")
 PROTOCOLS = ("grpc", "http")
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_RETRIES = 3
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
 
 # Statuses worth another try: the server is starting, overloaded, or the network blinked.
@@ -88,16 +86,6 @@ class ProtocolMismatchError(UsageError):
 
 def _protocol_name(protocol: str) -> str:
     return "gRPC" if protocol == "grpc" else protocol.upper()
-
-
-@dataclass(frozen=True)
-class TlsOptions:
-    """TLS material (file paths). ``insecure`` skips certificate verification (HTTP only)."""
-
-    root_certificates: str | None = None
-    private_key: str | None = None
-    certificate_chain: str | None = None
-    insecure: bool = False
 
 
 @dataclass(frozen=True)

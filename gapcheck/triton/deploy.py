@@ -1,21 +1,31 @@
-"""`gapcheck export`: checkpoint -> ONNX -> a Triton model repository, in one call."""
+"""`gapcheck export`: checkpoint -> ONNX -> a Triton model repository, in one call.
+
+Everything that can be checked without the model is checked first (the model name as Triton
+takes it, the repository and ``save_onnx`` paths), so a bad path fails in a second, not after
+the export. The written ``config.pbtxt`` is parsed back with Triton's own protobuf before the
+result reports success.
+"""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
 
-from gapcheck.inputs import parse_input_spec, random_samples
-from gapcheck.model.export import export_onnx, save_onnx
-from gapcheck.model.loading import load_model
-from gapcheck.triton.repository import has_dynamic_batch, resolve_max_batch_size, write_model_repository
+from gapcheck.findings import Finding, Verdict
+from gapcheck.report.contract import Chart, Check, ResultBase, Table
+from gapcheck.triton.audit_result import ServedTensor
+from gapcheck.triton.url import check_model_name
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ExportRepositoryResult:
+class ExportRepositoryResult(ResultBase):
     """Where the deployable model went and how it was made; an export either succeeds or raises."""
+
+    command: ClassVar[str] = "export"
 
     model_dir: Path
     config_path: Path
@@ -28,10 +38,63 @@ class ExportRepositoryResult:
     dynamic_batch: bool
     notes: tuple[str, ...] = ()
     saved_onnx: Path | None = None
+    instance_kind: str = "KIND_CPU"
+    config_inputs: tuple[ServedTensor, ...] = ()  # as Triton's parser read the written config.pbtxt
+    config_outputs: tuple[ServedTensor, ...] = ()
+    duration_s: float = 0.0
+    findings: tuple[Finding, ...] = ()
 
     @property
-    def verdict(self) -> str:
-        return "pass"
+    def verdict(self) -> Verdict:
+        return Verdict.PASS
+
+    @property
+    def headline(self) -> str:
+        return f"exported {self.name} version {self.version} to {self.model_dir} ({self.exporter})"
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return {"export_s": round(self.duration_s, 4)}
+
+    def sections(self) -> dict[str, Any]:
+        return {
+            "repository": {"model_dir": str(self.model_dir), "config_path": str(self.config_path),
+                           "onnx_path": str(self.onnx_path), "name": self.name, "version": self.version,
+                           "max_batch_size": self.max_batch_size, "dynamic_batch": self.dynamic_batch,
+                           "instance_kind": self.instance_kind, "config_checked": True},
+            "export": {"exporter": self.exporter, "fallback_reason": self.fallback_reason,
+                       "saved_onnx": None if self.saved_onnx is None else str(self.saved_onnx), "notes": list(self.notes)},
+            "config": {"inputs": [_tensor(t) for t in self.config_inputs],
+                       "outputs": [_tensor(t) for t in self.config_outputs]},
+        }
+
+    def views(self) -> Sequence[Table | Chart]:
+        rows = tuple((kind, t.name, t.data_type, "[" + ", ".join(map(str, t.dims)) + "]")
+                     for kind, tensors in (("input", self.config_inputs), ("output", self.config_outputs))
+                     for t in tensors)
+        batch = "dynamic" if self.dynamic_batch else "fixed"
+        fallback = f" (dynamo failed: {self.fallback_reason})" if self.fallback_reason else ""
+        note = (f"exporter {self.exporter}{fallback}; max_batch_size {self.max_batch_size}, batch axis {batch}; "
+                f"{self.config_path}; {self.onnx_path}" + "".join(f"\nnote: {n}" for n in self.notes))
+        return (Table(title=f"Triton model {self.name} version {self.version}", columns=("kind", "name", "data_type", "dims"),
+                      rows=rows, note=note),)
+
+    def checks(self) -> Sequence[Check]:
+        classname = f"export.{self.name}"
+        return [Check(name="config.pbtxt parses as Triton's ModelConfig", classname=classname,
+                      details=str(self.config_path)),
+                Check(name="model.onnx written", classname=classname, details=str(self.onnx_path))]
+
+
+def _tensor(t: ServedTensor) -> dict[str, Any]:
+    return {"name": t.name, "data_type": t.data_type, "dims": list(t.dims), "shape": list(t.shape)}
+
+
+def _config_tensors(entries: Any) -> tuple[ServedTensor, ...]:
+    from tritonclient.grpc import model_config_pb2
+
+    return tuple(ServedTensor(name=e.name, data_type=model_config_pb2.DataType.Name(e.data_type), dims=tuple(e.dims),
+                              shape=tuple(None if d < 0 else d for d in e.dims)) for e in entries)
 
 
 def export_model_repository(
@@ -51,6 +114,18 @@ def export_model_repository(
     save_onnx_path: str | Path | None = None,
 ) -> ExportRepositoryResult:
     """Load the model, export it with a dynamic batch axis, and write ``repo_dir/name``."""
+    from gapcheck.inputs import parse_input_spec, random_samples
+    from gapcheck.model.export import export_onnx, save_onnx
+    from gapcheck.model.loading import load_model
+    from gapcheck.report.formats import check_writable
+    from gapcheck.triton.repository import (check_repository_dir, has_dynamic_batch, parse_model_config,
+                                            resolve_max_batch_size, write_model_repository)
+
+    started = time.perf_counter()
+    check_model_name(name)
+    check_repository_dir(repo_dir)
+    if save_onnx_path is not None:
+        check_writable(save_onnx_path, what="ONNX output")
     specs = [parse_input_spec(text) for text in input_specs]
     sample = random_samples(specs, num_samples=1, seed=0)[0]
     loaded = load_model(checkpoint, factory, unsafe_pickle=unsafe_pickle, strict=strict)
@@ -65,6 +140,8 @@ def export_model_repository(
                                        instance_kind=instance_kind)
     saved = save_onnx(exported.model, save_onnx_path) if save_onnx_path is not None else None
     logger.info("exported %s with %s to %s", name, exported.exporter, model_dir)
+    # Read back what is on disk, with Triton's parser: success means Triton can read it.
+    config = parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)
     return ExportRepositoryResult(
         model_dir=model_dir,
         config_path=model_dir / "config.pbtxt",
@@ -77,4 +154,8 @@ def export_model_repository(
         dynamic_batch=dynamic,
         notes=tuple(notes),
         saved_onnx=saved,
+        instance_kind=instance_kind,
+        config_inputs=_config_tensors(config.input),
+        config_outputs=_config_tensors(config.output),
+        duration_s=time.perf_counter() - started,
     )

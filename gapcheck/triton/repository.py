@@ -7,13 +7,17 @@ export; ``gapcheck triton-audit`` later checks that it stayed that way.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
+from google.protobuf import text_encoding
 
 from gapcheck.errors import InputError, UsageError
 from gapcheck.model.export import load_onnx as load_onnx_file
+from gapcheck.triton.url import check_model_name
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +123,8 @@ def _tensor_block(kind: str, tensors: list[OnnxIo], batched: bool) -> list[str]:
 
 
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    # protobuf's own text-format escaping: quotes, backslashes, newlines and other control characters.
+    return text_encoding.CEscape(text, as_utf8=True)
 
 
 def model_config_text(
@@ -156,13 +161,18 @@ def write_model_repository(
     max_batch_size: int | None = None,
     instance_kind: str = "KIND_CPU",
 ) -> Path:
-    """Write ``repo_dir/name/config.pbtxt`` and ``repo_dir/name/version/model.onnx``; return the model directory."""
-    if not name or "/" in name or name in (".", ".."):
-        raise UsageError(f"model name {name!r} is not a valid directory name")
+    """Write ``repo_dir/name/config.pbtxt`` and ``repo_dir/name/version/model.onnx``; return the model directory.
+
+    The name is checked first (:func:`gapcheck.triton.url.check_model_name`) and the config text is parsed
+    with Triton's own ``ModelConfig`` protobuf before anything is written.
+    """
+    check_model_name(name)
     if int(version) < 1:
         raise UsageError("Triton model versions start at 1")
+    check_repository_dir(repo_dir)
     model = load_onnx(onnx_model)
     config = model_config_text(model, name, max_batch_size=max_batch_size, instance_kind=instance_kind)
+    parse_model_config(config, name)
     model_dir = Path(repo_dir) / name
     version_dir = model_dir / str(int(version))
     version_dir.mkdir(parents=True, exist_ok=True)
@@ -173,3 +183,30 @@ def write_model_repository(
     (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
     logger.info("wrote Triton model %s (version %d) to %s", name, version, model_dir)
     return model_dir
+
+
+def check_repository_dir(repo_dir: str | Path) -> Path:
+    """A repository path that is (or can become) a writable directory; UsageError before any work otherwise."""
+    path = Path(repo_dir)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"model repository {path}: {folder} is not a directory")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise UsageError(f"model repository {path}: {folder} is not writable")
+            break
+    return path
+
+
+def parse_model_config(text: str, name: str | None = None) -> Any:
+    """``text`` parsed by Triton's ``ModelConfig`` protobuf (tritonclient ships it); UsageError with the parser's words."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    try:
+        config = text_format.Parse(text, model_config_pb2.ModelConfig())
+    except text_format.ParseError as exc:
+        raise UsageError(f"the model config does not parse as Triton's ModelConfig: {exc}") from None
+    if name is not None and config.name != name:
+        raise UsageError(f"the model config names the model {config.name!r}, not {name!r}")
+    return config

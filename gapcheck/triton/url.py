@@ -21,6 +21,8 @@ from gapcheck.errors import UsageError
 SCHEMES = {"http": ("http", False), "https": ("http", True), "grpc": ("grpc", False), "grpcs": ("grpc", True)}
 DEFAULT_PORTS = {"http": 8000, "https": 443, "grpc": 8001, "grpcs": 443}
 REDACTED = "***"
+DEFAULT_TIMEOUT_S = 30.0  # total seconds one request may take (see gapcheck.triton.client)
+DEFAULT_RETRIES = 3
 
 # Model names end up as a directory, in URL paths and in config.pbtxt: the characters every one of those
 # takes without quoting. Triton itself only needs a directory name; this is the safe common ground.
@@ -29,6 +31,16 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _URL = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?:(?P<userinfo>[^/@]*)@)?"
                   r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^/:?#\[\]]+)(?::(?P<port>[^/?#]*))?"
                   r"(?P<path>/[^?#]*)?(?:\?(?P<query>[^#]*))?$")
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """TLS material (file paths). ``insecure`` skips certificate verification (HTTP only)."""
+
+    root_certificates: str | None = None
+    private_key: str | None = None
+    certificate_chain: str | None = None
+    insecure: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
+
+import jsonschema
 
 import numpy as np
 import torch
@@ -53,7 +56,10 @@ def test_export_with_dynamo_writes_a_batched_repository(tmp_path, capsys):
     assert [i.name for i in config.input] == ["x"] and list(config.input[0].dims) == [3, 8, 8]
     assert list(config.output[0].dims) == [2]
     report = json.loads((tmp_path / "export.json").read_text())
-    assert report["command"] == "export" and report["result"]["exporter"] == "dynamo"
+    schema = json.loads(resources.files("gapcheck.schemas").joinpath("export.schema.json").read_text())
+    jsonschema.validate(report, schema)
+    assert report["command"] == "export" and report["export"]["exporter"] == "dynamo"
+    assert report["repository"]["config_checked"] and report["config"]["inputs"][0]["dims"] == [3, 8, 8]
     assert "exported" in capsys.readouterr().out
 
 

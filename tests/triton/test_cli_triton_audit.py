@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from importlib import resources
+
+import jsonschema
 
 from gapcheck.cli.app import main
 from gapcheck.triton.local_server import free_ports
@@ -12,6 +15,11 @@ from tests.triton.conftest import SECRET_HEADER, SECRET_VALUE
 def run(triton, model, tiny_onnx_path, *extra, protocol="http"):
     return main(["triton-audit", "--triton-url", triton.url(protocol), "--triton-model", model,
                  "--onnx", str(tiny_onnx_path), "--protocol", protocol, *extra])
+
+
+def validate(report: dict) -> None:
+    schema = json.loads(resources.files("gapcheck.schemas").joinpath("triton-audit.schema.json").read_text())
+    jsonschema.validate(report, schema)
 
 
 def test_matching_deployment_exits_0(triton, tiny_onnx_path, protocol, capsys):
@@ -27,11 +35,17 @@ def test_fp16_input_exits_1_with_both_values_and_reports(triton, tiny_onnx_path,
     out = capsys.readouterr().out
     assert "triton_dtype_mismatch" in out and "TYPE_FP16" in out and "TYPE_FP32" in out
     report = json.loads(json_path.read_text())
+    validate(report)
     assert report["command"] == "triton-audit" and report["verdict"] == "gap"
-    (finding,) = [f for f in report["result"]["findings"] if f["code"] == "triton_dtype_mismatch"]
+    (finding,) = [f for f in report["findings"] if f["code"] == "triton_dtype_mismatch"]
     assert finding["evidence"] == {"served": "TYPE_FP16", "onnx": "TYPE_FP32"} and finding["severity"] == "gap"
+    assert finding["subject"] == {"endpoint": f"http://{triton.url('http')}", "module": "tiny_fp16", "output": "input x"}
+    assert report["served"]["inputs"][0]["data_type"] == "TYPE_FP16"
+    assert report["onnx"]["inputs"] == [{"name": "x", "data_type": "TYPE_FP32", "shape": [None, 3, 8, 8]}]
     suite = ET.parse(junit_path).getroot().find("testsuite")
     assert suite.get("failures") == "1"
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert cases["input x"].find("failure") is not None and cases["output y"].find("failure") is None
 
 
 def test_stale_version_exits_1(triton, tiny_onnx_path, capsys):
@@ -66,6 +80,7 @@ def test_secret_header_reaches_a_secured_server_and_stays_out_of_reports(secured
     assert code == 0
     captured = capsys.readouterr()
     assert SECRET_VALUE not in captured.out + captured.err + json_path.read_text()
+    validate(json.loads(json_path.read_text()))
 
 
 def test_malformed_header_is_a_usage_error_without_echo(tiny_onnx_path, capsys):
@@ -73,7 +88,7 @@ def test_malformed_header_is_a_usage_error_without_echo(tiny_onnx_path, capsys):
                  str(tiny_onnx_path), "--header", "no-colon-s3cr3t"])
     assert code == 2
     captured = capsys.readouterr()
-    assert "--header #1" in captured.err and "s3cr3t" not in captured.out + captured.err
+    assert "--triton-header #1" in captured.err and "s3cr3t" not in captured.out + captured.err
 
 
 def test_missing_onnx_file_is_a_usage_error(tmp_path, capsys):
