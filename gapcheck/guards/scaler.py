@@ -68,13 +68,14 @@ class ScalerStepMonitor:
         self._optimizers: list[Any] = []
         self.optimizer_steps = 0
         self._steps_at_observe = 0
-        self._last_scale: float | None = None
+        self._last_scale: float | None = None  # set below, once the scaler's methods are reachable
         self.iterations = 0
         self.skipped_total = 0
         self._collapsed_flagged = False
         self.last: ScalerReport | None = None
         if optimizer is not None:
             self.attach_optimizer(optimizer)
+        self._last_scale = self._scale()  # the initial scale, so a skip on the first iteration shows as a drop
 
     # -- optimizer step counting -------------------------------------------------------------------
     def attach_optimizer(self, optimizer: "torch.optim.Optimizer") -> None:
