@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gapcheck.data.api import leakage
+from gapcheck.data.leakage import LeakageOptions
+from gapcheck.engines import open_engine
+from tests.data.conftest import validate
+
+
+@pytest.fixture(scope="module")
+def serial():
+    with open_engine("serial") as engine:
+        yield engine
+
+
+def test_clean_splits_have_zero_findings(photo_splits, serial):
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['clean_val']}"], engine=serial)
+    document = validate(result)
+    assert result.findings == () and document["verdict"] == "pass"
+    assert [s["used"] for s in document["splits"]] == [10, 8]
+
+
+def test_planted_copies_reencodes_resizes_and_crops_are_found(photo_splits, serial):
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"], engine=serial)
+    document = validate(result)
+    exact = {(p.item, p.other, p.kind) for p in result.exact}
+    assert exact == {("val:astronaut_copy.png", "train:astronaut.png", "file_bytes"),
+                     ("val:camera_resaved.png", "train:camera.png", "pixels")}
+    near = {p.item: (p.other, p.distance) for p in result.near}
+    assert set(near) == {"val:coffee_reencoded.jpg", "val:chelsea_90.png", "val:rocket_110.png",
+                         "val:hubble_cropped.png"}
+    assert near["val:chelsea_90.png"][0] == "train:chelsea.png"
+    assert all(d <= result.near_max_bits for _, d in near.values())
+    codes = sorted(f.code for f in result.findings)
+    assert codes == ["exact_duplicate"] * 2 + ["near_duplicate"] * 4
+    assert document["verdict"] == "gap" and document["pair_counts"] == {"exact": 2, "near": 4}
+    assert len(result.thumbnails) == 8  # both sides of every near pair, for the HTML
+
+
+def test_threshold_is_configurable(photo_splits, serial):
+    strict = leakage([f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"], LeakageOptions(near=1.0),
+                     engine=serial)
+    assert all(p.distance == 0 for p in strict.near)
+
+
+def test_labels_file_conflicts_missing_labels_and_groups(photo_splits, serial, tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("path,label,group\n"
+                      "train/astronaut.png,person,p1\nval/astronaut_copy.png,rocket,p9\n"
+                      "train/coffee.png,drink,p2\nval/coffee_reencoded.jpg,drink,p2\n"
+                      "train/camera.png,person,p3\n")
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"], engine=serial,
+                     labels_file=str(labels))
+    validate(result)
+    conflicts = [f for f in result.findings if f.code == "label_conflict"]
+    assert [(f.subject.path, f.subject.other) for f in conflicts] == [("val:astronaut_copy.png", "train:astronaut.png")]
+    missing = {f.subject.stage: f.evidence["count"] for f in result.findings if f.code == "label_missing"}
+    assert missing == {"train": 7, "val": 12}
+    overlap = [f for f in result.findings if f.code == "group_overlap"]
+    assert len(overlap) == 1 and overlap[0].evidence["groups"] == ["p2"]
+
+
+def test_corrupt_images_symlink_loops_and_empty_splits_are_reported(photo_splits, serial, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "truncated.png").write_bytes((photo_splits["train"] / "camera.png").read_bytes()[:200])
+    (broken / "text.jpg").write_bytes(b"not an image")
+    os.symlink(broken, broken / "loop")
+    (broken / "notes.txt").write_text("not a sample")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = leakage([f"train={photo_splits['train']}", f"broken={broken}", f"empty={empty}"], engine=serial)
+    document = validate(result)
+    bad = [f for f in result.findings if f.code == "bad_input"]
+    assert len(bad) == 1 and bad[0].evidence["count"] == 3  # two unreadable images + the symlink loop
+    assert {f.subject.stage for f in result.findings if f.code == "empty_split"} == {"broken", "empty"}
+    reasons = " ".join(i["reason"] for i in document["bad_items"])
+    assert "symlink loop" in reasons and "unreadable image" in reasons
+    assert document["splits"][1]["skipped_files"] == 1  # notes.txt: counted, not silently dropped
+
+
+def test_a_split_that_is_a_symlink_loop_is_reported(photo_splits, serial, tmp_path):
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    result = leakage([f"train={photo_splits['train']}", f"val={loop}"], engine=serial)
+    codes = sorted(f.code for f in result.findings)
+    assert codes == ["bad_input", "empty_split"]
+
+
+def test_memory_and_file_urls(photo_splits, serial):
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    for path in sorted(photo_splits["leaky_val"].iterdir())[:4]:
+        memory.pipe(f"/val/{path.name}", path.read_bytes())
+    memory.pipe("/val/astronaut_copy.png", (photo_splits["train"] / "astronaut.png").read_bytes())
+    result = leakage([f"train=file://{photo_splits['train']}", "val=memory://val"], engine=serial)
+    assert ("val:astronaut_copy.png", "train:astronaut.png") in {(p.item, p.other) for p in result.exact}
+    glob = leakage([f"train={photo_splits['train']}/a*.png", "val=memory://val/*.png"], engine=serial)
+    assert [p.item for p in glob.exact] == ["val:astronaut_copy.png"]
+
+
+def test_torch_dataset_callable(photo_splits, serial, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    result = leakage([f"train={photo_splits['train']}", "val=dataset_fixture:val_dataset"], engine=serial)
+    # The dataset yields the astronaut photo as a float tensor in [0, 1]: the same pixels (after uint8 rounding).
+    assert [(p.item, p.other) for p in result.exact] == [("val:0", "train:astronaut.png")]
+    assert result.splits[1].used == 2
