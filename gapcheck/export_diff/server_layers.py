@@ -15,6 +15,7 @@ import torch
 from gapcheck.backends.torch_eager import TorchBackend
 from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
 from gapcheck.export_diff.result import FAIL, PASS, ExportDiffResult
+from gapcheck.codes.export_diff import SERVER_LAYER_DIVERGENCE
 from gapcheck.findings import Finding, Severity
 from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.twin import compare_intermediates_on_server
@@ -61,7 +62,7 @@ def compare_on_server(
     if first is not None:
         only_server = local_status.get(first.module) == PASS
         findings.append(Finding(
-            "server_layer_divergence", Severity.GAP,
+            SERVER_LAYER_DIVERGENCE.code, Severity.GAP,
             f"on the Triton server, {first.module} is the first module that diverges from torch "
             f"(max |err| {first.stats.max_abs:.3g})"
             + ("; ONNX Runtime here matches torch there: the deployment changes it" if only_server else ""),
