@@ -184,3 +184,11 @@ def webhook_server():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def validate_report(document: dict, command: str) -> None:
+    """Validate a JSON report against the schema gapcheck ships for ``command``."""
+    import jsonschema
+
+    schema_path = Path(__file__).resolve().parents[2] / "gapcheck" / "schemas" / f"{command}.schema.json"
+    jsonschema.validate(document, json.loads(schema_path.read_text()))
