@@ -97,3 +97,25 @@ def lookup(code: str) -> Code | None:
 def is_documented(entry: Code) -> bool:
     """A code is documented when it has a title, an explanation of a sentence or more, and a fix."""
     return bool(entry.title) and len(entry.explanation) >= 20 and bool(entry.fix)
+
+
+def markdown() -> str:
+    """Every registered code as Markdown (docs/codes.md is generated from this by scripts/gen_codes_doc.py)."""
+    lines = ["# Finding codes", "",
+             "Generated from the registry (`gapcheck/codes/`) by `python scripts/gen_codes_doc.py`; do not edit by hand.",
+             "`gapcheck explain CODE` prints the same text. The severity is the default; a finding may carry another",
+             "where its weight depends on context (the explanation says when).", ""]
+    codes = all_codes()
+    families = list(dict.fromkeys(c.family for c in codes))
+    for family in families:
+        members = [c for c in codes if c.family == family]
+        lines += [f"## {family}", "", "| code | severity | title |", "|---|---|---|"]
+        lines += [f"| `{c.code}` | {c.severity.value} | {_cell(c.title)} |" for c in members]
+        lines.append("")
+        for c in members:
+            lines += [f"### `{c.code}`", "", c.explanation, "", f"**Fix:** {c.fix}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
