@@ -223,7 +223,8 @@ def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | Non
 
         with fsspec.open(url, "rb") as handle:
             version = np.lib.format.read_magic(handle)
-            shape, _, _ = np.lib.format._read_array_header(handle, version)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, _ = reader(handle)
         rows = shape[0] if shape else 1
         step = 65_536
         return [({"start": s, "stop": min(s + step, rows), "first_row": s}, min(step, rows - s))
