@@ -10,7 +10,7 @@ from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, events, loops
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.rules.ddp import calls_in_all
-from gapcheck.lint.symbols import ModuleIndex, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, calls_in, keyword, literal
 
 BF16, FP16, UNKNOWN = "bfloat16", "float16", "unknown"
 
@@ -70,7 +70,9 @@ class Fp16WithoutScaler(Rule):
                 isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls):
             return  # inference-only fp16 needs no scaler; any scaler in sight is given the benefit of the doubt
         for call in calls:
-            if autocast_dtype(module, call) == FP16:
+            scope = module.enclosing_function(call) or module.tree
+            trains = any(isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls_in(scope))
+            if trains and autocast_dtype(module, call) == FP16:
                 yield ctx.finding(self.code, call, "float16 autocast in a training module without a GradScaler: "
                                   "small gradients underflow to zero")
 

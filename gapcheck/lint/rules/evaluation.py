@@ -250,6 +250,18 @@ class RandomAugInEval(Rule):
                 yield from self._shared_split(ctx, call)
 
     @staticmethod
+    def _rewrapped(module: ModuleIndex, subset: str) -> bool:
+        """``val_set.dataset = ...`` / ``val_set.dataset.transform = ...`` or ``Wrapper(val_set, transform=...)``."""
+        if any(key.startswith(subset + ".") for key in module.bindings):
+            return True
+        for call in calls_in_all(module):
+            names = [a.id for a in call.args if isinstance(a, ast.Name)]
+            if subset in names and (keyword(call, "transform") is not None
+                                    or any(is_eval_name(n) and n != subset for n in names)):
+                return True
+        return False
+
+    @staticmethod
     def _named_eval(transform: ast.AST) -> bool:
         return isinstance(transform, ast.Name) and is_eval_name(transform.id)  # reported at its own Compose
 
@@ -264,7 +276,7 @@ class RandomAugInEval(Rule):
             return
         for value in module.bindings.get(call.args[0].id, ()):
             if isinstance(value, ast.Call) and (found := random_transform(module, keyword(value, "transform"))):
-                if f"{held_out[0]}.dataset.transform" in module.bindings or "dataset.transform" in module.source.text:
+                if self._rewrapped(module, held_out[0]):
                     return  # the author gives the held-out subset its own transform
                 yield ctx.finding(self.code, call, f"random_split subset '{held_out[0]}' shares the training dataset's "
                                   f"transform with random augmentation {found}", transform=found)
