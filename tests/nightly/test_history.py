@@ -1,0 +1,88 @@
+"""The SQLite history: WAL, versioned schema with migrations, one transaction per endpoint result."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gapcheck.errors import ConfigError
+from gapcheck.nightly.history import MIGRATIONS, SCHEMA_VERSION, EndpointRecord, History, OutputRecord, records_json
+
+
+def record(run: str, status: str = "pass") -> EndpointRecord:
+    return EndpointRecord(run, "prod", "grpc://h:1/m", "m", None, "1", "c" * 64, "g" * 64, status, "pass", "ok", None,
+                          8, f"2026-01-0{run[-1]}T00:00:00", 0.5, {"total": 0.5},
+                          (OutputRecord("y", "pass", 1e-6, 1e-5, 1e-7, 0.0, 0.01, 1e-4, 1e-4,
+                                        ({"sample": 3, "max_abs_error": 1e-6},), 0.0),))
+
+
+def test_new_history_is_wal_and_current(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as h:
+        assert h.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert h.schema_version == SCHEMA_VERSION == len(MIGRATIONS)
+
+
+def test_a_v1_history_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + "PRAGMA user_version = 1;")
+    db.execute("INSERT INTO runs VALUES ('r1', '2026-01-01', NULL, 'g', 'gh', '0.0', 0)")
+    db.execute("INSERT INTO endpoint_results (run_id, endpoint, url, model, golden_hash, status, verdict, headline, "
+               "samples, started_at, seconds, timings) VALUES ('r1', 'prod', 'u', 'm', 'gh', 'pass', 'pass', '', 4, "
+               "'2026-01-01', 1.0, '{}')")
+    db.commit()
+    db.close()
+    with History(path) as h:
+        assert h.schema_version == 2
+        [old] = h.endpoint_history("prod")
+        assert old.status == "pass" and old.outputs == ()
+        assert h.alerts() == []
+
+
+def test_a_newer_history_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(ConfigError, match="newer"):
+        History(path)
+
+
+def test_not_a_database_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ConfigError, match="not a usable SQLite"):
+        History(path)
+
+
+def test_a_crash_mid_endpoint_leaves_nothing_half_written(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as h:
+        h.start_run("r1", "2026-01-01", "g", "g" * 64, "0")
+        h.add_endpoint_result(record("r1"))
+        bad = record("r2")
+        bad = EndpointRecord(**{**bad.__dict__, "outputs": (OutputRecord("y", "pass", None, None, None, None, None,
+                                                                        None, None),)})  # atol NULL violates NOT NULL
+        h.start_run("r2", "2026-01-02", "g", "g" * 64, "0")
+        with pytest.raises(sqlite3.IntegrityError):
+            h.add_endpoint_result(bad)
+        assert [r.run_id for r in h.endpoint_history("prod")] == ["r1"]
+        assert h.db.execute("SELECT COUNT(*) FROM output_results").fetchone()[0] == 1
+        assert h.integrity_ok()
+
+
+def test_records_read_back_and_as_json(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as h:
+        for run in ("r1", "r2", "r3"):
+            h.start_run(run, f"2026-01-0{run[-1]}", "g", "g" * 64, "0")
+            h.add_endpoint_result(record(run))
+        assert [r.run_id for r in h.endpoint_history("prod", 2)] == ["r2", "r3"]
+        [one] = records_json(h.recent(last=1))
+    assert one["run_id"] == "r3" and one["max_abs_error"] == 1e-6 and one["outputs"][0]["cusum"] == 0.0
+    with History(tmp_path / "h.sqlite", readonly=True) as reader:
+        assert len(reader.recent()) == 3
+
+
+def test_readonly_needs_an_existing_history(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        History(tmp_path / "missing.sqlite", readonly=True)
