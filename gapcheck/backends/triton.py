@@ -4,6 +4,11 @@ Opening the backend checks, with bounded retries, that the server is live and th
 (version) ready, and reads the model's metadata once; ``infer`` sends exactly the arrays it
 is given (no casting: an FP16-declared input must show up as an error, not be papered over).
 Every failure is an :class:`gapcheck.errors.EndpointError` (exit 3) with header values redacted.
+
+On a hardened server (restricted APIs) the backend uses what it may: readiness that cannot be
+asked is skipped, tensors come from the model config when metadata is restricted, and what was
+skipped is listed in :attr:`TritonBackend.restricted`. Only when neither metadata nor config may
+be read, or inference itself is restricted, does it raise :class:`RestrictedApiError` (exit 2).
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from tritonclient.utils import triton_to_np_dtype
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import EndpointError
 from gapcheck.tensors import fingerprint
-from gapcheck.triton.client import TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +42,10 @@ class TritonBackend:
         self.model = model
         self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
+        self.restricted: list[str] = []  # "what was not checked: API restricted", for reports
         self.connection = endpoint.connect()
-        self.protocol = endpoint.protocol
-        self.name = f"triton-{endpoint.protocol}"
+        self.protocol = self.connection.protocol  # resolved: a bare host:port was probed
+        self.name = f"triton-{self.protocol}"
         try:
             self._open()
         except BaseException:
@@ -54,17 +60,48 @@ class TritonBackend:
 
     def _open(self) -> None:
         conn = self.connection
-        if not conn.server_live():
+        if not self._allowed("server liveness", conn.server_live, True):
             raise EndpointError(f"Triton server {conn.display_url} is not live")
-        if not conn.model_ready(self.model, self.version):
+        if not self._allowed("model readiness", lambda: conn.model_ready(self.model, self.version), True):
             raise EndpointError(f"model {self.model!r}{' version ' + self.version if self.version else ''} "
                                 f"is not ready on {conn.display_url}{self._not_ready_reason()}")
-        metadata = conn.model_metadata(self.model, self.version)
+        metadata = self._allowed("model metadata", lambda: conn.model_metadata(self.model, self.version), None)
+        if metadata is None:
+            metadata = self._metadata_from_config()
         self._inputs = [_spec(e) for e in metadata.get("inputs", [])]
         self._outputs = [_spec(e) for e in metadata.get("outputs", [])]
         self.served_versions = tuple(str(v) for v in metadata.get("versions", []))
         self.platform = str(metadata.get("platform", ""))
         logger.debug("opened %s: %d inputs, %d outputs", self.where, len(self._inputs), len(self._outputs))
+
+    def _allowed(self, what: str, fn: Any, default: Any) -> Any:
+        try:
+            return fn()
+        except RestrictedApiError as exc:
+            self.restricted.append(f"{what} not checked: {exc.api} API restricted")
+            return default
+
+    def _metadata_from_config(self) -> dict[str, Any]:
+        """Metadata's tensor entries rebuilt from the model config (full shapes, metadata data types)."""
+        try:
+            config = self.connection.model_config(self.model, self.version)
+        except RestrictedApiError as exc:
+            raise RestrictedApiError(f"{exc.message} (and the model metadata is restricted too: the tensors of "
+                                     f"{self.model!r} cannot be read)", api=exc.api, header=exc.header,
+                                     hint=exc.hint) from None
+        batch = [-1] if int(config.get("max_batch_size", 0)) > 0 else []
+
+        def entries(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            out = []
+            for item in items:
+                dims = (item.get("reshape") or {}).get("shape", item.get("dims", []))
+                datatype = str(item.get("data_type", "TYPE_INVALID")).removeprefix("TYPE_")
+                out.append({"name": item.get("name", ""), "datatype": "BYTES" if datatype == "STRING" else datatype,
+                            "shape": batch + [int(d) for d in dims]})
+            return out
+
+        return {"inputs": entries(config.get("input", [])), "outputs": entries(config.get("output", [])),
+                "platform": str(config.get("platform", "") or config.get("backend", ""))}
 
     def _not_ready_reason(self) -> str:
         try:

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from gapcheck.errors import EndpointError, UsageError
-from gapcheck.triton.client import TritonConnection, TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint
 from gapcheck.triton.repository import load_onnx, onnx_inputs, onnx_outputs
 
 logger = logging.getLogger(__name__)
@@ -85,12 +85,17 @@ def compare_intermediates_on_server(
     twin = mark_outputs(load_onnx(onnx_model), value_names)
     twin_name = f"{model}__gapcheck_twin_{uuid.uuid4().hex[:8]}"
     with endpoint.connect() as conn:
-        config = twin_config(conn.model_config(model, None if version in (None, "") else str(version)), twin,
-                             twin_name)
+        try:
+            config = twin_config(conn.model_config(model, None if version in (None, "") else str(version)), twin,
+                                 twin_name)
+        except RestrictedApiError as exc:
+            raise _needs_api(exc, model, "its model config") from None
         files = {"file:1/model.onnx": twin.SerializeToString()}
         files.update({f"file:1/{path}": data for path, data in (extra_files or {}).items()})
         try:
             conn.load_model(twin_name, config=json.dumps(config), files=files)
+        except RestrictedApiError as exc:
+            raise _needs_api(exc, model, "loading a temporary model (model control)") from None
         except EndpointError as exc:
             if "polling" in str(exc) or "explicit" in str(exc) or "not allowed" in str(exc):
                 raise EndpointError(f"cannot load a twin of '{model}' on {conn.display_url}: {exc}",
@@ -103,6 +108,12 @@ def compare_intermediates_on_server(
             return conn.infer(twin_name, feeds, [o.name for o in twin.graph.output])
         finally:
             _unload(conn, twin_name)
+
+
+def _needs_api(exc: RestrictedApiError, model: str, what: str) -> RestrictedApiError:
+    """The server's own words, framed: layer-by-layer comparison on the server needs this API."""
+    return RestrictedApiError(f"comparing layers of '{model}' on the server needs {what}, which the server "
+                              f"restricts: {exc.message}", api=exc.api, header=exc.header, hint=exc.hint)
 
 
 def _unload(conn: TritonConnection, twin_name: str) -> None:

@@ -22,6 +22,11 @@ from gapcheck.triton.local_server import LocalTritonServer
 
 SECRET_HEADER = "x-gapcheck-token"
 SECRET_VALUE = "s3cr3t-t0ken-4f9a1c"
+METADATA_HEADER = "x-metadata-token"
+METADATA_VALUE = "m3ta-0nly-77b2"
+# The production-hardened server: repository and config APIs need Triton's usual access token.
+ACCESS_HEADER = "triton-access-token"
+ACCESS_TOKEN = "hardened-9c1e77-t0k3n"
 
 # Runs inside Triton's Python-backend stub (numpy 1.x, onnxruntime from .venv-triton).
 MODEL_PY = '''
@@ -163,12 +168,38 @@ def triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="session")
 def secured_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
-    """A second server whose inference and metadata APIs need a secret header."""
+    """A second server whose inference and config APIs need a secret header, and metadata another one.
+
+    With :data:`SECRET_HEADER` alone, metadata stays closed: clients must make do with the model config.
+    """
     repo = tmp_path_factory.mktemp("secured_repo")
     write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
-    restriction = f"inference,metadata,model-config:{SECRET_HEADER}={SECRET_VALUE}"
+    restriction = f"inference,model-config:{SECRET_HEADER}={SECRET_VALUE}"
+    metadata = f"metadata:{METADATA_HEADER}={METADATA_VALUE}"
     server = LocalTritonServer(
         repo, workdir=tmp_path_factory.mktemp("secured_work"),
+        extra_args=(f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}",
+                    f"--http-restricted-api={metadata}", f"--grpc-restricted-protocol={metadata}"),
+    )
+    server.start(timeout_s=90)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
+    """A server hardened as NVIDIA's secure-deployment guide asks: model-repository and model-config restricted.
+
+    Health, metadata and inference stay open (as in production); model control (loading a twin) needs the token.
+    """
+    repo = tmp_path_factory.mktemp("hardened_repo")
+    write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
+    write_python_model(repo, "tiny_fp16", python_config("tiny_fp16", input_type="TYPE_FP16"), {1: tiny_onnx})
+    restriction = f"model-repository,model-config:{ACCESS_HEADER}={ACCESS_TOKEN}"
+    server = LocalTritonServer(
+        repo, workdir=tmp_path_factory.mktemp("hardened_work"),
         extra_args=(f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"),
     )
     server.start(timeout_s=90)

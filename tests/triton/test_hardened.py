@@ -1,0 +1,115 @@
+"""Production-hardened Triton servers: restricted APIs narrow the audit, never turn into exit 3; tokens never shown."""
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from gapcheck.backends.triton import TritonBackend
+from gapcheck.cli.app import main
+from gapcheck.errors import ExitCode
+from gapcheck.findings import Severity
+from gapcheck.triton import audit
+from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
+from gapcheck.triton.twin import compare_intermediates_on_server
+from tests.triton.conftest import ACCESS_HEADER, ACCESS_TOKEN, METADATA_HEADER, SECRET_HEADER, SECRET_VALUE, model_py_bytes
+
+
+def endpoint(server, protocol, **options):
+    return TritonEndpoint(f"{protocol}://{server.url(protocol)}", **options)
+
+
+def test_audit_without_token_checks_what_is_allowed_and_names_the_rest(hardened_triton, tiny_onnx, protocol):
+    result = audit_deployment(endpoint(hardened_triton, protocol), "tiny", onnx_model=tiny_onnx)
+    assert result.verdict == "pass"
+    restricted = {f.evidence["api"]: f for f in result.findings if f.code == audit.API_RESTRICTED}
+    assert set(restricted) == {"model-repository", "model-config"}
+    assert all(f.severity is Severity.INFO for f in restricted.values())
+    assert restricted["model-repository"].message == "served versions not listed: model-repository API restricted"
+    assert restricted["model-config"].evidence["expected_header"] == ACCESS_HEADER
+    # What metadata shows is still compared: names, data types, full shapes with the batch axis.
+    assert result.served.source == "model metadata" and result.served.max_batch_size is None
+    assert result.served.inputs[0].shape == (None, 3, 8, 8) and result.served.versions == ("1",)
+    assert result.restricted_apis == ("model-repository", "model-config")
+
+
+def test_a_real_gap_is_still_found_behind_the_restriction(hardened_triton, tiny_onnx, protocol):
+    result = audit_deployment(endpoint(hardened_triton, protocol), "tiny_fp16", onnx_model=tiny_onnx)
+    (finding,) = [f for f in result.findings if f.code == audit.DTYPE_MISMATCH]
+    assert finding.evidence == {"served": "TYPE_FP16", "onnx": "TYPE_FP32"} and result.verdict == "gap"
+
+
+def test_access_token_opens_the_full_audit_and_is_never_printed(hardened_triton, tiny_onnx_path, protocol, tmp_path,
+                                                                 capsys, caplog):
+    caplog.set_level(logging.DEBUG)
+    report = tmp_path / "audit.json"
+    code = main(["--debug", "triton-audit", "--triton-url", f"{protocol}://{hardened_triton.url(protocol)}",
+                 "--triton-model", "tiny", "--onnx", str(tiny_onnx_path),
+                 "--triton-header", f"{ACCESS_HEADER}:{ACCESS_TOKEN}", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(report.read_text())
+    assert doc["endpoint"]["restricted_apis"] == [] and doc["served"]["source"] == "model config"
+    assert doc["served"]["max_batch_size"] == 8
+    assert ACCESS_TOKEN not in captured.out + captured.err + report.read_text() + caplog.text
+
+
+def test_cli_without_token_exits_0_and_lists_the_restriction(hardened_triton, tiny_onnx_path, capsys):
+    code = main(["triton-audit", "--triton-url", f"grpc://{hardened_triton.grpc_url}", "--triton-model", "tiny",
+                 "--onnx", str(tiny_onnx_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "triton_api_restricted" in out and "served versions not listed" in out
+
+
+def test_parity_backend_runs_on_what_is_allowed(hardened_triton, protocol, sample):
+    with TritonBackend(endpoint(hardened_triton, protocol), "tiny") as backend:
+        assert [s.name for s in backend.input_specs()] == ["x"]
+        assert backend.infer(sample)["y"].shape == (2, 5)
+        assert backend.restricted == []  # health and metadata are open on this server
+
+
+def test_backend_reads_tensors_from_config_when_metadata_is_restricted(secured_triton, protocol, sample):
+    header = {SECRET_HEADER: SECRET_VALUE}  # opens inference and config; metadata needs another header
+    with TritonBackend(endpoint(secured_triton, protocol, headers=header), "tiny") as backend:
+        assert [(s.name, s.dtype, s.shape) for s in backend.input_specs()] == [("x", "float32", (None, 3, 8, 8))]
+        assert backend.infer(sample)["y"].shape == (2, 5)
+        assert backend.restricted == ["model metadata not checked: metadata API restricted"]
+
+
+def test_audit_reads_the_config_when_metadata_is_restricted(secured_triton, tiny_onnx, protocol):
+    result = audit_deployment(endpoint(secured_triton, protocol, headers={SECRET_HEADER: SECRET_VALUE}), "tiny",
+                              onnx_model=tiny_onnx)
+    assert result.verdict == "pass" and result.served.source == "model config"
+    (finding,) = [f for f in result.findings if f.code == audit.API_RESTRICTED]
+    assert finding.evidence["api"] == "metadata" and finding.evidence["expected_header"] == METADATA_HEADER
+
+
+def test_audit_with_nothing_readable_is_a_usage_error_in_the_servers_words(secured_triton, tiny_onnx_path, capsys):
+    code = main(["triton-audit", "--triton-url", f"http://{secured_triton.http_url}", "--triton-model", "tiny",
+                 "--onnx", str(tiny_onnx_path)])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE
+    assert "restricted, expecting header" in err and "--triton-header" in err
+
+
+def test_layers_on_a_server_whose_model_control_is_restricted_exit_2_with_the_servers_words(
+        hardened_triton, tiny_onnx, protocol, sample):
+    feeds = sample
+    with pytest.raises(RestrictedApiError) as info:
+        compare_intermediates_on_server(endpoint(hardened_triton, protocol), "tiny", tiny_onnx,
+                                        [tiny_onnx.graph.node[0].output[0]], feeds)
+    assert info.value.exit_code == ExitCode.USAGE
+    assert "comparing layers of 'tiny' on the server needs" in info.value.message
+    assert "is restricted, expecting header" in info.value.message
+
+
+def test_twin_with_the_token_runs_on_the_hardened_server(hardened_triton, tiny_onnx, protocol, sample):
+    feeds = sample
+    value = tiny_onnx.graph.node[0].output[0]
+    outputs = compare_intermediates_on_server(
+        endpoint(hardened_triton, protocol, headers={ACCESS_HEADER: ACCESS_TOKEN}), "tiny", tiny_onnx, [value], feeds,
+        extra_files={"model.py": model_py_bytes()})
+    assert outputs[value].shape[0] == 2 and np.isfinite(outputs["y"]).all()
