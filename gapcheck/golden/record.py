@@ -31,6 +31,7 @@ from gapcheck.tensors import fingerprint, sha256_bytes, summarize
 logger = logging.getLogger(__name__)
 
 RECORD_BATCH = 32  # samples per torch / ONNX Runtime call while recording
+MAX_RAW_SAMPLE_BYTES = 256 * 1024 * 1024  # checked before a raw sample is read into memory
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,13 @@ def _preprocessed(request: RecordRequest, name: str, want_ndim: int) -> tuple[li
     fn = resolve(spec)
     paths = discover_samples(request.samples, request.num_samples)
     samples, raw = [], []
-    for path in paths:
+    for entry in paths:
+        path = Path(getattr(entry, "path", entry))  # discover_samples yields entries (path + issue) or paths
+        issue = getattr(entry, "issue", None)
+        if issue is not None or not path.is_file():
+            raise InputError(f"raw sample {path} cannot be used: {getattr(issue, 'detail', 'not a regular file')}")
+        if path.stat().st_size > MAX_RAW_SAMPLE_BYTES:
+            raise InputError(f"raw sample {path} is larger than {MAX_RAW_SAMPLE_BYTES} bytes")
         data = path.read_bytes()
         try:
             array = np.asarray(to_numpy(fn(data if spec.accepts == "bytes" else str(path))))

@@ -1,0 +1,131 @@
+"""Golden bundles: recorded from specs, files and real photos through a stage; every file verified on load."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gapcheck.cli.app import main
+from gapcheck.errors import InputError
+from gapcheck.golden import load_bundle
+from gapcheck.golden.bundle import file_sha256
+from tests.nightly.conftest import FACTORY, INPUT, validate_report
+from tests.nightly.models import build_tiny
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
+    torch.save(build_tiny(seed=3).state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def recorded(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rec") / "golden"
+    report = out.parent / "record.json"
+    assert main(["golden", "record", "--checkpoint", str(checkpoint), "--model", FACTORY, "--input", INPUT,
+                 "--num-samples", "6", "--exporter", "torchscript", "--tolerance", "*=1e-3,1e-5", "--out", str(out),
+                 "--json", str(report)]) == 0
+    validate_report(json.loads(report.read_text()), "golden")
+    return out
+
+
+def test_manifest_records_versions_hashes_specs_and_tolerances(recorded: Path, checkpoint: Path) -> None:
+    manifest = json.loads((recorded / "manifest.json").read_text())
+    assert {"gapcheck", "torch", "onnx", "onnxruntime"} <= set(manifest["versions"])
+    assert manifest["model"]["checkpoint"]["sha256"] == file_sha256(checkpoint)
+    assert manifest["model"]["factory"] == FACTORY
+    assert manifest["onnx"]["sha256"] == file_sha256(recorded / "model.onnx")
+    assert manifest["input_specs"] == [INPUT] and manifest["samples"]["count"] == 6
+    [output] = manifest["outputs"]
+    assert manifest["tolerances"]["outputs"][output["name"]] == {"rtol": 1e-3, "atol": 1e-5}
+    assert set(manifest["files"]) == {p.name for p in recorded.iterdir() if p.name != "manifest.json"}
+    assert not [p for p in recorded.iterdir() if p.suffix in (".pt", ".pkl", ".pickle", ".npy")]  # never pickles
+
+
+def test_reference_is_the_checkpoint_and_onnxruntime_agrees(recorded: Path, checkpoint: Path) -> None:
+    bundle = load_bundle(recorded)
+    module = build_tiny()
+    module.load_state_dict(torch.load(checkpoint, weights_only=True))
+    with torch.no_grad():
+        expected = module.eval()(torch.from_numpy(bundle.inputs["x"])).numpy()
+    [name] = bundle.reference
+    np.testing.assert_allclose(bundle.reference[name], expected, rtol=0, atol=0)
+    np.testing.assert_allclose(bundle.onnxruntime[name], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("damage,named", [
+    (lambda b: (b / "inputs.safetensors").write_bytes((b / "inputs.safetensors").read_bytes()[:-7]), "inputs.safetensors"),
+    (lambda b: _flip(b / "reference_torch.safetensors"), "reference_torch.safetensors"),
+    (lambda b: (b / "model.onnx").unlink(), "model.onnx"),
+    (lambda b: (b / "manifest.json").write_text("{not json"), "manifest.json"),
+    (lambda b: _edit(b, lambda m: m["files"].update({"../escape": {"sha256": "0", "bytes": 0}})), "../escape"),
+])
+def test_a_damaged_bundle_is_refused_with_exit_2_naming_the_file(recorded: Path, tmp_path: Path, damage, named,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    bundle = tmp_path / "copy"
+    shutil.copytree(recorded, bundle)
+    assert main(["golden", "verify", str(bundle)]) == 0
+    damage(bundle)
+    capsys.readouterr()
+    assert main(["golden", "verify", str(bundle)]) == 2
+    assert named in capsys.readouterr().err
+    with pytest.raises(InputError, match=named.replace(".", r"\.")):
+        load_bundle(bundle)
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def _edit(bundle: Path, change) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    change(manifest)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_record_refuses_a_non_empty_folder_unless_overwriting(recorded: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g"
+    shutil.copytree(recorded, out)
+    args = ["golden", "record", "--model", FACTORY, "--input", INPUT, "--num-samples", "2", "--exporter",
+            "torchscript", "--out", str(out)]
+    assert main(args) == 2
+    assert main([*args, "--overwrite"]) == 0
+    assert load_bundle(out).num_samples == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_record_from_an_inputs_file(tmp_path: Path) -> None:
+    inputs = tmp_path / "real.npz"
+    np.savez(inputs, x=np.random.default_rng(1).random((5, 3, 8, 8), dtype=np.float32))
+    assert main(["golden", "record", "--model", FACTORY, "--inputs", str(inputs), "--input", INPUT,
+                 "--exporter", "torchscript", "--out", str(tmp_path / "g")]) == 0
+    bundle = load_bundle(tmp_path / "g")
+    assert bundle.num_samples == 5 and bundle.manifest["samples"]["source"] == "file"
+    np.testing.assert_array_equal(bundle.inputs["x"], np.load(inputs)["x"])
+
+
+def test_record_from_real_photos_through_the_inference_stage(tmp_path: Path) -> None:
+    from PIL import Image
+    from skimage import data
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("astronaut", "coffee", "chelsea"):
+        Image.fromarray(getattr(data, name)()).save(photos / f"{name}.png")
+    assert main(["golden", "record", "--model", FACTORY, "--input", INPUT, "--samples", str(photos),
+                 "--stage", "infer=tests/golden/stages.py:preprocess", "--exporter", "torchscript",
+                 "--out", str(tmp_path / "g")]) == 0
+    bundle = load_bundle(tmp_path / "g")
+    pre = bundle.manifest["preprocess"]
+    assert [r["file"] for r in pre["raw_samples"]] == ["astronaut.png", "chelsea.png", "coffee.png"]
+    assert pre["raw_samples"][0]["sha256"] == file_sha256(photos / "astronaut.png")
+    assert len(pre["tensor_stats"]["channels"]) == 3 and 0 <= pre["tensor_stats"]["min"] < pre["tensor_stats"]["max"] <= 1
+    assert bundle.inputs["x"].shape == (3, 3, 8, 8)
