@@ -13,6 +13,11 @@ GRAD_NONFINITE = define("guards_grad_nonfinite", Severity.GAP, F, "A gradient is
     "weights. The first parameters with a non-finite gradient are named, in the model's parameter order.",
     "Find the op with torch.autograd.set_detect_anomaly(True); look for log(0), division by zero, sqrt of a "
     "negative number or an exploding loss; lower the learning rate or clip gradients.")
+OUTPUT_NONFINITE = define("guards_output_nonfinite", Severity.GAP, F, "A forward output is NaN or Inf",
+    "The model's forward pass produced NaN or Inf for a finite input: an overflow, log/sqrt of a non-positive value, "
+    "a division by zero or an uninitialised parameter.",
+    "Find the first module whose output is non-finite (forward hooks, torch.autograd.detect_anomaly) and fix its "
+    "numerics or its initialisation.")
 GRAD_ZERO = define("guards_grad_zero", Severity.GAP, F, "Too many parameters receive an all-zero gradient",
     "The share of parameters whose whole gradient is zero is above the configured limit: dead ReLUs, a detached "
     "branch (.detach(), .data, torch.no_grad in forward), or a loss that does not depend on those parameters.",

@@ -31,6 +31,7 @@ _LAZY: dict[str, str] = {
     "GuardError": "gapcheck.guards.base",
     "GradientError": "gapcheck.guards.base",
     "ScalerError": "gapcheck.guards.base",
+    "NonFiniteError": "gapcheck.guards.base",
     "EvalModeError": "gapcheck.guards.base",
     "OverlapError": "gapcheck.guards.base",
     "InputContractError": "gapcheck.guards.base",
@@ -60,6 +61,8 @@ _LAZY: dict[str, str] = {
     "profile_steps": "gapcheck.guards.profiling",
     "ProfileReport": "gapcheck.guards.profile_result",
     "Phase": "gapcheck.guards.phases",
+    "TensorHealth": "gapcheck.guards.health",
+    "HealthReport": "gapcheck.guards.health",
 }
 
 __all__ = sorted(_LAZY)
@@ -80,9 +83,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from gapcheck.guards.base import (DeterminismError, EvalModeError, GradientError, GuardError, InputContractError,
-                                      Mode, OverlapError, ScalerError, StarvedLoopError, TrialLeakError)
+                                      Mode, NonFiniteError, OverlapError, ScalerError, StarvedLoopError, TrialLeakError)
     from gapcheck.guards.cleanup import CleanupReport, trial_cleanup
     from gapcheck.guards.determinism import DeterminismReport, check_determinism
+    from gapcheck.guards.health import HealthReport, TensorHealth
     from gapcheck.guards.evaluation import EvalGuard, EvalReport
     from gapcheck.guards.gradients import GradientHealth, GradientReport
     from gapcheck.guards.inputs import InputContract, input_contract

@@ -52,6 +52,10 @@ class GradientError(GuardError):
     """Non-finite, all-zero or missing gradients."""
 
 
+class NonFiniteError(GuardError):
+    """A forward output holds NaN or Inf."""
+
+
 class ScalerError(GuardError):
     """The GradScaler skips most steps or its scale collapsed."""
 
