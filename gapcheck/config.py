@@ -75,26 +75,26 @@ class StageTable(Section):
 
 class PreprocessSection(Section):
     samples: Optional[str] = None
-    n: Optional[int] = Field(None, ge=1)
-    p_threshold: Optional[float] = Field(None, gt=0, lt=1)
-    min_effect: Optional[float] = Field(None, ge=0, le=1)
-    workers: Optional[int] = Field(None, ge=1)
-    repeats: Optional[int] = Field(None, ge=0)
-    tolerance: Optional[float] = Field(None, ge=0)
+    n: Optional[int] = Field(default=None, ge=1)
+    p_threshold: Optional[float] = Field(default=None, gt=0, lt=1)
+    min_effect: Optional[float] = Field(default=None, ge=0, le=1)
+    workers: Optional[int] = Field(default=None, ge=1)
+    repeats: Optional[int] = Field(default=None, ge=0)
+    tolerance: Optional[float] = Field(default=None, ge=0)
     stages: dict[str, StageTable] = Field(default_factory=dict)
 
 
 class ExportDiffSection(Section):
     exporter: Optional[Literal["dynamo", "torchscript"]] = None
-    opset: Optional[int] = Field(None, ge=7)
+    opset: Optional[int] = Field(default=None, ge=7)
     precision: Optional[Literal["fp32", "fp16", "bf16"]] = None
-    num_samples: Optional[int] = Field(None, ge=1)
+    num_samples: Optional[int] = Field(default=None, ge=1)
     seed: Optional[int] = None
-    rtol: Optional[float] = Field(None, ge=0)
-    atol: Optional[float] = Field(None, ge=0)
+    rtol: Optional[float] = Field(default=None, ge=0)
+    atol: Optional[float] = Field(default=None, ge=0)
     tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # pattern -> [rtol, atol]
     batch_sizes: Optional[list[int]] = None
-    max_intermediate_mb: Optional[int] = Field(None, ge=1)
+    max_intermediate_mb: Optional[int] = Field(default=None, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -110,8 +110,8 @@ class TritonSection(Section):
     model: Optional[str] = None
     version: Optional[str] = None
     protocol: Optional[Literal["grpc", "http"]] = None
-    timeout_s: Optional[float] = Field(None, gt=0)
-    retries: Optional[int] = Field(None, ge=0)
+    timeout_s: Optional[float] = Field(default=None, gt=0)
+    retries: Optional[int] = Field(default=None, ge=0)
     ssl: bool = False
     ssl_root_cert: Optional[str] = None
     ssl_private_key: Optional[str] = None
@@ -226,8 +226,8 @@ def _read_table(source: Path) -> dict[str, Any]:
             raise ConfigError(f"{source} has no [tool.gapcheck] table")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: tool.gapcheck must be a table")
-        return table
-    return document
+        return dict(table)
+    return dict(document)
 
 
 def _environment_tables(environ: Mapping[str, str]) -> dict[str, Any]:

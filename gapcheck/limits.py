@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 #: A zip (or .npz / torch zip checkpoint) entry may expand at most this many times its compressed size.
-#: One ratio for every reader: real arrays compress 1-20x (all-zero masks up to ~1000x, deflate's ceiling); bombs stack layers far beyond it.
+#: One ratio for every reader: real arrays compress 1-20x (all-zero masks up to ~1000x, deflate's ceiling);
+#: bombs stack layers far beyond it.
 MAX_COMPRESSION_RATIO = 1000
 
 #: Largest image gapcheck decodes (Pillow's own decompression-bomb threshold).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 import typer
 from rich.console import Console

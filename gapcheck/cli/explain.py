@@ -22,9 +22,10 @@ def command(
             table.add_row(entry.code, entry.severity.value, entry.family, escape(entry.title))
         console.print(table)
         return
-    entry = lookup(code)
-    if entry is None:
+    found = lookup(code)
+    if found is None:
         raise UsageError(f"unknown finding code: {code!r}", hint="gapcheck explain --list shows every code")
+    entry = found
     console.print(f"[bold]{entry.code}[/bold] ({entry.severity.value}, {entry.family}): {escape(entry.title)}\n")
     console.print(escape(entry.explanation) + "\n")
     console.print(f"[bold]Fix:[/bold] {escape(entry.fix)}")

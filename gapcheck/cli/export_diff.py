@@ -9,9 +9,27 @@ from rich.console import Console
 
 from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.cli.options import (
-    AtolOpt, CheckpointOpt, ConfigOpt, HtmlOpt, InputsFileOpt, InputSpecOpt, JsonOpt, JunitOpt, MaxRowsOpt, ModelOpt,
-    NonStrictOpt, NumSamplesOpt, ProgressOpt, RtolOpt, SeedOpt, ToleranceOptions, ToleranceOverrideOpt, UnsafePickleOpt,
-    configured, emit_reports, prepare_reports,
+    AtolOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    HtmlOpt,
+    InputsFileOpt,
+    InputSpecOpt,
+    JsonOpt,
+    JunitOpt,
+    MaxRowsOpt,
+    ModelOpt,
+    NonStrictOpt,
+    NumSamplesOpt,
+    ProgressOpt,
+    RtolOpt,
+    SeedOpt,
+    ToleranceOptions,
+    ToleranceOverrideOpt,
+    UnsafePickleOpt,
+    configured,
+    emit_reports,
+    prepare_reports,
 )
 from gapcheck.errors import ExitCode, UsageError
 
@@ -33,6 +51,37 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
+# export-diff's own options (the shared groups come from gapcheck.cli.options)
+_Onnx = Annotated[Optional[Path], typer.Option("--onnx", help="Compare this ONNX file instead of exporting.")]
+_Exporter = Annotated[Exporter, typer.Option("--exporter", help="ONNX exporter (dynamo falls back to torchscript).")]
+_Opset = Annotated[Optional[int], typer.Option("--opset", help="ONNX opset version.")]
+_BatchSizes = Annotated[Optional[str], typer.Option("--batch-sizes", help="Check batch consistency, e.g. 1,4.")]
+_Precision = Annotated[Precision, typer.Option("--precision", help="Check what an FP16/BF16 deployment computes.")]
+_KeepTrainMode = Annotated[bool, typer.Option("--keep-train-mode", help="Do not switch a training-mode model to eval().")]
+_SaveOnnx = Annotated[Optional[Path], typer.Option("--save-onnx", help="Write the compared ONNX model here.")]
+_MaxIntermediateMb = Annotated[int, typer.Option(
+    "--max-intermediate-mb", min=1, help="Memory for marked ONNX intermediates per run.")]
+# The Triton endpoint flags of export-diff (their parsing is gapcheck.cli.triton_options.triton_endpoint).
+_TritonUrl = Annotated[Optional[str], typer.Option("--triton-url", help="Also compare a Triton deployment (host:port).")]
+_TritonModel = Annotated[Optional[str], typer.Option("--triton-model", help="Model name on the Triton server.")]
+_Protocol = Annotated[Protocol, typer.Option("--protocol", help="Triton protocol.")]
+_TritonVersion = Annotated[Optional[str], typer.Option("--triton-version", help="Model version on the server.")]
+_TritonHeader = Annotated[list[str], typer.Option(
+    "--triton-header", help="Extra request header KEY:VALUE (e.g. auth; never printed).")]
+_TritonSsl = Annotated[bool, typer.Option("--triton-ssl", help="Use TLS for the Triton connection.")]
+_TritonRootCert = Annotated[Optional[Path], typer.Option("--triton-ssl-root-cert", help="CA certificate (PEM).")]
+_TritonPrivateKey = Annotated[Optional[Path], typer.Option("--triton-ssl-private-key", help="Client private key (PEM).")]
+_TritonCertChain = Annotated[Optional[Path], typer.Option("--triton-ssl-cert-chain", help="Client certificate chain (PEM).")]
+_TritonInsecure = Annotated[bool, typer.Option(
+    "--triton-ssl-insecure", help="TLS without verifying the server certificate.")]
+_TritonTimeout = Annotated[float, typer.Option("--triton-timeout", help="Seconds per Triton request.")]
+_TritonRetries = Annotated[int, typer.Option("--triton-retries", help="Retries of transient Triton failures.")]
+_TritonLayers = Annotated[bool, typer.Option(
+    "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")]
+_TwinFile = Annotated[list[Path], typer.Option(
+    "--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py).")]
+
+
 #: flag parameter -> [export_diff] key, and -> [triton] key (file < environment < flags)
 _EXPORT_DIFF_KEYS = {"exporter": "exporter", "opset": "opset", "precision": "precision", "num_samples": "num_samples",
                      "seed": "seed", "rtol": "rtol", "atol": "atol", "batch_sizes": "batch_sizes",
@@ -47,39 +96,39 @@ def command(
     model: ModelOpt = None,
     input_specs: InputSpecOpt = [],  # noqa: B006 - typer reads the default; it is never mutated
     inputs_file: InputsFileOpt = None,
-    onnx_file: Annotated[Optional[Path], typer.Option("--onnx", help="Compare this ONNX file instead of exporting.")] = None,
-    exporter: Annotated[Exporter, typer.Option("--exporter", help="ONNX exporter (dynamo falls back to torchscript).")] = Exporter.dynamo,
-    opset: Annotated[Optional[int], typer.Option("--opset", help="ONNX opset version.")] = None,
-    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Check batch consistency, e.g. 1,4.")] = None,
+    onnx_file: _Onnx = None,
+    exporter: _Exporter = Exporter.dynamo,
+    opset: _Opset = None,
+    batch_sizes: _BatchSizes = None,
     num_samples: NumSamplesOpt = 1,
     seed: SeedOpt = 0,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     tolerance: ToleranceOverrideOpt = [],  # noqa: B006
-    precision: Annotated[Precision, typer.Option("--precision", help="Check what an FP16/BF16 deployment computes.")] = Precision.fp32,
-    keep_train_mode: Annotated[bool, typer.Option("--keep-train-mode", help="Do not switch a training-mode model to eval().")] = False,
+    precision: _Precision = Precision.fp32,
+    keep_train_mode: _KeepTrainMode = False,
     unsafe_pickle: UnsafePickleOpt = False,
     non_strict: NonStrictOpt = False,
-    save_onnx: Annotated[Optional[Path], typer.Option("--save-onnx", help="Write the compared ONNX model here.")] = None,
+    save_onnx: _SaveOnnx = None,
     json_path: JsonOpt = None,
     junit_path: JunitOpt = None,
     html_path: HtmlOpt = None,
     max_rows: MaxRowsOpt = 0,
-    max_intermediate_mb: Annotated[int, typer.Option("--max-intermediate-mb", min=1, help="Memory for marked ONNX intermediates per run.")] = 1024,
-    triton_url: Annotated[Optional[str], typer.Option("--triton-url", help="Also compare a Triton deployment (host:port).")] = None,
-    triton_model: Annotated[Optional[str], typer.Option("--triton-model", help="Model name on the Triton server.")] = None,
-    protocol: Annotated[Protocol, typer.Option("--protocol", help="Triton protocol.")] = Protocol.grpc,
-    triton_version: Annotated[Optional[str], typer.Option("--triton-version", help="Model version on the server.")] = None,
-    triton_header: Annotated[list[str], typer.Option("--triton-header", help="Extra request header KEY:VALUE (e.g. auth; never printed).")] = [],  # noqa: B006
-    triton_ssl: Annotated[bool, typer.Option("--triton-ssl", help="Use TLS for the Triton connection.")] = False,
-    triton_ssl_root_cert: Annotated[Optional[Path], typer.Option("--triton-ssl-root-cert", help="CA certificate (PEM).")] = None,
-    triton_ssl_private_key: Annotated[Optional[Path], typer.Option("--triton-ssl-private-key", help="Client private key (PEM).")] = None,
-    triton_ssl_cert_chain: Annotated[Optional[Path], typer.Option("--triton-ssl-cert-chain", help="Client certificate chain (PEM).")] = None,
-    triton_ssl_insecure: Annotated[bool, typer.Option("--triton-ssl-insecure", help="TLS without verifying the server certificate.")] = False,
-    triton_timeout: Annotated[float, typer.Option("--triton-timeout", help="Seconds per Triton request.")] = TRITON_TIMEOUT_S,
-    triton_retries: Annotated[int, typer.Option("--triton-retries", help="Retries of transient Triton failures.")] = TRITON_RETRIES,
-    triton_layers: Annotated[bool, typer.Option("--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")] = False,
-    twin_file: Annotated[list[Path], typer.Option("--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py).")] = [],  # noqa: B006
+    max_intermediate_mb: _MaxIntermediateMb = 1024,
+    triton_url: _TritonUrl = None,
+    triton_model: _TritonModel = None,
+    protocol: _Protocol = Protocol.grpc,
+    triton_version: _TritonVersion = None,
+    triton_header: _TritonHeader = [],  # noqa: B006
+    triton_ssl: _TritonSsl = False,
+    triton_ssl_root_cert: _TritonRootCert = None,
+    triton_ssl_private_key: _TritonPrivateKey = None,
+    triton_ssl_cert_chain: _TritonCertChain = None,
+    triton_ssl_insecure: _TritonInsecure = False,
+    triton_timeout: _TritonTimeout = TRITON_TIMEOUT_S,
+    triton_retries: _TritonRetries = TRITON_RETRIES,
+    triton_layers: _TritonLayers = False,
+    twin_file: _TwinFile = [],  # noqa: B006
     progress: ProgressOpt = True,
     config: ConfigOpt = None,
 ) -> None:
@@ -92,8 +141,10 @@ def command(
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
     settings = _settings(ctx, config, locals())
-    exporter, precision, protocol = Exporter(settings["exporter"]), Precision(settings["precision"]), Protocol(settings["protocol"])
-    opset, num_samples, seed, max_intermediate_mb = (settings[k] for k in ("opset", "num_samples", "seed", "max_intermediate_mb"))
+    exporter, precision = Exporter(settings["exporter"]), Precision(settings["precision"])
+    protocol = Protocol(settings["protocol"])
+    opset, num_samples, seed = settings["opset"], settings["num_samples"], settings["seed"]
+    max_intermediate_mb = settings["max_intermediate_mb"]
     triton_url, triton_model, triton_version = settings["triton_url"], settings["triton_model"], settings["triton_version"]
     triton_timeout, triton_retries = settings["triton_timeout"], settings["triton_retries"]
     if (triton_url is None) != (triton_model is None):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 
 class RichProgress:
@@ -19,7 +19,7 @@ class RichProgress:
             transient=True,
             disable=not enabled,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "RichProgress":
         self._progress.start()

@@ -14,8 +14,9 @@ implements what it has. This module imports nothing heavy.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gapcheck.findings import Finding, Verdict
 
@@ -74,7 +75,8 @@ class Check:
 class CommandResult(Protocol):
     """What every command returns (see the module docstring)."""
 
-    command: str
+    @property
+    def command(self) -> str: ...
 
     @property
     def verdict(self) -> Verdict: ...

@@ -95,7 +95,7 @@ def _worst(result: "PreprocessAuditResult") -> list[dict[str, str]]:
     for w in result.worst_samples:
         panels = 3 if w.diff is not None else 2
         fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.2))
-        for ax, image, title in zip(axes, (w.ref_image, w.cand_image), (w.ref, w.cand)):
+        for ax, image, title in zip(axes, (w.ref_image, w.cand_image), (w.ref, w.cand), strict=False):
             ax.imshow(image, cmap="gray" if image.ndim == 2 else None)
             ax.set_title(title, fontsize=9)
             ax.axis("off")

@@ -55,7 +55,7 @@ def format_value(value: Any) -> str:
         return "; ".join(f"{_label(k)}: {format_value(v)}" for k, v in value.items())
     if isinstance(value, (str, bytes)):
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    if isinstance(value, Sequence) or isinstance(value, (set, frozenset)):
+    if isinstance(value, (Sequence, set, frozenset)):
         items = list(value)
         shown = ", ".join(format_value(v) for v in items[:_MAX_LIST_ITEMS])
         more = len(items) - _MAX_LIST_ITEMS

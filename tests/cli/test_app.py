@@ -7,7 +7,15 @@ import typer
 from gapcheck.cli import app as app_module
 from gapcheck.cli.choices import Exporter, Precision, Protocol
 from gapcheck.errors import (
-    BackendError, CheckpointError, ConfigError, EndpointError, ExitCode, ExportError, InputError, UsageError, exit_code_for,
+    BackendError,
+    CheckpointError,
+    ConfigError,
+    EndpointError,
+    ExitCode,
+    ExportError,
+    InputError,
+    UsageError,
+    exit_code_for,
 )
 from gapcheck.model.export import EXPORTERS
 from gapcheck.model.precision import PRECISIONS

@@ -47,7 +47,8 @@ class Renderer(Protocol):
 def renderer(fmt: ReportFormat) -> Renderer:
     if fmt not in FORMATS:
         raise UsageError(f"report format {fmt.value!r} is not available")
-    return importlib.import_module(FORMATS[fmt])  # type: ignore[return-value]
+    module: Renderer = importlib.import_module(FORMATS[fmt])
+    return module
 
 
 def render(fmt: ReportFormat, result: "CommandResult") -> str:

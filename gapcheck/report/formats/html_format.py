@@ -75,8 +75,9 @@ def render(result: "CommandResult") -> str:
     findings = [{"severity": f.severity.value, "code": f.code, "where": f.where, "message": f.message,
                  "evidence": evidence_items(f.evidence)} for f in result.findings]
     views = [_table(v) if isinstance(v, Table) else _chart(v) for v in result.views()]
-    return _environment().from_string(_TEMPLATE).render(
+    page: str = _environment().from_string(_TEMPLATE).render(
         command=result.command, verdict=result.verdict.value, headline=result.headline, findings=findings,
         views=views, timings=[(name, f"{seconds:.2f}") for name, seconds in result.timings.items()],
         version=__version__,
     )
+    return page
