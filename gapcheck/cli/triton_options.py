@@ -70,9 +70,10 @@ def parse_headers(items: list[str], *, flag: str = "--triton-header") -> dict[st
     headers = {}
     for position, item in enumerate(items, start=1):
         key, sep, value = item.partition(":")
-        if not sep or not key.strip():
+        if not sep or not key.strip(" \t"):
             raise UsageError(f"{flag} #{position} must be KEY:VALUE")
-        headers[key.strip()] = value.strip()
+        # Only blanks are trimmed: a newline or control character is refused by the endpoint, not hidden.
+        headers[key.strip(" \t")] = value.strip(" \t")
     return headers
 
 

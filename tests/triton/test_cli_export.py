@@ -7,6 +7,7 @@ from importlib import resources
 import jsonschema
 
 import numpy as np
+import pytest
 import torch
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
@@ -93,3 +94,25 @@ def test_exported_repository_serves_what_torch_computes(triton, tmp_path, protoc
 
 def test_export_without_inputs_is_a_usage_error(tmp_path):
     assert main(["export", "--triton-repo", str(tmp_path), "--name", "n", "--input", "x:bad"]) == 2
+
+
+@pytest.mark.parametrize("name", ["net\nname", 'net"quote', "../escape", "sp ace"])
+def test_names_triton_would_reject_exit_2_before_anything_is_written(tmp_path, name, capsys):
+    factory, checkpoint, _ = make_checkpoint(tmp_path)
+    repo = tmp_path / "repo"
+    code = main(["export", "--checkpoint", str(checkpoint), "--model", factory, "--input", "x:1x3x8x8:float32",
+                 "--triton-repo", str(repo), "--name", name])
+    assert code == 2 and "not a valid Triton model name" in capsys.readouterr().err
+    assert not repo.exists()
+
+
+@pytest.mark.parametrize("bad", ["repo_is_a_file", "save_onnx_is_a_dir"])
+def test_bad_output_paths_exit_2_before_the_export(tmp_path, bad, capsys):
+    factory, checkpoint, _ = make_checkpoint(tmp_path)
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    repo, extra = (a_file, []) if bad == "repo_is_a_file" else (tmp_path / "repo", ["--save-onnx", str(tmp_path)])
+    code = main(["export", "--checkpoint", str(checkpoint), "--model", factory, "--input", "x:1x3x8x8:float32",
+                 "--triton-repo", str(repo), "--name", "net", *extra])
+    captured = capsys.readouterr()
+    assert code == 2 and "exported" not in captured.out

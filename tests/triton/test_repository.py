@@ -109,3 +109,18 @@ def test_generated_config_is_accepted_and_consistent_on_a_live_server(triton, ti
             assert out.shape == (2, 5) and np.isfinite(out).all()
         finally:
             conn.unload_model("generated")
+
+
+def test_tensor_names_with_quotes_and_newlines_survive_tritons_parser():
+    x = helper.make_tensor_value_info('in"put\nx\\', TensorProto.FLOAT, ["b", 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 2])
+    graph = helper.make_graph([helper.make_node("Identity", ['in"put\nx\\'], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    config = parse(model_config_text(model, "odd"))
+    assert config.input[0].name == 'in"put\nx\\'
+
+
+def test_written_config_is_parsed_back_and_names_are_checked_first(tiny_onnx, tmp_path):
+    with pytest.raises(UsageError, match="not a valid Triton model name"):
+        write_model_repository(tiny_onnx, tmp_path, "bad\nname")
+    assert list(tmp_path.iterdir()) == []
