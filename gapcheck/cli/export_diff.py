@@ -31,6 +31,22 @@ from gapcheck.cli.options import (
     emit_reports,
     prepare_reports,
 )
+from gapcheck.cli.triton_options import (
+    ProtocolOpt,
+    TritonCertChainOpt,
+    TritonHeaderOpt,
+    TritonInsecureOpt,
+    TritonModelOpt,
+    TritonOptions,
+    TritonPrivateKeyOpt,
+    TritonRetriesOpt,
+    TritonRootCertOpt,
+    TritonSslOpt,
+    TritonTimeoutOpt,
+    TritonUrlOpt,
+    TritonVersionOpt,
+    triton_errors,
+)
 from gapcheck.errors import ExitCode, UsageError
 
 # The Triton connection flags keep their defaults here as literals so `gapcheck export-diff --help` does not
@@ -61,21 +77,11 @@ _KeepTrainMode = Annotated[bool, typer.Option("--keep-train-mode", help="Do not 
 _SaveOnnx = Annotated[Optional[Path], typer.Option("--save-onnx", help="Write the compared ONNX model here.")]
 _MaxIntermediateMb = Annotated[int, typer.Option(
     "--max-intermediate-mb", min=1, help="Memory for marked ONNX intermediates per run.")]
-# The Triton endpoint flags of export-diff (their parsing is gapcheck.cli.triton_options.triton_endpoint).
-_TritonUrl = Annotated[Optional[str], typer.Option("--triton-url", help="Also compare a Triton deployment (host:port).")]
-_TritonModel = Annotated[Optional[str], typer.Option("--triton-model", help="Model name on the Triton server.")]
-_Protocol = Annotated[Protocol, typer.Option("--protocol", help="Triton protocol.")]
-_TritonVersion = Annotated[Optional[str], typer.Option("--triton-version", help="Model version on the server.")]
-_TritonHeader = Annotated[list[str], typer.Option(
-    "--triton-header", help="Extra request header KEY:VALUE (e.g. auth; never printed).")]
-_TritonSsl = Annotated[bool, typer.Option("--triton-ssl", help="Use TLS for the Triton connection.")]
-_TritonRootCert = Annotated[Optional[Path], typer.Option("--triton-ssl-root-cert", help="CA certificate (PEM).")]
-_TritonPrivateKey = Annotated[Optional[Path], typer.Option("--triton-ssl-private-key", help="Client private key (PEM).")]
-_TritonCertChain = Annotated[Optional[Path], typer.Option("--triton-ssl-cert-chain", help="Client certificate chain (PEM).")]
-_TritonInsecure = Annotated[bool, typer.Option(
-    "--triton-ssl-insecure", help="TLS without verifying the server certificate.")]
-_TritonTimeout = Annotated[float, typer.Option("--triton-timeout", help="Seconds per Triton request.")]
-_TritonRetries = Annotated[int, typer.Option("--triton-retries", help="Retries of transient Triton failures.")]
+# The Triton endpoint flags: THE group from gapcheck.cli.triton_options (same names as triton-audit and nightly).
+_TritonUrl, _TritonModel, _Protocol, _TritonVersion = TritonUrlOpt, TritonModelOpt, ProtocolOpt, TritonVersionOpt
+_TritonHeader, _TritonSsl, _TritonRootCert = TritonHeaderOpt, TritonSslOpt, TritonRootCertOpt
+_TritonPrivateKey, _TritonCertChain, _TritonInsecure = TritonPrivateKeyOpt, TritonCertChainOpt, TritonInsecureOpt
+_TritonTimeout, _TritonRetries = TritonTimeoutOpt, TritonRetriesOpt
 _TritonLayers = Annotated[bool, typer.Option(
     "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")]
 _TwinFile = Annotated[list[Path], typer.Option(
@@ -117,7 +123,7 @@ def command(
     max_intermediate_mb: _MaxIntermediateMb = 1024,
     triton_url: _TritonUrl = None,
     triton_model: _TritonModel = None,
-    protocol: _Protocol = Protocol.grpc,
+    protocol: _Protocol = None,
     triton_version: _TritonVersion = None,
     triton_header: _TritonHeader = [],  # noqa: B006
     triton_ssl: _TritonSsl = False,
@@ -134,7 +140,6 @@ def command(
 ) -> None:
     """Export a checkpoint to ONNX and compare it with torch, module by module; name the first module that diverges."""
     from gapcheck.cli.rich_progress import RichProgress
-    from gapcheck.cli.triton_options import triton_endpoint
     from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
     from gapcheck.report.console import make_console
     from gapcheck.report.formats.console_format import print_result
@@ -142,22 +147,23 @@ def command(
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
     settings = _settings(ctx, config, locals())
     exporter, precision = Exporter(settings["exporter"]), Precision(settings["precision"])
-    protocol = Protocol(settings["protocol"])
+    protocol = Protocol(settings["protocol"]) if settings["protocol"] else None  # None: URL scheme or probe
     opset, num_samples, seed = settings["opset"], settings["num_samples"], settings["seed"]
     max_intermediate_mb = settings["max_intermediate_mb"]
     triton_url, triton_model, triton_version = settings["triton_url"], settings["triton_model"], settings["triton_version"]
     triton_timeout, triton_retries = settings["triton_timeout"], settings["triton_retries"]
-    if (triton_url is None) != (triton_model is None):
+    if triton_url is None and triton_model is not None:
         raise UsageError("--triton-url and --triton-model go together")
     tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)
     overrides = {**settings["config_tolerances"], **tolerances.overrides}
     deployment = None
-    if triton_url is not None and triton_model is not None:
-        endpoint = triton_endpoint(
-            triton_url, protocol=protocol, headers=triton_header, header_flag="--triton-header", ssl=triton_ssl,
-            root_cert=triton_ssl_root_cert, private_key=triton_ssl_private_key, cert_chain=triton_ssl_cert_chain,
-            insecure=triton_ssl_insecure, timeout_s=triton_timeout, retries=triton_retries)
-        deployment = DeploymentTarget(endpoint, model=triton_model, version=triton_version)
+    if triton_url is not None:  # the URL may name the model itself: grpc://host:8001/MODEL?version=N
+        endpoint, served_model, served_version = TritonOptions(
+            url=triton_url, model=triton_model, protocol=protocol, version=triton_version, headers=triton_header,
+            ssl=triton_ssl, root_cert=triton_ssl_root_cert, private_key=triton_ssl_private_key,
+            cert_chain=triton_ssl_cert_chain, insecure=triton_ssl_insecure, timeout_s=triton_timeout,
+            retries=triton_retries).target()
+        deployment = DeploymentTarget(endpoint, model=served_model, version=served_version)
     request = ExportDiffRequest(
         checkpoint=checkpoint, factory=model, input_specs=tuple(input_specs), inputs_file=inputs_file,
         onnx_file=onnx_file, exporter=exporter.value, opset=opset, batch_sizes=settings["batch_sizes"],
@@ -166,7 +172,7 @@ def command(
         max_intermediate_bytes=max_intermediate_mb * 1024 * 1024, deployment=deployment, server_layers=triton_layers,
         twin_files=tuple(twin_file), save_onnx=save_onnx,
     )
-    with RichProgress(Console(stderr=True), enabled=progress) as bar:
+    with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)
     print_result(make_console(), result, max_rows=max_rows or None)
     emit_reports(result, reports)
