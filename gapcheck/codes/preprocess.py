@@ -17,8 +17,10 @@ NORMALIZATION = define("normalization", Severity.GAP, F, "Normalization constant
     "The stages differ by a per-channel affine map; the implied mean/std of the other stage are reported.",
     "Use the same mean/std (e.g. ImageNet's 0.485,0.456,0.406 / 0.229,0.224,0.225) everywhere.")
 RESIZE = define("resize", Severity.GAP, F, "Resize differs (library, interpolation or antialias)",
-    "The difference is reproduced by resizing with another backend/interpolation/antialias; the candidates that "
-    "reproduce it are named, with whether antialias was on.",
+    "The difference is reproduced by resizing with another backend/interpolation/antialias; the method that "
+    "reproduces it is named, with whether antialias was on. Several methods give the same pixels on some images "
+    "(an exact 2x downscale: bilinear without antialias equals a box filter), so evidence comes from samples "
+    "that separate the candidates; when none does, every candidate is listed and the finding says so.",
     "Resize with the same library, interpolation and antialias setting in every stage.")
 CROP = define("crop", Severity.GAP, F, "Crop differs",
     "The stages crop different regions (center vs corner, crop after vs before resize).",
@@ -33,8 +35,15 @@ UNEXPLAINED = define("unexplained", Severity.GAP, F, "Stages differ for no ident
     "The outputs differ beyond tolerance and none of the known root causes reproduces the difference.",
     "Compare the stages step by step (declare them as step lists to get the first divergent step).")
 STAGE_ERROR = define("stage_error", Severity.GAP, F, "A stage failed on a sample",
-    "A stage raised (or its worker died) on a sample; the stage, the sample and the error are named.",
+    "A stage raised on a sample, or killed the worker process running it (os._exit, a segfault in a C "
+    "extension: the cause is then 'worker died' with the exit status); the stage, the sample and the error are "
+    "named, and the other samples are still audited.",
     "Run the stage on the named sample to reproduce, and fix the stage or exclude the sample explicitly.")
+NONFINITE_OUTPUT = define("nonfinite_output", Severity.GAP, F, "A stage outputs NaN or infinity",
+    "A stage's output holds non-finite values (NaN, +inf, -inf) on some samples, e.g. a division by a zero std "
+    "or a log of zero; the model would see them. Values are not diagnosed further for pairs with this stage "
+    "(no resize or normalization can be replayed on NaN).",
+    "Find the operation that produces them on the named sample (a zero std, an empty crop, a 0/0) and guard it.")
 NONDETERMINISTIC = define("nondeterministic", Severity.GAP, F, "A stage is nondeterministic",
     "Running the same stage twice on the same sample gives different outputs: random augmentation left on in a "
     "validation or inference stage (a warning for a stage declared augmented).",
@@ -43,7 +52,9 @@ DISTRIBUTION_SHIFT = define("distribution_shift", Severity.WARNING, F, "Per-chan
     "A two-sample KS test per channel finds a significant difference with an effect above the minimum.",
     "Look at the histograms in the HTML report; usually a normalization or resize difference named elsewhere.")
 UNREADABLE = define("unreadable", Severity.WARNING, F, "A sample cannot be read",
-    "The file cannot be opened (permissions, a FIFO, a device, a broken link); it is skipped and counted.",
+    "The entry cannot be read as a file (permissions, a broken link, a symlink loop) or is not a regular file "
+    "(a FIFO, a socket, a device). Special files are never opened (opening a FIFO would block); the entry is "
+    "listed with the reason, skipped and counted.",
     "Remove it from the sample set or fix its permissions.")
 NOT_IMAGE = define("not_image", Severity.WARNING, F, "A sample is not an image",
     "The file is not a recognised image format; it is skipped and counted.",

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gapcheck.findings import Finding, Severity
+from gapcheck.codes.preprocess import DISTRIBUTION_SHIFT, NONFINITE_OUTPUT, STAGE_ERROR
+from gapcheck.findings import Finding, Subject
+from gapcheck.preprocess.diagnoses.base import pair_label
 from gapcheck.preprocess.diagnoses.geometry import StageProfile
 from gapcheck.preprocess.diagnoses.layout import to_chw
+from gapcheck.preprocess.diagnoses.nondeterminism import determinism_finding
 from gapcheck.preprocess.distribution import KSResult
 from gapcheck.preprocess.result import (BadSample, PairResult, SampleResult, StageError, StageOutcome, StageRow,
                                         WorstSample)
@@ -19,24 +23,28 @@ from gapcheck.preprocess.worker import SampleRecord
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
+    from gapcheck.preprocess.pairs import AuditContext
 
 LISTED = 20  # samples listed per finding; the count is always complete
 
 
 def input_findings(records: list[SampleRecord]) -> list[Finding]:
+    """One warning per input code (unreadable, not_image, ...), listing its samples; ``Subject.path`` is the first."""
     by_code: dict[str, list[SampleRecord]] = defaultdict(list)
     for record in records:
         if record.issue is not None:
-            by_code[record.issue.code].append(record)
+            by_code[str(record.issue.code)].append(record)
     findings = []
     for code, group in sorted(by_code.items()):
         skipped = code in SKIPPED_INPUT_CODES
         what = "skipped (never passed to a stage)" if skipped else "audited, but worth knowing"
-        findings.append(Finding(
-            code=code, severity=Severity.WARNING, where=group[0].path,
-            message=f"{len(group)} sample(s) {code.replace('_', ' ')}: {what}; first: {group[0].path} ({group[0].issue.detail})",
+        first = group[0]
+        assert first.issue is not None
+        findings.append(first.issue.code.finding(
+            f"{len(group)} sample(s) {str(code).replace('_', ' ')}: {what}; first: {first.path} ({first.issue.detail})",
+            subject=Subject(path=first.path),
             evidence={"count": len(group), "skipped": skipped,
-                      "samples": [{"path": r.path, "detail": r.issue.detail} for r in group[:LISTED]]},
+                      "samples": [{"path": r.path, "detail": r.issue.detail if r.issue else ""} for r in group[:LISTED]]},
         ))
     return findings
 
@@ -46,34 +54,47 @@ def stage_errors(audited: list[SampleRecord]) -> tuple[StageError, ...]:
 
 
 def stage_error_findings(audited: list[SampleRecord]) -> list[Finding]:
+    """One gap per stage that failed on samples the others handle (raised, or killed its worker)."""
     by_stage: dict[str, list[StageError]] = defaultdict(list)
     for error in stage_errors(audited):
         by_stage[error.stage].append(error)
-    return [
-        Finding(code="stage_error", severity=Severity.GAP, where=f"{stage} @ {errors[0].sample}",
-                message=f"stage {stage} raised on {len(errors)} sample(s) the other stages handle; first: {errors[0].error}",
-                evidence={"count": len(errors), "errors": [{"sample": e.sample, "error": e.error} for e in errors[:LISTED]]})
-        for stage, errors in by_stage.items()
-    ]
+    findings = []
+    for stage, errors in by_stage.items():
+        died = sum(1 for e in errors if e.error.startswith("worker died"))
+        how = "raised" if not died else "killed its worker" if died == len(errors) else "raised or killed its worker"
+        findings.append(STAGE_ERROR.finding(
+            f"stage {stage} {how} on {len(errors)} sample(s) the other stages handle; first: {errors[0].sample}: "
+            f"{errors[0].error}",
+            subject=Subject(stage=stage, sample=errors[0].sample),
+            evidence={"count": len(errors), "worker_died": died,
+                      "errors": [{"sample": e.sample, "error": e.error} for e in errors[:LISTED]]}))
+    return findings
+
+
+def nonfinite_findings(specs: tuple[StageSpec, ...], audited: list[SampleRecord]) -> list[Finding]:
+    """One gap per stage whose output holds NaN or inf on some samples (never diagnosed as anything else)."""
+    findings = []
+    for spec in specs:
+        hits = [(r.path, o.summary) for r in audited for o in r.stages
+                if o.stage == spec.name and o.ok and o.summary is not None and o.summary.nonfinite]
+        if not hits:
+            continue
+        first_path, first = hits[0]
+        total = int(np.prod(first.shape)) if first.shape else 1
+        everywhere = first.nonfinite == total
+        findings.append(NONFINITE_OUTPUT.finding(
+            f"{spec.name} outputs NaN or inf on {len(hits)} sample(s); first: {first_path} "
+            f"({'every value' if everywhere else f'{first.nonfinite} of {total} values'} non-finite)",
+            subject=Subject(stage=spec.name, sample=first_path),
+            evidence={"count": len(hits), "samples": [{"sample": p, "nonfinite_values": s.nonfinite,
+                                                       "values": int(np.prod(s.shape)) if s.shape else 1}
+                                                      for p, s in hits[:LISTED]]}))
+    return findings
 
 
 def determinism_findings(specs: tuple[StageSpec, ...], checks: dict[str, "DeterminismCheck"]) -> list[Finding]:
-    findings = []
-    for spec in specs:
-        check = checks.get(spec.name)
-        if check is None or check.deterministic:
-            continue
-        severity = Severity.INFO if spec.augmented else Severity.GAP
-        expected = " (expected: the stage is marked augmented)" if spec.augmented else \
-            ": a random augmentation is active outside training"
-        findings.append(Finding(
-            code="nondeterministic", severity=severity, where=spec.name,
-            message=f"{spec.name} gave different outputs for the same sample on {len(check.differing_samples)} of "
-                    f"{check.probed_samples} probed sample(s) over {check.runs_per_sample} runs{expected}",
-            evidence={"differing_samples": list(check.differing_samples), "probed_samples": check.probed_samples,
-                      "runs_per_sample": check.runs_per_sample},
-        ))
-    return findings
+    found = (determinism_finding(checks[s.name], s.augmented) for s in specs if s.name in checks)
+    return [f for f in found if f is not None]
 
 
 def pooled_channel_values(audited: list[SampleRecord], names: list[str]) -> dict[str, np.ndarray]:
@@ -91,10 +112,10 @@ def ks_findings(ref: str, cand: str, results: list[KSResult]) -> list[Finding]:
     if not flagged:
         return []
     worst = max(flagged, key=lambda r: r.statistic)
-    return [Finding(
-        code="distribution_shift", severity=Severity.WARNING, where=f"{cand} vs {ref}",
-        message=f"per-channel value distributions differ on {len(flagged)} channel(s) (worst: channel {worst.channel}, "
-                f"KS D={worst.statistic:.3f}, p={worst.p_value:.2g})",
+    return [DISTRIBUTION_SHIFT.finding(
+        f"per-channel value distributions differ on {len(flagged)} channel(s) (worst: channel {worst.channel}, "
+        f"KS D={worst.statistic:.3f}, p={worst.p_value:.2g})",
+        subject=Subject(stage=pair_label(ref, cand)),
         evidence={"channels": [{"channel": r.channel, "ks_statistic": r.statistic, "p_value": r.p_value,
                                 "mean_difference_sd": r.mean_difference_sd} for r in flagged]},
     )]
@@ -108,9 +129,13 @@ def _pooled_stats(outcomes: list[Any]) -> tuple[tuple[float, ...], tuple[float, 
     same = [o.summary.channels for o in outcomes if len(o.summary.channels) == counts[0][0]]
     means = np.array([[c.mean for c in chans] for chans in same])
     stds = np.array([[c.std for c in chans] for chans in same])
-    mean = np.nanmean(means, axis=0)
-    var = np.nanmean(stds**2 + means**2, axis=0) - mean**2
-    return tuple(float(m) for m in mean), tuple(float(math.sqrt(max(v, 0.0))) for v in var)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        # An all-NaN channel (a stage that outputs NaN: its own finding) has no mean; say NaN, quietly.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(means, axis=0)
+        var = np.nanmean(stds**2 + means**2, axis=0) - mean**2
+    return tuple(float(m) for m in mean), tuple(float(math.sqrt(v)) if v > 0 else 0.0 if v <= 0 else math.nan
+                                                for v in var)
 
 
 def stage_rows(specs: tuple[StageSpec, ...], audited: list[SampleRecord], checks: dict,
@@ -153,40 +178,36 @@ def sample_results(records: list[SampleRecord]) -> tuple[SampleResult, ...]:
             if o.ok else StageOutcome(o.stage, False, error=o.error)
             for o in r.stages
         )
-        results.append(SampleResult(r.path, r.raw_sha256, r.size_bytes, image, r.issue.code if r.issue else "", outcomes))
+        results.append(SampleResult(r.path, r.raw_sha256, r.size_bytes, image, str(r.issue.code) if r.issue else "",
+                                    outcomes))
     return tuple(results)
 
 
 def bad_samples(records: list[SampleRecord]) -> tuple[BadSample, ...]:
-    return tuple(BadSample(r.path, r.issue.code, r.issue.detail, r.issue.skipped) for r in records if r.issue is not None)
+    return tuple(BadSample(r.path, str(r.issue.code), r.issue.detail, r.issue.skipped)
+                 for r in records if r.issue is not None)
 
 
-def _display(array: np.ndarray) -> np.ndarray | None:
-    chw = to_chw(np.asarray(array))
-    if chw is None:
-        return None
-    lo, hi = float(np.nanmin(chw)), float(np.nanmax(chw))
-    scaled = (chw - lo) / (hi - lo) if hi > lo else np.zeros_like(chw)
+def _display(chw: np.ndarray) -> np.ndarray:
+    """HWC (or HW) in 0..1 for a picture: each image scaled by its own finite range."""
+    finite = chw[np.isfinite(chw)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    scaled = np.nan_to_num((chw - lo) / (hi - lo), nan=0.0, posinf=1.0, neginf=0.0) if hi > lo else np.zeros_like(chw)
     image = np.moveaxis(scaled, 0, -1)
     return image[..., 0] if image.shape[-1] == 1 else image[..., :3]
 
 
-def worst_samples(context: Any, pairs: list[PairResult]) -> tuple[WorstSample, ...]:
-    """Re-run the two stages on each failing pair's worst sample, as display images and a |Δ| heatmap."""
+def worst_samples(context: "AuditContext", pairs: list[PairResult]) -> tuple[WorstSample, ...]:
+    """Each failing pair's worst sample as display images (HWC, 0..1) and the |Δ| per pixel (max over channels)."""
     worst = []
-    for pair in pairs:
-        record = next((r for r in context.audited if r.path == pair.worst_sample), None)
-        if record is None:
-            continue
+    for pair, record in context.worst_records(pairs):
         ref, cand = context.output(pair.ref, record), context.output(pair.cand, record)
-        if ref is None or cand is None:
+        ref_chw = to_chw(np.asarray(ref)) if ref is not None else None
+        cand_chw = to_chw(np.asarray(cand)) if cand is not None else None
+        if ref_chw is None or cand_chw is None:
             continue
-        ref_img, cand_img = _display(ref), _display(cand)
-        if ref_img is None or cand_img is None:
-            continue
-        ref_chw, cand_chw = to_chw(np.asarray(ref)), to_chw(np.asarray(cand))
         diff = np.abs(ref_chw - cand_chw).max(axis=0) if ref_chw.shape == cand_chw.shape else None
         delta = next((d for d in record.deltas if d.a == pair.ref and d.b == pair.cand), None)
         worst.append(WorstSample(pair.ref, pair.cand, record.path, delta.max_abs if delta else math.inf,
-                                 delta.psnr_db if delta else -math.inf, ref_img, cand_img, diff))
+                                 delta.psnr_db if delta else -math.inf, _display(ref_chw), _display(cand_chw), diff))
     return tuple(worst)

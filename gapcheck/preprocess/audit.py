@@ -1,41 +1,38 @@
 """``preprocess_audit``: the same raw samples through every stage, joined by sample, with named root causes.
 
-Flow: discover samples → run all stages per sample in worker processes (screening,
-fingerprints, statistics, repeats, pairwise deltas) → per stage pair, decide pass/fail
-against the tolerance → for failing pairs, replay hypotheses on a few evidence samples
-(:mod:`gapcheck.preprocess.diagnoses`) → KS per channel → one frozen result.
+Flow, in named phases: check the settings and stages → discover samples (special files are
+listed, never opened) → run all stages per sample in supervised worker processes (screening,
+fingerprints, statistics, repeats, pairwise deltas; a stage that kills its worker is recorded
+and the rest goes on) → stage-level findings (bad inputs, stage errors, NaN outputs,
+nondeterminism) → per stage pair, pass/fail against the tolerance and, for failing pairs with
+the reference, the root-cause diagnoses (:mod:`gapcheck.preprocess.diagnoses.catalog`) → KS per
+channel → one frozen result.
 """
 from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import pickle
+import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-import numpy as np
-
-from gapcheck.errors import InputError, UsageError
-from gapcheck.findings import Finding, Severity, verdict_of
+from gapcheck.errors import BackendError, InputError, UsageError
+from gapcheck.findings import Finding, Verdict
 from gapcheck.preprocess import aggregate
-from gapcheck.preprocess.diagnoses.explain import Evidence, diagnose_pair
-from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
-from gapcheck.preprocess.diagnoses.layout import to_chw
-from gapcheck.preprocess.diagnoses.nondeterminism import check_determinism
-from gapcheck.preprocess.diagnoses.steps import first_divergent_step
-from gapcheck.preprocess.distribution import DEFAULT_MIN_EFFECT, KSResult, ks_per_channel
-from gapcheck.preprocess.result import PairResult, PreprocessAuditResult
-from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS, decode_rgb, discover_samples
-from gapcheck.preprocess.stages import StageSpec, check_stages, make_spec, parse_stage_option, resolve
-from gapcheck.preprocess.worker import SampleRecord, WorkerOptions, WorkItem, init_worker, run_chunk
+from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck, check_determinism
+from gapcheck.preprocess.distribution import DEFAULT_MIN_EFFECT, ks_per_channel
+from gapcheck.preprocess.pairs import EVIDENCE_SAMPLES, AuditContext
+from gapcheck.preprocess.pool import SupervisedPool, describe_exit
+from gapcheck.preprocess.result import PreprocessAuditResult
+from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS, SampleEntry, Screening, discover_samples
+from gapcheck.preprocess.stages import StageSpec, check_stages, make_spec, parse_stage_option
+from gapcheck.preprocess.worker import SampleRecord, WorkerOptions, WorkItem, run_chunk
 from gapcheck.progress import NullProgress, ProgressReporter
-from gapcheck.tensors import to_numpy
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOLERANCE = 1.5 / 255.0  # max |Δ| as a fraction of the reference's value range: 1.5 8-bit levels
-EVIDENCE_SAMPLES = 2
 PROBE_SAMPLES = 4
 KS_POINTS = 256
 MIN_CHUNK = 2
@@ -56,6 +53,24 @@ def _as_specs(stages: Sequence[StageSpec | str] | dict[str, Any]) -> list[StageS
                 specs.append(make_spec(name, function=value))
         return specs
     return [s if isinstance(s, StageSpec) else parse_stage_option(s) for s in stages]
+
+
+def check_settings(*, n: int, p_threshold: float, min_effect: float, workers: int, repeats: int, tolerance: float,
+                   max_pixels: int) -> None:
+    """UsageError for any setting out of range; NaN and infinity are refused everywhere."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    if not number(tolerance) or tolerance < 0:
+        raise UsageError(f"tolerance must be a finite number >= 0 (a fraction of the reference stage's value range), "
+                         f"got {tolerance!r}")
+    if not number(p_threshold) or not 0 < p_threshold < 1:
+        raise UsageError(f"p_threshold must be in (0, 1), got {p_threshold!r}")
+    if not number(min_effect) or not 0 <= min_effect <= 1:
+        raise UsageError(f"min_effect (a KS statistic) must be in [0, 1], got {min_effect!r}")
+    for name, value, low in (("n", n, 1), ("workers", workers, 1), ("repeats", repeats, 0), ("max_pixels", max_pixels, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise UsageError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def chunk_sizes(count: int, workers: int) -> list[int]:
@@ -80,28 +95,73 @@ def _chunks(items: list[WorkItem], workers: int) -> list[tuple[WorkItem, ...]]:
     return chunks
 
 
-def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOptions, workers: int,
-         progress: ProgressReporter) -> list[SampleRecord]:
+def _runs_in_process(specs: Sequence[StageSpec], workers: int) -> bool:
+    """One worker and a callable that cannot be sent to a process: run in this process (unprotected)."""
+    if workers > 1:
+        return False
+    for spec in specs:
+        if spec.function is not None:
+            try:
+                pickle.dumps(spec.function)
+            except Exception:  # noqa: BLE001 - any pickling failure means "cannot be sent"
+                logger.info("stage %s cannot be sent to a worker process: stages run in this process", spec.name)
+                return True
+    return False
+
+
+def _work_items(entries: list[SampleEntry], repeats: int) -> tuple[list[WorkItem], list[SampleRecord]]:
+    """Work for the workers, and records for entries that are never opened (special files, loops, bad links)."""
+    items, listed = [], []
+    for index, entry in enumerate(entries):
+        if entry.issue is not None:
+            listed.append(SampleRecord(index, str(entry.path), "", 0, Screening(entry.issue), entry.issue, (), ()))
+            continue
+        position = len(items)
+        items.append(WorkItem(index, str(entry.path), position < EVIDENCE_SAMPLES,
+                              position < PROBE_SAMPLES and repeats > 0, profile=position == 0))
+    return items, listed
+
+
+def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOptions, workers: int, in_process: bool,
+         progress: ProgressReporter) -> tuple[list[SampleRecord], list[Any]]:
     records: list[SampleRecord] = []
+    deaths: list[Any] = []
     progress.start("auditing samples", total=len(items))
     try:
-        if workers <= 1:
+        if in_process:
             for chunk in _chunks(items, 1):
                 records += run_chunk(specs, chunk, options)
                 progress.advance(len(chunk))
-        else:
-            # forkserver: workers start from a clean process, never from a fork of a parent that holds
-            # torch/OpenMP or executor threads (a fork there can deadlock).
-            context = multiprocessing.get_context("forkserver")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker,
-                                     initargs=(options.max_pixels,)) as pool:
-                futures = {pool.submit(run_chunk, specs, chunk, options): len(chunk) for chunk in _chunks(items, workers)}
-                for future in as_completed(futures):
-                    records += future.result()
-                    progress.advance(futures[future])
+        elif items:
+            pool = SupervisedPool(specs, options, workers)
+            records = pool.run(_chunks(items, workers), progress.advance)
+            deaths = pool.deaths
     finally:
         progress.finish()
-    return sorted(records, key=lambda r: r.index)
+    return records, deaths
+
+
+def _audited(records: list[SampleRecord], deaths: list[Any]) -> list[SampleRecord]:
+    """The records that went through the stages; InputError / BackendError when nothing could be audited."""
+    audited = [r for r in records if r.issue is None or not r.issue.skipped]
+    if not audited:
+        raise InputError(f"none of the {len(records)} sample(s) could be audited",
+                         hint="; ".join(f"{r.path}: {r.issue.code}" for r in records[:5] if r.issue))
+    if deaths and not any(sum(1 for o in r.stages if o.ok) >= 2 for r in audited):
+        first = deaths[0]
+        raise BackendError(f"nothing could be audited: stage workers died on every sample; first: stage "
+                           f"{first.stage!r} on {first.sample} ({describe_exit(first.exitcode)})")
+    return audited
+
+
+def _determinism(specs: tuple[StageSpec, ...], audited: list[SampleRecord]) -> dict[str, DeterminismCheck]:
+    checks = {}
+    for spec in specs:
+        runs = [(r.path, o.summary.sha256, o.repeat_fingerprints) for r in audited for o in r.stages
+                if o.stage == spec.name and o.ok and o.summary is not None and o.repeat_fingerprints]
+        if runs:
+            checks[spec.name] = check_determinism(spec.name, runs)
+    return checks
 
 
 def preprocess_audit(
@@ -121,38 +181,43 @@ def preprocess_audit(
 
     ``stages``: the first stage is the reference (usually training); every other stage is
     diagnosed against it, and deltas/PSNR are reported for every pair. See
-    :mod:`gapcheck.preprocess.stages` for what a stage may be.
+    :mod:`gapcheck.preprocess.stages` for what a stage may be. Stages run in worker processes
+    (also with ``workers=1``) unless a stage is a callable that cannot be pickled and
+    ``workers=1``: then they run in this process, and a stage that kills its process kills the caller.
     """
-    if not 0 < p_threshold < 1:
-        raise UsageError(f"p_threshold must be in (0, 1), got {p_threshold}")
-    if not 0 <= min_effect <= 1:
-        raise UsageError(f"min_effect (a KS statistic) must be in [0, 1], got {min_effect}")
-    if workers < 1 or repeats < 0 or tolerance < 0:
-        raise UsageError("workers must be >= 1, repeats >= 0 and tolerance >= 0")
+    started = time.perf_counter()
+    check_settings(n=n, p_threshold=p_threshold, min_effect=min_effect, workers=workers, repeats=repeats,
+                   tolerance=tolerance, max_pixels=max_pixels)
     specs = tuple(_as_specs(stages))
-    check_stages(list(specs), workers)
-    paths = discover_samples(samples, n)
-    items = [WorkItem(i, str(p), i < EVIDENCE_SAMPLES, i < PROBE_SAMPLES and repeats > 0, profile=i == 0)
-             for i, p in enumerate(paths)]
+    in_process = _runs_in_process(specs, workers)
+    check_stages(list(specs), isolated=not in_process)
+    items, listed = _work_items(discover_samples(samples, n), repeats)
+    seconds = {"discover": time.perf_counter() - started}
     options = WorkerOptions(max_pixels, repeats, KS_POINTS)
-    records = _run(specs, items, options, min(workers, len(items)), progress or NullProgress())
+    records, deaths = _run(specs, items, options, max(1, min(workers, len(items))), in_process,
+                           progress or NullProgress())
+    records = sorted(records + listed, key=lambda r: r.index)
+    seconds["stages"] = time.perf_counter() - started - seconds["discover"]
+    audited = _audited(records, deaths)
+    result = _findings_and_result(specs, records, audited, tolerance, max_pixels, p_threshold, min_effect)
+    seconds["analysis"] = time.perf_counter() - started - seconds["discover"] - seconds["stages"]
+    seconds["total"] = time.perf_counter() - started
+    settings = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "workers": workers, "repeats": repeats,
+                "tolerance": tolerance, "max_pixels": max_pixels, "reference_stage": specs[0].name,
+                "stages": {s.name: s.description for s in specs}, "in_process": in_process}
+    return PreprocessAuditResult(**result, settings=settings, seconds=seconds)
 
-    audited = [r for r in records if r.issue is None or not r.issue.skipped]
-    if not audited:
-        raise InputError(f"none of the {len(records)} sample(s) could be audited",
-                         hint="; ".join(f"{r.path}: {r.issue.code}" for r in records[:5] if r.issue))
-    context = _Context(specs, audited, tolerance, max_pixels)
+
+def _findings_and_result(specs: tuple[StageSpec, ...], records: list[SampleRecord], audited: list[SampleRecord],
+                         tolerance: float, max_pixels: int, p_threshold: float, min_effect: float) -> dict[str, Any]:
+    """Every finding and table of the result (all but settings and timings)."""
+    context = AuditContext(specs, audited, tolerance, max_pixels)
+    determinism = _determinism(specs, audited)
     findings: list[Finding] = []
     findings += aggregate.input_findings(records)
     findings += aggregate.stage_error_findings(audited)
-    determinism = {}
-    for spec in specs:
-        runs = [(r.path, o.summary.sha256, o.repeat_fingerprints) for r in audited for o in r.stages
-                if o.stage == spec.name and o.ok and o.repeat_fingerprints]
-        if runs:
-            determinism[spec.name] = check_determinism(spec.name, runs)
+    findings += aggregate.nonfinite_findings(specs, audited)
     findings += aggregate.determinism_findings(specs, determinism)
-
     pairs, ks_results = [], []
     names = [s.name for s in specs]
     channel_values = aggregate.pooled_channel_values(audited, names)
@@ -165,133 +230,15 @@ def preprocess_audit(
                 results = ks_per_channel(a, channel_values[a], b, channel_values[b], p_threshold, min_effect)
                 ks_results += results
                 findings += aggregate.ks_findings(a, b, results)
-    verdict = verdict_of(findings)
-    rows = aggregate.stage_rows(specs, audited, determinism, context.profiles_for_table(verdict))
-    settings = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "workers": workers, "repeats": repeats,
-                "tolerance": tolerance, "max_pixels": max_pixels, "reference_stage": names[0],
-                "stages": {s.name: s.description for s in specs}}
-    return PreprocessAuditResult(
-        verdict=verdict,
-        findings=tuple(findings),
-        stages=rows,
-        pairs=tuple(pairs),
-        ks=tuple(ks_results),
-        samples=aggregate.sample_results(records),
-        bad_samples=aggregate.bad_samples(records),
-        stage_errors=aggregate.stage_errors(audited),
-        settings=settings,
-        worst_samples=context.worst_samples(pairs),
-        channel_values=channel_values,
-    )
-
-
-class _Context:
-    """Evidence, replay profiles and re-runs for one audit call (nothing outlives it)."""
-
-    def __init__(self, specs: tuple[StageSpec, ...], audited: list[SampleRecord], tolerance: float, max_pixels: int):
-        self.specs = {s.name: s for s in specs}
-        self.audited = audited
-        self.tolerance = tolerance
-        self.max_pixels = max_pixels
-        self._raw: dict[str, np.ndarray | None] = {}
-        self._outputs: dict[tuple[str, str], np.ndarray | None] = {}
-        self._profiles: dict[tuple[str, str], StageProfile | None] = {}
-        if audited and audited[0].first_stage_profile is not None:  # replayed in a worker, alongside the others
-            self._profiles[(specs[0].name, audited[0].path)] = audited[0].first_stage_profile
-        self._callables: dict[str, Callable[..., Any]] = {}
-
-    def output(self, stage: str, record: SampleRecord) -> np.ndarray | None:
-        key = (stage, record.path)
-        if key not in self._outputs:
-            kept = next((o.array for o in record.stages if o.stage == stage and o.ok), None)
-            if kept is None and any(o.stage == stage and o.ok for o in record.stages):
-                kept = self._rerun(stage, record.path)
-            self._outputs[key] = kept
-        return self._outputs[key]
-
-    def _rerun(self, stage: str, path: str) -> np.ndarray | None:
-        spec = self.specs[stage]
-        fn = self._callables.setdefault(stage, resolve(spec))
-        try:
-            data = Path(path).read_bytes()
-            return to_numpy(fn(data if spec.accepts == "bytes" else path))
-        except Exception as exc:  # noqa: BLE001 - it worked in the worker; a failure now is logged, not fatal
-            logger.warning("re-running %s on %s failed: %s", stage, path, exc)
-            return None
-
-    def raw(self, path: str) -> np.ndarray | None:
-        if path not in self._raw:
-            try:
-                self._raw[path] = decode_rgb(Path(path).read_bytes(), self.max_pixels)
-            except Exception as exc:  # noqa: BLE001 - no replay for this sample, diagnosis falls back
-                logger.debug("cannot decode %s for replay: %s", path, exc)
-                self._raw[path] = None
-        return self._raw[path]
-
-    def profile(self, stage: str, record: SampleRecord) -> StageProfile | None:
-        key = (stage, record.path)
-        if key not in self._profiles:
-            output, raw = self.output(stage, record), self.raw(record.path)
-            chw = to_chw(output) if output is not None else None
-            self._profiles[key] = fit_profile(raw, chw) if chw is not None and raw is not None else None
-        return self._profiles[key]
-
-    def profiles_for_table(self, verdict: str) -> dict[str, StageProfile | None]:
-        """Each stage's replayed resize method on the first evidence sample (the reference only when all agree)."""
-        first = self.audited[0]
-        names = list(self.specs) if verdict != "pass" else list(self.specs)[:1]
-        found = {name: self.profile(name, first) for name in names if self.specs[name].recipe is None}
-        if verdict == "pass" and found:
-            # Every stage matched the reference within tolerance, so they share its replayed method.
-            found = {name: next(iter(found.values())) for name in self.specs}
-        return found
-
-    def _both_ok(self, a: str, b: str) -> list[SampleRecord]:
-        return [r for r in self.audited if sum(1 for o in r.stages if o.stage in (a, b) and o.ok) == 2]
-
-    def compare(self, a: str, b: str, diagnose: bool, determinism: dict) -> tuple[PairResult, list[Finding]]:
-        records = self._both_ok(a, b)
-        deltas = [(r, d) for r in records for d in r.deltas if d.a == a and d.b == b]
-        ref_ranges = {r.path: next(o.summary.max - o.summary.min for o in r.stages if o.stage == a) for r in records}
-        dtype_pairs = {(next(o.summary.dtype for o in r.stages if o.stage == a),
-                        next(o.summary.dtype for o in r.stages if o.stage == b)) for r in records}
-        comparable = [(r, d) for r, d in deltas if d.comparable]
-        rel = [d.max_abs / (ref_ranges[r.path] or 1.0) for r, d in comparable]
-        within = bool(records) and len(comparable) == len(records) and all(x <= self.tolerance for x in rel) \
-            and all(x == y for x, y in dtype_pairs)
-        max_abs = max((d.max_abs for _, d in deltas), default=0.0)
-        psnrs = [d.psnr_db for _, d in comparable]
-        finite = [p for p in psnrs if math.isfinite(p)]
-        worst = max(deltas, key=lambda rd: (not rd[1].comparable, rd[1].max_abs), default=(None, None))[0]
-        note, findings, divergence = "", [], None
-        skip = [s for s in (a, b) if self.specs[s].augmented or (s in determinism and not determinism[s].deterministic)]
-        if not records:
-            note = "no sample went through both stages"
-        elif within:
-            note = "within tolerance"
-        elif skip:
-            note = f"not diagnosed per sample: {', '.join(skip)} is random (augmented or nondeterministic); see KS"
-        elif diagnose:
-            evidence = [Evidence(r.path, self.raw(r.path), self.output(a, r), self.output(b, r))
-                        for r in records[:EVIDENCE_SAMPLES]]
-            evidence = [e for e in evidence if e.ref is not None and e.cand is not None]
-            ev_records = {e.sample: r for e, r in zip(evidence, records)}
-
-            def profile_of(stage: str, index: int) -> StageProfile | None:
-                return self.profile(stage, ev_records[evidence[index].sample])
-
-            findings = diagnose_pair(a, b, evidence, self.tolerance, profile_of, max_abs)
-            ra, rb = self.specs[a].recipe, self.specs[b].recipe
-            if ra is not None and rb is not None:
-                divergence = first_divergent_step(ra, rb, records[0].path, records[0].path)
-                if divergence is not None:
-                    for f in findings:
-                        f.evidence["first_divergent_step"] = f"step {divergence.step_index}: {a} {divergence.ref_step} vs {b} {divergence.cand_step}"
-        pair = PairResult(a, b, len(records), len(comparable), max_abs, min(psnrs, default=-math.inf if records else math.inf),
-                          float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf), within,
-                          worst.path if worst is not None else "", diagnose and not within and not skip and bool(records),
-                          note, divergence)
-        return pair, findings
-
-    def worst_samples(self, pairs: list[PairResult], limit: int = 3) -> tuple:
-        return aggregate.worst_samples(self, [p for p in pairs if not p.within_tolerance and p.worst_sample][:limit])
+    passed = Verdict.of(findings) is Verdict.PASS
+    return {
+        "findings": tuple(findings),
+        "stages": aggregate.stage_rows(specs, audited, determinism, context.profiles_for_table(passed)),
+        "pairs": tuple(pairs),
+        "ks": tuple(ks_results),
+        "samples": aggregate.sample_results(records),
+        "bad_samples": aggregate.bad_samples(records),
+        "stage_errors": aggregate.stage_errors(audited),
+        "worst_samples": aggregate.worst_samples(context, pairs),
+        "channel_values": channel_values,
+    }

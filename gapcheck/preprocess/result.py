@@ -1,14 +1,19 @@
-"""The values ``preprocess_audit`` returns: frozen, renderer-ready, and truthy when the audit passes."""
+"""The values ``preprocess_audit`` returns: frozen, truthy when the audit passes, and a
+:class:`~gapcheck.report.contract.CommandResult` (JSON sections, views for console and HTML,
+checks for JUnit). Every decision a report shows — which stage-table cells differ, which
+findings belong to which stage pair — is made here, once; renderers only format.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from gapcheck.findings import Finding
 from gapcheck.preprocess.diagnoses.steps import StepDivergence
 from gapcheck.preprocess.distribution import KSResult
+from gapcheck.report.contract import Chart, Check, ResultBase, Table
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,14 @@ class PairResult:
     diagnosed: bool  # root causes were searched for this pair
     note: str = ""
     first_divergent_step: StepDivergence | None = None
+    nonfinite_samples: int = 0  # samples left out because a stage output NaN/inf there
+
+    @property
+    def label(self) -> str:
+        """The pair as findings name it in ``Subject.stage``."""
+        from gapcheck.preprocess.diagnoses.base import pair_label
+
+        return pair_label(self.ref, self.cand)
 
 
 @dataclass(frozen=True)
@@ -106,9 +119,10 @@ class WorstSample:
 
 
 @dataclass(frozen=True)
-class PreprocessAuditResult:
-    verdict: str
-    findings: tuple[Finding, ...]
+class PreprocessAuditResult(ResultBase):
+    command: ClassVar[str] = "preprocess-audit"
+
+    findings: tuple[Finding, ...] = field()  # field(): no default (ResultBase has a class-level one)
     stages: tuple[StageRow, ...]
     pairs: tuple[PairResult, ...]
     ks: tuple[KSResult, ...]
@@ -118,6 +132,7 @@ class PreprocessAuditResult:
     settings: dict[str, Any]
     worst_samples: tuple[WorstSample, ...] = ()
     channel_values: dict[str, np.ndarray] = field(default_factory=dict)  # stage -> (C, N) for histograms
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -126,21 +141,28 @@ class PreprocessAuditResult:
     def audited_samples(self) -> int:
         from gapcheck.preprocess.samples import SKIPPED_INPUT_CODES
 
-        return sum(1 for s in self.samples if s.stages and s.input_issue not in SKIPPED_INPUT_CODES)
+        skipped = {str(c) for c in SKIPPED_INPUT_CODES}
+        return sum(1 for s in self.samples if s.stages and s.input_issue not in skipped)
+
+    @property
+    def headline(self) -> str:
+        gaps = [f.code for f in self.findings if f.is_gap]
+        return (f"{self.audited_samples}/{len(self.samples)} samples audited through {len(self.stages)} stages, "
+                f"{len(gaps)} gap finding(s)" + (f" ({', '.join(sorted(set(gaps)))})" if gaps else "")
+                + f", {len(self.bad_samples)} bad input(s), {len(self.stage_errors)} stage error(s)")
 
     @property
     def summary(self) -> str:
-        gaps = sum(1 for f in self.findings if f.is_gap)
-        return (f"{self.audited_samples}/{len(self.samples)} samples audited through {len(self.stages)} stages, "
-                f"{gaps} gap finding(s), {len(self.bad_samples)} bad input(s), {len(self.stage_errors)} stage error(s)")
+        return self.headline
 
-    def json_payload(self) -> dict[str, Any]:
-        """Everything but the display arrays (images, histogram values), for --json."""
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return dict(self.seconds)
+
+    def sections(self) -> dict[str, Any]:
+        """The command's JSON sections (the envelope adds verdict, headline, findings, timings)."""
         return {
-            "verdict": self.verdict,
-            "summary": self.summary,
             "settings": self.settings,
-            "findings": list(self.findings),
             "stages": list(self.stages),
             "pairs": list(self.pairs),
             "ks": list(self.ks),
@@ -148,3 +170,18 @@ class PreprocessAuditResult:
             "stage_errors": list(self.stage_errors),
             "samples": list(self.samples),
         }
+
+    def views(self) -> Sequence[Table | Chart]:
+        from gapcheck.preprocess import views
+
+        return views.all_views(self)
+
+    def checks(self) -> Sequence[Check]:
+        from gapcheck.preprocess import views
+
+        return views.checks(self)
+
+    def json_payload(self) -> dict[str, Any]:
+        """The sections plus verdict, summary and findings (the pre-envelope JSON shape)."""
+        return {"verdict": self.verdict.value, "summary": self.summary, "findings": list(self.findings),
+                **self.sections()}

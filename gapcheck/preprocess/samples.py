@@ -8,8 +8,11 @@ bomb) are counted and listed, never passed on; unusual but decodable images
 """
 from __future__ import annotations
 
+import errno
 import io
 import logging
+import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,9 @@ from typing import Iterable
 
 import numpy as np
 
+from gapcheck.codes import Code
+from gapcheck.codes.preprocess import (ALPHA_INPUT, CORRUPT_IMAGE, DECOMPRESSION_BOMB, GRAYSCALE_INPUT,
+                                       HIGH_BIT_DEPTH_INPUT, NOT_IMAGE, UNREADABLE)
 from gapcheck.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -25,14 +31,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_PIXELS = 89_478_485
 
 # Codes for samples that are never passed to a stage.
-SKIPPED_INPUT_CODES = ("unreadable", "not_image", "corrupt_image", "decompression_bomb")
+SKIPPED_INPUT_CODES: tuple[Code, ...] = (UNREADABLE, NOT_IMAGE, CORRUPT_IMAGE, DECOMPRESSION_BOMB)
 # Codes for samples that are audited but unusual enough to list.
-UNUSUAL_INPUT_CODES = ("grayscale_input", "alpha_input", "high_bit_depth_input")
+UNUSUAL_INPUT_CODES: tuple[Code, ...] = (GRAYSCALE_INPUT, ALPHA_INPUT, HIGH_BIT_DEPTH_INPUT)
 
 
 @dataclass(frozen=True)
 class InputIssue:
-    code: str  # one of SKIPPED_INPUT_CODES or UNUSUAL_INPUT_CODES
+    code: Code  # one of SKIPPED_INPUT_CODES or UNUSUAL_INPUT_CODES
     detail: str
 
     @property
@@ -51,32 +57,123 @@ class Screening:
     height: int = 0
 
 
-def discover_samples(samples: str | Path | Iterable[str | Path], n: int) -> list[Path]:
-    """The first ``n`` files (sorted, recursive) of a directory, or the given files in order.
+@dataclass(frozen=True)
+class SampleEntry:
+    """A sample found on disk; ``issue`` is set for entries that are never opened (special files, loops, bad links)."""
 
-    Hidden files are ignored; nothing is filtered by extension, because a non-image
-    file in a sample folder is exactly the kind of thing the audit must list.
+    path: Path
+    issue: InputIssue | None = None
+
+
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+def classify_entry(path: Path) -> InputIssue | None:
+    """None for a regular file (or a link to one); otherwise why it is never opened. Only stat, never open."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return InputIssue(UNREADABLE, "a symlink loop (too many levels of symbolic links)")
+        if os.path.islink(path):
+            return InputIssue(UNREADABLE, f"a broken symlink (to {os.readlink(path)!r})")
+        return InputIssue(UNREADABLE, f"cannot stat: {exc.strerror or exc}")
+    if stat.S_ISREG(info.st_mode):
+        return None
+    return InputIssue(UNREADABLE, f"{_special_kind(info.st_mode)}, not a regular file: never opened")
+
+
+def _walk(root: Path) -> list[SampleEntry]:
+    """Every non-hidden entry under ``root``, recursively; directory links are followed once (a loop is listed)."""
+    entries: list[SampleEntry] = []
+    seen: set[tuple[int, int]] = set()
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            info = os.stat(folder)
+        except OSError as exc:
+            entries.append(SampleEntry(folder, classify_entry(folder) or InputIssue(UNREADABLE, str(exc))))
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            entries.append(SampleEntry(folder, InputIssue(UNREADABLE, "a symlink loop (a folder already visited)")))
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        try:
+            children = list(os.scandir(folder))
+        except OSError as exc:
+            entries.append(SampleEntry(folder, InputIssue(UNREADABLE, f"folder cannot be listed: {exc.strerror or exc}")))
+            continue
+        for child in children:
+            if child.name.startswith("."):
+                continue
+            path = Path(child.path)
+            try:
+                is_dir = child.is_dir()  # follows links; a loop raises or is caught by ``seen``
+            except OSError:
+                is_dir = False
+            if is_dir:
+                pending.append(path)
+            else:
+                entries.append(SampleEntry(path, classify_entry(path)))
+    return sorted(entries, key=lambda e: str(e.path))
+
+
+def discover_samples(samples: str | Path | Iterable[str | Path], n: int) -> list[SampleEntry]:
+    """The first ``n`` entries (sorted, recursive) of a directory, or the given files in order.
+
+    Hidden files are ignored; nothing is filtered by extension or kind, because a non-image
+    file, a FIFO or a broken link in a sample folder is exactly the kind of thing the audit
+    must list. Special files are classified by ``stat`` only and never opened.
     """
     if n < 1:
-        raise InputError(f"--n must be at least 1 (got {n})")
+        raise InputError(f"the number of samples must be at least 1 (got {n})")
     if isinstance(samples, (str, Path)):
         root = Path(samples)
+        issue = classify_entry(root) if os.path.lexists(root) else None
         if root.is_dir():
-            files = sorted(
-                p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-            )
-        elif root.is_file():
-            files = [root]
+            entries = _walk(root)
+        elif os.path.lexists(root) and issue is None:
+            entries = [SampleEntry(root)]
+        elif issue is not None:
+            raise InputError(f"samples path {root} is {issue.detail}", hint="give a folder of samples or an image file")
         else:
             raise InputError(f"samples path does not exist: {root}")
     else:
-        files = [Path(p) for p in samples]
-        missing = [str(p) for p in files if not p.exists()]
+        paths = [Path(p) for p in samples]
+        missing = [str(p) for p in paths if not os.path.lexists(p)]
         if missing:
             raise InputError(f"{len(missing)} sample path(s) do not exist: {', '.join(missing[:5])}")
-    if not files:
+        entries = [SampleEntry(p, classify_entry(p)) for p in paths]
+    if not entries:
         raise InputError(f"no sample files found in {samples}")
-    return files[:n]
+    return entries[:n]
+
+
+def read_regular_file(path: str) -> bytes:
+    """Read a sample that discovery found to be a regular file, without ever blocking on a FIFO.
+
+    ``O_NONBLOCK`` makes opening a FIFO (swapped in since discovery) return at once, and the
+    ``fstat`` on the open descriptor refuses anything that is not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_special_kind(mode)}, not a regular file: not read")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 def _png_bit_depth(data: bytes) -> int | None:
@@ -97,22 +194,22 @@ def screen_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Screening
                 width, height = image.size
                 fmt, mode = image.format or "", image.mode
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            return Screening(InputIssue("decompression_bomb", str(exc)))
+            return Screening(InputIssue(DECOMPRESSION_BOMB, str(exc)))
         except UnidentifiedImageError:
-            return Screening(InputIssue("not_image", "not a recognised image format"))
+            return Screening(InputIssue(NOT_IMAGE, "not a recognised image format"))
         except Exception as exc:  # noqa: BLE001 - a hostile header can make a decoder raise anything
-            return Screening(InputIssue("corrupt_image", f"{type(exc).__name__}: {exc}"))
+            return Screening(InputIssue(CORRUPT_IMAGE, f"{type(exc).__name__}: {exc}"))
     if width * height > max_pixels or width <= 0 or height <= 0:
         detail = f"{width}x{height} = {width * height} pixels exceeds the limit of {max_pixels}"
-        return Screening(InputIssue("decompression_bomb", detail), fmt, mode, width, height)
+        return Screening(InputIssue(DECOMPRESSION_BOMB, detail), fmt, mode, width, height)
     issue = None
     bit_depth = _png_bit_depth(data)
     if mode in ("I;16", "I;16B", "I;16L", "I", "F") or (bit_depth is not None and bit_depth > 8):
-        issue = InputIssue("high_bit_depth_input", f"{fmt} mode {mode}" + (f", {bit_depth}-bit" if bit_depth else ""))
+        issue = InputIssue(HIGH_BIT_DEPTH_INPUT, f"{fmt} mode {mode}" + (f", {bit_depth}-bit" if bit_depth else ""))
     elif mode in ("L", "1", "LA", "La"):
-        issue = InputIssue("grayscale_input", f"{fmt} mode {mode}")
+        issue = InputIssue(GRAYSCALE_INPUT, f"{fmt} mode {mode}")
     elif mode in ("RGBA", "RGBa", "PA") or (mode == "P" and "transparency" in getattr(image, "info", {})):
-        issue = InputIssue("alpha_input", f"{fmt} mode {mode}")
+        issue = InputIssue(ALPHA_INPUT, f"{fmt} mode {mode}")
     return Screening(issue, fmt, mode, width, height)
 
 
@@ -125,12 +222,12 @@ def full_decode_issue(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Inpu
         try:
             with Image.open(io.BytesIO(data)) as image:
                 if image.size[0] * image.size[1] > max_pixels:
-                    return InputIssue("decompression_bomb", f"{image.size[0]}x{image.size[1]} pixels")
+                    return InputIssue(DECOMPRESSION_BOMB, f"{image.size[0]}x{image.size[1]} pixels")
                 image.load()
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            return InputIssue("decompression_bomb", str(exc))
+            return InputIssue(DECOMPRESSION_BOMB, str(exc))
         except Exception as exc:  # noqa: BLE001 - any decoder failure means the file is corrupt
-            return InputIssue("corrupt_image", f"{type(exc).__name__}: {exc}")
+            return InputIssue(CORRUPT_IMAGE, f"{type(exc).__name__}: {exc}")
     return None
 
 
@@ -146,8 +243,6 @@ def decode_rgb(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
 
 def guard_decoders(max_pixels: int) -> None:
     """Apply the pixel limit to PIL and OpenCV in this (worker) process, for stages that decode themselves."""
-    import os
-
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = max_pixels

@@ -142,8 +142,13 @@ def locate_target(spec: StageSpec) -> None:
                          hint=f"check the spelling and that the package is installed or importable from {cwd}")
 
 
-def check_stages(specs: list[StageSpec], workers: int) -> None:
-    """Fail early (exit 2) on duplicate names, unloadable targets, or callables workers cannot receive."""
+def check_stages(specs: list[StageSpec], isolated: bool) -> None:
+    """Fail early (exit 2) on duplicate names, unloadable targets, or callables workers cannot receive.
+
+    ``isolated``: the stages will run in worker processes. Then import targets are only located
+    here (the workers import them; a failure there is the same UsageError), so the parent does
+    not pay for torch & co. before any work starts, and callables must pickle.
+    """
     if len(specs) < 2:
         raise UsageError("preprocess-audit needs at least two stages to compare", hint="e.g. --stage train=... --stage infer=...")
     names = [s.name for s in specs]
@@ -151,17 +156,15 @@ def check_stages(specs: list[StageSpec], workers: int) -> None:
     if duplicates:
         raise UsageError(f"duplicate stage name(s): {', '.join(duplicates)}")
     for spec in specs:
-        if workers > 1 and spec.target:
-            # The workers import the stage themselves (an import failure there is the same UsageError);
-            # importing here too would make the parent pay for torch & co. before any work starts.
+        if isolated and spec.target:
             locate_target(spec)
         else:
             resolve(spec)
-        if workers > 1 and spec.function is not None:
+        if isolated and spec.function is not None:
             try:
                 pickle.dumps(spec.function)
             except Exception as exc:
                 raise UsageError(
                     f"stage {spec.name!r} cannot be sent to worker processes ({type(exc).__name__}: {exc})",
-                    hint="give it as 'module:callable' or 'file.py:callable', or use workers=1",
+                    hint="give it as 'module:callable' or 'file.py:callable', or use one worker",
                 ) from exc

@@ -14,9 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gapcheck.codes.preprocess import UNREADABLE
 from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
 from gapcheck.preprocess.diagnoses.layout import LayoutInfo, chw_view, detect_layout, to_chw
-from gapcheck.preprocess.samples import InputIssue, Screening, decode_rgb, full_decode_issue, guard_decoders, screen_bytes
+from gapcheck.preprocess.samples import (InputIssue, Screening, decode_rgb, full_decode_issue, guard_decoders,
+                                         read_regular_file, screen_bytes)
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.tensors import ArraySummary, fingerprint, sha256_bytes, summarize, to_numpy
 
@@ -37,6 +39,7 @@ class WorkItem:
     keep_arrays: bool  # an evidence sample: send the full outputs back
     probe: bool  # run the stages again to check determinism
     profile: bool = False  # replay the first stage's resize method here, in parallel with the other samples
+    dead: tuple[tuple[str, str], ...] = ()  # (stage, cause): stages that killed a worker on this sample; not run again
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,16 @@ def init_worker(max_pixels: int) -> None:
         pass
 
 
+Mark = Callable[[int, int], None]
+ANALYSING = -2  # the stage slot of a marker while gapcheck's own analysis (not a stage) runs on a sample
+
+
+def _no_mark(index: int, stage: int) -> None:
+    return None
+
+
 def run_chunk(specs: tuple[StageSpec, ...], items: tuple[WorkItem, ...], options: WorkerOptions) -> list[SampleRecord]:
-    """A batch of samples; stages are resolved once per batch (imports are cached per process)."""
+    """A batch of samples in this process; stages are resolved once per batch (imports are cached per process)."""
     stages = [(spec, resolve(spec)) for spec in specs]
     return [process_sample(stages, item, options) for item in items]
 
@@ -126,6 +137,9 @@ def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str,
     if b_summary is not None and a_summary.sha256 == b_summary.sha256 and a_summary.nonfinite == 0:
         # Equal canonical fingerprints mean equal dtype, shape and bytes: |Δ| is exactly 0 everywhere.
         return PairDelta(a_name, b_name, True, 0.0, math.inf)
+    if a_summary.nonfinite or (b_summary is not None and b_summary.nonfinite):
+        # NaN/inf never agree within a tolerance; the nonfinite_output finding names the stage.
+        return PairDelta(a_name, b_name, True, math.inf, -math.inf)
     # float32 unless an input needs more (float64, large ints): 8-bit and float32 outputs differ exactly in float32.
     diff = np.subtract(a, b, dtype=np.result_type(a.dtype, b.dtype, np.float32))
     np.abs(diff, out=diff)
@@ -137,12 +151,14 @@ def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str,
     return PairDelta(a_name, b_name, True, max_abs if math.isfinite(max_abs) else math.inf, psnr)
 
 
-def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: WorkItem, options: WorkerOptions) -> SampleRecord:
+def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: WorkItem, options: WorkerOptions,
+                   mark: Mark = _no_mark) -> SampleRecord:
+    """Screen one sample and run every stage on it; ``mark(index, stage)`` is called before each stage runs
+    (the supervising parent reads it when a stage kills this process)."""
     try:
-        with open(item.path, "rb") as handle:
-            data = handle.read()
+        data = read_regular_file(item.path)
     except OSError as exc:
-        issue = InputIssue("unreadable", _error_text(exc))
+        issue = InputIssue(UNREADABLE, _error_text(exc))
         return SampleRecord(item.index, item.path, "", 0, Screening(issue), issue, (), ())
     raw_sha = sha256_bytes(data)
     screening = screen_bytes(data, options.max_pixels)
@@ -151,7 +167,12 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
 
     observations: list[StageObservation] = []
     outputs: dict[str, tuple[np.ndarray, ArraySummary]] = {}
-    for spec, fn in stages:
+    dead = dict(item.dead)
+    for position, (spec, fn) in enumerate(stages):
+        if spec.name in dead:
+            observations.append(StageObservation(spec.name, False, dead[spec.name]))
+            continue
+        mark(item.index, position)
         try:
             output = _call(spec, fn, item.path, data)
         except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
@@ -175,6 +196,7 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
         )
         outputs[spec.name] = (output, summary)
 
+    mark(item.index, ANALYSING)
     issue = screening.issue
     if len(outputs) < len(stages):
         # Tell a corrupt or truncated file (an input problem) from a stage bug.

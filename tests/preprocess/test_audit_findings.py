@@ -52,7 +52,7 @@ def test_planted_bug_is_named(photos, cand, code, evidence_key, evidence_value):
     assert gap_codes(result) == {code}, [f.message for f in result.findings]
     finding = next(f for f in result.findings if f.code == code)
     assert finding.evidence[evidence_key] == evidence_value
-    assert finding.where == "infer vs train"
+    assert finding.subject.stage == "train→infer" and finding.subject.sample is not None
 
 
 def test_normalization_reports_implied_constants_of_both_stages(photos):
@@ -91,7 +91,7 @@ def test_augmented_training_stage_is_not_a_gap(photos):
     specs = [make_spec("train", target=stage("train_augmented"), augmented=True), make_spec("val", target=stage("val_transform"))]
     result = preprocess_audit(photos, specs, workers=1, repeats=3)
     assert gap_codes(result) == set()
-    assert any(f.code == "nondeterministic" and f.severity.value == "info" for f in result.findings)
+    assert any(f.code == "nondeterministic" and f.severity.value == "info" for f in result.findings), (result.findings, result.stages, result.samples[:2])
 
 
 def test_unexplained_difference_is_reported_with_its_size(photos):

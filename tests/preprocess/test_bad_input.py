@@ -1,6 +1,7 @@
 """Hostile and unusual inputs are counted and listed, never a crash and never silently dropped."""
 from __future__ import annotations
 
+from gapcheck.codes.preprocess import DECOMPRESSION_BOMB
 from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.preprocess.samples import screen_bytes
 from tests.preprocess.conftest import stage
@@ -41,5 +42,5 @@ def test_bomb_header_rejected_without_decoding():
     from tests.preprocess.conftest import _png_with_size
 
     screening = screen_bytes(_png_with_size(40000, 40000))
-    assert screening.issue.code == "decompression_bomb" and "exceeds" in screening.issue.detail
-    assert screen_bytes(_png_with_size(100, 100), max_pixels=50).issue.code == "decompression_bomb"
+    assert screening.issue.code is DECOMPRESSION_BOMB and "exceeds" in screening.issue.detail
+    assert screen_bytes(_png_with_size(100, 100), max_pixels=50).issue.code is DECOMPRESSION_BOMB

@@ -43,20 +43,23 @@ def test_html_is_one_file_and_escapes_hostile_stage_names(photos, tmp_path):
                  "--html", str(page)])
     assert code == 1
     html = page.read_text()
-    assert html.count('<img alt="') >= 2 and '<img alt="channel 0" src="data:image/png;base64,' in html
+    assert '<img alt="Channel 0: values per stage" src="data:image/png;base64,' in html  # histograms per channel
+    worst = '<img alt="train→infer on astronaut.png'
+    assert html.count(worst) == 3 and "<figcaption>|Δ| per pixel" in html  # reference, candidate, heatmap
     assert "<script" not in html and "http://" not in html and "https://" not in html
 
 
 def test_html_escapes_script_in_stage_errors(photos, tmp_path):
     from gapcheck.preprocess.audit import preprocess_audit
-    from gapcheck.report.html import render_preprocess_html
+    from gapcheck.report.formats import ReportFormat, render
 
     def hostile(path: str):
         raise ValueError("<script>alert(1)</script>")
 
     # Stage names are validated (letters, digits, _ - .), so hostile text arrives through a stage's error.
     result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": hostile}, n=1, workers=1)
-    html = render_preprocess_html(result)
+    assert result.settings["in_process"]  # a local function cannot be sent to a worker process
+    html = render(ReportFormat.HTML, result)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import permutations
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from gapcheck.codes.preprocess import CHANNEL_ORDER
+
+if TYPE_CHECKING:
+    from gapcheck.findings import Finding
+    from gapcheck.preprocess.diagnoses.base import Pair
 
 
 @dataclass(frozen=True)
@@ -67,3 +74,31 @@ def describe_perm(perm: tuple[int, ...]) -> str:
     if names and len(perm) in (3, 4):
         return "".join(names[k] for k in perm)
     return str(list(perm))
+
+
+class ChannelOrderDiagnosis:
+    """Replayed channel permutations differ (per output position), or a direct fit needs a permutation."""
+
+    code = CHANNEL_ORDER
+    reads_values = True
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
+
+    def diagnose(self, pair: "Pair") -> "Finding | None":
+        if pair.replay is not None:
+            index, pr, pc = pair.replay
+            if pr.fit.perm == pc.fit.perm:
+                return None
+            return pair.finding(self.code, f"{pair.cand} has channels in {describe_perm(pc.fit.perm)} order, "
+                                f"{pair.ref} in {describe_perm(pr.fit.perm)}", sample=pair.evidence[index].sample,
+                                ref_order=describe_perm(pr.fit.perm), cand_order=describe_perm(pc.fit.perm),
+                                ref_permutation=list(pr.fit.perm), cand_permutation=list(pc.fit.perm),
+                                replayed_residual_max_abs_rel=pair.replay_residual)
+        assert pair.direct_fit is not None
+        fit, residual = pair.direct_fit
+        if is_identity(fit.perm):
+            return None
+        return pair.finding(self.code, f"permuting {pair.cand}'s channels as {list(fit.perm)} reproduces {pair.ref}",
+                            sample=pair.evidence[0].sample, cand_to_ref_permutation=list(fit.perm),
+                            residual_max_abs_rel=residual)

@@ -111,6 +111,8 @@ def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | No
     """Replay geometries then methods; None when nothing reproduces the stage (PSNR below the bar)."""
     if stage_chw.ndim != 3 or stage_chw.shape[0] != 3 or raw_rgb.ndim != 3:
         return None
+    if not np.isfinite(stage_chw).all():
+        return None  # nothing replays to NaN or inf (that is the nonfinite_output finding)
     out_hw = (stage_chw.shape[1], stage_chw.shape[2])
     scored = [(score(raw_rgb, stage_chw, g, REFERENCE_METHOD), g) for g in candidate_geometries(raw_rgb.shape[:2], out_hw)]
     (best_psnr, best_fit), geometry = max(scored, key=lambda item: item[0][0])

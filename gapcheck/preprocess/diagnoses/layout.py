@@ -7,8 +7,15 @@ away, channels first (C, H, W), float64. The original layout and shape are kept 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from gapcheck.codes.preprocess import LAYOUT
+
+if TYPE_CHECKING:
+    from gapcheck.findings import Finding
+    from gapcheck.preprocess.diagnoses.base import Pair
 
 CHANNEL_COUNTS = (1, 2, 3, 4)
 
@@ -81,3 +88,24 @@ def spatial_shape(info: LayoutInfo) -> tuple[int, int] | None:
 def channel_count(info: LayoutInfo) -> int | None:
     dims = info.shape[info.batch_dims :]
     return {"CHW": dims[0], "HWC": dims[-1], "HW": 1}.get(info.layout) if info.layout != "unknown" else None
+
+
+class LayoutDiagnosis:
+    """HWC vs CHW: the same values in another axis order (read from the shapes, so it also holds on NaN outputs)."""
+
+    code = LAYOUT
+    reads_values = False
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.first is not None
+
+    def diagnose(self, pair: "Pair") -> "Finding | None":
+        ev = pair.first
+        assert ev is not None
+        ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
+        if ri.layout == ci.layout or "unknown" in (ri.layout, ci.layout):
+            return None
+        return pair.finding(self.code, f"{pair.cand} is {ci.layout}, {pair.ref} is {ri.layout}; transposing "
+                            f"{pair.cand} to {ri.layout} lines the channels up", sample=ev.sample,
+                            ref_layout=ri.layout, cand_layout=ci.layout, ref_shape=list(ev.ref.shape),
+                            cand_shape=list(ev.cand.shape))

@@ -1,0 +1,185 @@
+"""The one contract every root-cause diagnosis implements, and the pair of stages it looks at.
+
+A :class:`Pair` is a reference stage and a candidate stage on the same raw samples. Whatever
+a diagnosis may need is computed lazily and at most once per pair: the canonical CHW views,
+value ranges, whether the values already agree once batch/layout/dtype are undone, each
+stage's replayed profile (geometry, resize method, channel order, value map) per sample, and a
+direct permutation + affine fit between the two outputs when replay is impossible.
+
+A :class:`Diagnosis` is small: ``code`` (the registered code it emits), ``reads_values`` (False
+for structural checks that still make sense on NaN outputs), ``applies(pair)`` and
+``diagnose(pair) -> Finding | None``; it owns its wording and evidence. The list that is
+iterated lives in :mod:`gapcheck.preprocess.diagnoses.catalog`: a new root cause is one new
+module and one entry there.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+
+import numpy as np
+
+from gapcheck.findings import Finding, Subject
+from gapcheck.preprocess.diagnoses.channel_order import AffineFit, fit_permuted_affine
+from gapcheck.preprocess.diagnoses.layout import to_chw
+
+if TYPE_CHECKING:
+    from gapcheck.codes import Code
+    from gapcheck.preprocess.diagnoses.geometry import StageProfile
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One sample both stages processed: its decoded raw image (None when it cannot be replayed) and the two outputs."""
+
+    sample: str
+    raw_rgb: np.ndarray | None
+    ref: np.ndarray
+    cand: np.ndarray
+
+
+class Diagnosis(Protocol):
+    """One root-cause family (see the module docstring)."""
+
+    code: "Code"
+    reads_values: bool
+
+    def applies(self, pair: "Pair") -> bool: ...
+
+    def diagnose(self, pair: "Pair") -> Finding | None: ...
+
+
+def pair_label(ref: str, cand: str) -> str:
+    """The structured name of a stage pair, as findings carry it in ``Subject.stage``."""
+    return f"{ref}→{cand}"
+
+
+def rel_max_abs(a: np.ndarray, b: np.ndarray, value_range: float) -> float:
+    return float(np.max(np.abs(a - b))) / value_range if a.size else 0.0
+
+
+def _finite(array: np.ndarray) -> bool:
+    return not np.issubdtype(array.dtype, np.inexact) or bool(np.isfinite(array).all())
+
+
+# (stage name, sample, that stage's output on it) -> the stage's replayed profile, cached by the caller
+ProfileFn = Callable[[str, Evidence, np.ndarray], "StageProfile | None"]
+MoreFn = Callable[[], Iterator[Evidence]]
+
+
+class Pair:
+    """Two stages on the same samples; a working context for one diagnosis run (see the module docstring).
+
+    ``evidence`` are the first samples with both outputs; ``more()`` yields further such samples,
+    loaded lazily, for a diagnosis that needs more samples to decide (resize). ``found`` collects
+    the findings of the diagnoses that ran before (the catch-all reads it).
+    """
+
+    def __init__(self, ref: str, cand: str, evidence: list[Evidence], *, tolerance: float, observed_max_abs: float,
+                 profile_of: ProfileFn, more: MoreFn | None = None) -> None:
+        self.ref, self.cand = ref, cand
+        self.evidence = evidence
+        self.tolerance = tolerance
+        self.observed_max_abs = observed_max_abs
+        self._profile_of = profile_of
+        self._more = more
+        self.found: list[Finding] = []
+
+    # --- naming ------------------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return pair_label(self.ref, self.cand)
+
+    def finding(self, code: "Code", message: str, sample: str | None = None, **evidence: Any) -> Finding:
+        """A finding about this pair (``Subject.stage`` is the pair, ``sample`` the evidence sample)."""
+        return code.finding(message, subject=Subject(stage=self.label, sample=sample), evidence=evidence)
+
+    def has(self, *codes: "Code") -> bool:
+        names = {str(c) for c in codes}
+        return any(f.code in names for f in self.found)
+
+    # --- values ------------------------------------------------------------------------------------
+    @property
+    def first(self) -> Evidence | None:
+        return self.evidence[0] if self.evidence else None
+
+    @cached_property
+    def chw(self) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
+        return [(to_chw(e.ref), to_chw(e.cand)) for e in self.evidence]
+
+    @cached_property
+    def ranges(self) -> list[float]:
+        return [float(np.ptp(r)) or 1.0 if r is not None and r.size else 1.0 for r, _ in self.chw]
+
+    @cached_property
+    def same_shape(self) -> bool:
+        return bool(self.chw) and all(r is not None and c is not None and r.shape == c.shape for r, c in self.chw)
+
+    @cached_property
+    def finite(self) -> bool:
+        """Every evidence output is finite (value diagnoses replay nothing on NaN or inf)."""
+        return all(_finite(e.ref) and _finite(e.cand) for e in self.evidence)
+
+    @cached_property
+    def structure_only(self) -> bool:
+        """Once batch dims, layout and dtype are undone, the values agree within tolerance."""
+        if not self.same_shape or not self.finite:
+            return False
+        residual = max(rel_max_abs(r, c, rng) for (r, c), rng in zip(self.chw, self.ranges))
+        return residual <= self.tolerance
+
+    # --- replay ------------------------------------------------------------------------------------
+    def profiles(self, evidence: Evidence) -> tuple["StageProfile | None", "StageProfile | None"]:
+        return self._profile_of(self.ref, evidence, evidence.ref), self._profile_of(self.cand, evidence, evidence.cand)
+
+    @cached_property
+    def replay(self) -> tuple[int, "StageProfile", "StageProfile"] | None:
+        """(evidence index, reference profile, candidate profile) of the first sample both stages replay on."""
+        for index, ev in enumerate(self.evidence):
+            pr, pc = self.profiles(ev)
+            if pr is not None and pc is not None:
+                return index, pr, pc
+        return None
+
+    def profiled(self, limit: int) -> Iterator[tuple[Evidence, "StageProfile", "StageProfile"]]:
+        """Samples with both profiles among the first ``limit`` looked at: the evidence, then more (loaded lazily)."""
+        samples = itertools.chain(self.evidence, self._more() if self._more is not None else ())
+        for ev in itertools.islice(samples, limit):
+            pr, pc = self.profiles(ev)
+            if pr is not None and pc is not None:
+                yield ev, pr, pc
+
+    @cached_property
+    def replay_residual(self) -> float | None:
+        """Map the candidate onto the reference through both fitted value maps; the residual, relative to range.
+
+        None when it cannot be computed (no replay, different shapes or geometries).
+        """
+        if self.replay is None or not self.same_shape or not self.finite:
+            return None
+        index, pr, pc = self.replay
+        ref_chw, cand_chw = self.chw[index]
+        if pr.geometry != pc.geometry or ref_chw is None or cand_chw is None:
+            return None
+        predicted = np.empty_like(ref_chw)
+        for c in range(ref_chw.shape[0]):
+            q = pc.fit.perm.index(pr.fit.perm[c])
+            raw = (cand_chw[q] - pc.fit.offset[q]) / (pc.fit.slope[q] or 1.0)
+            predicted[c] = raw * pr.fit.slope[c] + pr.fit.offset[c]
+        return rel_max_abs(predicted, ref_chw, self.ranges[index])
+
+    @cached_property
+    def direct_fit(self) -> tuple[AffineFit, float] | None:
+        """Without replay: the permutation + affine map from candidate to reference, when it explains every sample."""
+        if self.replay is not None or not self.same_shape or not self.finite:
+            return None
+        fits = [fit_permuted_affine(c, r) for r, c in self.chw]
+        worst = max((f.max_abs / rng if f is not None else np.inf for f, rng in zip(fits, self.ranges)), default=np.inf)
+        return (fits[0], float(worst)) if fits and fits[0] is not None and worst <= self.tolerance else None
+
+    @property
+    def values_differ(self) -> bool:
+        """A value diagnosis has something to explain: finite values that still differ after the canonical view."""
+        return bool(self.evidence) and self.finite and not self.structure_only

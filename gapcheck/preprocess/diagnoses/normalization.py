@@ -1,0 +1,57 @@
+"""Normalization: the stages apply different per-channel (x - mean) / std constants."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gapcheck.codes.preprocess import NORMALIZATION
+from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.scale import direct_scale_factor
+from gapcheck.preprocess.diagnoses.value_map import ImpliedNormalization, compare_affine
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Pair
+
+IDENTITY_EPS = 1e-3  # a direct fit this close to slope 1, offset 0 maps nothing
+
+
+class NormalizationDiagnosis:
+    """Names the implied mean/std of both stages (in 0–1 pixel units) from their replayed value maps."""
+
+    code = NORMALIZATION
+    reads_values = True
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
+
+    def diagnose(self, pair: "Pair") -> Finding | None:
+        return self._replayed(pair) if pair.replay is not None else self._direct(pair)
+
+    def _replayed(self, pair: "Pair") -> Finding | None:
+        assert pair.replay is not None
+        index, pr, pc = pair.replay
+        diff = compare_affine(pr.fit.slope, pr.fit.offset, pc.fit.slope, pc.fit.offset, pair.ranges[index])
+        if not diff.normalization_differs:
+            return None
+        ref, cand = (ImpliedNormalization.from_affine(p.fit.slope, p.fit.offset) for p in (pr, pc))
+        return pair.finding(self.code, f"{pair.cand} normalizes with mean {list(cand.mean)} std {list(cand.std)}, "
+                            f"{pair.ref} with mean {list(ref.mean)} std {list(ref.std)} (implied, for pixels in 0–1)",
+                            sample=pair.evidence[index].sample, ref_implied_mean=list(ref.mean),
+                            ref_implied_std=list(ref.std), cand_implied_mean=list(cand.mean),
+                            cand_implied_std=list(cand.std), slope_mismatch=diff.max_slope_ratio_error,
+                            offset_gap_of_range=diff.max_offset_gap, replayed_residual_max_abs_rel=pair.replay_residual)
+
+    def _direct(self, pair: "Pair") -> Finding | None:
+        assert pair.direct_fit is not None
+        fit, residual = pair.direct_fit
+        if direct_scale_factor(fit.slope) is not None:
+            return None  # a pure ×255 / ÷255 is the scale diagnosis
+        slope, offset = np.asarray(fit.slope), np.asarray(fit.offset)
+        if not (np.any(np.abs(slope - 1.0) > IDENTITY_EPS) or np.any(np.abs(offset) > IDENTITY_EPS)):
+            return None
+        mean = [round(-b / a, 4) if a else float("nan") for a, b in zip(fit.slope, fit.offset)]
+        std = [round(1.0 / a, 4) if a else float("inf") for a in fit.slope]
+        return pair.finding(self.code, f"(x - mean)/std with mean {mean}, std {std} (in {pair.cand}'s units) maps "
+                            f"{pair.cand} onto {pair.ref}", sample=pair.evidence[0].sample, cand_to_ref_mean=mean,
+                            cand_to_ref_std=std, residual_max_abs_rel=residual)

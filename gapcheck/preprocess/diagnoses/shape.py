@@ -1,0 +1,38 @@
+"""Shape: the stages hand the model tensors of different shapes (an extra batch dimension, another size)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gapcheck.codes.preprocess import SHAPE
+from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.layout import detect_layout
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Pair
+
+
+class ShapeDiagnosis:
+    """Leading batch dimensions and the canonical (C, H, W) size, read from the first evidence sample."""
+
+    code = SHAPE
+    reads_values = False
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.first is not None
+
+    def diagnose(self, pair: "Pair") -> Finding | None:
+        ev = pair.first
+        assert ev is not None
+        ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
+        reasons = []
+        if ri.batch_dims != ci.batch_dims:
+            reasons.append(f"{pair.cand} has {ci.batch_dims} leading batch dimension(s), {pair.ref} has {ri.batch_dims}")
+        rc, cc = pair.chw[0]
+        if rc is not None and cc is not None and rc.shape != cc.shape:
+            reasons.append(f"{pair.cand} outputs {cc.shape[0]} channel(s) of {cc.shape[1]}x{cc.shape[2]}, "
+                           f"{pair.ref} {rc.shape[0]} of {rc.shape[1]}x{rc.shape[2]}")
+        if not reasons:
+            return None
+        return pair.finding(self.code, f"{'; '.join(reasons)}: shapes {list(ev.cand.shape)} vs {list(ev.ref.shape)}",
+                            sample=ev.sample, ref_shape=list(ev.ref.shape), cand_shape=list(ev.cand.shape),
+                            ref_batch_dims=ri.batch_dims, cand_batch_dims=ci.batch_dims)

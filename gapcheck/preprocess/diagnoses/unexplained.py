@@ -1,0 +1,56 @@
+"""The catch-all, run last: what the named causes do not account for, with its size."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gapcheck.codes.preprocess import (CHANNEL_ORDER, CROP, DTYPE, LAYOUT, NORMALIZATION, RESIZE, SCALE, SHAPE,
+                                       UNEXPLAINED)
+from gapcheck.findings import Finding
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Pair
+
+VALUE_CODES = (CHANNEL_ORDER, SCALE, NORMALIZATION, RESIZE, CROP)
+STRUCTURE_CODES = (SHAPE, LAYOUT, DTYPE)
+
+
+class UnexplainedDiagnosis:
+    """Reads ``pair.found``: reports a difference no earlier diagnosis named, or a residual they leave."""
+
+    code = UNEXPLAINED
+    reads_values = True  # on NaN outputs the nonfinite_output finding is the explanation
+
+    def applies(self, pair: "Pair") -> bool:
+        return not pair.evidence or pair.finite
+
+    def diagnose(self, pair: "Pair") -> Finding | None:
+        size = pair.observed_max_abs
+        if not pair.evidence:
+            return pair.finding(self.code, f"{pair.cand} differs from {pair.ref} but no sample has both outputs to "
+                                "diagnose", max_abs=size)
+        if pair.structure_only:
+            return None if pair.found else pair.finding(
+                self.code, f"{pair.cand} and {pair.ref} differ only below the canonical (C, H, W) view",
+                sample=pair.evidence[0].sample, max_abs=size)
+        if pair.replay is not None:
+            return self._after_replay(pair)
+        if pair.has(*VALUE_CODES):
+            return None
+        return pair.finding(self.code, f"{pair.cand} differs from {pair.ref} by max |Δ| {size:.4g}; no channel order, "
+                            "layout, scale, normalization, resize, crop or dtype hypothesis reproduces it",
+                            sample=pair.evidence[0].sample, max_abs=size)
+
+    def _after_replay(self, pair: "Pair") -> Finding | None:
+        assert pair.replay is not None
+        index, pr, pc = pair.replay
+        sample = pair.evidence[index].sample
+        residual = pair.replay_residual
+        if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP):
+            return pair.finding(self.code, f"after undoing the named causes, {pair.cand} still differs from {pair.ref} "
+                                f"by {residual:.3g} of the value range", sample=sample, residual_max_abs_rel=residual,
+                                max_abs=pair.observed_max_abs)
+        if pair.has(*VALUE_CODES):
+            return None
+        return pair.finding(self.code, f"{pair.cand} differs from {pair.ref} (max |Δ| {pair.observed_max_abs:.4g}) but "
+                            "both replay to the same geometry, method, channel order and value map", sample=sample,
+                            max_abs=pair.observed_max_abs, ref_psnr_db=pr.psnr_db, cand_psnr_db=pc.psnr_db)

@@ -1,0 +1,187 @@
+"""Stage pairs: decide pass/fail against the tolerance, and diagnose the pairs that fail.
+
+:class:`AuditContext` holds what one audit call knows about its samples (records from the
+workers, decoded raw images, stage outputs, replayed profiles), loads more only when a
+diagnosis asks, and forgets everything when the call returns. Samples on which either stage
+produced NaN/inf are left out of the comparison (the stage's ``nonfinite_output`` finding names
+them): no tolerance or replay means anything on them.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+from gapcheck.preprocess.diagnoses.catalog import diagnose_pair
+from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
+from gapcheck.preprocess.diagnoses.layout import to_chw
+from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
+from gapcheck.preprocess.diagnoses.steps import first_divergent_step
+from gapcheck.preprocess.result import PairResult
+from gapcheck.preprocess.samples import decode_rgb, read_regular_file
+from gapcheck.preprocess.stages import StageSpec, resolve
+from gapcheck.preprocess.worker import SampleRecord
+from gapcheck.tensors import to_numpy
+
+logger = logging.getLogger(__name__)
+
+EVIDENCE_SAMPLES = 2  # samples whose full outputs come back from the workers for diagnosis
+
+
+class AuditContext:
+    """Evidence, replay profiles and re-runs for one audit call (nothing outlives it)."""
+
+    def __init__(self, specs: tuple[StageSpec, ...], audited: list[SampleRecord], tolerance: float, max_pixels: int):
+        self.specs = {s.name: s for s in specs}
+        self.audited = audited
+        self.tolerance = tolerance
+        self.max_pixels = max_pixels
+        self._raw: dict[str, np.ndarray | None] = {}
+        self._outputs: dict[tuple[str, str], np.ndarray | None] = {}
+        self._profiles: dict[tuple[str, str], StageProfile | None] = {}
+        if audited and audited[0].first_stage_profile is not None:  # replayed in a worker, alongside the others
+            self._profiles[(specs[0].name, audited[0].path)] = audited[0].first_stage_profile
+        self._callables: dict[str, Callable[..., Any]] = {}
+
+    # --- what is known about a sample ----------------------------------------------------------------
+    def output(self, stage: str, record: SampleRecord) -> np.ndarray | None:
+        key = (stage, record.path)
+        if key not in self._outputs:
+            kept = next((o.array for o in record.stages if o.stage == stage and o.ok), None)
+            if kept is None and any(o.stage == stage and o.ok for o in record.stages):
+                kept = self._rerun(stage, record.path)
+            self._outputs[key] = kept
+        return self._outputs[key]
+
+    def _rerun(self, stage: str, path: str) -> np.ndarray | None:
+        spec = self.specs[stage]
+        fn = self._callables.setdefault(stage, resolve(spec))
+        try:
+            data = read_regular_file(path)
+            return to_numpy(fn(data if spec.accepts == "bytes" else path))
+        except Exception as exc:  # noqa: BLE001 - it worked in the worker; a failure now is logged, not fatal
+            logger.warning("re-running %s on %s failed: %s", stage, path, exc)
+            return None
+
+    def raw(self, path: str) -> np.ndarray | None:
+        if path not in self._raw:
+            try:
+                self._raw[path] = decode_rgb(read_regular_file(path), self.max_pixels)
+            except Exception as exc:  # noqa: BLE001 - no replay for this sample, diagnosis falls back
+                logger.debug("cannot decode %s for replay: %s", path, exc)
+                self._raw[path] = None
+        return self._raw[path]
+
+    def profile(self, stage: str, ev: Evidence, output: np.ndarray) -> StageProfile | None:
+        """``stage``'s replayed profile on the evidence sample (``output`` is that stage's array there)."""
+        key = (stage, ev.sample)
+        if key not in self._profiles:
+            chw = to_chw(output)
+            self._profiles[key] = fit_profile(ev.raw_rgb, chw) if chw is not None and ev.raw_rgb is not None else None
+        return self._profiles[key]
+
+    def stage_profile(self, stage: str, record: SampleRecord) -> StageProfile | None:
+        """One stage's replayed profile on one sample (the stage table's resize column)."""
+        key = (stage, record.path)
+        if key not in self._profiles:
+            output, raw = self.output(stage, record), self.raw(record.path)
+            chw = to_chw(output) if output is not None else None
+            self._profiles[key] = fit_profile(raw, chw) if chw is not None and raw is not None else None
+        return self._profiles[key]
+
+    def evidence(self, record: SampleRecord, a: str, b: str) -> Evidence | None:
+        ref, cand = self.output(a, record), self.output(b, record)
+        if ref is None or cand is None:
+            return None
+        return Evidence(record.path, self.raw(record.path), ref, cand)
+
+    # --- pairs ---------------------------------------------------------------------------------------
+    def profiles_for_table(self, passed: bool) -> dict[str, StageProfile | None]:
+        """Each stage's replayed resize method on the first sample (the reference's only, when all agree)."""
+        first = self.audited[0]
+        names = list(self.specs)[:1] if passed else list(self.specs)
+        found = {name: self.stage_profile(name, first) for name in names if self.specs[name].recipe is None}
+        if passed and found:
+            # Every stage matched the reference within tolerance, so they share its replayed method.
+            found = {name: next(iter(found.values())) for name in self.specs}
+        return found
+
+    def _both_ok(self, a: str, b: str) -> list[SampleRecord]:
+        return [r for r in self.audited if sum(1 for o in r.stages if o.stage in (a, b) and o.ok) == 2]
+
+    def compare(self, a: str, b: str, diagnose: bool, determinism: dict[str, DeterminismCheck]
+                ) -> tuple[PairResult, list[Finding]]:
+        both = self._both_ok(a, b)
+        records = [r for r in both if not any(o.summary.nonfinite for o in r.stages if o.stage in (a, b) and o.ok)]
+        nonfinite = len(both) - len(records)
+        deltas = [(r, d) for r in records for d in r.deltas if d.a == a and d.b == b]
+        ref_ranges = {r.path: next(o.summary.max - o.summary.min for o in r.stages if o.stage == a) for r in records}
+        dtype_pairs = {(next(o.summary.dtype for o in r.stages if o.stage == a),
+                        next(o.summary.dtype for o in r.stages if o.stage == b)) for r in records}
+        comparable = [(r, d) for r, d in deltas if d.comparable]
+        rel = [d.max_abs / (ref_ranges[r.path] or 1.0) for r, d in comparable]
+        within = bool(records) and len(comparable) == len(records) and all(x <= self.tolerance for x in rel) \
+            and all(x == y for x, y in dtype_pairs)
+        max_abs = max((d.max_abs for _, d in deltas), default=0.0)
+        psnrs = [d.psnr_db for _, d in comparable]
+        finite = [p for p in psnrs if math.isfinite(p)]
+        worst = max(deltas, key=lambda rd: (not rd[1].comparable, rd[1].max_abs), default=(None, None))[0]
+        random = [s for s in (a, b) if self.specs[s].augmented or (s in determinism and not determinism[s].deterministic)]
+        note, findings, divergence = _note(records, within, random, nonfinite), [], None
+        diagnosed = diagnose and bool(records) and not within and not random
+        if diagnosed:
+            findings, divergence = self._diagnose(a, b, records, max_abs)
+        pair = PairResult(a, b, len(both), len(comparable), max_abs,
+                          min(psnrs, default=-math.inf if records else math.inf),
+                          float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf), within,
+                          worst.path if worst is not None else "", diagnosed, note, divergence, nonfinite)
+        return pair, findings
+
+    def _diagnose(self, a: str, b: str, records: list[SampleRecord], max_abs: float) -> tuple[list[Finding], Any]:
+        evidence = [e for e in (self.evidence(r, a, b) for r in records[:EVIDENCE_SAMPLES]) if e is not None]
+
+        def more() -> Iterator[Evidence]:
+            for record in records[EVIDENCE_SAMPLES:]:
+                ev = self.evidence(record, a, b)
+                if ev is not None:
+                    yield ev
+
+        pair = Pair(a, b, evidence, tolerance=self.tolerance, observed_max_abs=max_abs, profile_of=self.profile,
+                    more=more)
+        findings = diagnose_pair(pair)
+        ra, rb = self.specs[a].recipe, self.specs[b].recipe
+        divergence = None
+        if ra is not None and rb is not None:
+            divergence = first_divergent_step(ra, rb, records[0].path, records[0].path)
+            if divergence is not None:
+                step = f"step {divergence.step_index}: {divergence.cand_step}"
+                findings = [replace(f, subject=replace(f.subject, step=step), where="",
+                                    evidence={**f.evidence, "first_divergent_step": f"{step} (vs {a}: {divergence.ref_step})"})
+                            for f in findings]
+        return findings, divergence
+
+    def worst_records(self, pairs: list[PairResult], limit: int = 3) -> list[tuple[PairResult, SampleRecord]]:
+        """The worst sample of each failing pair (at most ``limit`` pairs)."""
+        chosen = []
+        for pair in [p for p in pairs if not p.within_tolerance and p.worst_sample][:limit]:
+            record = next((r for r in self.audited if r.path == pair.worst_sample), None)
+            if record is not None:
+                chosen.append((pair, record))
+        return chosen
+
+
+def _note(records: list[SampleRecord], within: bool, random: list[str], nonfinite: int) -> str:
+    skipped = f"; {nonfinite} sample(s) with NaN/inf left out (see nonfinite_output)" if nonfinite else ""
+    if not records:
+        return ("every sample has NaN/inf in one of the stages (see nonfinite_output)" if nonfinite
+                else "no sample went through both stages")
+    if within:
+        return "within tolerance" + skipped
+    if random:
+        return f"not diagnosed per sample: {', '.join(random)} is random (augmented or nondeterministic); see KS" + skipped
+    return skipped.lstrip("; ")

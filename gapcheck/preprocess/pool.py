@@ -1,0 +1,184 @@
+"""Worker processes that survive a stage killing them.
+
+A stage may kill the process that runs it: ``os._exit`` in user code, a segfault in a C
+extension, the OOM killer. In-process that ends gapcheck with exit 7 or 139 and no message;
+in a ``ProcessPoolExecutor`` the whole pool breaks with a bare ``BrokenProcessPool`` and the
+culprit is unknown. So each worker here is one process with its own pipe, fed one chunk at a
+time. Before every stage call the worker writes (sample index, stage index) into two shared
+integers; when the process dies the parent reads them, records that stage on that sample as
+failed ("worker died", with the exit status), sends the rest of the chunk to a fresh process
+(which skips the stage on that sample only) and goes on. Records travel back one sample at a
+time, so nothing finished is lost.
+
+Processes start from a forkserver: never a fork of a parent that holds torch/OpenMP threads.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+from collections import deque
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from gapcheck.errors import BackendError, GapcheckError
+from gapcheck.preprocess.stages import StageSpec, resolve
+from gapcheck.preprocess.worker import (ANALYSING, SampleRecord, WorkerOptions, WorkItem, init_worker,
+                                        process_sample)
+
+logger = logging.getLogger(__name__)
+
+IDLE = -1
+SHUTDOWN_S = 5.0  # a worker asked to stop gets this long before it is terminated
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """A worker process died while running ``stage`` on ``sample``."""
+
+    stage: str
+    sample: str
+    exitcode: int | None
+
+    @property
+    def cause(self) -> str:
+        return f"worker died ({describe_exit(self.exitcode)}) while running this stage on this sample"
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "exit status unknown"
+    if exitcode < 0:
+        try:
+            return f"killed by signal {-exitcode} {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _serve(conn: Connection, marker: Any, specs: tuple[StageSpec, ...], options: WorkerOptions) -> None:
+    """The worker's loop: receive a chunk, send one record per sample, then "done"; None stops it."""
+    init_worker(options.max_pixels)
+
+    def mark(index: int, stage: int) -> None:
+        marker[0], marker[1] = index, stage
+
+    stages = None
+    while True:
+        chunk = conn.recv()
+        if chunk is None:
+            return
+        try:
+            if stages is None:
+                stages = [(spec, resolve(spec)) for spec in specs]
+            for item in chunk:
+                conn.send(("record", process_sample(stages, item, options, mark)))
+            mark(IDLE, IDLE)
+            conn.send(("done", None))
+        except Exception as exc:  # noqa: BLE001 - a stage that cannot be loaded: the parent raises it
+            mark(IDLE, IDLE)
+            conn.send(("error", exc if isinstance(exc, GapcheckError) else RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+class _Worker:
+    """One supervised process, its pipe, its marker and the chunk it is working on."""
+
+    def __init__(self, context: Any, specs: tuple[StageSpec, ...], options: WorkerOptions) -> None:
+        self.marker = context.RawArray("q", [IDLE, IDLE])
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, self.marker, specs, options), daemon=True)
+        self.process.start()
+        child.close()
+        self.pending: dict[int, WorkItem] = {}  # sent, no record back yet
+        self.busy = False  # a chunk was sent and its "done" has not come back
+
+    def send(self, chunk: tuple[WorkItem, ...]) -> None:
+        self.pending = {item.index: item for item in chunk}
+        self.busy = True
+        self.conn.send(chunk)
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(SHUTDOWN_S)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(SHUTDOWN_S)
+        self.conn.close()
+
+
+class SupervisedPool:
+    """Runs chunks of work items on ``workers`` supervised processes (see the module docstring)."""
+
+    def __init__(self, specs: tuple[StageSpec, ...], options: WorkerOptions, workers: int) -> None:
+        self.specs, self.options = specs, options
+        self.context = multiprocessing.get_context("forkserver")
+        self.workers = [_Worker(self.context, specs, options) for _ in range(workers)]
+        self.deaths: list[WorkerDeath] = []
+
+    def run(self, chunks: list[tuple[WorkItem, ...]], advance: Callable[[int], None]) -> list[SampleRecord]:
+        queue, records = deque(chunks), []
+        try:
+            while queue or any(w.busy for w in self.workers):
+                for worker in self.workers:
+                    if not worker.busy and queue:
+                        worker.send(queue.popleft())
+                busy = [w for w in self.workers if w.busy]
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for worker in busy:
+                    if worker.conn in ready or worker.process.sentinel in ready:
+                        records += self._collect(worker, queue, advance)
+        finally:
+            for worker in self.workers:
+                worker.stop()
+        return records
+
+    def _collect(self, worker: _Worker, queue: deque, advance: Callable[[int], None]) -> list[SampleRecord]:
+        """Read what ``worker`` sent; when its process has died, requeue its unfinished work and replace it."""
+        records, error = [], None
+        try:
+            while worker.conn.poll():
+                kind, value = worker.conn.recv()
+                if kind == "record":
+                    worker.pending.pop(value.index, None)
+                    records.append(value)
+                    advance(1)
+                elif kind == "done":
+                    worker.pending.clear()
+                    worker.busy = False
+                else:
+                    error = value
+                    break
+        except (EOFError, OSError):
+            pass  # the process is gone; handled below
+        if error is not None:
+            raise error
+        if not worker.process.is_alive():
+            self._replace(worker, queue)
+        return records
+
+    def _replace(self, worker: _Worker, queue: deque) -> None:
+        worker.process.join()
+        worker.conn.close()
+        self.workers[self.workers.index(worker)] = _Worker(self.context, self.specs, self.options)
+        if worker.busy and worker.pending:
+            queue.appendleft(self._after_death(worker))
+
+    def _after_death(self, worker: _Worker) -> tuple[WorkItem, ...]:
+        """Record which stage killed the worker on which sample; the unfinished items, that stage skipped there."""
+        index, stage = worker.marker[0], worker.marker[1]
+        exitcode = worker.process.exitcode
+        item = worker.pending.get(index)
+        if item is None or stage < 0:
+            what = "while loading the stages" if stage == IDLE else \
+                "in gapcheck's own analysis of a sample" if stage == ANALYSING else "outside any stage"
+            raise BackendError(f"a preprocess-audit worker process died {what} ({describe_exit(exitcode)})"
+                               + (f" on {item.path}" if item is not None else ""))
+        death = WorkerDeath(self.specs[stage].name, item.path, exitcode)
+        self.deaths.append(death)
+        logger.warning("stage %s killed its worker on %s (%s)", death.stage, death.sample, describe_exit(exitcode))
+        rest = [replace(item, dead=item.dead + ((death.stage, death.cause),))]
+        return tuple(rest + [i for k, i in sorted(worker.pending.items()) if k != index])
