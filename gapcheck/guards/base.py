@@ -110,7 +110,8 @@ class Ledger:
             else:
                 self.dropped += 1
             if finding.severity is not Severity.GAP:
-                logger.warning("%s: %s", finding.code, finding.message)
+                level = logging.INFO if finding.severity is Severity.INFO else logging.WARNING
+                logger.log(level, "%s: %s", finding.code, finding.message)
                 continue
             self.violations += 1
             first_gap = first_gap or finding

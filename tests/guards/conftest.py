@@ -41,3 +41,13 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: int = 3) ->
 def cnn() -> SmallCNN:
     torch.manual_seed(0)
     return SmallCNN()
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine, OpenMP threads waiting for a descheduled sibling turn a
+    0.2 ms step into 80 ms, which would make the phase shares these tests assert on depend on the load."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -19,7 +19,7 @@ SCHEMA = json.loads(resources.files("gapcheck.schemas").joinpath("profile-steps.
 
 
 def sleeping_collate(batch):
-    time.sleep(0.03)  # the planted starvation: a slow decode/augment in the collate function
+    time.sleep(0.05)  # the planted starvation: a slow decode/augment in the collate function
     return default_collate(batch)
 
 
@@ -28,8 +28,19 @@ def dataset(n=64):
     return TensorDataset(torch.randn(n, 3, 16, 16, generator=g), torch.randint(0, 4, (n,), generator=g))
 
 
+class Tiny(nn.Module):
+    """Compute far below the collate's sleep even on a loaded machine (sleep is wall time, compute stretches)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+
+    def forward(self, x):
+        return self.fc(x[:, :, 0, 0])
+
+
 def make_step(model=None):
-    model = model or SmallCNN()
+    model = model or Tiny()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def train_step(batch):
