@@ -29,11 +29,17 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def contiguous(array: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous array of ``array``'s own rank (``np.ascontiguousarray`` turns a scalar into shape (1,))."""
+    arr = np.asarray(array, dtype=dtype)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
 def _canonical(array: Any) -> tuple[bytes, np.ndarray]:
     """The header (dtype, shape) and a C-contiguous little-endian view of ``array``."""
     arr = to_numpy(array)
     dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
-    arr = np.ascontiguousarray(arr, dtype=dtype)
+    arr = contiguous(arr, dtype=dtype)
     header = f"{arr.dtype.str}|{','.join(str(d) for d in arr.shape)}|".encode()
     return header, arr
 

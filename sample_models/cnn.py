@@ -21,7 +21,7 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return torch.relu(out + identity)
+        return self.relu(out + identity)  # the same ReLU module called twice, as in torchvision's BasicBlock
 
 
 class ResNet(nn.Module):

@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_flatten
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import BackendError
 from gapcheck.model.export import condense_error
-from gapcheck.tensors import fingerprint
+from gapcheck.tensors import contiguous, fingerprint
 
 
 @dataclass
@@ -155,7 +155,7 @@ class TorchBackend:
             for path, submodule in self.module.named_modules():
                 if path in wanted and hookable(submodule):
                     handles.append(submodule.register_forward_hook(make_hook(path)))
-            args = [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
+            args = [torch.from_numpy(contiguous(feeds[n])) for n in self.input_names]
             fed = {n: fingerprint(t) for n, t in zip(self.input_names, args)}
             with torch.no_grad():
                 result = self.module(*args)
@@ -201,7 +201,7 @@ class TorchBackend:
             for path, submodule in self._fp64_twin.named_modules():
                 if path in wanted and hookable(submodule):
                     handles.append(submodule.register_forward_hook(make_hook(path)))
-            args = [_widen(torch.from_numpy(np.ascontiguousarray(feeds[n]))) for n in self.input_names]
+            args = [_widen(torch.from_numpy(contiguous(feeds[n]))) for n in self.input_names]
             with torch.no_grad():
                 result = self._fp64_twin(*args)
         except Exception as exc:  # noqa: BLE001 - models that build float32 tensors inside forward, deepcopy failures

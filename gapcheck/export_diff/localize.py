@@ -16,6 +16,7 @@ from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
 from gapcheck.errors import BackendError
 from gapcheck.model.mapping import GraphIndex, module_members
+from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def localize(
                 return Localization("unknown", None, None, None, None, f"cannot tell which torch value feeds {name!r}")
         if name in ort_values and ort_values[name].dtype != value.dtype:
             value = value.astype(ort_values[name].dtype)  # e.g. the FP16 model's internal values
-        feeds[name] = np.ascontiguousarray(value)
+        feeds[name] = contiguous(value)
     try:
         sub = extract_subgraph(model, index, feeds, output_value)
         result = OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[output_value]

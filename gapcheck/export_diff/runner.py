@@ -39,7 +39,7 @@ from gapcheck.model.fit import ModelFit, attribute_by_weights, check_fit
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
 from gapcheck.model.precision import FP16_MAX, to_precision
 from gapcheck.progress import NullProgress, ProgressReporter
-from gapcheck.tensors import fingerprint
+from gapcheck.tensors import contiguous, fingerprint
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
@@ -57,10 +57,12 @@ class _LayerAccumulator:
 
 def module_source(module: torch.nn.Module) -> str | None:
     """file:line of the module class's forward, for exporters that record no stack traces."""
+    if not hookable(module):
+        return None  # a ScriptModule's forward is compiled; its class has no Python source to point at
     try:
         forward = type(module).forward
         return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]}"
-    except (TypeError, OSError):
+    except (TypeError, OSError, AttributeError):
         return None
 
 
@@ -93,7 +95,7 @@ def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray])
 
     Returns the model's own names of its output tensors (``logits``, ``past_key_values.0.key``).
     """
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values()]
+    tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]
     try:
         with torch.no_grad():
             output = module(*tensors)
@@ -369,11 +371,18 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
     index = index_graph(reference_model, module_paths)
     mappings = map_modules(reference_model, module_paths, index)
     onnx_outputs = list(index.graph_outputs)
-    fit = check_fit(reference_model, module, len(torch_names)) if from_file else ModelFit()
+    fit = check_fit(reference_model, module, len(torch_names), index.unknown_scopes) if from_file else ModelFit()
     notes: list[Finding] = []
     if from_file and not index.has_scopes and fit.fits:
         by_weights = attribute_by_weights(reference_model, module, index)
         mappings.update(by_weights)
+        # Give the attributed nodes their module's scope, so localization can cut the module's subgraph.
+        scopes = list(index.scopes)
+        node_ids = {n.name: i for i, n in enumerate(reference_model.graph.node)}
+        for path, mapping in by_weights.items():
+            for name in mapping.node_names:
+                scopes[node_ids[name]] = (path,)
+        index = dataclasses.replace(index, scopes=tuple(scopes))
         notes.append(ATTRIBUTION_FALLBACK.finding(
             f"the ONNX graph carries no module scopes (simplified or renamed): {len(by_weights)} of {len(module_paths)} "
             "modules attributed by their weights, found in the graph with the same values; the rest are compared "

@@ -24,6 +24,7 @@ import onnx
 import torch
 
 from gapcheck.errors import ExportError, InputError, UsageError
+from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def _batched_for_export(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, ..
     # torch.export specializes a dimension of size 1, so a dynamic batch axis needs an example batch >= 2.
     tensors = []
     for array in sample.values():
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        tensor = torch.from_numpy(contiguous(array))
         if tensor.dim() > 0 and tensor.shape[0] == 1:
             tensor = torch.cat([tensor, tensor], dim=0)
         tensors.append(tensor)
@@ -70,7 +71,7 @@ def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset
     dynamic_shapes = None
     if dynamic_batch:
         batch = torch.export.Dim("batch")
-        dynamic_shapes = tuple({0: batch} if a.dim() > 0 else None for a in args)
+        dynamic_shapes = tuple({0: batch} if a.dim() > 0 else {} for a in args)  # {} (not None): a scalar input
     quiet = io.StringIO()  # the exporter prints progress and, on failure, whole graphs
     with redirect_stdout(quiet), redirect_stderr(quiet), warnings.catch_warnings(), _quiet_torch_logging():
         warnings.simplefilter("ignore")
@@ -130,7 +131,7 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
     from gapcheck.backends.torch_eager import named_tensor_leaves
 
     names = list(sample)
-    args = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in sample.values())
+    args = tuple(torch.from_numpy(contiguous(a)) for a in sample.values())
     buffer = io.BytesIO()
     with warnings.catch_warnings(record=True) as caught, redirect_stderr(io.StringIO()), _silence_native_output():
         warnings.simplefilter("always")
@@ -138,7 +139,8 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         with torch.no_grad():
             n_outputs = len(named_tensor_leaves(module(*args)))
         output_names = [f"output_{i}" for i in range(n_outputs)]
-        dynamic_axes = {n: {0: "batch"} for n in names + output_names} if dynamic_batch else None
+        batched = [n for n, a in zip(names, args) if a.dim() > 0] + output_names  # a scalar input has no batch axis
+        dynamic_axes = {n: {0: "batch"} for n in batched} if dynamic_batch else None
         torch.onnx.export(
             module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
             dynamic_axes=dynamic_axes, opset_version=opset or 17,
@@ -147,6 +149,25 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught if "Tracer" in w.category.__name__})
     )
     return onnx.load_from_string(buffer.getvalue()), notes
+
+
+def _scripted_if_holding_scripts(module: torch.nn.Module) -> torch.nn.Module:
+    """A Python model holding ScriptModules, scripted whole when that works.
+
+    Neither exporter can trace into a ScriptModule held by a Python model (torch.export refuses it,
+    the tracer says it "is not part of the active trace"); the TorchScript exporter does read a
+    model that is scripted as a whole. The model itself is not changed.
+    """
+    if isinstance(module, torch.jit.ScriptModule) or not any(
+            isinstance(m, torch.jit.ScriptModule) for m in module.modules()):
+        return module
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.jit.script(module)
+    except Exception as exc:  # noqa: BLE001 - Python code TorchScript cannot compile: trace as it is
+        log.info("could not script the model holding ScriptModules: %s", condense_error(exc))
+        return module
 
 
 def export_onnx(
@@ -220,7 +241,7 @@ def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: boo
                 raise ExportError(f"the dynamo exporter failed: {fallback_reason}") from exc
             log.info("dynamo exporter failed, falling back to TorchScript: %s", fallback_reason)
     try:
-        model, notes = _export_torchscript(module, sample, opset, dynamic_batch)
+        model, notes = _export_torchscript(_scripted_if_holding_scripts(module), sample, opset, dynamic_batch)
     except Exception as exc:  # noqa: BLE001
         prefix = f"the dynamo exporter failed ({fallback_reason}) and " if fallback_reason else ""
         raise ExportError(f"{prefix}the TorchScript exporter failed: {condense_error(exc)}") from exc

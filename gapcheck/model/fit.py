@@ -7,13 +7,13 @@ their own (dynamo's shape checks under ``_empty_nn_module_stack_from_metadata_ho
 TorchScript exporter renames repeated calls (``relu_1``), and tools like onnxsim strip them.
 
 When a graph carries no scopes at all, modules are attributed by what can be proved: a
-module whose weight tensor is found in the graph with the same values owns the node that
-consumes it (and the bias added right after it).
+module whose weight tensor is found in the graph with the same values (or, changed, under
+its own name or with a shape no other weight has) owns the node that consumes it (and the
+bias added right after it).
 """
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,9 +22,10 @@ import torch
 from onnx import numpy_helper
 
 from gapcheck.model.mapping import GraphIndex, ModuleMapping
+from gapcheck.tensors import contiguous
 
 # Tensors this small (scales, tiny biases, shape constants) prove nothing about which model a graph is.
-_MIN_WEIGHT_ELEMENTS = 64
+_MIN_WEIGHT_ELEMENTS = 16
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
 
 
@@ -66,8 +67,12 @@ def _torch_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: t for n, t in named.items() if t.is_floating_point() and t.dim() >= 2 and t.numel() >= _MIN_WEIGHT_ELEMENTS}
 
 
-def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: int) -> ModelFit:
-    """Compare the graph's weight shapes and output count with the model's; each mismatch is one sentence."""
+def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: int,
+              unknown_scopes: tuple[str, ...] = ()) -> ModelFit:
+    """Compare the graph's weight shapes and output count with the model's; each mismatch is one sentence.
+
+    ``unknown_scopes`` (scopes naming no module) are kept in the details as context, never as evidence.
+    """
     onnx_weights = {name: tuple(int(d) for d in t.dims) for name, t in _weight_tensors(model).items()}
     torch_weights = {name: tuple(t.shape) for name, t in _torch_weights(module).items()}
     torch_forms = set().union(*(_shape_forms(s) for s in torch_weights.values())) if torch_weights else set()
@@ -91,19 +96,42 @@ def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: in
         "onnx_weight_shapes_not_in_model": {n: list(s) for n, s in foreign.items()},
         "model_weights_not_in_graph": {n: list(s) for n, s in missing.items()},
         "onnx_outputs": outputs, "model_outputs": torch_outputs,
-        "onnx_weight_shape_counts": len(Counter(onnx_weights.values())),
+        "unknown_modules": list(unknown_scopes),
     }
     return ModelFit(tuple(evidence), details)
 
 
 def _digest(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array, dtype=np.float32).tobytes()).hexdigest()
+    return hashlib.sha256(contiguous(array, dtype=np.float32).tobytes()).hexdigest()
+
+
+def _by_name_or_unique_shape(onnx_weights: dict[str, onnx.TensorProto], torch_weights: dict[str, torch.Tensor],
+                             owned: set[str], matched: set[str]) -> dict[str, str]:
+    """Weights whose values changed (the defect to find) but that are still recognizable.
+
+    By name (simplifiers keep initializer names), else by a shape exactly one remaining tensor on each side has.
+    """
+    def owner_of(param: str) -> str:
+        return param.rsplit(".", 1)[0] if "." in param else ""
+
+    remaining_onnx = {n: tuple(t.dims) for n, t in onnx_weights.items() if n not in matched}
+    remaining_torch = {n: tuple(t.shape) for n, t in torch_weights.items() if owner_of(n) not in owned}
+    found = {n: owner_of(n) for n in remaining_onnx if n in remaining_torch and remaining_onnx[n] == remaining_torch[n]}
+    for onnx_name, shape in remaining_onnx.items():
+        if onnx_name in found:
+            continue
+        same_onnx = [n for n, s in remaining_onnx.items() if _shape_forms(s) & _shape_forms(shape)]
+        same_torch = [n for n, s in remaining_torch.items() if _shape_forms(s) & _shape_forms(shape)]
+        if len(same_onnx) == 1 and len(same_torch) == 1:
+            found[onnx_name] = owner_of(same_torch[0])
+    return {n: o for n, o in found.items() if o}
 
 
 def attribute_by_weights(model: onnx.ModelProto, module: torch.nn.Module, index: GraphIndex) -> dict[str, ModuleMapping]:
     """Modules whose weight is in the graph with the same values, mapped to the node that consumes it.
 
-    For graphs without scopes. A module's value is the output of the first node reading its weight,
+    For graphs without scopes. A weight is recognized by its values, else (its values changed: the defect to
+    find) by its name or by a shape only it has. A module's value is the output of the first node reading its weight,
     carried through a following Add/Mul that reads another tensor of the same module (its bias).
     """
     by_digest: dict[tuple[tuple[int, ...], str], str] = {}
@@ -114,11 +142,13 @@ def attribute_by_weights(model: onnx.ModelProto, module: torch.nn.Module, index:
         if array.ndim == 2:
             by_digest.setdefault((array.T.shape, _digest(array.T)), owner)
     owners: dict[str, str] = {}  # ONNX tensor name -> module path
-    for name, tensor in _weight_tensors(model).items():
+    onnx_weights = _weight_tensors(model)
+    for name, tensor in onnx_weights.items():
         array = numpy_helper.to_array(tensor)
         owner = by_digest.get((array.shape, _digest(array)))
         if owner:
             owners[name] = owner
+    owners.update(_by_name_or_unique_shape(onnx_weights, _torch_weights(module), set(owners.values()), set(owners)))
     biases = {
         name.rsplit(".", 1)[0]: _digest(t.detach().cpu().float().numpy())
         for name, t in module.named_parameters() if name.endswith("bias") and t.dim() == 1

@@ -185,3 +185,177 @@ def test_nan_in_torch_outputs_is_reported_not_silently_matched():
 def test_batch_sizes_on_inputs_without_a_batch_axis_fail_before_any_work():
     with pytest.raises(UsageError, match="first axis"):
         export_diff(Doubler(), _samples((6,)), batch_sizes=(1, 2))
+
+
+# --- ONNX files from elsewhere ------------------------------------------------------------------------------
+
+
+def _torchscript_file(module, sample, *, folding: bool) -> onnx.ModelProto:
+    """What users have: torch.onnx.export(dynamo=False), as written by their own scripts."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.from_numpy(sample["x"]),), buffer, dynamo=False, input_names=["x"],
+                      output_names=["logits"], do_constant_folding=folding, opset_version=17)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+@pytest.mark.parametrize("folding", [True, False])
+def test_torchscript_file_with_a_module_called_twice_fits_the_model(folding):
+    module = build_small_resnet()  # BasicBlock calls self.relu twice: the exporter names the second call relu_1
+    samples = _samples((1, 3, 32, 32), n=1)
+    file = _torchscript_file(module, samples[0], folding=folding)
+    assert any("/relu_1/" in n.name for n in file.graph.node)
+    result = export_diff(module, samples, onnx_model=file)
+    assert result.verdict == "pass", [f.message for f in result.findings]
+    assert "onnx_model_mismatch" not in {f.code for f in result.findings}
+    relu = next(layer for layer in result.layers if layer.module == "layer1.0.relu")
+    assert relu.status == "pass" and "called 2 times" in relu.note
+
+
+def test_changed_weight_in_a_torchscript_file_is_a_local_divergence_at_the_owning_conv():
+    module = build_small_resnet()
+    samples = _samples((1, 3, 32, 32), n=1)
+    file = _torchscript_file(module, samples[0], folding=True)
+    conv = next(n for n in file.graph.node if n.name == "/layer2/layer2.0/conv1/Conv")
+    result = export_diff(module, samples, onnx_model=_tamper(file, lambda n: n == conv.input[1], 1.02))
+    codes = {f.code for f in result.findings}
+    assert "layer_divergence" in codes and "onnx_model_mismatch" not in codes
+    fd = result.first_divergence
+    assert fd.module == "layer2.0.conv1" and fd.cause == "local", fd
+    assert "layer2.0.conv1" in result.headline
+
+
+def test_graph_without_scopes_is_attributed_by_weights_and_says_so():
+    module = Doubler().eval()
+    samples = _samples((1, 6))
+    stripped = export_onnx(module, samples[0]).model
+    for i, node in enumerate(stripped.graph.node):  # what onnxsim / name-stripping tools leave
+        node.name = f"n{i}"
+        del node.metadata_props[:]
+    result = export_diff(module, samples, onnx_model=stripped)
+    assert result.verdict == "pass"
+    note = next(f for f in result.findings if f.code == "attribution_fallback")
+    assert set(note.evidence["attributed_by_weights"]) == {"fc1", "fc2"}
+    assert {layer.module: layer.status for layer in result.layers} == {"fc1": "pass", "fc2": "pass"}
+    broken = export_diff(module, samples, onnx_model=_tamper(stripped, lambda n: "fc2" in n and "weight" in n, 1.01))
+    assert broken.first_divergence.module == "fc2" and broken.first_divergence.cause == "local"
+
+
+def test_onnx_file_of_another_model_shows_the_evidence():
+    samples = _samples((1, 3, 32, 32), n=1)
+    other = export_onnx(build_small_resnet(num_classes=7), samples[0]).model
+    result = export_diff(build_small_resnet(num_classes=10), samples, onnx_model=other)
+    mismatch = next(f for f in result.findings if f.code == "onnx_model_mismatch")
+    assert "[7, 16]" in mismatch.message and "fc.weight [10, 16]" in mismatch.message
+    assert result.first_divergence is None
+
+
+# --- the caller's model, named outputs, TorchScript models ---------------------------------------------------
+
+
+def test_the_callers_model_is_handed_back_in_its_own_modes():
+    from sample_models.planted import build_train_mode
+
+    module = build_train_mode().train()
+    first = next(m for name, m in module.named_modules() if name)
+    first.eval()  # a mixed state: one submodule frozen, the rest training
+    before = [m.training for m in module.modules()]
+    result = export_diff(module, _samples((1, 3, 16, 16)))
+    assert [m.training for m in module.modules()] == before
+    assert "training_mode" in {f.code for f in result.findings}
+
+
+class NamedOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        from collections import namedtuple
+
+        Pair = namedtuple("Pair", "key value")
+        h = self.fc(x)
+        return {"logits": h, "past": [Pair(h * 2, h + 1)], "hidden": (torch.tanh(x), torch.relu(h))}
+
+
+def test_structured_outputs_are_compared_under_their_own_keys():
+    result = export_diff(NamedOutputs().eval(), _samples((1, 6)))
+    assert result.verdict == "pass", [f.message for f in result.findings]
+    assert [o.name for o in result.outputs] == ["logits", "past.0.key", "past.0.value", "hidden.0", "hidden.1"]
+    assert [o.name for o in result.onnx_model.graph.output] == [o.name for o in result.outputs]
+
+
+class Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class HoldsScripted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.encoder = torch.jit.script(Encoder())
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def test_torchscript_models_are_compared_where_they_can_be_observed():
+    samples = _samples((1, 6))
+    scripted = torch.jit.script(Doubler().eval())
+    whole = export_diff(scripted, samples)
+    assert whole.verdict == "pass" and whole.outputs[0].status == "pass"
+    assert "unobservable_modules" in {f.code for f in whole.findings}
+    mixed = export_diff(HoldsScripted().eval(), samples)
+    assert mixed.verdict == "pass"
+    note = next(f for f in mixed.findings if f.code == "unobservable_modules")
+    assert "encoder" in note.evidence["unobservable"]
+    assert next(layer for layer in mixed.layers if layer.module == "head").status == "pass"
+
+
+def test_scalar_input_reaches_the_model_as_rank_0():
+    class Scaled(nn.Module):
+        def forward(self, x, gain):
+            return x * gain
+
+    samples = random_samples([InputSpec("x", (1, 4), "float32"), InputSpec("gain", (), "float32")], 2, seed=0)
+    result = export_diff(Scaled().eval(), samples)
+    assert result.verdict == "pass"
+    assert {r.name: r.shape for r in result.inputs}["gain"] == ()
+
+
+class Loud(nn.Module):
+    """Activations in the thousands: fp32 rounding alone moves them by more than the fixed atol 1e-4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(64, 64)
+        self.fc2 = nn.Linear(64, 8)
+        with torch.no_grad():
+            self.fc1.weight.mul_(300.0)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_layer_budget_widens_with_the_fp32_noise_floor_and_a_1_percent_weight_change_is_still_found():
+    from gapcheck.compare import NOISE_FACTOR
+
+    module = Loud().eval()
+    samples = _samples((4, 64), n=2)
+    clean = export_diff(module, samples)
+    assert clean.verdict == "pass", [f.message for f in clean.findings]
+    fc1 = next(x for x in clean.layers if x.module == "fc1")
+    assert fc1.stats.atol > 1e-4 and fc1.stats.atol >= NOISE_FACTOR * 1e-6  # the budget came from measured noise
+    exported = export_onnx(module, samples[0]).model
+    weight = next(i.name for i in exported.graph.initializer if "fc2" in i.name and "weight" in i.name)
+    broken = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == weight, 1.01))
+    assert broken.first_divergence.module == "fc2" and broken.first_divergence.cause == "local"
