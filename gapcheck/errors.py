@@ -25,14 +25,20 @@ class ExitCode(IntEnum):
 
 
 class GapcheckError(Exception):
-    """Base of every error gapcheck raises on purpose."""
+    """Base of every error gapcheck raises on purpose.
+
+    Messages speak library terms. ``parameter`` names the API parameter the problem is about
+    (e.g. ``"unsafe_pickle"``); the CLI turns it into its flag (``--unsafe-pickle``), so the
+    library never names a flag and a Python caller never reads one.
+    """
 
     exit_code: ExitCode = ExitCode.USAGE
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, parameter: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.parameter = parameter
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"

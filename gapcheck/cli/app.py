@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from gapcheck.cli.lazy import LazyCommand, lazy_group
-from gapcheck.errors import ExitCode, GapcheckError, exit_code_for
+from gapcheck.errors import ExitCode, GapcheckError, exit_code_for, one_line
+from gapcheck.report.text import safe_text
 
 #: Every command: name -> (module, attribute, one-line help). Modules load only when their command runs,
 #: so `gapcheck --help` and `gapcheck explain` never import torch. A new command is one line here.
@@ -82,14 +83,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GapcheckError as exc:
         if debug:
             err.print(escape(traceback.format_exc()))
-        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        err.print(f"[bold red]error:[/bold red] {escape(safe_text(exc))}{_flag_hint(exc)}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a failure, never a pass
         if debug:
             err.print(escape(traceback.format_exc()))
-        err.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {escape(str(exc))}")
+        err.print(f"[bold red]error:[/bold red] {escape(safe_text(one_line(exc)))}")
         if not debug:
             err.print("[dim](run with --debug for the traceback)[/dim]")
         return exit_code_for(exc)
     # In non-standalone mode the return value is ctx.exit()'s code or the command's own return value.
     return int(result) if isinstance(result, int) else ExitCode.NO_GAP
+
+
+def _flag_hint(exc: GapcheckError) -> str:
+    """The library names a parameter; the CLI names its flag."""
+    from gapcheck.cli.options import flag_for
+
+    flag = flag_for(exc.parameter)
+    return f"\n[dim](see {flag})[/dim]" if flag else ""

@@ -73,15 +73,12 @@ _Exporter = Annotated[Exporter, typer.Option("--exporter", help="ONNX exporter (
 _Opset = Annotated[Optional[int], typer.Option("--opset", help="ONNX opset version.")]
 _BatchSizes = Annotated[Optional[str], typer.Option("--batch-sizes", help="Check batch consistency, e.g. 1,4.")]
 _Precision = Annotated[Precision, typer.Option("--precision", help="Check what an FP16/BF16 deployment computes.")]
-_KeepTrainMode = Annotated[bool, typer.Option("--keep-train-mode", help="Do not switch a training-mode model to eval().")]
+_KeepTrainMode = Annotated[bool, typer.Option(
+    "--keep-train-mode", help="Do not switch a training-mode model to eval().")]
 _SaveOnnx = Annotated[Optional[Path], typer.Option("--save-onnx", help="Write the compared ONNX model here.")]
 _MaxIntermediateMb = Annotated[int, typer.Option(
     "--max-intermediate-mb", min=1, help="Memory for marked ONNX intermediates per run.")]
-# The Triton endpoint flags: THE group from gapcheck.cli.triton_options (same names as triton-audit and nightly).
-_TritonUrl, _TritonModel, _Protocol, _TritonVersion = TritonUrlOpt, TritonModelOpt, ProtocolOpt, TritonVersionOpt
-_TritonHeader, _TritonSsl, _TritonRootCert = TritonHeaderOpt, TritonSslOpt, TritonRootCertOpt
-_TritonPrivateKey, _TritonCertChain, _TritonInsecure = TritonPrivateKeyOpt, TritonCertChainOpt, TritonInsecureOpt
-_TritonTimeout, _TritonRetries = TritonTimeoutOpt, TritonRetriesOpt
+# The Triton endpoint flags are THE group from gapcheck.cli.triton_options (same names as triton-audit and nightly).
 _TritonLayers = Annotated[bool, typer.Option(
     "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")]
 _TwinFile = Annotated[list[Path], typer.Option(
@@ -121,18 +118,18 @@ def command(
     html_path: HtmlOpt = None,
     max_rows: MaxRowsOpt = 0,
     max_intermediate_mb: _MaxIntermediateMb = 1024,
-    triton_url: _TritonUrl = None,
-    triton_model: _TritonModel = None,
-    protocol: _Protocol = None,
-    triton_version: _TritonVersion = None,
-    triton_header: _TritonHeader = [],  # noqa: B006
-    triton_ssl: _TritonSsl = False,
-    triton_ssl_root_cert: _TritonRootCert = None,
-    triton_ssl_private_key: _TritonPrivateKey = None,
-    triton_ssl_cert_chain: _TritonCertChain = None,
-    triton_ssl_insecure: _TritonInsecure = False,
-    triton_timeout: _TritonTimeout = TRITON_TIMEOUT_S,
-    triton_retries: _TritonRetries = TRITON_RETRIES,
+    triton_url: TritonUrlOpt = None,
+    triton_model: TritonModelOpt = None,
+    protocol: ProtocolOpt = None,
+    triton_version: TritonVersionOpt = None,
+    triton_header: TritonHeaderOpt = [],  # noqa: B006
+    triton_ssl: TritonSslOpt = False,
+    triton_ssl_root_cert: TritonRootCertOpt = None,
+    triton_ssl_private_key: TritonPrivateKeyOpt = None,
+    triton_ssl_cert_chain: TritonCertChainOpt = None,
+    triton_ssl_insecure: TritonInsecureOpt = False,
+    triton_timeout: TritonTimeoutOpt = TRITON_TIMEOUT_S,
+    triton_retries: TritonRetriesOpt = TRITON_RETRIES,
     triton_layers: _TritonLayers = False,
     twin_file: _TwinFile = [],  # noqa: B006
     progress: ProgressOpt = True,

@@ -132,6 +132,22 @@ def emit_reports(result: CommandResult, reports: ReportOptions) -> list[Path]:
     return [write_report(fmt, path, result) for fmt, path in reports.paths.items()]
 
 
+# --- library parameters -> flags -----------------------------------------------------------------
+#: The flag of each library parameter a GapcheckError may name (``parameter=``); the CLI boundary adds it.
+PARAMETER_FLAGS: dict[str, str] = {
+    "checkpoint": "--checkpoint", "factory": "--model", "unsafe_pickle": "--unsafe-pickle", "strict": "--non-strict",
+    "input_specs": "--input", "inputs_file": "--inputs", "num_samples": "--num-samples", "seed": "--seed",
+    "rtol": "--rtol", "atol": "--atol", "overrides": "--tolerance", "batch_sizes": "--batch-sizes",
+    "onnx_file": "--onnx", "exporter": "--exporter", "opset": "--opset", "precision": "--precision",
+    "keep_train_mode": "--keep-train-mode", "max_intermediate_bytes": "--max-intermediate-mb",
+    "save_onnx": "--save-onnx", "samples": "--samples", "stages": "--stage", "config": "--config",
+}
+
+
+def flag_for(parameter: str | None) -> str | None:
+    return PARAMETER_FLAGS.get(parameter) if parameter else None
+
+
 # --- progress and config ------------------------------------------------------------------------
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option(

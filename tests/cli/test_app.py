@@ -55,3 +55,43 @@ def test_every_cli_choice_is_handled_by_the_library():
     assert {e.value for e in Exporter} == set(EXPORTERS)
     assert {p.value for p in Precision} == set(PRECISIONS)
     assert {p.value for p in Protocol} == {"grpc", "http"}
+
+
+def _boundary(monkeypatch, exc):
+    def raising() -> None:
+        raise exc
+
+    boundary_app = typer.Typer()
+    boundary_app.command("boom")(raising)
+    boundary_app.command("other")(lambda: None)
+    monkeypatch.setattr(app_module, "app", boundary_app)
+    return app_module.main(["boom"])
+
+
+def test_the_cli_names_the_flag_of_a_library_parameter(monkeypatch, capsys):
+    code = _boundary(monkeypatch, CheckpointError("the file holds a pickled module", parameter="unsafe_pickle"))
+    err = capsys.readouterr().err
+    assert code == 2 and "pickled module" in err and "(see --unsafe-pickle)" in err
+
+
+def test_error_text_from_outside_cannot_drive_the_terminal(monkeypatch, capsys):
+    assert _boundary(monkeypatch, InputError("bad file name \x1b[2J\x07evil.png")) == 2
+    err = capsys.readouterr().err
+    assert "\x1b[2J" not in err and "\x07" not in err and "\\x1b[2J" in err
+
+
+def test_exit_code_for_verdict_is_the_one_mapping():
+    from gapcheck.findings import Verdict
+
+    assert ExitCode.for_verdict(Verdict.PASS) == 0 and ExitCode.for_verdict(Verdict.GAP) == 1
+    assert ExitCode.for_verdict("pass") == 0 and ExitCode.for_verdict("gap") == 1
+
+
+def test_one_line_summaries():
+    from gapcheck.errors import one_line
+
+    assert one_line(ValueError("first\nsecond")) == "ValueError: first"
+    assert one_line(RuntimeError()) == "RuntimeError"
+    long = "x" * 200 + ". Advice follows"
+    assert one_line(RuntimeError(long)) == "RuntimeError: " + "x" * 200
+    assert len(one_line(RuntimeError("y" * 1000))) <= len("RuntimeError: ") + 300
