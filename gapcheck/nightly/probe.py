@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,13 +105,18 @@ class _Accumulator:
     def add(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
         from gapcheck.compare import Tolerance, compare_arrays
 
-        tol = Tolerance(self.rtol, self.atol)
-        if served.shape[:1] != golden.shape[:1]:
+        if served.shape != golden.shape:
             self.shape_mismatch = True
-            served = np.broadcast_to(np.nan, golden.shape)  # every sample of the batch fails on its shape
+            served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on its shape
+        fast = per_sample_stats(served, golden, self.rtol, self.atol)
+        if fast is not None:
+            for offset, (max_abs, max_rel, mean_abs, mismatch, ratio, passed) in enumerate(zip(*fast)):
+                self.samples.append((SampleError(first + offset, float(max_abs), float(ratio), bool(passed)),
+                                     float(max_rel), float(mean_abs), float(mismatch)))
+            return
+        tol = Tolerance(self.rtol, self.atol)
         for offset in range(golden.shape[0]):
             stats = compare_arrays(served[offset:offset + 1], golden[offset:offset + 1], tol)
-            self.shape_mismatch |= stats.shape_mismatch
             self.samples.append((SampleError(first + offset, stats.max_abs, stats.error_ratio, stats.passed),
                                  stats.max_rel, stats.mean_abs, stats.mismatch_fraction))
 
@@ -128,6 +133,37 @@ class _Accumulator:
             error_ratio=max((e.error_ratio for e in errors), default=0.0),
             failing_samples=sum(not e.passed for e in errors), rtol=self.rtol, atol=self.atol, worst=worst,
             shape_mismatch=self.shape_mismatch)
+
+
+def per_sample_stats(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, ...] | None:
+    """Per-sample (axis 0) max_abs, max_rel, mean_abs, mismatch fraction, error ratio and pass, for a whole batch.
+
+    The same numbers :func:`gapcheck.compare.compare_arrays` gives sample by sample (its float32 fast path),
+    computed with a few vectorized operations; None when that fast path does not apply (non-float or
+    non-finite values, empty samples), and the caller compares sample by sample.
+    """
+    if golden.ndim == 0 or golden.size == 0 or np.result_type(served.dtype, golden.dtype) not in (np.float16, np.float32):
+        return None
+    n = golden.shape[0]
+    a = served.astype(np.float32, copy=False).reshape(n, -1)
+    e = golden.astype(np.float32, copy=False).reshape(n, -1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.abs(a - e)
+    if not np.isfinite(diff).all():
+        return None
+    abs_e = np.abs(e)
+    allowed = abs_e * np.float32(rtol)
+    allowed += np.float32(atol)
+    mismatch = np.count_nonzero(diff > allowed, axis=1)
+    max_abs = diff.max(axis=1)
+    absmax = abs_e.max(axis=1).astype(np.float64)
+    zero = abs_e == 0
+    rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
+    max_rel = np.where(np.any(zero & (diff > 0), axis=1), np.inf, rel.max(axis=1))
+    budget = atol + rtol * absmax
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(budget > 0, max_abs / np.where(budget > 0, budget, 1.0), np.where(max_abs > 0, np.inf, 0.0))
+    return (max_abs, max_rel, diff.mean(axis=1, dtype=np.float64), mismatch / diff.shape[1], ratio, mismatch == 0)
 
 
 def _batches(count: int, size: int) -> list[tuple[int, int]]:
@@ -210,6 +246,11 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle) -> list[Find
                     Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in result.findings]
 
 
+def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    tick = time.monotonic()
+    return fn(*args), time.monotonic() - tick
+
+
 def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: int = 4, deadline_s: float = 600.0,
                    retries: int = 2, audit: bool = True) -> EndpointOutcome:
     """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception."""
@@ -225,14 +266,16 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
         version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)
         served = (version, chash, max_batch)
         timings["readiness"] = time.monotonic() - start
-        if audit:
+        # The audit reads metadata only: it runs beside the inference instead of before it.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"audit-{spec.name}") as side:
+            audited = side.submit(_timed, _audit, spec, endpoint, bundle) if audit else None
             tick = time.monotonic()
-            findings.extend(_audit(spec, endpoint, bundle))
-            timings["audit"] = time.monotonic() - tick
-        tick = time.monotonic()
-        outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight, deadline,
-                                               served_outputs, findings)
-        timings["inference"] = time.monotonic() - tick
+            outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight, deadline,
+                                                   served_outputs, findings)
+            timings["inference"] = time.monotonic() - tick
+            if audited is not None:
+                audit_findings, timings["audit"] = audited.result()
+                findings[:0] = audit_findings
     except (GapcheckError, OSError, TimeoutError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
@@ -260,31 +303,20 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, 
                     for name in wanted}
     requests: list[dict[str, Any]] = []
     inference = _Inference(spec, endpoint, wanted, deadline)
-    pending: dict[Future, tuple[int, int]] = {}
-    todo = iter(_batches(bundle.num_samples, batch))
+    # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
+    # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
+    pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
     try:
-        with ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}") as pool:
-            def submit_next() -> None:
-                span = next(todo, None)
-                if span is not None:
-                    feeds = {name: array[span[0]:span[1]] for name, array in bundle.inputs.items()}
-                    pending[pool.submit(inference.send, feeds)] = span
-            for _ in range(max_in_flight):  # never more than max_in_flight requests queued or in flight
-                submit_next()
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    first, stop = pending.pop(future)
-                    answer, digests = future.result()  # an EndpointError ends the endpoint's run here
-                    requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
-                    for name, acc in accumulators.items():
-                        acc.add(first, np.asarray(answer[name]), bundle.reference[name][first:stop])
-                    submit_next()
-    except BaseException:
-        for future in pending:
-            future.cancel()
-        raise
+        pending = {pool.submit(inference.send, {name: array[a:b] for name, array in bundle.inputs.items()}): (a, b)
+                   for a, b in _batches(bundle.num_samples, batch)}
+        for future in as_completed(pending):
+            first, stop = pending[future]
+            answer, digests = future.result()  # an EndpointError ends the endpoint's run here
+            requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
+            for name, acc in accumulators.items():
+                acc.add(first, np.asarray(answer[name]), bundle.reference[name][first:stop])
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         inference.close()
     comparisons = tuple(acc.result() for acc in accumulators.values())
     for c in comparisons:

@@ -1,0 +1,123 @@
+"""Benchmark: gapcheck nightly against a bare tritonclient loop, same server, same batches, same concurrency.
+
+    .venv/bin/python scripts/bench_nightly.py [--samples 1000] [--rounds 3] [--in-flight 4] [--batch 16]
+
+A golden bundle of ``--samples`` inputs of a small CNN (sample_models.cnn:build_small_resnet,
+1x3x32x32) is recorded, a local tritonserver serves the bundle's ONNX export (Python backend running
+ONNX Runtime; the bundled server has no onnxruntime backend), and, interleaved round by round:
+
+- ``nightly``: :func:`gapcheck.nightly.run_nightly` end to end (bundle verification, readiness,
+  deployment audit, inference, per-sample comparison, history transaction, status);
+- ``bare``: a ``tritonclient.grpc`` loop sending the same batches with the same number of requests in
+  flight (one client per thread) and keeping the answers, nothing else.
+
+Prints samples/s per round, the best of each, and the ratio nightly/bare (target >= 0.9). Also times
+``golden record`` itself, and, if gapcheck.model.export has an export cache, record with it cold vs warm.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gapcheck.golden import RecordRequest, load_bundle, record_bundle  # noqa: E402
+from gapcheck.nightly import NightlyRequest, run_nightly  # noqa: E402
+from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option  # noqa: E402
+from gapcheck.triton.local_server import LocalTritonServer  # noqa: E402
+from tests.nightly.conftest import model_config, write_model  # noqa: E402
+
+FACTORY = "sample_models.cnn:build_small_resnet"
+INPUT = "x:1x3x32x32:float32"
+
+
+def bare_loop(url: str, model: str, inputs: np.ndarray, outputs: list[str], batch: int, in_flight: int) -> float:
+    import tritonclient.grpc as grpcclient
+
+    spans = [(s, min(s + batch, len(inputs))) for s in range(0, len(inputs), batch)]
+    clients: dict[int, object] = {}
+
+    def send(span: tuple[int, int]) -> dict[str, np.ndarray]:
+        import threading
+
+        client = clients.setdefault(threading.get_ident(), grpcclient.InferenceServerClient(url))
+        array = np.ascontiguousarray(inputs[span[0]:span[1]])
+        tensor = grpcclient.InferInput("x", list(array.shape), "FP32")
+        tensor.set_data_from_numpy(array)
+        result = client.infer(model, [tensor], outputs=[grpcclient.InferRequestedOutput(o) for o in outputs],
+                              client_timeout=30.0)
+        return {o: result.as_numpy(o) for o in outputs}
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        answers = list(pool.map(send, spans))
+    seconds = time.perf_counter() - start
+    assert sum(len(a[outputs[0]]) for a in answers) == len(inputs)
+    for client in clients.values():
+        client.close()
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=16)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
+    tick = time.perf_counter()
+    record_bundle(RecordRequest(out=work / "golden", factory=FACTORY, input_specs=(INPUT,), num_samples=args.samples,
+                                exporter="torchscript"))
+    record_s = time.perf_counter() - tick
+    bundle = load_bundle(work / "golden")
+    import onnx
+
+    graph = onnx.load(str(bundle.onnx_path))
+    write_model(work / "repo", "cnn", graph)
+    (work / "repo" / "cnn" / "config.pbtxt").write_text(model_config("cnn", graph, max_batch_size=args.batch))
+    outputs = [o.name for o in bundle.output_infos]
+    rows = []
+    with LocalTritonServer(work / "repo", workdir=work / "server") as server:
+        spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
+        run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "warmup.sqlite"))
+        bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)  # warm-up
+        for round_ in range(1, args.rounds + 1):
+            tick = time.perf_counter()
+            result = run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "h.sqlite",
+                                                max_in_flight=args.in_flight))
+            nightly_s = time.perf_counter() - tick
+            assert result.endpoints[0].status.value == "pass", result.headline
+            phase_s = result.endpoints[0].outcome.seconds["inference"]
+            bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
+            rows.append((nightly_s, phase_s, bare_s))
+            print(f"round {round_}: bare {args.samples / bare_s:7.0f}/s   nightly inference+compare "
+                  f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
+                  f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)")
+    print(f"\n{args.samples} samples, batch {args.batch}, {args.in_flight} in flight, {args.rounds} interleaved rounds:")
+    print("| path | samples/s (best) | samples/s (median) | ratio to bare (median) |\n|---|---|---|---|")
+    bare = [r[2] for r in rows]
+    for label, index in (("bare tritonclient loop (same batches, same concurrency)", 2),
+                         ("nightly: inference + per-sample comparison", 1),
+                         ("nightly end to end (verify bundle, lock, readiness, audit, inference, comparison, "
+                          "history, status)", 0)):
+        times = [r[index] for r in rows]
+        print(f"| {label} | {args.samples / min(times):.0f} | {args.samples / statistics.median(times):.0f} | "
+              f"{statistics.median(bare) / statistics.median(times):.2f} |")
+    print(f"golden record ({args.samples} samples, export + torch + ONNX Runtime + write): {record_s:.1f}s")
+    import gapcheck.model.export as export_module
+
+    if not any("cache" in name.lower() for name in dir(export_module)):
+        print("export cache: not available in gapcheck.model.export (no warm/cold row)")
+
+
+if __name__ == "__main__":
+    main()
