@@ -137,37 +137,23 @@ def command(
 ) -> None:
     """Export a checkpoint to ONNX and compare it with torch, module by module; name the first module that diverges."""
     from gapcheck.cli.rich_progress import RichProgress
-    from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
+    from gapcheck.export_diff.api import ExportDiffRequest, run_export_diff
     from gapcheck.report.console import make_console
     from gapcheck.report.formats.console_format import print_result
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
-    settings = _settings(ctx, config, locals())
-    exporter, precision = Exporter(settings["exporter"]), Precision(settings["precision"])
-    protocol = Protocol(settings["protocol"]) if settings["protocol"] else None  # None: URL scheme or probe
-    opset, num_samples, seed = settings["opset"], settings["num_samples"], settings["seed"]
-    max_intermediate_mb = settings["max_intermediate_mb"]
-    triton_url, triton_model, triton_version = settings["triton_url"], settings["triton_model"], settings["triton_version"]
-    triton_timeout, triton_retries = settings["triton_timeout"], settings["triton_retries"]
-    if triton_url is None and triton_model is not None:
-        raise UsageError("--triton-url and --triton-model go together")
+    given = locals()
+    settings = _settings(ctx, config, given)
     tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)
-    overrides = {**settings["config_tolerances"], **tolerances.overrides}
-    deployment = None
-    if triton_url is not None:  # the URL may name the model itself: grpc://host:8001/MODEL?version=N
-        endpoint, served_model, served_version = TritonOptions(
-            url=triton_url, model=triton_model, protocol=protocol, version=triton_version, headers=triton_header,
-            ssl=triton_ssl, root_cert=triton_ssl_root_cert, private_key=triton_ssl_private_key,
-            cert_chain=triton_ssl_cert_chain, insecure=triton_ssl_insecure, timeout_s=triton_timeout,
-            retries=triton_retries).target()
-        deployment = DeploymentTarget(endpoint, model=served_model, version=served_version)
     request = ExportDiffRequest(
         checkpoint=checkpoint, factory=model, input_specs=tuple(input_specs), inputs_file=inputs_file,
-        onnx_file=onnx_file, exporter=exporter.value, opset=opset, batch_sizes=settings["batch_sizes"],
-        num_samples=num_samples, seed=seed, rtol=tolerances.rtol, atol=tolerances.atol, overrides=overrides,
-        precision=precision.value, keep_train_mode=keep_train_mode, unsafe_pickle=unsafe_pickle, strict=not non_strict,
-        max_intermediate_bytes=max_intermediate_mb * 1024 * 1024, deployment=deployment, server_layers=triton_layers,
-        twin_files=tuple(twin_file), save_onnx=save_onnx,
+        onnx_file=onnx_file, exporter=Exporter(settings["exporter"]).value, opset=settings["opset"],
+        batch_sizes=settings["batch_sizes"], num_samples=settings["num_samples"], seed=settings["seed"],
+        rtol=tolerances.rtol, atol=tolerances.atol, overrides={**settings["config_tolerances"], **tolerances.overrides},
+        precision=Precision(settings["precision"]).value, keep_train_mode=keep_train_mode, unsafe_pickle=unsafe_pickle,
+        strict=not non_strict, max_intermediate_bytes=settings["max_intermediate_mb"] * 1024 * 1024,
+        deployment=_deployment(settings, given), server_layers=triton_layers, twin_files=tuple(twin_file),
+        save_onnx=save_onnx,
     )
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)
@@ -189,3 +175,21 @@ def _settings(ctx: typer.Context, config: Path | None, given: dict[str, Any]) ->
     values["batch_sizes"] = tuple(values["batch_sizes"] or ())
     values["config_tolerances"] = dict(getattr(section, "tolerances", {}) or {})
     return values
+
+
+def _deployment(settings: dict[str, Any], given: dict[str, Any]) -> Any:
+    """The Triton deployment to compare, or None; the URL may name the model itself (grpc://host:8001/MODEL?version=N)."""
+    from gapcheck.export_diff.api import DeploymentTarget
+
+    url, model = settings["triton_url"], settings["triton_model"]
+    if url is None and model is not None:
+        raise UsageError("--triton-url and --triton-model go together")
+    if url is None:
+        return None
+    protocol = Protocol(settings["protocol"]) if settings["protocol"] else None  # None: the URL's scheme, or probed
+    endpoint, served_model, served_version = TritonOptions(
+        url=url, model=model, protocol=protocol, version=settings["triton_version"], headers=given["triton_header"],
+        ssl=given["triton_ssl"], root_cert=given["triton_ssl_root_cert"], private_key=given["triton_ssl_private_key"],
+        cert_chain=given["triton_ssl_cert_chain"], insecure=given["triton_ssl_insecure"],
+        timeout_s=settings["triton_timeout"], retries=settings["triton_retries"]).target()
+    return DeploymentTarget(endpoint, model=served_model, version=served_version)
