@@ -8,8 +8,18 @@ from typing import Annotated, Optional
 import typer
 
 from gapcheck.cli.choices import Exporter
-from gapcheck.cli.options import (CheckpointOpt, HtmlOpt, InputSpecOpt, JsonOpt, JunitOpt, ModelOpt, NonStrictOpt,
-                                  UnsafePickleOpt, emit_reports, prepare_reports)
+from gapcheck.cli.options import (
+    CheckpointOpt,
+    HtmlOpt,
+    InputSpecOpt,
+    JsonOpt,
+    JunitOpt,
+    ModelOpt,
+    NonStrictOpt,
+    UnsafePickleOpt,
+    emit_reports,
+    prepare_reports,
+)
 from gapcheck.errors import ExitCode
 
 

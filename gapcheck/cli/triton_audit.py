@@ -8,10 +8,31 @@ import typer
 
 from gapcheck.cli.options import HtmlOpt, JsonOpt, JunitOpt, emit_reports, prepare_reports
 from gapcheck.cli.triton_options import (
-    DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, LegacyCertChainOpt, LegacyHeaderOpt, LegacyInsecureOpt, LegacyPrivateKeyOpt,
-    LegacyRetriesOpt, LegacyRootCertOpt, LegacySslOpt, LegacyTimeoutOpt, ProtocolOpt, TritonCertChainOpt,
-    TritonHeaderOpt, TritonInsecureOpt, TritonModelOpt, TritonOptions, TritonPrivateKeyOpt, TritonRetriesOpt,
-    TritonRootCertOpt, TritonSslOpt, TritonTimeoutOpt, TritonUrlOpt, TritonVersionOpt, legacy, triton_errors,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    LegacyCertChainOpt,
+    LegacyHeaderOpt,
+    LegacyInsecureOpt,
+    LegacyPrivateKeyOpt,
+    LegacyRetriesOpt,
+    LegacyRootCertOpt,
+    LegacySslOpt,
+    LegacyTimeoutOpt,
+    ProtocolOpt,
+    TritonCertChainOpt,
+    TritonHeaderOpt,
+    TritonInsecureOpt,
+    TritonModelOpt,
+    TritonOptions,
+    TritonPrivateKeyOpt,
+    TritonRetriesOpt,
+    TritonRootCertOpt,
+    TritonSslOpt,
+    TritonTimeoutOpt,
+    TritonUrlOpt,
+    TritonVersionOpt,
+    legacy,
+    triton_errors,
 )
 from gapcheck.errors import ExitCode
 

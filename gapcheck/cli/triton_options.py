@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, TypeVar
 
 import typer
 
@@ -31,6 +31,8 @@ from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, TlsOptions, 
 
 if TYPE_CHECKING:
     from gapcheck.triton.client import TritonEndpoint
+
+T = TypeVar("T")
 
 TritonUrlOpt = Annotated[Optional[str], typer.Option(
     "--triton-url", help="Triton server: http://host:8000, https://..., grpc://host:8001, grpcs://..., or host:port "
@@ -86,7 +88,8 @@ def tls_options(ssl: bool, root_cert: Optional[Path] = None, private_key: Option
             raise UsageError(f"TLS file {path} does not exist")
     if not ssl and not insecure and all(p is None for p in paths):
         return None
-    return TlsOptions(*(str(p) if p else None for p in paths), insecure=insecure)
+    root, key, chain = (str(p) if p else None for p in paths)
+    return TlsOptions(root_certificates=root, private_key=key, certificate_chain=chain, insecure=insecure)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def triton_errors() -> Iterator[None]:
         raise
 
 
-def legacy(new: object, old: object, default: object) -> object:
+def legacy(new: T, old: T | None, default: T) -> T:
     """The value of an option given by its new or its old (hidden) spelling; the new one wins."""
     return old if old is not None and new == default else new
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import onnx
 
@@ -25,8 +26,7 @@ from gapcheck.codes import Code
 from gapcheck.codes import triton as codes
 from gapcheck.errors import EndpointError
 from gapcheck.findings import Finding, Severity, Subject
-from gapcheck.triton.audit_result import (ServedModel, ServedTensor, TensorSide, TritonAuditResult,
-                                          fmt_shape)
+from gapcheck.triton.audit_result import ServedModel, ServedTensor, TensorSide, TritonAuditResult, fmt_shape
 from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 
@@ -150,7 +150,8 @@ class _Auditor:
 
     def shape(self, kind: str, o: OnnxIo, t: ServedTensor) -> None:
         where, tensor = f"{self.where} {kind} '{t.name}'", f"{kind} {t.name}"
-        evidence = {"served": fmt_shape(t.shape), "onnx": fmt_shape(o.shape), "max_batch_size": self.max_batch_size,
+        evidence: dict[str, Any] = {"served": fmt_shape(t.shape), "onnx": fmt_shape(o.shape),
+                                    "max_batch_size": self.max_batch_size,
                     "served_dims": list(t.dims)}
         if len(t.shape) != len(o.shape):
             self._rank(kind, o, t, where, tensor, evidence)
@@ -265,7 +266,7 @@ class _Audit:
         conn = self.conn
         if not self.allowed.run("server liveness not checked", conn.server_live, True):
             raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
-        meta = self.allowed.run("server name and version not read", conn.server_metadata, {})
+        meta: dict[str, Any] = self.allowed.run("server name and version not read", conn.server_metadata, {})
         if not self.allowed.run("server readiness not checked", conn.server_ready, True):
             self.auditor.add(codes.SERVER_NOT_READY, "the server reports it is not ready", conn.display_url,
                              served="not ready", expected="ready")
@@ -298,7 +299,8 @@ class _Audit:
         if index is not None:
             return sorted((str(e.get("version", "")) for e in index if e.get("state") == "READY"), key=_num)
         try:  # without the repository index, the model's metadata lists the versions it serves
-            meta = self.allowed.run("served versions not listed", lambda: self.conn.model_metadata(self.model), {})
+            meta: dict[str, Any] = self.allowed.run("served versions not listed",
+                                                    lambda: self.conn.model_metadata(self.model), {})
         except EndpointError:
             return []
         return sorted((str(v) for v in meta.get("versions", [])), key=_num)
@@ -353,7 +355,7 @@ class _Audit:
 def _served_model(model: str, metadata: dict[str, Any], config: dict[str, Any] | None,
                   version: str | None) -> ServedModel:
     versions = tuple(sorted((str(v) for v in metadata.get("versions", [])), key=_num))
-    common = dict(name=model, version=version or (versions[-1] if versions else ""), versions=versions)
+    common: dict[str, Any] = dict(name=model, version=version or (versions[-1] if versions else ""), versions=versions)
     if config is None:  # model config restricted: what metadata shows (full shapes, no max_batch_size)
         return ServedModel(**common, platform=str(metadata.get("platform", "")), backend="", max_batch_size=None,
                            inputs=_metadata_tensors(metadata.get("inputs", [])),

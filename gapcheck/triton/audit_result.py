@@ -6,11 +6,12 @@ Imports nothing heavy.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from gapcheck.findings import Finding, Severity, Verdict
-from gapcheck.report.contract import Chart, Check, ResultBase, Table, findings_table
+from gapcheck.report.contract import Chart, Check, Table, findings_table
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def fmt_shape(shape: Sequence[int | None]) -> str:
 
 
 @dataclass(frozen=True)
-class TritonAuditResult(ResultBase):
+class TritonAuditResult:
     """What the audit saw and found; truthy when the deployment passes."""
 
     command: ClassVar[str] = "triton-audit"

@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import gevent
 import numpy as np
@@ -37,8 +38,17 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
 from gapcheck.triton.probe import probe_protocol
-from gapcheck.triton.url import (DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, REDACTED, EndpointUrl, TlsOptions,
-                                 check_headers, parse_endpoint_url, redact, secrets_in)
+from gapcheck.triton.url import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    REDACTED,
+    EndpointUrl,
+    TlsOptions,
+    check_headers,
+    parse_endpoint_url,
+    redact,
+    secrets_in,
+)
 
 logger = logging.getLogger(__name__)
 

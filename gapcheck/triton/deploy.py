@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from gapcheck.findings import Finding, Verdict
-from gapcheck.report.contract import Chart, Check, ResultBase, Table
+from gapcheck.report.contract import Chart, Check, Table
 from gapcheck.triton.audit_result import ServedTensor
 from gapcheck.triton.url import check_model_name
 
@@ -22,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ExportRepositoryResult(ResultBase):
+class ExportRepositoryResult:
     """Where the deployable model went and how it was made; an export either succeeds or raises."""
 
     command: ClassVar[str] = "export"
@@ -118,8 +119,13 @@ def export_model_repository(
     from gapcheck.model.export import export_onnx, save_onnx
     from gapcheck.model.loading import load_model
     from gapcheck.report.formats import check_writable
-    from gapcheck.triton.repository import (check_repository_dir, has_dynamic_batch, parse_model_config,
-                                            resolve_max_batch_size, write_model_repository)
+    from gapcheck.triton.repository import (
+        check_repository_dir,
+        has_dynamic_batch,
+        parse_model_config,
+        resolve_max_batch_size,
+        write_model_repository,
+    )
 
     started = time.perf_counter()
     check_model_name(name)

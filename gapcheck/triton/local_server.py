@@ -11,6 +11,7 @@ Used by the test suite's session fixture and by ``scripts/triton_server.py``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from gapcheck.errors import EndpointError, InputError
 
@@ -152,7 +154,7 @@ class LocalTritonServer:
         self.workdir = Path(tempfile.mkdtemp(prefix="gapcheck-triton-")) if workdir is None else Path(workdir)
         self.log_path = self.workdir / "tritonserver.log"
         self._process: subprocess.Popen | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
 
     @property
     def http_url(self) -> str:
@@ -269,10 +271,8 @@ class LocalTritonServer:
             finally:
                 # The group was created for this server alone (start_new_session), so this reaches only
                 # its own stub processes.
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
                 process.wait(timeout=timeout_s)
         if self._log_file is not None:
             self._log_file.close()

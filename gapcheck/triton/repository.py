@@ -63,7 +63,7 @@ def load_onnx(onnx_model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
 
 def _io(value: onnx.ValueInfoProto) -> OnnxIo:
     tensor_type = value.type.tensor_type
-    triton_type = ONNX_TO_TRITON.get(tensor_type.elem_type)
+    triton_type = ONNX_TO_TRITON.get(tensor_type.elem_type)  # type: ignore[call-overload]
     if triton_type is None:
         raise InputError(f"ONNX value {value.name!r} has element type "
                          f"{onnx.TensorProto.DataType.Name(tensor_type.elem_type)}, which Triton cannot serve")

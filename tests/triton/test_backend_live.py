@@ -17,7 +17,7 @@ from tests.triton.conftest import SECRET_HEADER, SECRET_VALUE
 
 def ort_outputs(model, feeds):
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
 
 
 def parity(backend, model, feeds):

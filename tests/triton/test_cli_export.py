@@ -5,7 +5,6 @@ import json
 from importlib import resources
 
 import jsonschema
-
 import numpy as np
 import pytest
 import torch

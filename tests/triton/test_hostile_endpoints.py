@@ -93,7 +93,7 @@ def black_hole(conn: socket.socket) -> None:
         try:
             if not conn.recv(4096):
                 return
-        except socket.timeout:
+        except TimeoutError:
             continue
 
 

@@ -18,7 +18,7 @@ def inner_values(model):
 def local_run(model, names, feeds):
     twin = mark_outputs(model, names)
     session = onnxruntime.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
 
 
 def twins_left(triton):
