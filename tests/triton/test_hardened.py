@@ -113,3 +113,24 @@ def test_twin_with_the_token_runs_on_the_hardened_server(hardened_triton, tiny_o
         endpoint(hardened_triton, protocol, headers={ACCESS_HEADER: ACCESS_TOKEN}), "tiny", tiny_onnx, [value], feeds,
         extra_files={"model.py": model_py_bytes()})
     assert outputs[value].shape[0] == 2 and np.isfinite(outputs["y"]).all()
+
+
+def test_export_diff_parity_runs_against_the_hardened_server(hardened_triton, tiny_onnx_path, protocol, capsys):
+    from tests.triton.test_export_diff_parity import ARGS
+
+    code = main([*ARGS, "--onnx", str(tiny_onnx_path), "--triton-url", f"{protocol}://{hardened_triton.url(protocol)}",
+                 "--triton-model", "tiny"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert "triton_api_restricted" in captured.out and f"triton-{protocol}" in captured.out
+
+
+def test_export_diff_triton_layers_without_model_control_exit_2_in_the_servers_words(hardened_triton,
+                                                                                     tiny_onnx_path, capsys):
+    from tests.triton.test_export_diff_parity import ARGS
+
+    code = main([*ARGS, "--onnx", str(tiny_onnx_path), "--triton-url", f"grpc://{hardened_triton.grpc_url}",
+                 "--triton-model", "tiny", "--triton-layers"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    assert "is restricted, expecting header" in err and f"--triton-header {ACCESS_HEADER}:TOKEN" in err
