@@ -35,6 +35,9 @@ class LeakageOptions:
 
 @dataclass
 class SplitRecords:
+    """One split's items and hashes. Hash arrays are kept as chunks (one per shard) and joined once, on first
+    read: merging appends in place, so merging n shards costs O(items), not O(items × shards)."""
+
     kind: str = ""
     names: list[str] = field(default_factory=list)
     urls: list[str | None] = field(default_factory=list)
@@ -42,22 +45,43 @@ class SplitRecords:
     groups: list[Any] = field(default_factory=list)
     file_sha: list[str | None] = field(default_factory=list)
     pixel_sha: list[str] = field(default_factory=list)
-    phash: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    dhash: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    row_hash: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
-    key_hash: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
+    chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)  # phash, dhash, row_hash, key_hash
     sample: Reservoir = field(default_factory=Reservoir)
     bad: list[tuple[str, str]] = field(default_factory=list)
 
     def merge(self, other: "SplitRecords") -> "SplitRecords":
-        return SplitRecords(
-            kind=self.kind or other.kind, names=self.names + other.names, urls=self.urls + other.urls,
-            labels=self.labels + other.labels, groups=self.groups + other.groups,
-            file_sha=self.file_sha + other.file_sha, pixel_sha=self.pixel_sha + other.pixel_sha,
-            phash=np.concatenate([self.phash, other.phash]), dhash=np.concatenate([self.dhash, other.dhash]),
-            row_hash=np.concatenate([self.row_hash, other.row_hash]),
-            key_hash=np.concatenate([self.key_hash, other.key_hash]), sample=self.sample.merge(other.sample),
-            bad=self.bad + other.bad)
+        """Append ``other`` to this accumulator (in place; run_job passes a fresh one) and return it."""
+        self.kind = self.kind or other.kind
+        for name in ("names", "urls", "labels", "groups", "file_sha", "pixel_sha", "bad"):
+            getattr(self, name).extend(getattr(other, name))
+        for name, parts in other.chunks.items():
+            self.chunks.setdefault(name, []).extend(parts)
+        self.sample = self.sample.merge(other.sample)
+        return self
+
+    def array(self, name: str) -> np.ndarray:
+        """The joined hash array ``name`` (``phash``/``dhash``: uint64; ``row_hash``/``key_hash``: n × 2 uint64)."""
+        parts = self.chunks.get(name, [])
+        if len(parts) != 1:
+            empty = np.zeros((0, 2) if name.endswith("_hash") else 0, np.uint64)
+            self.chunks[name] = [np.concatenate(parts) if parts else empty]
+        return self.chunks[name][0]
+
+    @property
+    def phash(self) -> np.ndarray:
+        return self.array("phash")
+
+    @property
+    def dhash(self) -> np.ndarray:
+        return self.array("dhash")
+
+    @property
+    def row_hash(self) -> np.ndarray:
+        return self.array("row_hash")
+
+    @property
+    def key_hash(self) -> np.ndarray:
+        return self.array("key_hash")
 
 
 def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
@@ -88,8 +112,7 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
         out.pixel_sha.append(pixel_sha256(rgb_pixels(rgb)))
         phash.append(p)
         dhash.append(d)
-    out.phash = np.asarray(phash, dtype=np.uint64)
-    out.dhash = np.asarray(dhash, dtype=np.uint64)
+    out.chunks = {"phash": [np.asarray(phash, dtype=np.uint64)], "dhash": [np.asarray(dhash, dtype=np.uint64)]}
     return out
 
 
@@ -105,9 +128,9 @@ def _table_records(source: dict[str, Any], options: dict[str, Any]) -> SplitReco
     out.labels = frame[label].tolist() if label else [None] * len(frame)
     out.groups = frame[group].tolist() if group else [None] * len(frame)
     features = frame.drop(columns=[c for c in (label, group) if c])
-    out.row_hash = row_hashes(features)
+    out.chunks = {"row_hash": [row_hashes(features)]}
     if keys:
-        out.key_hash = row_hashes(frame[list(keys)])
+        out.chunks["key_hash"] = [row_hashes(frame[list(keys)])]
     if label:
         numeric = {c: features[c].to_numpy(np.float64) for c in features.columns if features[c].dtype.kind in "biuf"}
         numeric["__label__"] = _label_codes(frame[label])

@@ -106,3 +106,13 @@ def test_ray_engine_merges_and_reports_failures():
         run = run_job(engine, tasks.raise_on, _shards([(700, a, b) for a, b in RANGES]), empty=int, merge=tasks.add)
     assert run.merged == EXPECTED - sum(i * i for i in range(700, 800))
     assert [f.index for f in run.failures] == [7] and "bad rows 700-800" in run.failures[0].error
+
+
+@pytest.mark.slow
+def test_ray_worker_killed_mid_shard_is_retried(tmp_path):
+    pytest.importorskip("ray")
+    payloads = [(str(tmp_path), 500, a, b) for a, b in RANGES]
+    with open_engine("ray", workers=2) as engine:
+        run = run_job(engine, tasks.kill_once, _shards(payloads), empty=int, merge=tasks.add)
+    assert (tmp_path / "killed-500").exists(), "the worker was not killed"
+    assert run.failures == () and run.merged == EXPECTED
