@@ -78,6 +78,28 @@ def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
     return build
 
 
+def vit_tiny() -> nn.Module:
+    """torchvision's VisionTransformer at test size (its reshapes over the batch get dynamo's inserted checks)."""
+    models = torchvision_models()
+    return _seeded(lambda: models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                    hidden_dim=32, mlp_dim=64, num_classes=10))
+
+
+def swin_tiny() -> nn.Module:
+    """torchvision's SwinTransformer (shifted windows, relative position bias) at test size."""
+    models = torchvision_models()
+    return _seeded(lambda: models.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                                                  window_size=[4, 4], num_classes=10))
+
+
+def convnext_mini() -> nn.Module:
+    """torchvision's ConvNeXt (depthwise conv, LayerNorm2d, layer scale, stochastic depth) at test size."""
+    models = torchvision_models()
+    from torchvision.models.convnext import CNBlockConfig
+
+    return _seeded(lambda: models.ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], num_classes=10))
+
+
 resnet18 = _tv("resnet18")
 resnet50 = _tv("resnet50")
 mobilenet_v3_small = _tv("mobilenet_v3_small")
@@ -132,7 +154,14 @@ def gpt2() -> nn.Module:
 
 
 def gpt2_cache() -> nn.Module:
-    """GPT2LMHeadModel with use_cache: logits plus past_key_values (one key and value per layer)."""
+    """GPT2LMHeadModel with use_cache: logits plus its cache (a key and a value tensor per layer).
+
+    The cache is a ``DynamicCache``; transformers' own export support registers it with torch's
+    pytree so the exporter (and gapcheck's output names) can flatten it.
+    """
+    from transformers.integrations.executorch import register_dynamic_cache_export_support
+
+    register_dynamic_cache_export_support()
     return _hf(lambda: _gpt2_config(True), "GPT2LMHeadModel")
 
 
@@ -161,17 +190,24 @@ class ZooModel:
     exporters: tuple[str, ...] = ("dynamo", "torchscript")
     small: bool = False  # cheap enough for the default (CI) test run
     options: dict = field(default_factory=dict)
+    # Exporters that cannot export this model: export-diff must say so (exit 2 with the exporter's error), not a gap.
+    unexportable: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()  # the output names export-diff must report, when they are worth checking
 
 
 def _m(name: str, inputs: tuple[str, ...], **kwargs) -> ZooModel:
     return ZooModel(name, f"sample_models.zoo:{name}", inputs, **kwargs)
 
 
+IMAGE_32 = ("x:1x3x32x32:float32",)
 IMAGE_224 = ("x:1x3x224x224:float32",)
 IMAGE_128 = ("x:1x3x128x128:float32",)
 TOKENS = ("input_ids:1x16:int64:0,1000",)
 
 ZOO: tuple[ZooModel, ...] = (
+    _m("vit_tiny", IMAGE_32, small=True),
+    _m("swin_tiny", IMAGE_32, small=True),
+    _m("convnext_mini", IMAGE_32, small=True),
     _m("resnet18", IMAGE_128, small=True),
     _m("squeezenet1_1", IMAGE_128, small=True),
     _m("mobilenet_v3_small", IMAGE_128, small=True),
@@ -184,10 +220,12 @@ ZOO: tuple[ZooModel, ...] = (
     _m("swin_t", IMAGE_224),
     _m("fcn_resnet50", IMAGE_128),
     _m("lraspp_mobilenet_v3_large", IMAGE_128),
-    _m("bert", TOKENS, small=True),
-    _m("bert_classifier", TOKENS, small=True),
-    _m("gpt2", TOKENS, small=True),
-    _m("gpt2_cache", TOKENS),
+    # BertModel.forward takes use_cache, which the TorchScript exporter passes twice
+    _m("bert", TOKENS, small=True, unexportable=("torchscript",), outputs=("last_hidden_state", "pooler_output")),
+    _m("bert_classifier", TOKENS, small=True, outputs=("logits",)),
+    _m("gpt2", TOKENS, small=True, unexportable=("torchscript",)),  # aten::diff has no opset-17 symbolic
+    _m("gpt2_cache", TOKENS, unexportable=("torchscript",),  # the tracer cannot return a DynamicCache
+       outputs=("logits", "cache.key_cache.0", "cache.key_cache.1", "cache.value_cache.0", "cache.value_cache.1")),
     _m("vit_hf", ("pixel_values:1x3x32x32:float32",), small=True),
     _m("t5_encoder", TOKENS),
 )

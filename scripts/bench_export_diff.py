@@ -20,6 +20,7 @@ the variant runs once, and peak RSS growth = VmHWM - VmRSS(before). The same sub
 as the cold (first-call-in-a-process) time.
 
     python scripts/bench_export_diff.py [--repeat 5] [--quick] [--skip-verify] [--budget-mib 16] [--markdown out.md]
+    python scripts/bench_export_diff.py --whole-process 3 [--markdown out.md]   # issue 7: whole processes, cache
 
 Targets (issue 2): (a) at least 20x faster than (b); (a) at most 1.5x (c).
 """
@@ -272,8 +273,66 @@ def fmt_x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x" if value < 10 else f"{value:.1f}x"
 
 
+VERIFY_SCRIPT = """
+import contextlib, io, logging, sys, warnings
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+import numpy as np, torch
+from torch.onnx.verification import verify_onnx_program
+sys.path.insert(0, {root!r})
+from gapcheck.inputs import parse_input_spec, random_samples
+from gapcheck.model.factory import resolve_callable
+module = resolve_callable({model!r})().eval()
+x = torch.from_numpy(random_samples([parse_input_spec({input!r})], 1, seed=0)[0]["x"])
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    program = torch.onnx.export(module, (x,), dynamo=True)
+    results = verify_onnx_program(program, args=(x,), compare_intermediates=True)
+print(len(results), "values compared")
+"""
+
+
+def whole_process(rounds: int, markdown: Path | None) -> None:
+    """Whole processes side by side: the gapcheck CLI (export cache cold and warm) vs a verify_onnx_program script.
+
+    Each round runs, in this order: gapcheck with an empty cache folder (it exports, then stores), gapcheck again
+    on the same folder (the repeated run: the export comes from the cache), and the verify script with its own
+    export. Medians over rounds; ratios over the verify script's time.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    gapcheck_cmd = [sys.executable, "-m", "gapcheck", "export-diff", "--model", MODEL, "--input", INPUT, "--no-progress"]
+    verify_cmd = [sys.executable, "-c", VERIFY_SCRIPT.format(root=root, model=MODEL, input=INPUT)]
+    times: dict[str, list[float]] = {"gapcheck (cold cache: exports)": [], "gapcheck (repeated run: cached export)": [],
+                                     "verify_onnx_program + its export": []}
+    for rep in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="bench_cache_") as cache:
+            env = {**os.environ, "GAPCHECK_CACHE_DIR": cache}
+            for label in list(times)[:2]:
+                start = time.perf_counter()
+                done = subprocess.run(gapcheck_cmd, env=env, cwd=root, capture_output=True)
+                times[label].append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    raise SystemExit(f"gapcheck exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        start = time.perf_counter()
+        done = subprocess.run(verify_cmd, cwd=root, capture_output=True)
+        times["verify_onnx_program + its export"].append(time.perf_counter() - start)
+        if done.returncode != 0:
+            raise SystemExit(f"verify script exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        print(f"round {rep + 1}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items()), flush=True)
+    median = {k: statistics.median(v) for k, v in times.items()}
+    verify = median["verify_onnx_program + its export"]
+    lines = ["| whole process (ResNet-18, 1x3x224x224) | median wall s | min s | ÷ verify |", "|---|---:|---:|---:|"]
+    lines += [f"| {k} | {median[k]:.1f} | {min(v):.1f} | {median[k] / verify:.2f}x |" for k, v in times.items()]
+    lines += ["", f"{rounds} rounds, alternated; load average at the end {load_average()}; "
+              f"targets: repeated run <= 4 s, <= 0.15x of verify"]
+    print("\n".join(lines))
+    if markdown:
+        markdown.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--whole-process", type=int, metavar="ROUNDS",
+                        help="instead: whole processes side by side (gapcheck CLI cold/cached vs verify script)")
     parser.add_argument("--repeat", type=int, help="timed repetitions per cheap variant, after 1 warm-up (default 5, --quick 2)")
     parser.add_argument("--verify-repeat", type=int, default=1,
                         help="timed repetitions of (b); each takes minutes, and it is >20x off either way")
@@ -289,6 +348,9 @@ def main() -> None:
     parser.add_argument("--onnx", help=argparse.SUPPRESS)  # internal: the parent's exported model
     args = parser.parse_args()
     budget_mib = [int(v) for v in args.budget_mib.split(",") if v.strip()]
+    if args.whole_process:
+        whole_process(args.whole_process, args.markdown)
+        return
     if args.variant:
         child_main(args.variant, args.onnx, budget_mib)
         return

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import SequenceKey, tree_flatten, tree_flatten_with_path
 
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import BackendError
@@ -57,30 +57,44 @@ def _tensor_leaves(value) -> list[torch.Tensor]:
 def named_tensor_leaves(value: Any, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
     """Every tensor in a model's output with its key path, in the exporters' flattening order.
 
-    Mappings (``ModelOutput`` included) by key, namedtuples by field, sequences by index, a
-    transformers ``Cache`` by layer (``<name>.<i>.key`` / ``.value``); None and Python scalars are skipped.
+    The order is torch's pytree order (what both exporters flatten by): mappings (``ModelOutput``
+    included) by key, namedtuples by field, sequences by index, and any type registered with pytree
+    (e.g. transformers' ``DynamicCache`` once ``register_dynamic_cache_export_support()`` ran) by its
+    own keys. A type pytree does not know that holds per-layer ``keys``/``values`` (a transformers
+    ``Cache``) is named ``<name>.<i>.key`` / ``.value``; None and Python scalars are skipped.
     """
-    def join(key: object) -> str:
-        return f"{prefix}.{key}" if prefix else str(key)
+    try:
+        flat, _ = tree_flatten_with_path(value)
+    except Exception:  # noqa: BLE001 - a registered type without key support: plain order, positional names
+        flat = [((SequenceKey(i),), leaf) for i, leaf in enumerate(tree_flatten(value)[0])]
+    leaves: list[tuple[str, torch.Tensor]] = []
+    for path, leaf in flat:
+        name = ".".join(filter(None, [prefix, *(_key_name(k) for k in path)]))
+        if isinstance(leaf, torch.Tensor):
+            leaves.append((name or "output", leaf))
+        else:
+            leaves.extend(_cache_leaves(leaf, name))
+    return leaves
 
-    if isinstance(value, torch.Tensor):
-        return [(prefix or "output", value)]
-    if isinstance(value, Mapping):
-        return [leaf for k, v in value.items() for leaf in named_tensor_leaves(v, join(k))]
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return [leaf for k in value._fields for leaf in named_tensor_leaves(getattr(value, k), join(k))]
-    if isinstance(value, (list, tuple)):
-        return [leaf for i, v in enumerate(value) for leaf in named_tensor_leaves(v, join(i))]
+
+def _key_name(key: Any) -> str:
+    for attribute in ("key", "idx", "name"):  # MappingKey, SequenceKey, GetAttrKey
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _cache_leaves(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
     layers = getattr(value, "layers", None)  # transformers' Cache: per layer keys and values
-    if isinstance(layers, (list, tuple)) and all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
-        leaves = []
-        for i, layer in enumerate(layers):
-            for part in ("keys", "values"):
-                tensor = getattr(layer, part)
-                if isinstance(tensor, torch.Tensor):
-                    leaves.append((join(f"{i}.{part[:-1]}"), tensor))
-        return leaves
-    return []
+    if not isinstance(layers, (list, tuple)):
+        return []
+    leaves = []
+    for i, layer in enumerate(layers):
+        for part in ("keys", "values"):
+            tensor = getattr(layer, part, None)
+            if isinstance(tensor, torch.Tensor):
+                leaves.append((f"{name}.{i}.{part[:-1]}" if name else f"{i}.{part[:-1]}", tensor))
+    return leaves
 
 
 def hookable(module: torch.nn.Module) -> bool:
