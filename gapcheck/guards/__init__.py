@@ -63,6 +63,9 @@ _LAZY: dict[str, str] = {
     "Phase": "gapcheck.guards.phases",
     "TensorHealth": "gapcheck.guards.health",
     "HealthReport": "gapcheck.guards.health",
+    "GuardKit": "gapcheck.guards.kit",
+    "GuardsCallback": "gapcheck.guards.integrations.lightning",
+    "AcceleratorGuards": "gapcheck.guards.integrations.accelerate",
 }
 
 __all__ = sorted(_LAZY)
@@ -87,6 +90,9 @@ if TYPE_CHECKING:
     from gapcheck.guards.cleanup import CleanupReport, trial_cleanup
     from gapcheck.guards.determinism import DeterminismReport, check_determinism
     from gapcheck.guards.health import HealthReport, TensorHealth
+    from gapcheck.guards.integrations.accelerate import AcceleratorGuards
+    from gapcheck.guards.integrations.lightning import GuardsCallback
+    from gapcheck.guards.kit import GuardKit
     from gapcheck.guards.evaluation import EvalGuard, EvalReport
     from gapcheck.guards.gradients import GradientHealth, GradientReport
     from gapcheck.guards.inputs import InputContract, input_contract
