@@ -61,26 +61,32 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[t
 _PROGRAM: Program | None = None  # one per worker process (see the module docstring)
 
 
-def lint_file(path: Path, display: str, selection: Selection) -> FileOutcome:
-    """Lint one file; a file that cannot be read or parsed is reported, never raised."""
+def _start_worker(roots: tuple[Path, ...]) -> None:
     global _PROGRAM
-    if _PROGRAM is None:
-        _PROGRAM = Program()
+    _PROGRAM = Program(roots)
+
+
+def lint_file(path: Path, display: str, selection: Selection, program: Program | None = None) -> FileOutcome:
+    """Lint one file; a file that cannot be read or parsed is reported, never raised."""
+    program = program or _PROGRAM or Program([path.parent])
     try:
         source = read_source(path, display)
     except InputError as exc:
         return FileOutcome(error=FileError(path=display, message=exc.message))
-    module = _PROGRAM.add(source)
-    ctx = Context(program=_PROGRAM, module=module, managed=managed(module),
+    module = program.add(source)
+    ctx = Context(program=program, module=module, managed=managed(module),
                   entry_functions=selection.entry_functions(display))
     findings: list[Finding] = []
     for rule in all_rules():
         if not selection.enabled(rule.code.code, display) or (rule.aspect is not None and rule.aspect in ctx.managed):
             continue
+        if not rule.applies(ctx):
+            continue
         for finding in rule.check(ctx):
             line = finding.subject.line or 0
             if not source.suppressed(finding.code, line):
                 findings.append(finding)
+    module.cache.clear()  # rule memos are per run; the index stays for files that import this one
     return FileOutcome(findings=tuple(_unique(findings)), lines=source.text.count("\n") + 1)
 
 
@@ -95,6 +101,11 @@ def _lint_star(args: tuple[Path, str, Selection]) -> FileOutcome:
     return lint_file(*args)
 
 
+def roots_of(paths: Sequence[str | Path]) -> tuple[Path, ...]:
+    """Where calls may be followed: each folder given, and the folder of each file given."""
+    return tuple(sorted({(Path(p) if Path(p).is_dir() else Path(p).parent).resolve() for p in paths}))
+
+
 def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, *, exclude: Sequence[str] = (),
                jobs: int | None = None) -> LintResult:
     """Lint files and folders; the library entry point behind ``gapcheck lint``."""
@@ -105,11 +116,13 @@ def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, 
         raise UsageError("no Python files to lint under " + ", ".join(str(p) for p in paths))
     work = [(path, display, selection) for path, display in files]
     workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
+    roots = roots_of(paths)
     if workers > 1 and len(work) >= PARALLEL_FROM:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(roots,)) as pool:
             outcomes = list(pool.map(_lint_star, work, chunksize=max(1, len(work) // (workers * 4))))
     else:
-        outcomes = [_lint_star(item) for item in work]
+        program = Program(roots)
+        outcomes = [lint_file(path, display, sel, program) for path, display, sel in work]
     findings = sorted((f for o in outcomes for f in o.findings),
                       key=lambda f: (f.subject.path or "", f.subject.line or 0, f.subject.col or 0, f.code))
     errors = tuple(o.error for o in outcomes if o.error is not None)

@@ -81,6 +81,14 @@ def events(program: Program, module: ModuleIndex, roots: Iterable[ast.AST]) -> l
     return found
 
 
+def loop_events(program: Program, module: ModuleIndex, loop: ast.AST) -> list[Event]:
+    """:func:`events` of one iteration of ``loop`` (memoised: several rules read the same loop)."""
+    key = ("events", id(loop))
+    if key not in module.cache:
+        module.cache[key] = events(program, module, loop.body)  # type: ignore[attr-defined]
+    return module.cache[key]  # type: ignore[no-any-return]
+
+
 def loops(tree: ast.AST) -> Iterator[ast.For | ast.AsyncFor | ast.While]:
     for node in ast.walk(tree):
         if isinstance(node, LOOPS):

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gapcheck.errors import InputError
 from gapcheck.lint.source import SourceFile, read_source
@@ -128,6 +130,10 @@ class ModuleIndex:
     bindings: dict[str, list[ast.expr]] = field(default_factory=dict)
     owner: dict[int, str] = field(default_factory=dict)  # id(function node) -> its class name, for self.method()
     parents: dict[int, ast.AST] = field(default_factory=dict)
+    calls: list[ast.Call] = field(default_factory=list)  # every call, nested scopes included
+    loops: list[ast.For | ast.AsyncFor | ast.While] = field(default_factory=list)
+    cache: dict[Any, Any] = field(default_factory=dict)  # per-module memo for rules (events of a loop, callers...)
+    _callees: dict[int, str] = field(default_factory=dict)
 
     @property
     def tree(self) -> ast.Module:
@@ -136,10 +142,18 @@ class ModuleIndex:
     @classmethod
     def build(cls, source: SourceFile) -> ModuleIndex:
         index = cls(source=source)
-        for node in ast.walk(source.tree):
+        queue = deque([source.tree])  # breadth first, like ast.walk, recording parents on the way
+        parents = index.parents
+        while queue:
+            node = queue.popleft()
             for child in ast.iter_child_nodes(node):
-                index.parents[id(child)] = node
-            if isinstance(node, ast.Import):
+                parents[id(child)] = node
+                queue.append(child)
+            if isinstance(node, ast.Call):
+                index.calls.append(node)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                index.loops.append(node)
+            elif isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
                     index.imports[local] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -162,7 +176,7 @@ class ModuleIndex:
                     if key is not None:
                         index.bindings.setdefault(key, []).append(node.value)
                     elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
-                        for element, value in zip(target.elts, node.value.elts):
+                        for element, value in zip(target.elts, node.value.elts, strict=False):
                             if dotted(element) is not None:
                                 index.bindings.setdefault(dotted(element) or "", []).append(value)
         for node in source.tree.body:
@@ -198,7 +212,18 @@ class ModuleIndex:
 
     def callee(self, call: ast.Call) -> str:
         """The qualified name of what ``call`` calls ('' when it is not a plain name chain)."""
-        return self.qualname(call.func) or ""
+        key = id(call)
+        name = self._callees.get(key)
+        if name is None:
+            name = self._callees[key] = self.qualname(call.func) or ""
+        return name
+
+    def scope_calls(self, scope: ast.AST) -> list[ast.Call]:
+        """:func:`calls_in` of ``scope``, memoised."""
+        key = ("scope_calls", id(scope))
+        if key not in self.cache:
+            self.cache[key] = list(calls_in(scope))
+        return self.cache[key]  # type: ignore[no-any-return]
 
     def constructors(self, name: str | None, _seen: frozenset[str] = frozenset()) -> set[str]:
         """Qualified names of the calls ``name`` is bound to (looking through ``.to()``, ``.cuda()`` and aliases)."""
@@ -229,11 +254,29 @@ def unwrap(value: ast.AST) -> ast.AST:
     return value
 
 
-class Program:
-    """Modules loaded on demand (each parsed once per process) and calls resolved between them."""
+#: Imported modules larger than this are not followed (generated or vendored code, not a training loop).
+MAX_FOLLOW_BYTES = 512 * 1024
 
-    def __init__(self) -> None:
+
+class Program:
+    """Modules loaded on demand (each parsed once per run) and calls resolved between them.
+
+    Calls are followed into modules under ``roots`` only (the folders being linted, and the folder of
+    each linted file): the project's own code, never an installed library's internals.
+    """
+
+    def __init__(self, roots: Iterable[Path] = ()) -> None:
         self._modules: dict[Path, ModuleIndex | None] = {}
+        self.roots = tuple(sorted({Path(r).resolve() for r in roots}))
+        self._found: dict[tuple[str, Any], Any] = {}  # memo of module lookups (the file system is asked once)
+
+    def within_roots(self, path: Path) -> bool:
+        key = ("within", path)
+        if key not in self._found:
+            resolved = path.resolve()
+            self._found[key] = any(resolved.is_relative_to(root) for root in self.roots) and \
+                resolved.stat().st_size <= MAX_FOLLOW_BYTES
+        return bool(self._found[key])
 
     def add(self, source: SourceFile) -> ModuleIndex:
         index = ModuleIndex.build(source)
@@ -273,13 +316,21 @@ class Program:
         if not module_name and not origin.startswith("."):
             return None
         path = self._find_module(module.source.path, module_name)
-        target = self.load(path) if path is not None else None
+        if path is None or not self.within_roots(path):
+            return None
+        target = self.load(path)
         if target is None:
             return None
         function = target.functions.get(attr)
         return (target, function) if function is not None else None
 
     def _find_module(self, importer: Path, name: str) -> Path | None:
+        key = ("module", (importer.parent, name))
+        if key not in self._found:
+            self._found[key] = self._search_module(importer, name)
+        return self._found[key]  # type: ignore[no-any-return]
+
+    def _search_module(self, importer: Path, name: str) -> Path | None:
         level = len(name) - len(name.lstrip("."))
         parts = [p for p in name.lstrip(".").split(".") if p]
         if level:

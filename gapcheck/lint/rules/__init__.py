@@ -51,6 +51,12 @@ class Context:
 class Rule:
     code: ClassVar[Code]
     aspect: ClassVar[Aspect | None] = None
+    #: Text the source must contain for the rule to possibly fire (any one of them): a cheap pre-filter.
+    needs: ClassVar[tuple[str, ...]] = ()
+
+    def applies(self, ctx: Context) -> bool:
+        text = ctx.module.source.text
+        return not self.needs or any(word in text for word in self.needs)
 
     def check(self, ctx: Context) -> Iterator[Finding]:  # pragma: no cover - every rule overrides it
         raise NotImplementedError

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect
-from gapcheck.lint.loops import Kind, belongs, events, loops
+from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.ddp import calls_in_all
-from gapcheck.lint.symbols import ModuleIndex, calls_in, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, keyword, literal
 
 BF16, FP16, UNKNOWN = "bfloat16", "float16", "unknown"
 
@@ -41,15 +40,16 @@ def autocast_dtype(module: ModuleIndex, call: ast.Call) -> str | None:
 
 
 def scalers(module: ModuleIndex) -> list[ast.Call]:
-    return [c for c in calls_in_all(module) if module.callee(c).split(".")[-1] in ("GradScaler", "ShardedGradScaler")]
+    return [c for c in module.calls if module.callee(c).split(".")[-1] in ("GradScaler", "ShardedGradScaler")]
 
 
 class ScalerWithBf16(Rule):
     code = codes.SCALER_WITH_BF16
     aspect = Aspect.AMP
+    needs = ("GradScaler",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        dtypes = {d for c in calls_in_all(ctx.module) if (d := autocast_dtype(ctx.module, c)) is not None}
+        dtypes = {d for c in ctx.module.calls if (d := autocast_dtype(ctx.module, c)) is not None}
         if dtypes != {BF16}:
             return
         for scaler in scalers(ctx.module):
@@ -62,16 +62,17 @@ class ScalerWithBf16(Rule):
 class Fp16WithoutScaler(Rule):
     code = codes.FP16_WITHOUT_SCALER
     aspect = Aspect.AMP
+    needs = ("autocast",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        calls = list(calls_in_all(module))
+        calls = list(module.calls)
         if scalers(module) or "scaler" in module.source.text.lower() or not any(
                 isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls):
             return  # inference-only fp16 needs no scaler; any scaler in sight is given the benefit of the doubt
         for call in calls:
             scope = module.enclosing_function(call) or module.tree
-            trains = any(isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls_in(scope))
+            trains = any(isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in module.scope_calls(scope))
             if trains and autocast_dtype(module, call) == FP16:
                 yield ctx.finding(self.code, call, "float16 autocast in a training module without a GradScaler: "
                                   "small gradients underflow to zero")
@@ -79,9 +80,10 @@ class Fp16WithoutScaler(Rule):
 
 class DeprecatedCudaAmp(Rule):
     code = codes.DEPRECATED_CUDA_AMP
+    needs = ("cuda.amp", "cuda import amp")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in calls_in_all(ctx.module):
+        for call in ctx.module.calls:
             name = ctx.module.callee(call)
             if name in ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler"):
                 short = name.split(".")[-1]
@@ -91,10 +93,11 @@ class DeprecatedCudaAmp(Rule):
 class ClipWithoutUnscale(Rule):
     code = codes.CLIP_WITHOUT_UNSCALE
     aspect = Aspect.AMP
+    needs = ("clip_grad",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
-            found = [e for e in events(ctx.program, ctx.module, loop.body) if belongs(e, loop)]
+        for loop in ctx.module.loops:
+            found = [e for e in loop_events(ctx.program, ctx.module, loop) if belongs(e, loop)]
             if not any(e.kind is Kind.SCALER_STEP for e in found):
                 continue
             unscaled = False
@@ -113,10 +116,11 @@ class ClipWithoutUnscale(Rule):
 class SchedulerAfterSkippedStep(Rule):
     code = codes.SCHEDULER_AFTER_SKIPPED_STEP
     aspect = Aspect.AMP
+    needs = ("scale",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
-            found = [e for e in events(ctx.program, ctx.module, loop.body) if belongs(e, loop)]
+        for loop in ctx.module.loops:
+            found = [e for e in loop_events(ctx.program, ctx.module, loop) if belongs(e, loop)]
             step = next((e for e in found if e.kind is Kind.SCALER_STEP), None)
             if step is None:
                 continue

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect, method
-from gapcheck.lint.loops import loops
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import (
     ModuleIndex,
@@ -42,13 +41,14 @@ def whole_module(program: Program, module: ModuleIndex) -> Iterator[ast.AST]:
 class SamplerWithoutSetEpoch(Rule):
     code = codes.SAMPLER_WITHOUT_SET_EPOCH
     aspect = Aspect.SAMPLER_EPOCH
+    needs = ("DistributedSampler",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        samplers = [c for c in calls_in_all(ctx.module) if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
+        samplers = [c for c in ctx.module.calls if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
                     and literal(keyword(c, "shuffle")) is not False]
         if not samplers:
             return
-        epoch_loop = next((loop for loop in loops(ctx.module.tree) if is_epoch_loop(loop)), None)
+        epoch_loop = next((loop for loop in ctx.module.loops if is_epoch_loop(loop)), None)
         if epoch_loop is None:
             return  # one pass over the data: the epoch never changes
         for node in whole_module(ctx.program, ctx.module):
@@ -66,9 +66,10 @@ def calls_in_all(module: ModuleIndex) -> Iterator[ast.Call]:
 
 class ShuffleWithSampler(Rule):
     code = codes.SHUFFLE_WITH_SAMPLER
+    needs = ("sampler",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in calls_in_all(ctx.module):
+        for call in ctx.module.calls:
             if ctx.module.callee(call).split(".")[-1] != "DataLoader" or literal(keyword(call, "shuffle")) is not True:
                 continue
             for name in ("sampler", "batch_sampler"):

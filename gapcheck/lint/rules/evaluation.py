@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect, is_model_name, method
-from gapcheck.lint.loops import Kind, events, loops
+from gapcheck.lint.loops import Kind, events, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.ddp import calls_in_all, is_epoch_loop
+from gapcheck.lint.rules.ddp import is_epoch_loop
 from gapcheck.lint.symbols import (
     ModuleIndex,
     Program,
@@ -56,13 +56,13 @@ def _calls_model(program: Program, module: ModuleIndex, loop: ast.AST) -> bool:
 
 def eval_loops(ctx: Context) -> Iterator[tuple[ast.For | ast.AsyncFor, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
     """Loops that evaluate a model on validation/test data without training it."""
-    for loop in loops(ctx.module.tree):
+    for loop in ctx.module.loops:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
         function = ctx.module.enclosing_function(loop)
         if not (_iter_is_eval(loop) or (function is not None and _is_eval_function(function.name))):
             continue
-        kinds = {e.kind for e in events(ctx.program, ctx.module, loop.body)}
+        kinds = {e.kind for e in loop_events(ctx.program, ctx.module, loop)}
         if Kind.BACKWARD in kinds or Kind.OPT_STEP in kinds or is_epoch_loop(loop):
             continue
         if _calls_model(ctx.program, ctx.module, loop):
@@ -70,12 +70,15 @@ def eval_loops(ctx: Context) -> Iterator[tuple[ast.For | ast.AsyncFor, ast.Funct
 
 
 def _callers(ctx: Context, function: ast.AST) -> list[ast.Call]:
-    found = []
-    for call in calls_in_all(ctx.module):
-        resolved = ctx.program.resolve(ctx.module, call, within=ctx.module.enclosing_function(call))
-        if resolved is not None and resolved[1] is function:
-            found.append(call)
-    return found
+    """Calls in this module that run ``function`` (resolved once per module)."""
+    table = ctx.module.cache.get("callers")
+    if table is None:
+        table = ctx.module.cache["callers"] = {}
+        for call in ctx.module.calls:
+            resolved = ctx.program.resolve(ctx.module, call, within=ctx.module.enclosing_function(call))
+            if resolved is not None:
+                table.setdefault(id(resolved[1]), []).append(call)
+    return table.get(id(function), [])  # type: ignore[no-any-return]
 
 
 def _before(ctx: Context, node: ast.AST, kind: Kind) -> bool:
@@ -128,6 +131,7 @@ def _covered(ctx: Context, loop: ast.AST, function: ast.AST | None, test) -> boo
 class EvalWithoutEvalMode(Rule):
     code = codes.EVAL_WITHOUT_EVAL_MODE
     aspect = Aspect.EVAL_MODE
+    needs = ("for ",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop, function in eval_loops(ctx):
@@ -139,6 +143,7 @@ class EvalWithoutEvalMode(Rule):
 class EvalWithoutNoGrad(Rule):
     code = codes.EVAL_WITHOUT_NO_GRAD
     aspect = Aspect.EVAL_MODE
+    needs = ("for ",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop, function in eval_loops(ctx):
@@ -153,12 +158,13 @@ _FROZEN_WORDS = {"teacher", "ema", "target", "frozen", "ref", "reference", "mome
 class TrainModeNotRestored(Rule):
     code = codes.TRAIN_MODE_NOT_RESTORED
     aspect = Aspect.EVAL_MODE
+    needs = ("epoch",)  # the eval() may be in a function of another module
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
+        for loop in ctx.module.loops:
             if not is_epoch_loop(loop):
                 continue
-            found = [e for e in events(ctx.program, ctx.module, loop.body)
+            found = [e for e in loop_events(ctx.program, ctx.module, loop)
                      if not (e.kind is Kind.EVAL and tokens(dotted(e.node.func.value) or "") & _FROZEN_WORDS)]  # type: ignore[attr-defined]
             kinds = [e.kind for e in found]
             if Kind.EVAL not in kinds or Kind.BACKWARD not in kinds:
@@ -212,7 +218,7 @@ def _target_name(module: ModuleIndex, node: ast.AST) -> str | None:
         if len(targets) == 1 and isinstance(targets[0], ast.Subscript) and isinstance(targets[0].slice, ast.Constant):
             return str(targets[0].slice.value)
     if isinstance(parent, ast.Dict):
-        for key, value in zip(parent.keys, parent.values):
+        for key, value in zip(parent.keys, parent.values, strict=False):
             if value is node and isinstance(key, ast.Constant):
                 return str(key.value)
     if isinstance(parent, ast.keyword) and parent.arg:
@@ -230,10 +236,11 @@ def _eval_dataset_call(call: ast.Call) -> bool:
 
 class RandomAugInEval(Rule):
     code = codes.RANDOM_AUG_IN_EVAL
+    needs = ("Random", "ColorJitter", "Augment", "AugMix", "albumentations", "Elastic")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        for call in calls_in_all(module):
+        for call in module.calls:
             short = module.callee(call).split(".")[-1]
             if short in ("Compose", "Sequential", "SequentialAugmentation"):
                 target = _target_name(module, call)
@@ -254,7 +261,7 @@ class RandomAugInEval(Rule):
         """``val_set.dataset = ...`` / ``val_set.dataset.transform = ...`` or ``Wrapper(val_set, transform=...)``."""
         if any(key.startswith(subset + ".") for key in module.bindings):
             return True
-        for call in calls_in_all(module):
+        for call in module.calls:
             names = [a.id for a in call.args if isinstance(a, ast.Name)]
             if subset in names and (keyword(call, "transform") is not None
                                     or any(is_eval_name(n) and n != subset for n in names)):

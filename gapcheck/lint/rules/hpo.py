@@ -8,7 +8,6 @@ from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import is_model_name, method
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.ddp import calls_in_all
 from gapcheck.lint.symbols import ModuleIndex, dotted, flow, ordered
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -18,7 +17,7 @@ def objectives(module: ModuleIndex) -> list[ast.FunctionDef | ast.AsyncFunctionD
     """Optuna objectives (passed to study.optimize, or taking a trial and calling trial.suggest_*) and
     Ray Tune functions run with reuse_actors=True (otherwise each trial has its own process)."""
     names: set[str] = set()
-    for call in calls_in_all(module):
+    for call in module.calls:
         callee = module.callee(call)
         if method(call) == "optimize" and call.args and isinstance(call.args[0], ast.Name):
             names.add(call.args[0].id)
@@ -87,6 +86,7 @@ def _in_cleanup_block(module: ModuleIndex, node: ast.AST) -> bool:
 
 class HpoModelNotReleased(Rule):
     code = codes.HPO_MODEL_NOT_RELEASED
+    needs = ("trial", "tune")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
@@ -112,6 +112,7 @@ class HpoModelNotReleased(Rule):
 
 class TrialPrunedWithoutCleanup(Rule):
     code = codes.TRIAL_PRUNED_WITHOUT_CLEANUP
+    needs = ("TrialPruned",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect
-from gapcheck.lint.loops import Kind, belongs, events, loops
+from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import all_calls, calls_in, keyword, literal, ordered
 
@@ -16,6 +16,7 @@ _DETACHING = {"item", "detach", "tolist", "numpy"}
 
 class TorchLoadUnsafe(Rule):
     code = codes.TORCH_LOAD_UNSAFE
+    needs = ("load",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in all_calls(ctx.module.tree):
@@ -61,9 +62,10 @@ def _carries(expr: ast.AST, names: set[str]) -> ast.Name | None:
 
 class LossAccumulatedWithGraph(Rule):
     code = codes.LOSS_ACCUMULATED_WITH_GRAPH
+    needs = ("backward",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
+        for loop in ctx.module.loops:
             graphs = _backward_names(loop)
             if not graphs:
                 continue
@@ -92,8 +94,8 @@ class MissingZeroGrad(Rule):
     aspect = Aspect.STEP_LOOP
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
-            found = events(ctx.program, ctx.module, loop.body)
+        for loop in ctx.module.loops:
+            found = loop_events(ctx.program, ctx.module, loop)
             steps = [e for e in found if e.kind in (Kind.OPT_STEP, Kind.SCALER_STEP) and belongs(e, loop)]
             kinds = {e.kind for e in found}
             if steps and Kind.BACKWARD in kinds and Kind.ZERO_GRAD not in kinds:
@@ -104,12 +106,13 @@ class MissingZeroGrad(Rule):
 class ZeroGradBeforeStep(Rule):
     code = codes.ZERO_GRAD_BEFORE_STEP
     aspect = Aspect.STEP_LOOP
+    needs = ("zero_grad", ".grad =")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
+        for loop in ctx.module.loops:
             pending_backward = False
             cleared = None
-            for event in events(ctx.program, ctx.module, loop.body):
+            for event in loop_events(ctx.program, ctx.module, loop):
                 if not belongs(event, loop):
                     continue
                 if event.kind is Kind.BACKWARD:
@@ -126,10 +129,11 @@ class ZeroGradBeforeStep(Rule):
 class SchedulerBeforeStep(Rule):
     code = codes.SCHEDULER_BEFORE_STEP
     aspect = Aspect.STEP_LOOP
+    needs = ("step(",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in loops(ctx.module.tree):
-            found = events(ctx.program, ctx.module, loop.body)
+        for loop in ctx.module.loops:
+            found = loop_events(ctx.program, ctx.module, loop)
             stepped = False
             for index, event in enumerate(found):
                 if event.kind in (Kind.OPT_STEP, Kind.SCALER_STEP):

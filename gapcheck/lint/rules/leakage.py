@@ -81,6 +81,7 @@ def _assigned_name(module: ModuleIndex, call: ast.Call) -> str | None:
 
 class FitBeforeSplit(Rule):
     code = codes.FIT_BEFORE_SPLIT
+    needs = ("fit",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
@@ -119,6 +120,7 @@ def _normalizes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None
 
 class DatasetNormalizesAll(Rule):
     code = codes.DATASET_NORMALIZES_ALL
+    needs = ("Dataset",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
@@ -144,6 +146,7 @@ class DatasetNormalizesAll(Rule):
 
 class VocabFromAllSplits(Rule):
     code = codes.VOCAB_FROM_ALL_SPLITS
+    needs = ("vocab", "Vocab", "Vectoriz", "Tokeniz", "fit_on_texts", "adapt", "StringLookup")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
@@ -170,6 +173,7 @@ class VocabFromAllSplits(Rule):
 
 class FitOnEvalData(Rule):
     code = codes.FIT_ON_EVAL_DATA
+    needs = ("fit",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in all_calls(ctx.module.tree):

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.ddp import calls_in_all
 from gapcheck.lint.rules.evaluation import _target_name
 from gapcheck.lint.symbols import (
     ModuleIndex,
@@ -22,7 +21,7 @@ _ONE_SAMPLE_NORMS = {"BatchNorm1d", "SyncBatchNorm", "convert_sync_batchnorm"}
 
 
 def loaders(module: ModuleIndex) -> Iterator[ast.Call]:
-    for call in calls_in_all(module):
+    for call in module.calls:
         if module.callee(call).split(".")[-1] == "DataLoader":
             yield call
 
@@ -52,6 +51,7 @@ def is_train_loader(module: ModuleIndex, call: ast.Call) -> bool:
 
 class EvalLoaderDropLast(Rule):
     code = codes.EVAL_LOADER_DROP_LAST
+    needs = ("drop_last",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in loaders(ctx.module):
@@ -62,6 +62,7 @@ class EvalLoaderDropLast(Rule):
 
 class EvalLoaderShuffle(Rule):
     code = codes.EVAL_LOADER_SHUFFLE
+    needs = ("shuffle",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in loaders(ctx.module):
@@ -72,10 +73,11 @@ class EvalLoaderShuffle(Rule):
 
 class TrainLoaderBatchOfOne(Rule):
     code = codes.TRAIN_LOADER_BATCH_OF_ONE
+    needs = ("BatchNorm1d", "SyncBatchNorm", "sync_batchnorm")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        norms = sorted({module.callee(c).split(".")[-1] for c in calls_in_all(module)} & _ONE_SAMPLE_NORMS)
+        norms = sorted({module.callee(c).split(".")[-1] for c in module.calls} & _ONE_SAMPLE_NORMS)
         if not norms:
             return
         for call in loaders(module):
@@ -88,6 +90,7 @@ class TrainLoaderBatchOfOne(Rule):
 
 class EvalLoaderFromTrain(Rule):
     code = codes.EVAL_LOADER_FROM_TRAIN
+    needs = ("DataLoader",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module

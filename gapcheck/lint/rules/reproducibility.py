@@ -8,7 +8,6 @@ from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import method
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.ddp import calls_in_all
 from gapcheck.lint.rules.loading import loaders
 from gapcheck.lint.symbols import ModuleIndex, dotted, flow, keyword, literal
 
@@ -77,10 +76,11 @@ class EntryPointWithoutSeed(Rule):
 
 class WorkersWithoutSeeding(Rule):
     code = codes.WORKERS_WITHOUT_SEEDING
+    needs = ("num_workers",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        global_numpy = [c for c in calls_in_all(module) if module.callee(c).startswith("numpy.random.")
+        global_numpy = [c for c in module.calls if module.callee(c).startswith("numpy.random.")
                         and module.callee(c).split(".")[-1] not in ("seed", "default_rng", "RandomState", "Generator")]
         if not global_numpy:
             return  # torch and random are re-seeded per worker; numpy's global state is the one that repeats
@@ -105,6 +105,7 @@ def _assigned_true(module: ModuleIndex, suffix: str) -> ast.Assign | None:
 
 class BenchmarkWithDeterminism(Rule):
     code = codes.BENCHMARK_WITH_DETERMINISM
+    needs = ("benchmark",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
@@ -112,7 +113,7 @@ class BenchmarkWithDeterminism(Rule):
         if benchmark is None:
             return
         claims = _assigned_true(module, "cudnn.deterministic") or next(
-            (c for c in calls_in_all(module) if module.callee(c).endswith("use_deterministic_algorithms")
+            (c for c in module.calls if module.callee(c).endswith("use_deterministic_algorithms")
              and c.args and literal(c.args[0]) is True), None)
         if claims is not None:
             yield ctx.finding(self.code, benchmark, "cudnn.benchmark = True contradicts the determinism asked for "
