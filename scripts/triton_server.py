@@ -9,6 +9,11 @@
 its pid, ports and log in the state file, which ``stop`` reads. Models run with --model-control-mode=explicit
 (all loaded at start), so gapcheck can load its twin models for server-side intermediates.
 Note: the bundled server has Triton's Python backend only (no onnxruntime backend).
+
+Hardened, as production servers are: ``--restrict model-repository,model-config`` restricts those APIs
+(HTTP and gRPC) to requests carrying ``triton-access-token``, whose value is read from the environment
+variable named by ``--token-env`` (default TRITON_ACCESS_TOKEN) and never printed. Clients then pass
+``--triton-header triton-access-token:$TRITON_ACCESS_TOKEN``.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gapcheck.triton.local_server import LocalTritonServer, ServerPorts, free_ports  # noqa: E402
+from gapcheck.triton.local_server import LocalTritonServer, ServerPorts, free_ports, restriction_args  # noqa: E402
 
 
 def _ports(args: argparse.Namespace) -> ServerPorts:
@@ -33,8 +38,14 @@ def _ports(args: argparse.Namespace) -> ServerPorts:
 
 
 def _server(args: argparse.Namespace) -> LocalTritonServer:
+    extra: tuple[str, ...] = ()
+    if args.restrict:
+        token = os.environ.get(args.token_env, "")
+        if not token:
+            raise SystemExit(f"error: --restrict needs the token in ${args.token_env}")
+        extra = restriction_args(tuple(args.restrict.split(",")), "triton-access-token", token)
     return LocalTritonServer(args.model_repository, venv=args.venv, ports=_ports(args),
-                             explicit=not args.poll, workdir=args.workdir)
+                             explicit=not args.poll, workdir=args.workdir, extra_args=extra)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--poll", action="store_true", help="no explicit model control (twins then cannot load)")
         p.add_argument("--workdir", default=None)
         p.add_argument("--timeout", type=float, default=120.0)
+        p.add_argument("--restrict", default="", help="APIs to restrict, e.g. model-repository,model-config")
+        p.add_argument("--token-env", default="TRITON_ACCESS_TOKEN", help="environment variable holding the token")
         if name == "start":
             p.add_argument("--state", default=".triton-server.json")
     p = sub.add_parser("stop")

@@ -107,6 +107,26 @@ def find_distribution(venv: str | Path | None = None) -> TritonDistribution:
     return dist
 
 
+RESTRICTABLE_APIS = ("health", "metadata", "inference", "shared-memory", "model-config", "model-repository",
+                     "statistics", "trace", "logging")
+
+
+def restriction_args(apis: tuple[str, ...] | list[str], header: str, value: str) -> tuple[str, ...]:
+    """tritonserver flags restricting ``apis`` (HTTP and gRPC) to requests carrying ``header: value``.
+
+    This is how production servers are hardened (NVIDIA's secure-deployment guide; PyTriton does it by
+    default). Triton's gRPC frontend expects the header as ``triton-grpc-protocol-<header>``; gapcheck's
+    client sends both spellings, so one ``triton-access-token`` header works over both protocols.
+    """
+    unknown = sorted(set(apis) - set(RESTRICTABLE_APIS))
+    if unknown or not apis:
+        raise InputError(f"restrictable APIs are {', '.join(RESTRICTABLE_APIS)}; not {', '.join(unknown) or 'none'}")
+    if not header or any(c in header + value for c in ",:=\n\r"):
+        raise InputError("the restriction header and value may not contain ',', ':', '=' or newlines")
+    spec = f"{','.join(apis)}:{header}={value}"
+    return (f"--http-restricted-api={spec}", f"--grpc-restricted-protocol={spec}")
+
+
 def free_ports(count: int = 3) -> list[int]:
     """Ports free on 127.0.0.1 right now (all sockets held until every port is picked, so they differ)."""
     sockets = []

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from gapcheck.triton.client import TritonEndpoint
-from gapcheck.triton.local_server import LocalTritonServer
+from gapcheck.triton.local_server import LocalTritonServer, restriction_args
 
 SECRET_HEADER = "x-gapcheck-token"
 SECRET_VALUE = "s3cr3t-t0ken-4f9a1c"
@@ -197,11 +197,9 @@ def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPat
     repo = tmp_path_factory.mktemp("hardened_repo")
     write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
     write_python_model(repo, "tiny_fp16", python_config("tiny_fp16", input_type="TYPE_FP16"), {1: tiny_onnx})
-    restriction = f"model-repository,model-config:{ACCESS_HEADER}={ACCESS_TOKEN}"
-    server = LocalTritonServer(
-        repo, workdir=tmp_path_factory.mktemp("hardened_work"),
-        extra_args=(f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"),
-    )
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("hardened_work"),
+                               extra_args=restriction_args(("model-repository", "model-config"), ACCESS_HEADER,
+                                                           ACCESS_TOKEN))
     server.start(timeout_s=90)
     try:
         yield server
