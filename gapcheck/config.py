@@ -127,6 +127,7 @@ SECTION_MODELS: dict[str, str] = {
     "export_diff": "gapcheck.config:ExportDiffSection",
     "triton": "gapcheck.config:TritonSection",
     "lint": "gapcheck.lint.config:LintSection",
+    "nightly": "gapcheck.nightly.config:NightlyConfig",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}
 

@@ -4,7 +4,18 @@
 :mod:`~gapcheck.nightly.probe` (one endpoint), :mod:`~gapcheck.nightly.status` (statuses and the drift
 test), :mod:`~gapcheck.nightly.history` (SQLite), :mod:`~gapcheck.nightly.lock` (flock),
 :mod:`~gapcheck.nightly.alerts` (webhooks) and :mod:`~gapcheck.nightly.config` (``[nightly]``).
+Attributes load lazily, so the config loader can import the section model without numpy or tritonclient.
 """
-from gapcheck.nightly.run import NightlyRequest, WebhookSettings, run_nightly
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["NightlyRequest", "WebhookSettings", "run_nightly"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from gapcheck.nightly import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'gapcheck.nightly' has no attribute {name!r}")

@@ -89,25 +89,33 @@ class NightlyConfig(_Strict):
 
 
 def parse_nightly_section(table: Any, source: Path | None) -> NightlyConfig:
-    """Validate ``[nightly]``; ConfigError naming the file and the key. Relative paths become relative to the file."""
+    """Validate a ``[nightly]`` table on its own; ConfigError naming the file and the key."""
     try:
         config = NightlyConfig.model_validate(table or {})
     except ValidationError as exc:
         problems = "; ".join(f"nightly.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"{source or 'config'}: {problems}") from None
+    return resolve_paths(config, source)
+
+
+def resolve_paths(config: NightlyConfig, source: Path | None) -> NightlyConfig:
+    """Relative ``golden``/``history`` paths are relative to the config file."""
     if source is None:
         return config
-    base = source.parent
-    updates = {k: str(base / v) for k, v in (("golden", config.golden), ("history", config.history))
+    updates = {k: str(source.parent / v) for k, v in (("golden", config.golden), ("history", config.history))
                if v is not None and not Path(v).is_absolute()}
     return config.model_copy(update=updates)
 
 
 def load_nightly_config(path: str | Path | None = None) -> NightlyConfig:
+    """``[nightly]`` through the shared loader (file < ``GAPCHECK_NIGHTLY__KEY`` environment), paths resolved."""
     from gapcheck.config import load_config
 
     loaded = load_config(path)
-    return parse_nightly_section(loaded.sections.get("nightly"), loaded.source)
+    section = loaded.section("nightly")
+    if not isinstance(section, NightlyConfig):  # the registration line in gapcheck.config is missing
+        return parse_nightly_section(loaded.sections.get("nightly"), loaded.source)
+    return resolve_paths(section, loaded.source)
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,9 @@ def test_config_endpoints_are_used_and_bad_config_exits_2(tmp_path: Path, capsys
 def test_report_path_is_checked_before_any_work(tmp_path: Path, capsys) -> None:
     assert main(["nightly", "--golden", "missing", "--endpoint", "p=grpc://h:1/m", "--json", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "gapcheck.toml").write_text(TOML)
+    monkeypatch.setenv("GAPCHECK_NIGHTLY__MAX_IN_FLIGHT", "7")
+    assert load_nightly_config(tmp_path / "gapcheck.toml").max_in_flight == 7
