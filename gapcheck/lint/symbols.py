@@ -376,9 +376,17 @@ def _flow(program: Program, module: ModuleIndex, roots: list[ast.AST], depth: in
             yield Step(module, node, via)
             if depth <= 0 or not isinstance(node, ast.Call):
                 continue
-            resolved = program.resolve(module, node, within=module.enclosing_function(node))
-            if resolved is None or id(resolved[1]) in active:
-                continue
-            target_module, function = resolved
-            yield from _flow(program, target_module, list(function.body), depth - 1, via or node,
-                             active | {id(function)})
+            within = module.enclosing_function(node)
+            targets = [program.resolve(module, node, within=within)]
+            # A function handed to another call (TorchTrainer(train_func), mp.spawn(worker), map(step, ...))
+            # is run by it: follow it too.
+            targets += [program.resolve(module, ast.Call(func=arg, args=[], keywords=[]), within=within)
+                        for arg in [*node.args, *(k.value for k in node.keywords)]
+                        if isinstance(arg, ast.Name) or (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)
+                                                         and arg.value.id == "self")]
+            for resolved in targets:
+                if resolved is None or id(resolved[1]) in active:
+                    continue
+                target_module, function = resolved
+                yield from _flow(program, target_module, list(function.body), depth - 1, via or node,
+                                 active | {id(function)})

@@ -113,6 +113,24 @@ def _in_no_grad(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+def _no_grad_inside(ctx: Context, loop: ast.AST) -> bool:
+    """The loop body (or a function it calls) disables gradients around the forward itself."""
+    for step in flow(ctx.program, ctx.module, loop.body):  # type: ignore[attr-defined]
+        node = step.node
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                expr = item.context_expr
+                name = step.module.callee(expr) if isinstance(expr, ast.Call) else step.module.qualname(expr) or ""
+                if name.split(".")[-1] in _NO_GRAD:
+                    return True
+        if isinstance(node, ast.Call):
+            resolved = ctx.program.resolve(step.module, node, within=step.module.enclosing_function(node))
+            if resolved is not None and any((dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
+                                            in _NO_GRAD for d in resolved[1].decorator_list):
+                return True
+    return False
+
+
 def calls_in_all_of(scope: ast.AST) -> Iterator[ast.Call]:
     for node in ordered(scope):
         if isinstance(node, ast.Call):
@@ -147,6 +165,8 @@ class EvalWithoutNoGrad(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop, function in eval_loops(ctx):
+            if _no_grad_inside(ctx, loop):
+                continue
             if not _covered(ctx, loop, function, lambda node: _in_no_grad(ctx, node)):
                 yield ctx.finding(self.code, loop, "validation/test loop without torch.no_grad()/inference_mode(): "
                                   "every forward records an autograd graph")

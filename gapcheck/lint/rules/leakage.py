@@ -26,6 +26,8 @@ TEXT_SUFFIXES = ("Vectorizer", "Tokenizer", "TextVectorization", "StringLookup")
 VOCAB_FUNCTIONS = {"build_vocab_from_iterator", "build_vocab", "fit_on_texts", "train_from_iterator", "adapt"}
 SPLITTERS = {"train_test_split", "random_split"}
 _FIT = ("fit", "fit_transform")
+#: Encoders that only learn the set of categories (no statistics): fitting them on every row leaks nothing measurable.
+CATEGORY_ENCODERS = ("LabelEncoder", "LabelBinarizer", "MultiLabelBinarizer", "OneHotEncoder", "OrdinalEncoder")
 _SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 
 
@@ -89,7 +91,8 @@ class FitBeforeSplit(Rule):
             for call in calls_in(scope):
                 if method(call) not in _FIT or not call.args or not isinstance(call.args[0], ast.Name):
                     continue
-                if not _built_by(module, receiver(call), TRANSFORMER_SUFFIXES):
+                if not _built_by(module, receiver(call), TRANSFORMER_SUFFIXES) or \
+                        _built_by(module, receiver(call), CATEGORY_ENCODERS):
                     continue
                 data = call.args[0].id
                 if is_train_name(data):
@@ -124,7 +127,7 @@ class DatasetNormalizesAll(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        for name, cls in _dataset_classes(module).items():
+        for name in _dataset_classes(module):
             init = module.functions.get(f"{name}.__init__")
             stat = _normalizes(init) if init is not None else None
             if stat is None:

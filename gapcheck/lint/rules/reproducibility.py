@@ -46,7 +46,7 @@ class EntryPointWithoutSeed(Rule):
         for anchor, body in entry_points(ctx):
             trains = generic_seed = False
             seeded: set[str] = set()
-            used: set[str] = {"torch"}
+            used: set[str] = set()
             for step in flow(ctx.program, ctx.module, body):
                 node = step.node
                 if not isinstance(node, ast.Call):
@@ -55,6 +55,8 @@ class EntryPointWithoutSeed(Rule):
                 short = name.split(".")[-1]
                 if method(node) == "backward" or (method(node) == "fit" and "trainer" in (dotted(node.func) or "").lower()):
                     trains = True
+                if method(node) == "backward" or name.startswith("torch."):
+                    used.add("torch")
                 if "seed" in short.lower() and short not in ("initial_seed", "default_rng"):
                     if name in ("numpy.random.seed",):
                         seeded.add("numpy")
@@ -80,19 +82,59 @@ class WorkersWithoutSeeding(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        global_numpy = [c for c in module.calls if module.callee(c).startswith("numpy.random.")
-                        and module.callee(c).split(".")[-1] not in ("seed", "default_rng", "RandomState", "Generator")]
-        if not global_numpy:
+        owners: dict[str, int] = {}  # Dataset class / transform function -> line of its numpy global RNG call
+        for call in module.calls:
+            name = module.callee(call)
+            if name.startswith("numpy.random.") and name.split(".")[-1] not in ("seed", "default_rng", "RandomState",
+                                                                                "Generator"):
+                owner = _worker_owner(module, call)
+                if owner is not None:
+                    owners.setdefault(owner, call.lineno)
+        if not owners:
             return  # torch and random are re-seeded per worker; numpy's global state is the one that repeats
         for call in loaders(module):
             workers = literal(keyword(call, "num_workers"))
-            if workers is ... and keyword(call, "num_workers") is None or workers in (0, None):
+            if keyword(call, "num_workers") is None or workers in (0, None):
                 continue
-            if keyword(call, "worker_init_fn") is None and keyword(call, "generator") is None and not any(
+            if keyword(call, "worker_init_fn") is not None or keyword(call, "generator") is not None or any(
                     k.arg is None for k in call.keywords):
-                yield ctx.finding(self.code, call, "DataLoader with worker processes and no worker_init_fn while the "
-                                  f"dataset code draws from numpy's global RNG (line {global_numpy[0].lineno}): "
-                                  "workers repeat the same random numbers", numpy_call_line=global_numpy[0].lineno)
+                continue
+            used = sorted(set(owners) & _referenced(module, call))
+            if used:
+                line = owners[used[0]]
+                yield ctx.finding(self.code, call, f"DataLoader with worker processes and no worker_init_fn while "
+                                  f"{used[0]} draws from numpy's global RNG (line {line}): workers repeat the same "
+                                  "random numbers", numpy_call_line=line, owner=used[0])
+
+
+def _referenced(module: ModuleIndex, call: ast.Call, depth: int = 2) -> set[str]:
+    """Names a call's arguments refer to, looking through variables bound to calls (``ds = Jitter(...)``)."""
+    names: set[str] = set()
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        for node in ast.walk(arg):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                text = dotted(node) or ""
+                names.add(text.split(".")[-1])
+                if depth > 0:
+                    for value in module.bindings.get(text, ()):
+                        if isinstance(value, ast.Call):
+                            names.add(module.callee(value).split(".")[-1])
+                            names |= _referenced(module, value, depth - 1)
+    return names
+
+
+_WORKER_WORDS = ("getitem", "transform", "augment", "collate", "__iter__", "load_sample")
+
+
+def _worker_owner(module: ModuleIndex, node: ast.AST) -> str | None:
+    """The Dataset class or transform/augment/collate function ``node`` runs in (code that runs in a worker)."""
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.ClassDef) and any((dotted(b) or "").endswith("Dataset") for b in parent.bases):
+            return parent.name
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                word in parent.name.lower() for word in _WORKER_WORDS) and module.owner.get(id(parent)) is None:
+            return parent.name
+    return None
 
 
 def _assigned_true(module: ModuleIndex, suffix: str) -> ast.Assign | None:
