@@ -14,6 +14,7 @@ Starts the bundled tritonserver on 127.0.0.1 with one tiny Python-backend model,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import statistics
 import sys
@@ -50,20 +51,24 @@ def raw_infer(client, module, x: np.ndarray):
     return client.infer("tiny", [tensor], outputs=[module.InferRequestedOutput("y")]).as_numpy("y")
 
 
+def side_by_side(server: LocalTritonServer, protocol: str, module, x: np.ndarray, n: int) -> None:
+    raw = module.InferenceServerClient(server.url(protocol))
+    ours = TritonEndpoint(f"{protocol}://{server.url(protocol)}", timeout_s=10).connect()
+    for name, raw_fn, our_fn in (
+        ("metadata", lambda: raw.get_model_metadata("tiny"), lambda: ours.model_metadata("tiny")),
+        ("infer", lambda: raw_infer(raw, module, x), lambda: ours.infer("tiny", {"x": x}, ["y"])),
+    ):
+        raw_ms, our_ms = median_ms(raw_fn, n), median_ms(our_fn, n)
+        print(f"{protocol:8} {name:10} {raw_ms:8.3f} {our_ms:12.3f} {our_ms / raw_ms:6.2f}")
+    raw.close()
+    ours.close()
+
+
 def overhead(server: LocalTritonServer, n: int) -> None:
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
     print(f"{'protocol':8} {'request':10} {'raw ms':>8} {'gapcheck ms':>12} {'ratio':>6}")
     for protocol, module in (("http", httpclient), ("grpc", grpcclient)):
-        raw = module.InferenceServerClient(server.url(protocol))
-        ours = TritonEndpoint(f"{protocol}://{server.url(protocol)}", timeout_s=10).connect()
-        for name, raw_fn, our_fn in (
-            ("metadata", lambda: raw.get_model_metadata("tiny"), lambda: ours.model_metadata("tiny")),
-            ("infer", lambda: raw_infer(raw, module, x), lambda: ours.infer("tiny", {"x": x}, ["y"])),
-        ):
-            raw_ms, our_ms = median_ms(raw_fn, n), median_ms(our_fn, n)
-            print(f"{protocol:8} {name:10} {raw_ms:8.3f} {our_ms:12.3f} {our_ms / raw_ms:6.2f}")
-        raw.close()
-        ours.close()
+        side_by_side(server, protocol, module, x, n)
     for protocol in ("http", "grpc"):
         probe_ms = median_ms(lambda p=protocol: TritonEndpoint(server.url(p)).resolve(), max(5, n // 10))
         print(f"probe of a bare host:port answering {protocol}: {probe_ms:.2f} ms (median)")
@@ -105,10 +110,8 @@ def slow_loris(cap_s: float) -> None:
     port, stop = slow_loris_server()
     try:
         start = time.monotonic()
-        try:
+        with contextlib.suppress(EndpointError):
             TritonEndpoint(f"http://127.0.0.1:{port}", timeout_s=2, retries=0).connect().server_metadata()
-        except EndpointError:
-            pass
         ours = time.monotonic() - start
         raw = httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=2, connection_timeout=2)
         start = time.monotonic()
