@@ -6,8 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from gapcheck.cli.options import ConfigOpt, HtmlOpt, JsonOpt, JunitOpt, ProgressOpt, SarifOpt, configured, \
-    emit_reports, prepare_reports
+from gapcheck.cli.options import (
+    ConfigOpt,
+    HtmlOpt,
+    JsonOpt,
+    JunitOpt,
+    ProgressOpt,
+    SarifOpt,
+    configured,
+    emit_reports,
+    prepare_reports,
+)
 from gapcheck.engines import EngineKind
 from gapcheck.errors import ExitCode
 

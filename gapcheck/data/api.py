@@ -6,11 +6,19 @@ local process pool), and turns the merged partial into findings and a result obj
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gapcheck.data.common import SideSummary, bad_input_findings, listing_bad, make_shards, shard_failure_findings
-from gapcheck.data.drift import DriftOptions, compare_sides, drift_findings, drift_task, empty_partial, \
-    merge_partials, unusable_columns
+from gapcheck.data.drift import (
+    DriftOptions,
+    compare_sides,
+    drift_findings,
+    drift_task,
+    empty_partial,
+    merge_partials,
+    unusable_columns,
+)
 from gapcheck.data.drift_result import DriftResult
 from gapcheck.data.features import SidePartial
 from gapcheck.data.sketches import kll_rank_error
@@ -102,7 +110,7 @@ def _labels_file(path: str) -> dict[str, tuple[Any, Any]]:
         raise InputError(f"{path}: the labels file needs the columns path,label (optionally group)")
     groups = table["group"] if "group" in table.columns else [None] * len(table)
     return {str(p): (None if pd.isna(lab) else lab, None if g is None or pd.isna(g) else g)
-            for p, lab, g in zip(table["path"], table["label"], groups)}
+            for p, lab, g in zip(table["path"], table["label"], groups, strict=True)}
 
 
 def _lookup(names: list[str], split: str, table: dict[str, tuple[Any, Any]]) -> list[tuple[Any, Any]]:
@@ -126,8 +134,14 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     from gapcheck.codes import data as codes
     from gapcheck.data import leakage as job
     from gapcheck.data.hashing import decode_path
-    from gapcheck.data.leakage_checks import exact_pairs, group_findings, label_findings, near_pairs, \
-        pair_findings, target_leakage
+    from gapcheck.data.leakage_checks import (
+        exact_pairs,
+        group_findings,
+        label_findings,
+        near_pairs,
+        pair_findings,
+        target_leakage,
+    )
     from gapcheck.data.leakage_result import LeakageResult
     from gapcheck.data.near import max_distance
     from gapcheck.errors import UsageError
@@ -192,17 +206,17 @@ def _thumbnails(records: dict[str, Any], near: Sequence[Any], limit: int) -> tup
     import base64
     import io
 
-    from gapcheck.data.readers import _read_bytes
     from gapcheck.data.hashing import decode_image
+    from gapcheck.data.readers import read_bytes
 
-    urls = {n: u for r in records.values() for n, u in zip(r.names, r.urls) if u}
+    urls = {n: u for r in records.values() for n, u in zip(r.names, r.urls, strict=True) if u}
     out: list[tuple[str, str]] = []
     for pair in list(near)[:limit]:
         for name in (pair.item, pair.other):
             if name not in urls:
                 continue
             try:
-                image = decode_image(_read_bytes(urls[name])).convert("RGB")
+                image = decode_image(read_bytes(urls[name])).convert("RGB")
             except Exception:  # noqa: BLE001 - a thumbnail is decoration; the finding stands without it
                 continue
             image.thumbnail((128, 128))

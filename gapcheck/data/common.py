@@ -2,8 +2,9 @@
 and the per-side summary both reports carry."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from gapcheck.data.sources import SourcePlan
 from gapcheck.engines import Shard, ShardFailure

@@ -17,6 +17,7 @@ Image folders are compared on per-image properties (per-channel mean/std, bright
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -48,25 +49,25 @@ class FeatureDrift:
     """The comparison of one feature (every number a person needs to judge it)."""
 
     feature: str
-    kind: str  # "numeric" | "categorical" | "unusable"
-    test: str  # "ks" | "chi2" | "none"
-    n_reference: int
-    n_current: int
-    statistic: float | None
-    p_value: float | None
-    q_value: float | None
-    ks_d: float | None
-    wasserstein_std: float | None
-    cramers_v: float | None
-    effect: float | None
-    mean_reference: float | None
-    mean_current: float | None
-    std_reference: float | None
-    std_current: float | None
     null_rate_reference: float
     null_rate_current: float
-    coverage: tuple[float, ...]
-    drift: bool
+    kind: str = "unusable"  # "numeric" | "categorical" | "unusable"
+    test: str = "none"  # "ks" | "chi2" | "none"
+    n_reference: int = 0
+    n_current: int = 0
+    statistic: float | None = None
+    p_value: float | None = None
+    q_value: float | None = None
+    ks_d: float | None = None
+    wasserstein_std: float | None = None
+    cramers_v: float | None = None
+    effect: float | None = None
+    mean_reference: float | None = None
+    mean_current: float | None = None
+    std_reference: float | None = None
+    std_current: float | None = None
+    coverage: tuple[float, ...] = ()
+    drift: bool = False
     ks_d_sketch: float | None = None  # from the KLL sketches (views only: KLL is not seeded, see sketches.py)
 
 
@@ -105,44 +106,32 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     """The test, effect sizes and coverage of one feature (q-value and verdict are filled in after BH)."""
     from scipy import stats
 
-    base = dict(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur), q_value=None, drift=False)
+    base = FeatureDrift(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur))
     if ref.numeric + ref.text == 0 or cur.numeric + cur.text == 0:
-        return FeatureDrift(kind="unusable", test="none", n_reference=0, n_current=0, statistic=None, p_value=None,
-                            ks_d=None, wasserstein_std=None, cramers_v=None, effect=None, mean_reference=None,
-                            mean_current=None, std_reference=None, std_current=None, coverage=(), **base)
+        return base  # all-null on a side: reported as bad input, nothing to test
     if ref.is_numeric and cur.is_numeric:
         a, b = ref_sample[np.isfinite(ref_sample)], cur_sample[np.isfinite(cur_sample)]
+        moments = dataclasses.replace(base, n_reference=len(a), n_current=len(b), mean_reference=ref.mean,
+                                      mean_current=cur.mean, std_reference=ref.std, std_current=cur.std)
         if len(a) == 0 or len(b) == 0:
-            return FeatureDrift(kind="unusable", test="none", n_reference=len(a), n_current=len(b), statistic=None,
-                                p_value=None, ks_d=None, wasserstein_std=None, cramers_v=None, effect=None,
-                                mean_reference=ref.mean, mean_current=cur.mean, std_reference=ref.std,
-                                std_current=cur.std, coverage=(), **base)
+            return moments
         ks = stats.ks_2samp(a, b)
         scale = ref.std if ref.std and math.isfinite(ref.std) and ref.std > 0 else None
         w = float(stats.wasserstein_distance(a, b)) / scale if scale else None
         d = float(ks.statistic)
-        return FeatureDrift(kind="numeric", test="ks", n_reference=len(a), n_current=len(b), statistic=d,
-                            p_value=float(ks.pvalue), ks_d=d, wasserstein_std=w, cramers_v=None,
-                            effect=max(d, w or 0.0), mean_reference=ref.mean, mean_current=cur.mean,
-                            std_reference=ref.std, std_current=cur.std, coverage=coverage(a, b),
-                            ks_d_sketch=kll_ks_distance(ref.kll, cur.kll), **base)
+        return dataclasses.replace(moments, kind="numeric", test="ks", statistic=d, p_value=float(ks.pvalue), ks_d=d,
+                                   wasserstein_std=w, effect=max(d, w or 0.0), coverage=coverage(a, b),
+                                   ks_d_sketch=kll_ks_distance(ref.kll, cur.kll))
+    counted = dataclasses.replace(base, kind="categorical", n_reference=ref.rows - ref.nulls,
+                                  n_current=cur.rows - cur.nulls)
     if ref.overflow or cur.overflow:
-        return FeatureDrift(kind="categorical", test="none", n_reference=ref.rows - ref.nulls,
-                            n_current=cur.rows - cur.nulls, statistic=None, p_value=None, ks_d=None,
-                            wasserstein_std=None, cramers_v=None, effect=None, mean_reference=None, mean_current=None,
-                            std_reference=None, std_current=None, coverage=(), **base)
+        return counted  # over MAX_CATEGORIES distinct values: an id-like column, not tested
     keys = sorted(set(ref.categories) | set(cur.categories))
     table = np.array([[ref.categories.get(k, 0) for k in keys], [cur.categories.get(k, 0) for k in keys]], float)
     n = float(table.sum())
-    if len(keys) < 2:
-        chi2, p = 0.0, 1.0
-    else:
-        chi2, p, _, _ = stats.chi2_contingency(table, correction=False)
+    chi2, p = (0.0, 1.0) if len(keys) < 2 else stats.chi2_contingency(table, correction=False)[:2]
     v = math.sqrt(chi2 / n) if n else 0.0  # 2 rows: min(r, c) - 1 = 1
-    return FeatureDrift(kind="categorical", test="chi2", n_reference=int(table[0].sum()), n_current=int(table[1].sum()),
-                        statistic=float(chi2), p_value=float(p), ks_d=None, wasserstein_std=None, cramers_v=v, effect=v,
-                        mean_reference=None, mean_current=None, std_reference=None, std_current=None, coverage=(),
-                        **base)
+    return dataclasses.replace(counted, test="chi2", statistic=float(chi2), p_value=float(p), cramers_v=v, effect=v)
 
 
 def coverage(reference: np.ndarray, current: np.ndarray, bins: int = BINS) -> tuple[float, ...]:
@@ -174,14 +163,12 @@ def null_shift_p(ref: ColumnStats, cur: ColumnStats) -> float:
 
 def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOptions) -> list[FeatureDrift]:
     """Every shared feature compared, BH-corrected, with the drift verdict set."""
-    import dataclasses
-
     names = [n for n in reference.order if n in current.columns]
     features = [compare_feature(n, reference.columns[n], current.columns[n], reference.reservoir.columns[n],
                                 current.reservoir.columns[n], options) for n in names]
     tested = [i for i, f in enumerate(features) if f.p_value is not None]
     q_values = benjamini_hochberg([features[i].p_value for i in tested])  # type: ignore[misc]
-    for i, q in zip(tested, q_values):
+    for i, q in zip(tested, q_values, strict=True):
         f = features[i]
         drift = q < options.p_threshold and (f.effect or 0.0) >= options.min_effect
         features[i] = dataclasses.replace(f, q_value=q, drift=drift)

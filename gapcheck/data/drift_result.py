@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gapcheck.data.common import SideSummary, bad_items_section
 from gapcheck.data.drift import DriftOptions, FeatureDrift

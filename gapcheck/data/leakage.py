@@ -98,7 +98,7 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
     out = SplitRecords(kind="images")
     urls = source.get("urls") or [None] * (source.get("stop", 0) - source.get("start", 0))
     phash, dhash = [], []
-    for position, (item, url) in enumerate(zip(iter_images(source), urls)):
+    for position, (item, url) in enumerate(zip(iter_images(source), urls, strict=True)):
         if item.error:
             out.bad.append((item.name, item.error))
             continue

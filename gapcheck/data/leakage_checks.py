@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
             for i, value in enumerate(values):
                 if value is not None:
                     owners.setdefault(value, []).append((split, i))
-        for value, items in owners.items():
+        for items in owners.values():
             if len({s for s, _ in items}) < 2:
                 continue
             first_split = items[0][0]
@@ -77,7 +78,7 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
             q, r = splits[query_split], splits[reference_split]
             qi, ri, dist = hamming_pairs(q.phash, r.phash, limit)
             dh = np.bitwise_count(q.dhash[qi] ^ r.dhash[ri]) if len(qi) else np.zeros(0, np.int64)
-            for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist()):
+            for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist(), strict=True):
                 if (q.names[a], r.names[b]) in known:
                     continue
                 pairs.append(Pair("near", q.names[a], r.names[b], query_split, reference_split, distance=d,
@@ -114,7 +115,7 @@ def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> li
     conflicts = [p for p in pairs if not _missing(p.label) and not _missing(p.other_label) and p.label != p.other_label]
     for split, records in splits.items():  # exact duplicates inside one split with two labels
         by_hash: dict[Any, list[int]] = {}
-        hashes = records.pixel_sha or [tuple(v) for v in records.row_hash.tolist()]
+        hashes: list[Any] = list(records.pixel_sha) or [tuple(v) for v in records.row_hash.tolist()]
         for i, value in enumerate(hashes):
             by_hash.setdefault(value, []).append(i)
         for items in by_hash.values():
@@ -132,7 +133,7 @@ def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> li
             evidence={"label": pair.label, "other_label": pair.other_label, "match": pair.kind}))
     labelled = any(not _missing(label) for r in splits.values() for label in r.labels)
     for split, records in splits.items():
-        missing = [n for n, label in zip(records.names, records.labels) if _missing(label)]
+        missing = [n for n, label in zip(records.names, records.labels, strict=True) if _missing(label)]
         if labelled and missing:
             findings.append(codes.LABEL_MISSING.finding(
                 f"{len(missing)} of {len(records.names)} item(s) in {split} have no label", subject=Subject(stage=split),

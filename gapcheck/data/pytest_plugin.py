@@ -10,8 +10,9 @@ start-up for every test run in an environment where gapcheck is installed.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def _table(findings: Sequence[Any]) -> str:
 
     table = findings_table(list(findings))
     width = [max(len(str(r[i])) for r in (table.columns, *table.rows)) for i in range(len(table.columns))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, width)) for row in (table.columns, *table.rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, width, strict=True)) for row in (table.columns, *table.rows)]
     return "\n".join(lines)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from gapcheck.engines.base import DEFAULT_ATTEMPTS, Engine, Outcome, Shard
 from gapcheck.engines.job import JobRun, ShardFailure, run_job

@@ -12,8 +12,9 @@ Faults are the engine's business: a shard whose worker dies or raises is retried
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 DEFAULT_ATTEMPTS = 3
 

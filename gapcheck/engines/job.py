@@ -9,8 +9,9 @@ the job to report. Progress goes through the one :class:`~gapcheck.progress.Prog
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from gapcheck.engines.base import Engine, Shard
 from gapcheck.progress import NullProgress, ProgressReporter

@@ -17,9 +17,10 @@ import multiprocessing
 import os
 import signal
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
 

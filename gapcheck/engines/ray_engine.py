@@ -10,7 +10,8 @@ a :class:`~gapcheck.errors.UsageError` that says what to install.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
 from gapcheck.errors import BackendError, UsageError
@@ -40,7 +41,8 @@ class RayEngine:
                 self.ray.init(address=address, num_cpus=workers if address is None else None,
                               include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
-                raise BackendError(f"could not start or reach Ray{f' at {address}' if address else ''}: {describe_error(exc)}") from exc
+                where = f" at {address}" if address else ""
+                raise BackendError(f"could not start or reach Ray{where}: {describe_error(exc)}") from exc
             self._started_here = True
         self.workers = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
 

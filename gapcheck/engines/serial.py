@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
 

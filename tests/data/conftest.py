@@ -59,6 +59,6 @@ def shifted_tables(root: Path, rows: int = 20_000, shift: float = 0.8, seed: int
             "x0": rng.normal(size=rows), "x1": rng.normal(size=rows) + offset, "x2": rng.exponential(size=rows),
             "colour": rng.choice(["red", "green", "blue"], size=rows, p=[0.5, 0.3, 0.2])}))
     paths = (root / "reference.parquet", root / "current.parquet")
-    for frame, path in zip(frames, paths):
+    for frame, path in zip(frames, paths, strict=True):
         frame.to_parquet(path, row_group_size=5_000)
     return paths

@@ -13,7 +13,7 @@ def test_search_is_exact_against_a_python_reference():
     qi, ri, d = hamming_pairs(query, reference, 6)
     expected = sorted((i, j, bin(int(a) ^ int(b)).count("1")) for i, a in enumerate(query)
                       for j, b in enumerate(reference) if bin(int(a) ^ int(b)).count("1") <= 6)
-    assert list(zip(qi.tolist(), ri.tolist(), d.tolist())) == expected
+    assert list(zip(qi.tolist(), ri.tolist(), d.tolist(), strict=True)) == expected
     assert [(i, j) for i, j, _ in expected[:50]] == [(i, i) for i in range(50)]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 # pytester restores sys.modules after each test; importing pandas' Arrow types once here keeps pyarrow from
 # seeing them registered twice when a later test writes parquet.
 from pandas.core.arrays.arrow import extension_types  # noqa: F401

@@ -63,9 +63,8 @@ def test_interrupt_shuts_local_workers_down(tmp_path):
     signal.setitimer(signal.ITIMER_REAL, 0.1, 0.1)
     started = time.monotonic()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            with open_engine("local", workers=2) as engine:
-                list(engine.map_shards(tasks.slow, [Shard(i, (str(tmp_path), i)) for i in range(4)]))
+        with pytest.raises(KeyboardInterrupt), open_engine("local", workers=2) as engine:
+            list(engine.map_shards(tasks.slow, [Shard(i, (str(tmp_path), i)) for i in range(4)]))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
