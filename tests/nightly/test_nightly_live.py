@@ -172,3 +172,55 @@ def test_tampered_bundle_exits_2_and_names_the_file(served, tiny_golden: Path, t
     assert not history.exists()  # nothing recorded for a refused bundle
     (bundle / "reference_torch.safetensors").unlink()
     assert main(["golden", "verify", str(bundle)]) == 2
+
+
+def test_a_changed_config_is_reported_with_both_hashes(served, tiny_golden: Path, golden_onnx, webhook_server,
+                                                       tmp_path: Path) -> None:
+    from gapcheck.triton.client import TritonEndpoint
+    from tests.nightly.conftest import ADMIN_HEADER, ADMIN_TOKEN, model_config
+
+    history = tmp_path / "h.sqlite"
+    args = ["nightly", "--golden", str(tiny_golden), "--history", str(history), "--retries", "1",
+            "--endpoint", f"prod={served.url('grpc', 'cli')}", "--webhook", webhook_server.url,
+            "--webhook-format", "teams"]
+    assert main(args) == 0
+    config = model_config("cli", golden_onnx, max_batch_size=4)
+    (served.repo / "cli" / "config.pbtxt").write_text(config)
+    with TritonEndpoint(served.server.http_url, "http", headers={ADMIN_HEADER: ADMIN_TOKEN}).connect() as conn:
+        conn.load_model("cli")
+    assert main([*args, "--json", str(tmp_path / "r.json")]) == 0  # a change is a warning, not a gap
+    document = json.loads((tmp_path / "r.json").read_text())
+    endpoint = document["endpoints"][0]
+    assert endpoint["status"] == "changed" and endpoint["max_batch_size"] == 4
+    [change] = endpoint["changes"]
+    assert change["what"] == "config_hash" and change["after"] == endpoint["config_hash"] != change["before"]
+    assert [(r["first_sample"], r["count"]) for r in endpoint["requests"]] == [(0, 4), (4, 4), (8, 4)]
+    assert "deployment_changed" in {f["code"] for f in document["findings"]}
+    [hook] = webhook_server.received
+    assert hook["json"]["@type"] == "MessageCard" and "changed" in hook["json"]["title"]
+
+
+def test_secrets_never_printed_and_a_failing_webhook_keeps_the_exit_code(served, tiny_golden: Path, tmp_path: Path,
+                                                                           monkeypatch, capfd) -> None:
+    from tests.nightly.conftest import free_port
+
+    monkeypatch.setenv("HOOK_SECRET", "hook-s3cret-9d1")
+    header_secret, url_token = "hdr-s3cret-77aa", "T0KEN-in-the-path-5b"
+    history, report, html = tmp_path / "h.sqlite", tmp_path / "r.json", tmp_path / "r.html"
+    code = main(["nightly", "--golden", str(tiny_golden), "--history", str(history), "--retries", "0",
+                 "--endpoint", f"live={served.url('http', 'http')}",
+                 "--endpoint", f"down=grpc://127.0.0.1:{free_port()}/gone", "--deadline", "20",
+                 "--header", f"x-auth:{header_secret}",
+                 "--webhook", f"http://127.0.0.1:{free_port()}/services/{url_token}", "--webhook-secret-env",
+                 "HOOK_SECRET", "--json", str(report), "--html", str(html)])
+    assert code == 3  # the down endpoint decides; the failed alert does not
+    out, err = capfd.readouterr()
+    document = json.loads(report.read_text())
+    assert [e["status"] for e in document["endpoints"]] == ["pass", "unreachable"]
+    assert document["alerts"][0]["delivered"] is False
+    assert "webhook_failed" in {f["code"] for f in document["findings"]}
+    assert "webhook" in err and "exit code unchanged" in err
+    dump = "\n".join(History(history).db.iterdump())
+    for secret in (header_secret, url_token, "hook-s3cret-9d1"):
+        for text in (out, err, report.read_text(), html.read_text(), dump):
+            assert secret not in text
