@@ -10,6 +10,7 @@ a :class:`~gapcheck.errors.UsageError` that says what to install.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -37,8 +38,10 @@ class RayEngine:
         self._started_here = False
         if not self.ray.is_initialized():
             try:
-                # RAY_ADDRESS in the environment is honoured by ray.init() when address is None.
-                self.ray.init(address=address, num_cpus=workers if address is None else None,
+                # RAY_ADDRESS in the environment is honoured by ray.init() when address is None; a local Ray
+                # is started (with ``workers`` CPUs) only when neither names a cluster.
+                local = address is None and not os.environ.get("RAY_ADDRESS")
+                self.ray.init(address=address, num_cpus=workers if local else None,
                               include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
                 where = f" at {address}" if address else ""

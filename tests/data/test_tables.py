@@ -139,3 +139,13 @@ def test_key_columns(tmp_path, serial):
     result = leakage([f"train={tmp_path / 'a.parquet'}", f"val={tmp_path / 'b.parquet'}"],
                      LeakageOptions(key_columns=("user_id", "item_id")), engine=serial)
     assert [(p.kind, p.item, p.other) for p in result.exact] == [("key", "b.parquet:0", "a.parquet:2")]
+
+
+def test_drift_on_a_tabular_dataset_callable(serial, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    result = drift("dataset_fixture:train_rows", "dataset_fixture:val_rows", engine=serial)
+    validate(result)
+    assert [f.feature for f in result.features] == ["f0", "f1", "f2", "label"]
+    assert [f.feature for f in result.features if f.drift] == ["f1"]
