@@ -160,7 +160,8 @@ def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
     tables = [f for f in files if suffix[f] in TABLE_EXTENSIONS | ARRAY_EXTENSIONS]
     if images and tables:
         raise UsageError(f"split {spec.name!r} mixes images and tables ({spec.location}); give one kind per split")
-    skipped = tuple(f for f in files if f not in set(images) | set(tables))
+    used = set(images) | set(tables)
+    skipped = tuple(f for f in files if f not in used)
     if tables:
         return _plan_tables(spec, protocol, tables, bad, skipped, shard_size)
     return _plan_images(spec, protocol, images, bad, skipped, shard_size)
