@@ -188,3 +188,18 @@ def test_any_client_failure_is_redacted_even_in_escaped_form():
     with pytest.raises(EndpointError) as info:
         conn.call("server metadata", server_echo)
     assert "sk-live" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_total_deadline_holds_in_worker_threads_too():
+    """nightly runs one client per worker thread: the gevent timer must fire there as well."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one() -> float:
+        started = time.monotonic()
+        with pytest.raises(EndpointError, match="total deadline"):
+            TritonEndpoint(f"http://127.0.0.1:{port}", timeout_s=1.5, retries=0).connect().server_metadata()
+        return time.monotonic() - started
+
+    with fake_server(slow_loris) as port, ThreadPoolExecutor(max_workers=2) as pool:
+        elapsed = list(pool.map(lambda _: one(), range(2)))
+    assert max(elapsed) < 10, elapsed
