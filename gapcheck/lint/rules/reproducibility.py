@@ -25,9 +25,10 @@ def main_guard(module: ModuleIndex) -> ast.If | None:
 def entry_points(ctx: Context) -> list[tuple[ast.AST, list[ast.AST]]]:
     """(where to report, statements that run) for the module's entry points."""
     module = ctx.module
-    top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If))]
-    found: list[tuple[ast.AST, list[ast.AST]]] = []
     guard = main_guard(module)
+    top = [s for s in module.tree.body if s is not guard and not isinstance(
+        s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]  # what runs at import, seeds included
+    found: list[tuple[ast.AST, list[ast.AST]]] = []
     if guard is not None:
         found.append((guard, top + list(guard.body)))
     for name in sorted(ctx.entry_functions - {"*"}):
