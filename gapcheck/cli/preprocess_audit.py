@@ -68,35 +68,7 @@ def command(
 
 def _report(result: Any, reports: Any, max_rows: int) -> None:
     from gapcheck.report.console import make_console
+    from gapcheck.report.formats.console_format import print_result
 
-    if callable(getattr(result, "views", None)) and hasattr(result, "command"):
-        from gapcheck.report.formats.console_format import print_result
-
-        print_result(make_console(), result, max_rows=max_rows or None)
-        emit_reports(result, reports)
-        return
-    _legacy_report(result, reports)
-
-
-def _legacy_report(result: Any, reports: Any) -> None:
-    """Until PreprocessAuditResult implements the report contract (its engineer is moving it): the old writers."""
-    from gapcheck.report.console import make_console, print_findings, print_verdict
-    from gapcheck.report.formats import ReportFormat
-    from gapcheck.report.json_report import write_json
-
-    console = make_console()
-    print_findings(console, result.findings)
-    print_verdict(console, result.verdict, result.summary)
-    paths = reports.paths
-    if ReportFormat.JSON in paths:
-        write_json(paths[ReportFormat.JSON], "preprocess-audit", result.json_payload())
-    if ReportFormat.JUNIT in paths:
-        from gapcheck.report.contract import SimpleResult
-        from gapcheck.report.formats import write_report
-
-        write_report(ReportFormat.JUNIT, paths[ReportFormat.JUNIT],
-                     SimpleResult(command="preprocess-audit", findings=tuple(result.findings), headline=result.summary))
-    if ReportFormat.HTML in paths:
-        from gapcheck.report.html import write_preprocess_html
-
-        write_preprocess_html(paths[ReportFormat.HTML], result)
+    print_result(make_console(), result, max_rows=max_rows or None)
+    emit_reports(result, reports)

@@ -1,9 +1,9 @@
-"""The HTML report: one self-contained file, inline PNG plots, everything escaped."""
+"""The HTML format on a real preprocess-audit result: one self-contained file, inline PNG plots, everything escaped."""
 from __future__ import annotations
 
 from gapcheck.cli.app import main
 from gapcheck.preprocess.audit import preprocess_audit
-from gapcheck.report.html import render_preprocess_html
+from gapcheck.report.formats import ReportFormat, render
 from tests.preprocess.conftest import photos, stage  # noqa: F401 - the session fixture
 
 
@@ -13,7 +13,7 @@ def _hostile(path: str):
 
 def test_hostile_text_is_escaped(photos):  # noqa: F811
     result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": _hostile}, n=1, workers=1)
-    html = render_preprocess_html(result)
+    html = render(ReportFormat.HTML, result)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
@@ -25,8 +25,11 @@ def test_hostile_stage_name_is_refused_not_rendered(photos, tmp_path, capsys):  
     assert "may only use letters" in capsys.readouterr().err
 
 
-def test_gap_report_has_histograms_and_worst_sample_heatmap(photos):  # noqa: F811
+def test_gap_report_has_charts_and_labelled_evidence(photos):  # noqa: F811
     result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": stage("infer_bgr")}, n=2, workers=1)
-    html = render_preprocess_html(result)
-    assert html.count('src="data:image/png;base64,') == 3 + 1  # 3 channel histograms + 1 worst-sample panel
-    assert "infer vs train on" in html and "channel_order" in html
+    html = render(ReportFormat.HTML, result)
+    charts = [v for v in result.views() if not hasattr(v, "rows")]
+    assert html.count('src="data:image/png;base64,') >= len(charts) >= 1
+    assert "channel_order" in html
+    assert "{&#39;" not in html and "{'" not in html  # evidence as labelled values, never a dict repr
+    assert "<dt>" in html
