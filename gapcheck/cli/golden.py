@@ -45,8 +45,10 @@ def _emit(result, json_path: Optional[Path], junit_path: Optional[Path]) -> None
 @app.command("record", no_args_is_help=True)
 def record(
     out: Path = typer.Option(..., "--out", help="Folder to write the bundle into (new or empty)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="The released checkpoint (state dict, safetensors, TorchScript)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Factory building the model: 'pkg.module:callable' or 'path/file.py:callable'."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
+        help="The released checkpoint (state dict, safetensors, TorchScript)."),
+    model: Optional[str] = typer.Option(None, "--model",
+        help="Factory building the model: 'pkg.module:callable' or 'path/file.py:callable'."),
     input_specs: list[str] = typer.Option([], "--input", help="name:shape:dtype[:low,high], batch of 1 (repeatable)."),
     inputs_file: Optional[Path] = typer.Option(None, "--inputs", help="Real golden inputs: .npz or .pt, axis 0 = samples."),
     num_samples: int = typer.Option(64, "--num-samples", min=1, help="Random draws, or raw samples to take from --samples."),

@@ -19,18 +19,23 @@ from gapcheck.nightly.config import DEFAULT_HISTORY, WebhookFormat
 
 def command(
     golden: Optional[Path] = typer.Option(None, "--golden", help="The golden bundle folder (or [nightly] golden)."),
-    endpoint: list[str] = typer.Option([], "--endpoint", help="NAME=URL, e.g. prod=grpc://triton:8001/resnet?version=3 (repeatable; replaces the config's endpoints)."),
+    endpoint: list[str] = typer.Option([], "--endpoint",
+        help="NAME=URL, e.g. prod=grpc://triton:8001/resnet?version=3 (repeatable; replaces the config's endpoints)."),
     history: Optional[Path] = typer.Option(None, "--history", help=f"SQLite history (default {DEFAULT_HISTORY})."),
     header: list[str] = typer.Option([], "--header", help="Request header KEY:VALUE for every endpoint (never printed)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per request (default 30 or the endpoint's timeout_s)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout",
+        help="Seconds per request (default 30 or the endpoint's timeout_s)."),
     retries: Optional[int] = typer.Option(None, "--retries", help="Retries of transient endpoint failures."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Total seconds per endpoint (default 600)."),
     max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight", help="Requests in flight per endpoint (default 4)."),
     lock_wait: Optional[float] = typer.Option(None, "--lock-wait", help="Seconds to wait for another run's lock (default 60)."),
-    webhook: Optional[str] = typer.Option(None, "--webhook", help="POST alerts here on new_failure/unreachable/changed/recovered."),
+    webhook: Optional[str] = typer.Option(None, "--webhook",
+        help="POST alerts here on new_failure/unreachable/changed/recovered."),
     webhook_format: Optional[WebhookFormat] = typer.Option(None, "--webhook-format", help="Payload shape."),
-    webhook_secret_env: Optional[str] = typer.Option(None, "--webhook-secret-env", help="Environment variable holding the HMAC-SHA256 secret."),
-    report_url: Optional[str] = typer.Option(None, "--report-url", help="Link to tonight's report in alerts (default: the --html/--json path)."),
+    webhook_secret_env: Optional[str] = typer.Option(None, "--webhook-secret-env",
+        help="Environment variable holding the HMAC-SHA256 secret."),
+    report_url: Optional[str] = typer.Option(None, "--report-url",
+        help="Link to tonight's report in alerts (default: the --html/--json path)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the deployment audit (compare outputs only)."),
     config: Optional[Path] = typer.Option(None, "--config", help="gapcheck.toml or pyproject.toml (default: discovered)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
@@ -58,7 +63,7 @@ def command(
     extra_headers = parse_headers(header)
     specs = []
     for entry in entries:
-        updates = {"headers": {**entry.headers, **extra_headers}}
+        updates: dict[str, object] = {"headers": {**entry.headers, **extra_headers}}
         if timeout is not None:
             updates["timeout_s"] = timeout
         specs.append(endpoint_spec(entry.model_copy(update=updates)))

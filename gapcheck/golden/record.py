@@ -16,10 +16,11 @@ import platform
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -93,10 +94,11 @@ def _preprocessed(request: RecordRequest, name: str, want_ndim: int) -> tuple[li
 
     spec = parse_stage_option(request.stage or "")
     fn = resolve(spec)
+    assert request.samples is not None  # checked by the caller
     paths = discover_samples(request.samples, request.num_samples)
     samples, raw = [], []
     for entry in paths:
-        path = Path(getattr(entry, "path", entry))  # discover_samples yields entries (path + issue) or paths
+        path = Path(getattr(entry, "path", None) or str(entry))  # entries (path + issue), or plain paths
         issue = getattr(entry, "issue", None)
         if issue is not None or not path.is_file():
             raise InputError(f"raw sample {path} cannot be used: {getattr(issue, 'detail', 'not a regular file')}")
@@ -174,8 +176,8 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
     from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
     from gapcheck.backends.torch_eager import TorchBackend
-    from gapcheck.compare import Tolerance, compare_arrays
     from gapcheck.codes.nightly import REFERENCE_DISAGREES
+    from gapcheck.compare import Tolerance, compare_arrays
     from gapcheck.model.export import export_onnx
     from gapcheck.model.loading import load_model
 
@@ -209,7 +211,8 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     tolerances = _tolerances(request, reference)
     findings = []
     for name in output_names:
-        stats = compare_arrays(ort[name], reference[name], Tolerance(**tolerances[name]))
+        tol = Tolerance(rtol=tolerances[name]["rtol"], atol=tolerances[name]["atol"])
+        stats = compare_arrays(ort[name], reference[name], tol)
         if not stats.passed:
             findings.append(REFERENCE_DISAGREES.finding(
                 f"output {name}: ONNX Runtime differs from torch by max |err| {stats.max_abs:.3g} at record time",

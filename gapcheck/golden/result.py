@@ -1,9 +1,10 @@
 """The report-contract result of ``gapcheck golden record`` and ``gapcheck golden verify``."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gapcheck.findings import Finding
 from gapcheck.golden.bundle import load_bundle, read_manifest

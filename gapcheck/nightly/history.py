@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from gapcheck.errors import ConfigError
 
@@ -259,7 +260,7 @@ class History:
         return sorted(out, key=lambda r: (r.started_at, r.endpoint))
 
     def alerts(self, run_id: str | None = None) -> list[AlertRecord]:
-        query, args = "SELECT * FROM alerts", ()
+        query, args = "SELECT * FROM alerts", ()  # type: tuple[str, tuple[str, ...]]
         if run_id:
             query, args = query + " WHERE run_id = ?", (run_id,)
         return [AlertRecord(r["run_id"], r["endpoint"], r["status"], r["target"], bool(r["delivered"]), r["attempts"],

@@ -110,7 +110,7 @@ class _Accumulator:
             served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on its shape
         fast = per_sample_stats(served, golden, self.rtol, self.atol)
         if fast is not None:
-            for offset, (max_abs, max_rel, mean_abs, mismatch, ratio, passed) in enumerate(zip(*fast)):
+            for offset, (max_abs, max_rel, mean_abs, mismatch, ratio, passed) in enumerate(zip(*fast, strict=True)):
                 self.samples.append((SampleError(first + offset, float(max_abs), float(ratio), bool(passed)),
                                      float(max_rel), float(mean_abs), float(mismatch)))
             return
@@ -260,7 +260,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
     deadline = start + deadline_s
     timings: dict[str, float] = {}
     findings: list[Finding] = []
-    served = (None, None, None)
+    served: tuple[str | None, str | None, int | None] = (None, None, None)
     try:
         endpoint = spec.triton_endpoint(retries).resolve()  # a bare host:port is probed once, here
         version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)

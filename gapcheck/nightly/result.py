@@ -1,8 +1,9 @@
 """The report-contract result of ``gapcheck nightly``: one section per endpoint, its status against history."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gapcheck.errors import ExitCode
 from gapcheck.findings import Finding, Verdict

@@ -12,10 +12,10 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject, Verdict

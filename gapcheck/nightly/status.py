@@ -27,9 +27,9 @@ of growth, far below the tolerance, while jitter smaller than 5% of the toleranc
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Sequence
 
 from gapcheck.nightly.history import EndpointRecord
 

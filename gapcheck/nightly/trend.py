@@ -1,9 +1,10 @@
 """The report-contract result of ``gapcheck history``: the runs, and a trend per endpoint and output."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from gapcheck.findings import Verdict
 from gapcheck.nightly.history import EndpointRecord, History, records_json

@@ -128,8 +128,8 @@ def golden_onnx(tiny_golden: Path) -> onnx.ModelProto:
 @pytest.fixture(scope="session")
 def other_onnx(tmp_path_factory: pytest.TempPathFactory) -> onnx.ModelProto:
     """The same architecture with other weights: what a wrong model swapped in looks like."""
-    from gapcheck.model.export import export_onnx
     from gapcheck.inputs import parse_input_spec, random_samples
+    from gapcheck.model.export import export_onnx
     from tests.nightly.models import build_tiny
 
     module = build_tiny(seed=7).eval()

@@ -7,8 +7,13 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.errors import ConfigError, UsageError
-from gapcheck.nightly.config import (EndpointConfig, endpoint_spec, load_nightly_config, parse_endpoint_option,
-                                     parse_nightly_section)
+from gapcheck.nightly.config import (
+    EndpointConfig,
+    endpoint_spec,
+    load_nightly_config,
+    parse_endpoint_option,
+    parse_nightly_section,
+)
 
 TOML = """
 [nightly]
