@@ -49,10 +49,10 @@ class Reservoir:
         return cls(k=k, priorities=priorities, columns=dict(columns), seen=len(names))._trim()
 
     def _trim(self) -> "Reservoir":
-        if len(self.priorities) > self.k:
-            keep = np.sort(np.argsort(self.priorities, kind="stable")[: self.k])
-            self.priorities = self.priorities[keep]
-            self.columns = {name: values[keep] for name, values in self.columns.items()}
+        """Keep the k smallest priorities, in priority order (the one canonical form, whatever the sharding)."""
+        keep = np.argsort(self.priorities, kind="stable")[: self.k]
+        self.priorities = self.priorities[keep]
+        self.columns = {name: values[keep] for name, values in self.columns.items()}
         return self
 
     def merge(self, other: "Reservoir") -> "Reservoir":
@@ -60,11 +60,7 @@ class Reservoir:
         columns = {n: np.concatenate([_column(self, n), _column(other, n)]) for n in names}
         merged = Reservoir(k=self.k, priorities=np.concatenate([self.priorities, other.priorities]), columns=columns,
                            seen=self.seen + other.seen)
-        # Order by priority so the result does not depend on which side came first.
-        order = np.argsort(merged.priorities, kind="stable")[: self.k]
-        merged.priorities = merged.priorities[order]
-        merged.columns = {n: v[order] for n, v in merged.columns.items()}
-        return merged
+        return merged._trim()  # by priority: the result does not depend on which side came first
 
     def dkw_bound(self, confidence: float = 0.95) -> float:
         n = len(self.priorities)
