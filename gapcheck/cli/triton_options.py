@@ -134,6 +134,8 @@ class TritonOptions:
         version = _one("version", self.version, location.version, "--triton-version")
         if model is None:
             raise UsageError("name the model: --triton-model NAME, or a URL ending in /NAME")
+        if "/" in model or any(ord(c) < 32 or ord(c) == 127 for c in model):
+            raise UsageError("--triton-model must not contain '/' or control characters")
         return self.endpoint(), model, version
 
 

@@ -73,3 +73,13 @@ def test_redaction_covers_escaped_and_split_forms():
     secrets = secrets_in("http://h:1", {"authorization": value})
     text = redact(f"raw {value} repr {value!r} line line-two-XYZ", secrets)
     assert "ABCDEF" not in text and "XYZ" not in text
+
+
+def test_cli_model_names_with_control_characters_are_refused(tmp_path, capsys):
+    from gapcheck.cli.app import main
+
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"")
+    code = main(["triton-audit", "--triton-url", "http://127.0.0.1:1", "--triton-model", "tiny\x1b[2J",
+                 "--onnx", str(onnx_file)])
+    assert code == 2 and "--triton-model" in capsys.readouterr().err
