@@ -13,12 +13,14 @@ from gapcheck.cli.options import (
     CheckpointOpt,
     ConfigOpt,
     HtmlOpt,
+    InputOptions,
     InputsFileOpt,
     InputSpecOpt,
     JsonOpt,
     JunitOpt,
     MaxRowsOpt,
     ModelOpt,
+    ModelOptions,
     NonStrictOpt,
     NumSamplesOpt,
     ProgressOpt,
@@ -145,15 +147,15 @@ def command(
     given = locals()
     settings = _settings(ctx, config, given)
     tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)
+    loading = ModelOptions(checkpoint, model, unsafe_pickle, strict=not non_strict)
+    inputs = InputOptions(tuple(input_specs), inputs_file, settings["num_samples"], settings["seed"])
     request = ExportDiffRequest(
-        checkpoint=checkpoint, factory=model, input_specs=tuple(input_specs), inputs_file=inputs_file,
-        onnx_file=onnx_file, exporter=Exporter(settings["exporter"]).value, opset=settings["opset"],
-        batch_sizes=settings["batch_sizes"], num_samples=settings["num_samples"], seed=settings["seed"],
-        rtol=tolerances.rtol, atol=tolerances.atol, overrides={**settings["config_tolerances"], **tolerances.overrides},
-        precision=Precision(settings["precision"]).value, keep_train_mode=keep_train_mode, unsafe_pickle=unsafe_pickle,
-        strict=not non_strict, max_intermediate_bytes=settings["max_intermediate_mb"] * 1024 * 1024,
-        deployment=_deployment(settings, given), server_layers=triton_layers, twin_files=tuple(twin_file),
-        save_onnx=save_onnx,
+        **loading.fields(), **inputs.fields(), onnx_file=onnx_file, exporter=Exporter(settings["exporter"]).value,
+        opset=settings["opset"], batch_sizes=settings["batch_sizes"], rtol=tolerances.rtol, atol=tolerances.atol,
+        overrides={**settings["config_tolerances"], **tolerances.overrides},
+        precision=Precision(settings["precision"]).value, keep_train_mode=keep_train_mode,
+        max_intermediate_bytes=settings["max_intermediate_mb"] * 1024 * 1024, deployment=_deployment(settings, given),
+        server_layers=triton_layers, twin_files=tuple(twin_file), save_onnx=save_onnx,
     )
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)

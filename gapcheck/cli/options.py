@@ -44,6 +44,11 @@ class ModelOptions:
     unsafe_pickle: bool = False
     strict: bool = True
 
+    def fields(self) -> dict[str, Any]:
+        """As the library's keyword parameters (checkpoint, factory, unsafe_pickle, strict)."""
+        return {"checkpoint": self.checkpoint, "factory": self.factory, "unsafe_pickle": self.unsafe_pickle,
+                "strict": self.strict}
+
 
 # --- inputs -------------------------------------------------------------------------------------
 InputSpecOpt = Annotated[list[str], typer.Option(
@@ -59,6 +64,10 @@ class InputOptions:
     file: Path | None = None
     num_samples: int = 1
     seed: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """As the library's keyword parameters (input_specs, inputs_file, num_samples, seed)."""
+        return {"input_specs": self.specs, "inputs_file": self.file, "num_samples": self.num_samples, "seed": self.seed}
 
 
 # --- tolerances ---------------------------------------------------------------------------------
