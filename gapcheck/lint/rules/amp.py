@@ -9,7 +9,7 @@ from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.symbols import ModuleIndex, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, dotted, keyword, literal
 
 BF16, FP16, UNKNOWN = "bfloat16", "float16", "unknown"
 
@@ -67,7 +67,7 @@ class Fp16WithoutScaler(Rule):
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
         calls = list(module.calls)
-        if scalers(module) or "scaler" in module.source.text.lower() or not any(
+        if scalers(module) or any("scaler" in (dotted(c.func) or "").lower() for c in calls) or not any(
                 isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in calls):
             return  # inference-only fp16 needs no scaler; any scaler in sight is given the benefit of the doubt
         for call in calls:
