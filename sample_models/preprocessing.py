@@ -179,3 +179,63 @@ MOBILE_STEPS = [
     {"op": "normalize", "mean": list(MEAN), "std": list(STD)},
     {"op": "layout", "to": "chw"},
 ]
+
+
+# --- faults and hard cases (issue #7): NaN outputs, stages that kill their worker, ambiguous resizes ---
+
+
+def infer_all_nan(path: str) -> torch.Tensor:
+    """nonfinite_output: a 0/0 somewhere upstream turns every value into NaN."""
+    return train_transform(path) * float("nan")
+
+
+def _dies_on(path: str, name: str) -> bool:
+    return name in path.rsplit("/", 1)[-1]
+
+
+def infer_exits_on_coffee(path: str) -> torch.Tensor:
+    """A stage that calls os._exit on one sample (user code that 'handles' an error by exiting)."""
+    import os
+
+    if _dies_on(path, "coffee"):
+        os._exit(1)
+    return infer_transform(path)
+
+
+def infer_segfaults_on_chelsea(path: str) -> torch.Tensor:
+    """A stage that segfaults on one sample, as a C extension can (reads address 0)."""
+    import ctypes
+
+    if _dies_on(path, "chelsea"):
+        ctypes.string_at(0)
+    return infer_transform(path)
+
+
+def infer_always_exits(path: str) -> torch.Tensor:
+    """A stage that kills its worker on every sample: nothing can be audited."""
+    import os
+
+    os._exit(3)
+
+
+def train_direct_resize(path: str) -> torch.Tensor:
+    """Resize straight to 224x224 with PIL bilinear (antialiased), normalize: the reference for the resize cases."""
+    return _normalize_chw(np.asarray(_pil_rgb(path).resize((CROP, CROP), Image.Resampling.BILINEAR)))
+
+
+def infer_torch_resize_no_antialias(path: str) -> torch.Tensor:
+    """resize: torch bilinear without antialias, on float values, straight to 224x224 (as a GPU serving path does).
+
+    On an exact 2x downscale this equals a box filter (and cv2 INTER_AREA): such a sample cannot tell them apart.
+    """
+    rgb = torch.from_numpy(np.array(_pil_rgb(path), copy=True)).permute(2, 0, 1).float().div(255.0)
+    resized = torch.nn.functional.interpolate(rgb[None], size=(CROP, CROP), mode="bilinear", align_corners=False,
+                                              antialias=False)[0]
+    return (resized - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)
+
+
+def infer_cv2_area(path: str) -> torch.Tensor:
+    """resize: cv2 INTER_AREA straight to 224x224. On an exact 2x downscale cv2 INTER_LINEAR (no antialias) gives
+    the very same pixels, so only other samples can tell which one this stage uses."""
+    rgb = cv2.cvtColor(cv2.imread(path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    return _normalize_chw(cv2.resize(rgb, (CROP, CROP), interpolation=cv2.INTER_AREA))

@@ -53,8 +53,12 @@ def validate_method(method: ResizeMethod) -> None:
         )
 
 
-def resize(image: np.ndarray, height: int, width: int, method: ResizeMethod) -> np.ndarray:
-    """Resize an HWC (or HW) image to (height, width) with ``method``; keeps uint8 for PIL and cv2."""
+def resize(image: np.ndarray, height: int, width: int, method: ResizeMethod, keep_float: bool = False) -> np.ndarray:
+    """Resize an HWC (or HW) image to (height, width) with ``method``; keeps uint8 for PIL and cv2.
+
+    torch rounds a uint8 input back to uint8 (as torchvision does on uint8 tensors) unless
+    ``keep_float``: a pipeline that converts to float before resizing never rounds.
+    """
     if method.backend == "pil":
         from PIL import Image
 
@@ -97,7 +101,7 @@ def resize(image: np.ndarray, height: int, width: int, method: ResizeMethod) -> 
         out = F.interpolate(chw, size=(height, width), mode=method.interpolation, **kwargs)[0]
         out = out.permute(1, 2, 0) if image.ndim == 3 else out[0]
         result = out.numpy()
-        if image.dtype == np.uint8:  # torchvision rounds and clamps uint8 tensors the same way
+        if image.dtype == np.uint8 and not keep_float:  # torchvision rounds and clamps uint8 tensors the same way
             result = np.clip(np.round(result), 0, 255).astype(np.uint8)
         return result
     raise ValueError(f"unknown resize backend {method.backend!r}")

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 IDLE = -1
 SHUTDOWN_S = 5.0  # a worker asked to stop gets this long before it is terminated
+GIVE_UP_AFTER = 3  # a stage that killed its worker on this many samples and never succeeded is not run again
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class SupervisedPool:
         self.context = multiprocessing.get_context("forkserver")
         self.workers = [_Worker(self.context, specs, options) for _ in range(workers)]
         self.deaths: list[WorkerDeath] = []
+        self._succeeded: set[str] = set()  # stages that produced an output at least once
+        self._given_up: dict[str, str] = {}  # stage -> why it is no longer run (each death costs a process start)
 
     def run(self, chunks: list[tuple[WorkItem, ...]], advance: Callable[[int], None]) -> list[SampleRecord]:
         queue, records = deque(chunks), []
@@ -125,7 +128,7 @@ class SupervisedPool:
             while queue or any(w.busy for w in self.workers):
                 for worker in self.workers:
                     if not worker.busy and queue:
-                        worker.send(queue.popleft())
+                        worker.send(self._without_given_up(queue.popleft()))
                 busy = [w for w in self.workers if w.busy]
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for worker in busy:
@@ -136,6 +139,12 @@ class SupervisedPool:
                 worker.stop()
         return records
 
+    def _without_given_up(self, chunk: tuple[WorkItem, ...]) -> tuple[WorkItem, ...]:
+        if not self._given_up:
+            return chunk
+        return tuple(replace(item, dead=item.dead + tuple((stage, why) for stage, why in self._given_up.items()
+                                                          if stage not in dict(item.dead))) for item in chunk)
+
     def _collect(self, worker: _Worker, queue: deque, advance: Callable[[int], None]) -> list[SampleRecord]:
         """Read what ``worker`` sent; when its process has died, requeue its unfinished work and replace it."""
         records, error = [], None
@@ -145,6 +154,7 @@ class SupervisedPool:
                 if kind == "record":
                     worker.pending.pop(value.index, None)
                     records.append(value)
+                    self._succeeded.update(o.stage for o in value.stages if o.ok)
                     advance(1)
                 elif kind == "done":
                     worker.pending.clear()
@@ -179,6 +189,9 @@ class SupervisedPool:
                                + (f" on {item.path}" if item is not None else ""))
         death = WorkerDeath(self.specs[stage].name, item.path, exitcode)
         self.deaths.append(death)
+        if death.stage not in self._succeeded and sum(d.stage == death.stage for d in self.deaths) >= GIVE_UP_AFTER:
+            self._given_up[death.stage] = (f"not run: the stage killed its worker on each of the first {GIVE_UP_AFTER} "
+                                           f"samples it ran on ({describe_exit(exitcode)})")
         logger.warning("stage %s killed its worker on %s (%s)", death.stage, death.sample, describe_exit(exitcode))
         rest = [replace(item, dead=item.dead + ((death.stage, death.cause),))]
         return tuple(rest + [i for k, i in sorted(worker.pending.items()) if k != index])

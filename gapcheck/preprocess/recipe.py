@@ -20,6 +20,7 @@ intermediate output so two recipes can be compared step by step.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,32 @@ def parse_steps(raw_steps: list[dict[str, Any]]) -> "Recipe":
     return Recipe(tuple(steps))
 
 
+MAX_SIDE = 16384  # a resize or crop side above this is a typo, not a preprocessing step (and would allocate GBs)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_size(step: Step, where: str) -> None:
+    size = step.get("size")
+    sides = list(size) if isinstance(size, tuple) else [size]
+    if isinstance(size, tuple) and len(size) != 2:
+        raise ValueError(f"{where} ({step.op}): size is an int or [height, width]")
+    for side in sides:
+        if not isinstance(side, int) or isinstance(side, bool) or not 1 <= side <= MAX_SIDE:
+            raise ValueError(f"{where} ({step.op}): size must be a whole number of pixels from 1 to {MAX_SIDE} "
+                             f"(or two of them), got {size!r}")
+
+
+def _check_normalize(step: Step, where: str) -> None:
+    mean, std = step.get("mean"), step.get("std")
+    if not all(_is_number(v) for v in (*mean, *std)):
+        raise ValueError(f"{where} (normalize): mean and std must be finite numbers")
+    if not 1 <= len(mean) <= 4 or len(mean) != len(std) or 0 in std:
+        raise ValueError(f"{where} (normalize): mean and std need the same length (1 to 4 channels) and a non-zero std")
+
+
 def _check_values(step: Step, where: str) -> None:
     if step.op == "decode" and step.get("backend", "pil") not in ("pil", "cv2"):
         raise ValueError(f"{where} (decode): backend must be 'pil' or 'cv2'")
@@ -114,14 +141,14 @@ def _check_values(step: Step, where: str) -> None:
             np.dtype(step.get("to"))
         except TypeError as exc:
             raise ValueError(f"{where} (dtype): {exc}") from exc
-    if step.op == "normalize" and (len(step.get("mean")) != len(step.get("std")) or 0 in step.get("std")):
-        raise ValueError(f"{where} (normalize): mean and std need the same length and a non-zero std")
+    if step.op == "normalize":
+        _check_normalize(step, where)
+    if step.op == "scale" and (not _is_number(step.get("factor")) or step.get("factor") == 0):
+        raise ValueError(f"{where} (scale): factor must be a finite, non-zero number, got {step.get('factor')!r}")
     if step.op == "resize":
         validate_method(_resize_method(step))
     if step.op in ("resize", "center_crop"):
-        size = step.get("size")
-        if isinstance(size, tuple) and len(size) != 2:
-            raise ValueError(f"{where} ({step.op}): size is an int or [height, width]")
+        _check_size(step, where)
 
 
 def _resize_method(step: Step) -> ResizeMethod:
@@ -189,6 +216,8 @@ class Recipe:
             if step.op == "resize":
                 size = step.get("size")
                 target = shorter_side_size(h, w, size) if isinstance(size, int) else _size_pair(size)
+                if target[0] * target[1] > MAX_SIDE * MAX_SIDE:
+                    raise ValueError(f"resize to {target[0]}x{target[1]} pixels is larger than {MAX_SIDE}x{MAX_SIDE}")
                 image = resize(image, target[0], target[1], _resize_method(step))
             else:
                 image = center_crop(image, *_size_pair(step.get("size")))

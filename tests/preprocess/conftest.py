@@ -58,3 +58,36 @@ STAGES = "sample_models.preprocessing:"
 
 def stage(name: str) -> str:
     return STAGES + name
+
+
+@pytest.fixture(scope="session")
+def exact_2x(tmp_path_factory) -> Path:
+    """A 448x448 crop of a real photo: resizing it to 224x224 is an exact 2x downscale."""
+    folder = tmp_path_factory.mktemp("exact2x")
+    image = Image.open(SKIMAGE_DATA / "astronaut.png").convert("RGB")
+    image.crop((32, 32, 480, 480)).save(folder / "a_exact2x.png")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def exact_2x_and_photos(tmp_path_factory, exact_2x) -> Path:
+    """The exact-2x sample first, then two photos of other sizes (they separate the resize candidates)."""
+    folder = tmp_path_factory.mktemp("exact2x_and_photos")
+    shutil.copy(exact_2x / "a_exact2x.png", folder / "a_exact2x.png")
+    for name in ("chelsea.png", "coffee.png"):
+        shutil.copy(SKIMAGE_DATA / name, folder / name)
+    return folder
+
+
+def report_json(result) -> dict:
+    """The result's JSON envelope as written by --json, validated against the shipped schema."""
+    import json
+
+    import jsonschema
+
+    from gapcheck.report.formats import ReportFormat, render
+
+    document = json.loads(render(ReportFormat.JSON, result))
+    schema_path = Path(__file__).resolve().parents[2] / "gapcheck" / "schemas" / "preprocess-audit.schema.json"
+    jsonschema.validate(document, json.loads(schema_path.read_text()))
+    return document

@@ -62,14 +62,14 @@ class StageProfile:
         return self.method.label if self.method is not None and self.geometry.resizes else "none"
 
 
-def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod) -> np.ndarray:
+def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod, keep_float: bool = False) -> np.ndarray:
     """Apply a geometry to the raw HWC image; returns (3, H, W) float64."""
     h, w = raw_rgb.shape[:2]
     if geometry.kind == "resize":
-        image = resize(raw_rgb, geometry.out_height, geometry.out_width, method)
+        image = resize(raw_rgb, geometry.out_height, geometry.out_width, method, keep_float)
     elif geometry.kind == "resize_crop":
         rh, rw = shorter_side_size(h, w, geometry.shorter_side)
-        image = center_crop(resize(raw_rgb, rh, rw, method), geometry.out_height, geometry.out_width)
+        image = center_crop(resize(raw_rgb, rh, rw, method, keep_float), geometry.out_height, geometry.out_width)
     elif geometry.kind == "crop":
         image = center_crop(raw_rgb, geometry.out_height, geometry.out_width)
     else:
@@ -99,12 +99,18 @@ def _psnr(fit: AffineFit, target: np.ndarray) -> float:
 
 
 def score(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod) -> tuple[float, AffineFit | None]:
-    try:
-        rendered = render(raw_rgb, geometry, method)
-    except ValueError:
-        return -math.inf, None
-    fit = fit_permuted_affine(rendered, stage_chw)
-    return (_psnr(fit, stage_chw), fit) if fit is not None else (-math.inf, None)
+    """How well ``method`` reproduces the stage; torch is replayed both rounded to uint8 and in float, best kept
+    (a pipeline may resize uint8 tensors or floats, and only the rounding tells torch from cv2 on some images)."""
+    best: tuple[float, AffineFit | None] = (-math.inf, None)
+    for keep_float in ((False, True) if method.backend == "torch" and geometry.resizes else (False,)):
+        try:
+            rendered = render(raw_rgb, geometry, method, keep_float)
+        except ValueError:
+            continue
+        fit = fit_permuted_affine(rendered, stage_chw)
+        if fit is not None and _psnr(fit, stage_chw) > best[0]:
+            best = (_psnr(fit, stage_chw), fit)
+    return best
 
 
 def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | None:

@@ -105,7 +105,8 @@ class ResizeDiagnosis:
             message += (f"; the {len(looked)} sample(s) looked at cannot separate {', '.join(cand.candidates)} "
                         "(they give the same pixels there, e.g. on an exact 2× downscale)")
         return pair.finding(
-            self.code, message, sample=ev.sample, ref_method=ref_method, cand_method=cand_method,
+            self.code, message, sample=ev.sample, ref_method=ref_method if ref.separated else None,
+            cand_method=cand_method if cand.separated else None,
             cand_antialias=_antialias_of(cand.candidates), ref_antialias=_antialias_of(ref.candidates),
             cand_candidates=cand.candidates, ref_candidates=ref.candidates, separated=cand.separated and ref.separated,
             samples_examined=len(looked), ambiguous_samples=ambiguous, cand_replay_psnr_db=pc.psnr_db,
