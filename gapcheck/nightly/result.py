@@ -17,6 +17,13 @@ def _g(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _share(ratio: float | None) -> str:
+    """An error as a share of its tolerance: "42%" up to 10x, then "3.5e+03x" (a percentage would be unreadable)."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.0%}" if ratio < 10 else f"{ratio:.3g}x"
+
+
 @dataclass(frozen=True)
 class EndpointReport:
     outcome: EndpointOutcome
@@ -45,7 +52,7 @@ class EndpointReport:
             outputs = ", ".join(f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
             return f"{self.name}: {self.status.value}: {outputs or 'deployment gap (see findings)'}"
         worst = max((c.error_ratio for c in o.outputs), default=0.0)
-        return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {worst:.0%} of it)"
+        return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {_share(worst)} of it)"
 
     def worst_outputs(self) -> list[dict[str, Any]]:
         ranked = sorted(self.outcome.outputs, key=lambda c: (c.passed, -c.error_ratio))
@@ -126,7 +133,7 @@ class NightlyResult(ResultBase):
             worst = max(o.outputs, key=lambda c: c.error_ratio, default=None)
             rows.append((e.name, o.spec.display_url, e.status.value, o.served_version or "-",
                          (o.config_hash or "-")[:12], _g(worst.max_abs if worst else None),
-                         f"{worst.error_ratio:.0%}" if worst else "-", f"{o.seconds.get('total', 0.0):.1f}s",
+                         _share(worst.error_ratio if worst else None), f"{o.seconds.get('total', 0.0):.1f}s",
                          o.error or ""))
             if e.status not in (Status.PASS, Status.RECOVERED, Status.DRIFTING):
                 highlight.append(i)
@@ -139,7 +146,7 @@ class NightlyResult(ResultBase):
             for w in e.worst_outputs():
                 samples = ", ".join(f"#{s['sample']} ({s['max_abs_error']:.3g})" for s in w["worst_samples"][:3])
                 worst_rows.append((e.name, w["output"], "pass" if w["passed"] else "gap", _g(w["max_abs_error"]),
-                                   f"{w['error_ratio']:.0%}", w["failing_samples"], samples))
+                                   _share(w["error_ratio"]), w["failing_samples"], samples))
         if worst_rows:
             views.append(Table("Worst outputs", ("endpoint", "output", "verdict", "max |err|", "of tolerance",
                                                  "failing samples", "worst samples"), tuple(worst_rows),
@@ -159,7 +166,7 @@ class NightlyResult(ResultBase):
                                                  f"{c.max_abs:.3g}")
                 cases.append(Check(name=f"{e.name} / {c.output}", classname=classname, failure=failure,
                                    details=f"status {e.status.value}; max |err| {c.max_abs:.3g}; "
-                                           f"{c.error_ratio:.0%} of tolerance"))
+                                           f"{_share(c.error_ratio)} of tolerance"))
             for f in e.findings:
                 if f.is_gap and f.subject.output is None:
                     cases.append(Check(name=f"{e.name} {f.code}", classname=classname, failure=f.message))

@@ -86,3 +86,15 @@ def test_records_read_back_and_as_json(tmp_path: Path) -> None:
 def test_readonly_needs_an_existing_history(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         History(tmp_path / "missing.sqlite", readonly=True)
+
+
+def test_readers_are_not_blocked_by_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with History(path) as writer:
+        writer.start_run("r1", "2026-01-01", "g", "g" * 64, "0")
+        writer.add_endpoint_result(record("r1"))
+        with writer.transaction():  # a night in the middle of writing its next endpoint
+            writer.db.execute("INSERT INTO runs (run_id, started_at, golden_path, golden_hash, gapcheck_version) "
+                              "VALUES ('r2', '2026-01-02', 'g', 'h', '0')")
+            with History(path, readonly=True) as reader:
+                assert [r.run_id for r in reader.recent()] == ["r1"] and reader.run_ids() == ["r1"]

@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,10 @@ def test_two_passing_nights_cli(served, tiny_golden: Path, tmp_path: Path, capsy
         # 12 golden samples in batches of the served max_batch_size, each request's input SHA256 as sent
         assert [(r["first_sample"], r["count"]) for r in prod["requests"]] == [(0, 8), (8, 4)]
         assert all(len(r["input_sha256"]["x"]) == 64 for r in prod["requests"])
+        cases = ET.parse(tmp_path / "r.xml").getroot().iter("testcase")
+        assert sorted(c.get("name") for c in cases) == ["prod / output_0", "prod-http / output_0"]
+        page = (tmp_path / "r.html").read_text()
+        assert "Endpoints" in page and "Worst outputs" in page and "prod-http" in page
         # the restricted repository API narrows the audit, it does not fail the night
         assert {"triton_api_restricted", "audit_limited"} & {f["code"] for f in document["findings"]}
         assert document["verdict"] == "pass"
