@@ -69,7 +69,7 @@ def bench_drift(rows: int, features: int, workers: int) -> dict[str, float]:
 
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, shift in (("ref", 0.0), ("cur", 0.1)):
+        for name, shift in (("ref", 0.0), ("cur", 0.3)):
             frame = pd.DataFrame(rng.normal(size=(rows, features)).astype(np.float64),
                                  columns=[f"f{i}" for i in range(features)])
             frame["f0"] += shift
@@ -89,17 +89,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--references", type=int, default=200_000)
+    parser.add_argument("--only", choices=("leakage", "search", "drift"), help="run one part")
     args = parser.parse_args()
-    leak = bench_leakage(args.images, args.workers)
-    print(f"leakage  {leak['images']} images (64x64 PNG), {args.workers} workers: {leak['wall_s']:.1f} s, "
-          f"{leak['images_per_s']:.0f} images/s (listing {leak['plan_s']:.1f} s, job {leak['job_s']:.1f} s, "
-          f"checks {leak['checks_s']:.2f} s; {leak['exact']} planted copies found, {leak['near']} near pairs)")
-    search = bench_search(args.queries, args.references)
-    print(f"near-dup {search['queries']} queries x {search['references']} hashes: {search['search_s']:.3f} s; "
-          f"all pairs of the union (n^2, extrapolated): {search['all_pairs_s']:.1f} s; ratio {search['ratio']:.0f}x")
-    result = bench_drift(args.rows, args.features, args.workers)
-    print(f"drift    {result['rows']} rows x {result['features']} features per side, {args.workers} workers: "
-          f"{result['wall_s']:.1f} s ({result['drifted']} drifted of {result['features']}; f0 shifted 0.1 std)")
+    if args.only in (None, "leakage"):
+        leak = bench_leakage(args.images, args.workers)
+        print(f"leakage  {leak['images']} images (64x64 PNG), {args.workers} workers: {leak['wall_s']:.1f} s, "
+              f"{leak['images_per_s']:.0f} images/s (listing {leak['plan_s']:.1f} s, job {leak['job_s']:.1f} s, "
+              f"checks {leak['checks_s']:.2f} s; {leak['exact']} planted copies found, {leak['near']} near pairs)")
+    if args.only in (None, "search"):
+        search = bench_search(args.queries, args.references)
+        print(f"near-dup {search['queries']} queries x {search['references']} hashes: {search['search_s']:.3f} s; "
+              f"all pairs of the union (n^2, extrapolated): {search['all_pairs_s']:.1f} s; ratio {search['ratio']:.0f}x")
+    if args.only in (None, "drift"):
+        result = bench_drift(args.rows, args.features, args.workers)
+        print(f"drift    {result['rows']} rows x {result['features']} features per side, {args.workers} workers: "
+              f"{result['wall_s']:.1f} s ({result['drifted']} drifted of {result['features']}; f0 shifted 0.3 std)")
 
 
 if __name__ == "__main__":
