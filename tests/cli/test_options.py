@@ -1,0 +1,68 @@
+"""The shared option groups: one spelling per flag, report paths checked before work, config under flags."""
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from gapcheck.cli import options
+from gapcheck.codes.export_diff import TRAINING_MODE
+from gapcheck.config import ExportDiffSection
+from gapcheck.errors import UsageError
+from gapcheck.report.contract import SimpleResult
+from gapcheck.report.formats import ReportFormat
+
+
+def test_reports_are_checked_before_and_written_after(tmp_path):
+    reports = options.prepare_reports(json=tmp_path / "a" / "r.json", html=tmp_path / "r.html")
+    assert set(reports.paths) == {ReportFormat.JSON, ReportFormat.HTML}
+    result = SimpleResult(command="demo", findings=(TRAINING_MODE.finding("w"),), headline="h")
+    written = options.emit_reports(result, reports)
+    assert [p.name for p in written] == ["r.json", "r.html"]
+    assert json.loads(written[0].read_text())["verdict"] == "pass"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="--junit report path"):
+        options.prepare_reports(junit=tmp_path / "file" / "r.xml")
+    with pytest.raises(UsageError, match="--json and --html name the same file"):
+        options.prepare_reports(json=tmp_path / "same", html=tmp_path / "same")
+
+
+def test_tolerance_overrides_parse_and_refuse_garbage():
+    parsed = options.ToleranceOptions.parse(1e-3, None, ["layer1.*=1e-2,1e-4", "fc=0,0"])
+    assert parsed.overrides == {"layer1.*": (1e-2, 1e-4), "fc": (0.0, 0.0)} and parsed.rtol == 1e-3
+    for bad in ("layer1", "a=1", "=1,2", "a=x,y"):
+        with pytest.raises(UsageError, match="PATTERN=RTOL,ATOL"):
+            options.parse_overrides([bad])
+
+
+def test_configured_fills_only_flags_left_at_their_default():
+    app = typer.Typer()
+    seen = {}
+
+    @app.command()
+    def run(ctx: typer.Context, num_samples: options.NumSamplesOpt = 1, seed: options.SeedOpt = 0,
+            progress: options.ProgressOpt = True,
+            rtol: Annotated[float, typer.Option("--rtol")] = 0.0) -> None:
+        section = ExportDiffSection(num_samples=5, seed=9, rtol=None)
+        seen.update(configured=options.configured(ctx, section, {"num_samples": "num_samples", "seed": "seed",
+                                                                   "rtol": "rtol"}), progress=progress)
+
+    @app.command()
+    def other() -> None:
+        pass
+
+    result = CliRunner().invoke(app, ["run", "--seed", "3", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"configured": {"num_samples": 5}, "progress": False}  # --seed given: the flag wins; rtol unset
+
+
+def test_every_library_parameter_maps_to_a_real_flag():
+    from gapcheck.cli.app import COMMANDS
+    from gapcheck.cli.lazy import load_command
+
+    flags = {opt for name in ("export-diff", "preprocess-audit") for p in load_command(name, COMMANDS[name]).params
+             for opt in p.opts}
+    assert set(options.PARAMETER_FLAGS.values()) <= flags
