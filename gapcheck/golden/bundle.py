@@ -152,6 +152,8 @@ def verify_files(folder: Path, manifest: dict[str, Any]) -> list[str]:
             raise InputError(f"golden bundle {folder}: {MANIFEST} does not list {required}")
     for name, entry in sorted(files.items()):
         target = folder / name
+        if not isinstance(entry, dict):
+            raise InputError(f"golden bundle {folder}: {MANIFEST}: the entry of file {name!r} is not an object")
         if Path(name).name != name or name.startswith("."):
             raise InputError(f"golden bundle {folder}: {MANIFEST} lists an unsafe file name {name!r}")
         if not target.is_file():

@@ -27,6 +27,7 @@ from gapcheck.errors import EndpointError, GapcheckError
 from gapcheck.findings import Finding, Subject
 from gapcheck.golden.bundle import GoldenBundle
 from gapcheck.nightly.config import EndpointSpec
+from gapcheck.triton.url import redact
 
 logger = logging.getLogger(__name__)
 
@@ -276,8 +277,12 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
             if audited is not None:
                 audit_findings, timings["audit"] = audited.result()
                 findings[:0] = audit_findings
-    except (GapcheckError, OSError, TimeoutError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        # Our own errors are already worded (and redacted); anything else is named by its type.
+        message = first_line if isinstance(exc, GapcheckError) and first_line else \
+            f"{type(exc).__name__}: {first_line}".rstrip(": ")
+        message = redact(message, tuple(v for v in spec.headers.values() if v))
         finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
                                                subject=Subject(endpoint=spec.name), evidence={"error": message})
         timings["total"] = time.monotonic() - start

@@ -59,8 +59,8 @@ class HistoryResult(ResultBase):
                     y_label="fraction of tolerance", marks=marks,
                     note="marked nights: " + ", ".join(f"{x[i]} {mine[i].status}" for i in marks) if marks else
                     f"max |err| from {_span(errors)}"))
-        rows = tuple((r.run_id, r.started_at[:19].replace("T", " "), r.endpoint, r.status, r.verdict, _max(r), r.served_version or "-",
-                      (r.config_hash or "-")[:12], r.error or "") for r in self.records)
+        rows = tuple((r.run_id, r.started_at[:19].replace("T", " "), r.endpoint, r.status, r.verdict, _max(r),
+                      r.served_version or "-", (r.config_hash or "-")[:12], r.error or "") for r in self.records)
         views.append(Table("Runs", ("run", "started", "endpoint", "status", "verdict", "max |err|", "served version",
                                     "config", "error"), rows,
                            tuple(i for i, r in enumerate(self.records) if r.status not in _GOOD),
