@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gapcheck.findings import Finding, Severity, Verdict
-from gapcheck.report.contract import Chart, Check, Table, findings_table
+from gapcheck.report.contract import Chart, Check, Table
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,7 @@ class TritonAuditResult:
                 columns=("kind", "name", "served type", "ONNX type", "served shape", "ONNX shape", "status"),
                 rows=tuple(rows), highlight=tuple(i for i, r in enumerate(rows) if r[-1].startswith("gap")),
                 note=self._note()))
-        if self.findings:
-            views.append(findings_table(self.findings))
-        return views
+        return views  # findings are drawn by every format itself
 
     def _note(self) -> str:
         served = self.served

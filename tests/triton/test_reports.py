@@ -58,7 +58,7 @@ def test_audit_result_renders_in_every_format_and_validates():
     jsonschema.validate(doc, schema("triton-audit"))
     assert doc["served"]["max_batch_size"] is None and doc["endpoint"]["restricted_apis"] == ["model-repository"]
     assert "triton_dtype_mismatch" in result.headline and "1 API(s) restricted" in result.headline
-    (table, _) = result.views()
+    (table,) = result.views()
     assert table.rows[0] == ("input", "x", "TYPE_FP16", "TYPE_FP32", "[?, 3, 8, 8]", "[?, 3, 8, 8]",
                              "gap: triton_dtype_mismatch")
     assert table.highlight == (0,)
