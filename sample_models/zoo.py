@@ -13,7 +13,7 @@ its own that only this module reads (``scripts/setup_zoo.sh``)::
     .venv/bin/pip install --no-deps --target .venv/zoo-site torchvision==0.28.0
 
 and :func:`torchvision_models` imports ``torchvision.models`` from there under a bare package
-shell: ``torchvision/__init__.py`` is not run, so the C extension is never loaded; the model
+shell, for the time a model is built: ``torchvision/__init__.py`` is not run, so the C extension is never loaded; the model
 definitions are pure Python. ``GAPCHECK_TORCHVISION_DIR`` points elsewhere; a torchvision that
 imports normally (a matching CPU build) is used as it is.
 """
@@ -24,10 +24,11 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -38,22 +39,37 @@ SEED = 0
 TORCHVISION_DIR = Path(os.environ.get("GAPCHECK_TORCHVISION_DIR", Path(__file__).resolve().parents[1] / ".venv" / "zoo-site"))
 
 
-def torchvision_models() -> ModuleType:
-    """``torchvision.models`` without loading torchvision's C extension (see the module docstring)."""
-    if "torchvision" not in sys.modules:
-        spec = importlib.machinery.PathFinder.find_spec("torchvision", [str(TORCHVISION_DIR)])
-        if spec is None:
-            try:  # a torchvision whose compiled ops match this torch imports as it is
-                importlib.import_module("torchvision")
-            except Exception as exc:  # noqa: BLE001 - ImportError, or the CUDA build's RuntimeError
-                raise ImportError(
-                    f"no usable torchvision: install its model definitions with "
-                    f"'pip install --no-deps --target {TORCHVISION_DIR} torchvision==0.28.0' ({exc})"
-                ) from exc
-        else:
-            # A package shell: submodules resolve through its __path__, its __init__ never runs.
-            sys.modules["torchvision"] = importlib.util.module_from_spec(spec)
-    return importlib.import_module("torchvision.models")
+@contextmanager
+def torchvision_models() -> Iterator[ModuleType]:
+    """``torchvision.models`` without loading torchvision's C extension (see the module docstring).
+
+    A context: the package shell is taken out of ``sys.modules`` afterwards, so libraries that probe for
+    torchvision (transformers does, and reads its version) do not find a half-installed one. The models
+    built inside keep working; their classes simply are not importable by name once it closes.
+    """
+    if "torchvision" in sys.modules and getattr(sys.modules["torchvision"], "__version__", None):
+        yield importlib.import_module("torchvision.models")  # a real, working torchvision
+        return
+    spec = importlib.machinery.PathFinder.find_spec("torchvision", [str(TORCHVISION_DIR)])
+    if spec is None:
+        try:  # a torchvision whose compiled ops match this torch imports as it is
+            importlib.import_module("torchvision")
+        except Exception as exc:  # noqa: BLE001 - ImportError, or the CUDA build's RuntimeError
+            raise ImportError(
+                f"no usable torchvision: install its model definitions with "
+                f"'pip install --no-deps --target {TORCHVISION_DIR} torchvision==0.28.0' ({exc})"
+            ) from exc
+        yield importlib.import_module("torchvision.models")
+        return
+    before = set(sys.modules)
+    # A package shell: submodules resolve through its __path__, its __init__ never runs.
+    sys.modules["torchvision"] = importlib.util.module_from_spec(spec)
+    try:
+        yield importlib.import_module("torchvision.models")
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "torchvision" or name.startswith("torchvision."):
+                del sys.modules[name]
 
 
 def _seeded(build: Callable[[], nn.Module]) -> nn.Module:
@@ -67,12 +83,12 @@ def _seeded(build: Callable[[], nn.Module]) -> nn.Module:
 
 def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        models = torchvision_models()
-        if name.startswith("segmentation."):
-            factory = getattr(importlib.import_module("torchvision.models.segmentation"), name.split(".", 1)[1])
-        else:
-            factory = getattr(models, name)
-        return _seeded(lambda: factory(weights=None, **kwargs))
+        with torchvision_models() as models:
+            if name.startswith("segmentation."):
+                factory = getattr(importlib.import_module("torchvision.models.segmentation"), name.split(".", 1)[1])
+            else:
+                factory = getattr(models, name)
+            return _seeded(lambda: factory(weights=None, **kwargs))
 
     build.__name__ = name.replace(".", "_")
     return build
@@ -80,24 +96,24 @@ def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
 
 def vit_tiny() -> nn.Module:
     """torchvision's VisionTransformer at test size (its reshapes over the batch get dynamo's inserted checks)."""
-    models = torchvision_models()
-    return _seeded(lambda: models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
-                                                    hidden_dim=32, mlp_dim=64, num_classes=10))
+    with torchvision_models() as models:
+        return _seeded(lambda: models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                        hidden_dim=32, mlp_dim=64, num_classes=10))
 
 
 def swin_tiny() -> nn.Module:
     """torchvision's SwinTransformer (shifted windows, relative position bias) at test size."""
-    models = torchvision_models()
-    return _seeded(lambda: models.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
-                                                  window_size=[4, 4], num_classes=10))
+    with torchvision_models() as models:
+        return _seeded(lambda: models.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                                                      num_heads=[2, 2], window_size=[4, 4], num_classes=10))
 
 
 def convnext_mini() -> nn.Module:
     """torchvision's ConvNeXt (depthwise conv, LayerNorm2d, layer scale, stochastic depth) at test size."""
-    models = torchvision_models()
-    from torchvision.models.convnext import CNBlockConfig
+    with torchvision_models() as models:
+        from torchvision.models.convnext import CNBlockConfig
 
-    return _seeded(lambda: models.ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], num_classes=10))
+        return _seeded(lambda: models.ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], num_classes=10))
 
 
 resnet18 = _tv("resnet18")

@@ -1,8 +1,7 @@
 """Does an ONNX file from elsewhere belong to this torch model, and which of its values are which module's?
 
-Only evidence that would hold up counts as "another model": weight tensors whose shapes no
-parameter of the model has (or parameters of the model whose shapes appear nowhere in the
-graph), or a different number of outputs. Scope names do not count: exporters add scopes of
+Only evidence that would hold up counts as "another model": parameters (tensors the graph
+names like parameters) whose shapes do not fit the model's, or a different number of outputs. Scope names do not count: exporters add scopes of
 their own (dynamo's shape checks under ``_empty_nn_module_stack_from_metadata_hook``), the
 TorchScript exporter renames repeated calls (``relu_1``), and tools like onnxsim strip them.
 
@@ -14,6 +13,7 @@ bias added right after it).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,34 +67,46 @@ def _torch_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: t for n, t in named.items() if t.is_floating_point() and t.dim() >= 2 and t.numel() >= _MIN_WEIGHT_ELEMENTS}
 
 
+# An initializer named like a module's parameter ("layer1.0.conv1.weight"): both exporters and the simplifiers keep
+# these names for tensors they did not fold. Folded constants get names of their own ("unsqueeze_1", "onnx::Conv_7").
+_PARAMETER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[\w]+)*\.(weight|bias|running_mean|running_var|[\w]*(table|embedding|token|bias|scale|gamma|beta|weight)[\w]*)$")
+
+
 def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: int,
               unknown_scopes: tuple[str, ...] = ()) -> ModelFit:
-    """Compare the graph's weight shapes and output count with the model's; each mismatch is one sentence.
+    """Evidence, one sentence each, that ``model`` was exported from another model than ``module``.
 
-    ``unknown_scopes`` (scopes naming no module) are kept in the details as context, never as evidence.
+    Counted: a tensor named like one of the model's parameters but shaped otherwise; tensors named like
+    parameters the model does not have, of shapes no parameter of the model has; a different number of outputs.
+    Not counted: the model's parameters missing from the graph (exporters fold BatchNorms into Convs and
+    precompute tables such as Swin's relative position bias), constants of the exporter's own, scope names.
+    ``unknown_scopes`` (scopes naming no module) are kept in the details as context only.
     """
-    onnx_weights = {name: tuple(int(d) for d in t.dims) for name, t in _weight_tensors(model).items()}
-    torch_weights = {name: tuple(t.shape) for name, t in _torch_weights(module).items()}
-    torch_forms = set().union(*(_shape_forms(s) for s in torch_weights.values())) if torch_weights else set()
-    onnx_forms = set().union(*(_shape_forms(s) for s in onnx_weights.values())) if onnx_weights else set()
-    foreign = {n: s for n, s in onnx_weights.items() if not _shape_forms(s) & torch_forms}
-    missing = {n: s for n, s in torch_weights.items() if not _shape_forms(s) & onnx_forms}
+    params = {n: tuple(t.shape) for n, t in list(module.named_parameters()) + list(module.named_buffers())}
+    shape_forms = set().union(*(_shape_forms(s) for s in params.values())) if params else set()
+    reshaped, foreign = {}, {}
+    for tensor in model.graph.initializer:
+        shape = tuple(int(d) for d in tensor.dims)
+        if tensor.name in params:
+            if not _shape_forms(shape) & _shape_forms(params[tensor.name]):
+                reshaped[tensor.name] = (shape, params[tensor.name])
+        elif _PARAMETER_NAME.match(tensor.name) and tensor.data_type in _FLOAT_TYPES and len(shape) >= 1 \
+                and not _shape_forms(shape) & shape_forms:
+            foreign[tensor.name] = shape
     evidence = []
+    if reshaped:
+        listed = ", ".join(f"{n} is {list(a)} in the graph, {list(b)} in the model" for n, (a, b) in list(reshaped.items())[:3])
+        evidence.append(f"{len(reshaped)} parameters have other shapes ({listed}{', ...' if len(reshaped) > 3 else ''})")
     if foreign:
         listed = ", ".join(f"{n} {list(s)}" for n, s in list(foreign.items())[:3])
-        evidence.append(f"{len(foreign)} of its {len(onnx_weights)} weight tensors have shapes no parameter of the model "
-                        f"has ({listed}{', ...' if len(foreign) > 3 else ''})")
-    if missing:
-        listed = ", ".join(f"{n} {list(s)}" for n, s in list(missing.items())[:3])
-        evidence.append(f"{len(missing)} of the model's {len(torch_weights)} weight tensors have no tensor of their shape "
-                        f"in the graph ({listed}{', ...' if len(missing) > 3 else ''})")
+        evidence.append(f"{len(foreign)} parameters the model does not have, of shapes none of its parameters has "
+                        f"({listed}{', ...' if len(foreign) > 3 else ''})")
     outputs = len(model.graph.output)
     if outputs != torch_outputs:
         evidence.append(f"the graph has {outputs} outputs, the model returns {torch_outputs} tensors")
     details = {
-        "onnx_weights": len(onnx_weights), "model_weights": len(torch_weights),
-        "onnx_weight_shapes_not_in_model": {n: list(s) for n, s in foreign.items()},
-        "model_weights_not_in_graph": {n: list(s) for n, s in missing.items()},
+        "parameters_reshaped": {n: {"onnx": list(a), "model": list(b)} for n, (a, b) in reshaped.items()},
+        "parameters_not_in_model": {n: list(s) for n, s in foreign.items()},
         "onnx_outputs": outputs, "model_outputs": torch_outputs,
         "unknown_modules": list(unknown_scopes),
     }
