@@ -84,21 +84,32 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-if TYPE_CHECKING:
-    from gapcheck.guards.base import (DeterminismError, EvalModeError, GradientError, GuardError, InputContractError,
-                                      Mode, NonFiniteError, OverlapError, ScalerError, StarvedLoopError, TrialLeakError)
-    from gapcheck.guards.cleanup import CleanupReport, trial_cleanup
-    from gapcheck.guards.determinism import DeterminismReport, check_determinism
-    from gapcheck.guards.health import HealthReport, TensorHealth
-    from gapcheck.guards.integrations.accelerate import AcceleratorGuards
-    from gapcheck.guards.integrations.lightning import GuardsCallback
-    from gapcheck.guards.kit import GuardKit
-    from gapcheck.guards.evaluation import EvalGuard, EvalReport
-    from gapcheck.guards.gradients import GradientHealth, GradientReport
-    from gapcheck.guards.inputs import InputContract, input_contract
-    from gapcheck.guards.overlap import OverlapReport, assert_no_overlap
-    from gapcheck.guards.phases import Phase
-    from gapcheck.guards.profile_result import ProfileReport
-    from gapcheck.guards.profiling import profile_steps
-    from gapcheck.guards.scaler import ScalerReport, ScalerStepMonitor, SteppedOnly
-    from gapcheck.guards.seeding import RngState, SeedReport, deterministic_loader_kwargs, seed_everything, seed_worker
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from gapcheck.guards.base import (  # noqa: F401
+        DeterminismError,
+        EvalModeError,
+        GradientError,
+        GuardError,
+        InputContractError,
+        Mode,
+        NonFiniteError,
+        OverlapError,
+        ScalerError,
+        StarvedLoopError,
+        TrialLeakError,
+    )
+    from gapcheck.guards.cleanup import CleanupReport, trial_cleanup  # noqa: F401
+    from gapcheck.guards.determinism import DeterminismReport, check_determinism  # noqa: F401
+    from gapcheck.guards.evaluation import EvalGuard, EvalReport  # noqa: F401
+    from gapcheck.guards.gradients import GradientHealth, GradientReport  # noqa: F401
+    from gapcheck.guards.health import HealthReport, TensorHealth  # noqa: F401
+    from gapcheck.guards.inputs import InputContract, input_contract  # noqa: F401
+    from gapcheck.guards.integrations.accelerate import AcceleratorGuards  # noqa: F401
+    from gapcheck.guards.integrations.lightning import GuardsCallback  # noqa: F401
+    from gapcheck.guards.kit import GuardKit  # noqa: F401
+    from gapcheck.guards.overlap import OverlapReport, assert_no_overlap  # noqa: F401
+    from gapcheck.guards.phases import Phase  # noqa: F401
+    from gapcheck.guards.profile_result import ProfileReport  # noqa: F401
+    from gapcheck.guards.profiling import profile_steps  # noqa: F401
+    from gapcheck.guards.scaler import ScalerReport, ScalerStepMonitor, SteppedOnly  # noqa: F401
+    from gapcheck.guards.seeding import RngState, SeedReport, deterministic_loader_kwargs, seed_everything, seed_worker  # noqa: F401

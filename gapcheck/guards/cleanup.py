@@ -14,8 +14,9 @@ walk over the garbage collector's objects costs tens of milliseconds: fine once 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import TRIAL_LEAK
 from gapcheck.findings import Subject

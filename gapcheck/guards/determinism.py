@@ -10,8 +10,9 @@ determinism flags are restored afterwards.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import NONDETERMINISTIC
 from gapcheck.errors import UsageError

@@ -49,6 +49,7 @@ def _max_abs_per_tensor(grads: list["torch.Tensor"]) -> list[float]:
     import torch
 
     dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
+    norms: list[torch.Tensor] | tuple[torch.Tensor, ...]
     try:
         norms = torch._foreach_norm(dense, float("inf"))
     except (AttributeError, RuntimeError):  # a private op: fall back to the public per-tensor one
@@ -125,14 +126,14 @@ class GradientHealth:
         present = [(name, p.grad) for name, p in self._named if p.grad is not None]
         missing = tuple(name for name, p in self._named if p.grad is None)
         values = _max_abs_per_tensor([g for _, g in present]) if present else []
-        nonfinite = tuple(name for (name, _), v in zip(present, values) if not math.isfinite(v))
-        zero = tuple(name for (name, _), v in zip(present, values) if v == 0.0)
+        nonfinite = tuple(name for (name, _), v in zip(present, values, strict=True) if not math.isfinite(v))
+        zero = tuple(name for (name, _), v in zip(present, values, strict=True) if v == 0.0)
         finite = [v for v in values if math.isfinite(v)]
         report = GradientReport(backward=self._backwards or self.checks, checked=len(present), nonfinite=nonfinite,
                                 zero=zero, missing=missing, zero_share=len(zero) / len(present) if present else 0.0,
                                 max_abs=max(finite, default=0.0))
         self.last = report
-        self.ledger.report(*self._findings(report, dict(zip((n for n, _ in present), values))))
+        self.ledger.report(*self._findings(report, dict(zip((n for n, _ in present), values, strict=True))))
         return report
 
     def _findings(self, report: GradientReport, values: dict[str, float]) -> list[Finding]:

@@ -9,8 +9,9 @@ a violation). The pytest fixture ``tensor_health`` hands out one of these.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import OUTPUT_NONFINITE
 from gapcheck.errors import UsageError

@@ -8,7 +8,8 @@ and hooks never leak into the next. Profiles taken with :meth:`GuardKit.profile`
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.guards.base import Mode
 

@@ -10,8 +10,9 @@ labels is still the same sample in both splits. Only exact copies are found here
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from gapcheck.codes.guards import SPLIT_OVERLAP
 from gapcheck.errors import UsageError
@@ -60,7 +61,7 @@ def _items(dataset: Any, limit: int | None) -> Iterable[Any]:
         count = len(dataset) if limit is None else min(limit, len(dataset))
         return (dataset[i] for i in range(count))
     iterator = iter(dataset)
-    return iterator if limit is None else (item for _, item in zip(range(limit), iterator))
+    return iterator if limit is None else (item for _, item in zip(range(limit), iterator, strict=False))
 
 
 def assert_no_overlap(first: Any, second: Any, *, field: int | str | None = None,

@@ -6,8 +6,9 @@ and the pytest plugin (``torch.profiler`` events of a whole test, sorted into th
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 
 class Phase(str, Enum):

@@ -5,8 +5,9 @@ renderers only format. This module imports nothing heavy.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gapcheck.codes.guards import PROFILE_BOTTLENECK
 from gapcheck.findings import Finding, Severity, Subject

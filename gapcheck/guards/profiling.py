@@ -24,8 +24,9 @@ import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import INPUT_STARVED
 from gapcheck.errors import UsageError
@@ -100,8 +101,8 @@ def _label(enabled: bool, name: str) -> contextlib.AbstractContextManager[Any]:
     return record_function(name)
 
 
-def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, bool]], device: Any,
-              non_blocking: bool, sync: Callable[[], None], clock: _OptimizerClock, labels: bool) -> tuple[list[float], bool]:
+def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, bool]], device: Any, non_blocking: bool,
+              sync: Callable[[], None], clock: _OptimizerClock, labels: bool) -> tuple[list[float], bool]:
     t0 = time.perf_counter()
     with _label(labels, "gapcheck/data"):
         batch, new_epoch = next(batches)
@@ -119,8 +120,9 @@ def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, boo
     t4 = time.perf_counter()
     optimizer = sum(end - start for start, end in clock.spans)
     other = t3 - clock.spans[-1][1] if clock.spans else 0.0
-    seconds = {Phase.DATA: t1 - t0, Phase.H2D: t2 - t1 if device is not None else 0.0, Phase.FORWARD_BACKWARD: max(0.0, t3 - t2 - optimizer - other),
-               Phase.OPTIMIZER: optimizer, Phase.SYNC_WAIT: t4 - t3, Phase.OTHER: other}
+    seconds = {Phase.DATA: t1 - t0, Phase.H2D: t2 - t1 if device is not None else 0.0,
+               Phase.FORWARD_BACKWARD: max(0.0, t3 - t2 - optimizer - other), Phase.OPTIMIZER: optimizer,
+               Phase.SYNC_WAIT: t4 - t3, Phase.OTHER: other}
     return [seconds[p] for p in PHASES], new_epoch
 
 

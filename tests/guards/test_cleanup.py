@@ -25,10 +25,9 @@ def test_a_trial_that_keeps_tensors_alive_is_a_leak():
     model = SmallCNN()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     try:
-        with pytest.raises(TrialLeakError, match="MiB of tensors alive") as caught:
-            with trial_cleanup(model, optimizer):
-                train(model, optimizer, steps=1)
-                KEPT.append(torch.zeros(1 << 20))  # the planted leak: 4 MiB kept in a global list
+        with pytest.raises(TrialLeakError, match="MiB of tensors alive") as caught, trial_cleanup(model, optimizer):
+            train(model, optimizer, steps=1)
+            KEPT.append(torch.zeros(1 << 20))  # the planted leak: 4 MiB kept in a global list
         assert caught.value.finding.evidence["leaked_bytes"] >= 4 << 20
     finally:
         KEPT.clear()
@@ -47,8 +46,7 @@ def test_keep_weights_and_warn_mode():
 def test_a_failing_trial_still_cleans_up_and_keeps_its_exception():
     model = SmallCNN()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="diverged"):
-        with trial_cleanup(model, optimizer):
-            train(model, optimizer, steps=1)
-            raise ValueError("diverged")
+    with pytest.raises(ValueError, match="diverged"), trial_cleanup(model, optimizer):
+        train(model, optimizer, steps=1)
+        raise ValueError("diverged")
     assert model.conv.weight.device.type == "meta"

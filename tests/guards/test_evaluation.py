@@ -26,9 +26,8 @@ def test_validation_in_train_mode_pollutes_batchnorm(cnn):
         model.train()  # the planted bug: a helper switches back to train mode
         validate(model)
 
-    with pytest.raises(EvalModeError, match="normalization statistics of 1 layer") as caught:
-        with EvalGuard(cnn) as guard:
-            buggy_validate(cnn)
+    with pytest.raises(EvalModeError, match="normalization statistics of 1 layer") as caught, EvalGuard(cnn) as guard:
+        buggy_validate(cnn)
     assert caught.value.finding.code == "guards_bn_pollution" and caught.value.finding.subject.module == "bn"
     assert [f.code for f in guard.findings] == ["guards_bn_pollution", "guards_eval_train_mode"]
     assert set(guard.last.changed_buffers) == {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}
@@ -59,15 +58,13 @@ def test_watch_only_mode_for_trainers_that_switch_modes_themselves(cnn):
         validate(cnn)
     assert guard.last.ok
     cnn.train()
-    with pytest.raises(EvalModeError, match="statistics"):
-        with EvalGuard(cnn, set_eval=False):
-            validate(cnn)
+    with pytest.raises(EvalModeError, match="statistics"), EvalGuard(cnn, set_eval=False):
+        validate(cnn)
 
 
 def test_the_blocks_own_exception_is_not_masked(cnn):
-    with pytest.raises(ZeroDivisionError):
-        with EvalGuard(cnn):
-            cnn.train()
-            validate(cnn)
-            1 / 0
+    with pytest.raises(ZeroDivisionError), EvalGuard(cnn):
+        cnn.train()
+        validate(cnn)
+        raise ZeroDivisionError
     assert cnn.training

@@ -23,7 +23,7 @@ try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # pragma: no cover - depends on what is installed
     try:
-        from pytorch_lightning.callbacks import Callback
+        from pytorch_lightning.callbacks import Callback  # type: ignore[assignment]
     except ImportError:
         Callback = None  # type: ignore[assignment,misc]
 
