@@ -54,17 +54,20 @@ def probe_protocol(host: str, port: int, *, timeout_s: float, ssl: bool = False,
             sock = _tls_context(tls).wrap_socket(raw, server_hostname=host.strip("[]"))
             if sock.selected_alpn_protocol() == "h2":
                 return GRPC
-        sock.settimeout(left())
-        sock.sendall(f"GET /v2/health/live HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("ascii"))
         data = b""
-        while len(data) < 9:
+        try:
             sock.settimeout(left())
-            chunk = sock.recv(64)
-            if not chunk:
-                break
-            data += chunk
-            if classify(data):
-                break
+            sock.sendall(f"GET /v2/health/live HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("ascii"))
+            while len(data) < 9:
+                sock.settimeout(left())
+                chunk = sock.recv(64)
+                if not chunk:
+                    break
+                data += chunk
+                if classify(data):
+                    break
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # it listened, then hung up: whatever it sent so far decides
         return classify(data)
     finally:
         sock.close()
