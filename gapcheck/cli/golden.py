@@ -61,6 +61,9 @@ def record(
     exporter: str = typer.Option("dynamo", "--exporter", help="ONNX exporter: dynamo (falls back) or torchscript."),
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bundle in --out."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir",
+                                             help="Export cache folder (default ~/.cache/gapcheck/exports)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Always export; neither read nor write the export cache."),
     unsafe_pickle: bool = typer.Option(False, "--unsafe-pickle", help="Allow a full pickled module (runs code from the file!)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
@@ -76,7 +79,7 @@ def record(
     request = RecordRequest(out=out, factory=model, checkpoint=checkpoint, input_specs=tuple(input_specs),
                             inputs_file=inputs_file, num_samples=num_samples, seed=seed, samples=samples, stage=stage,
                             rtol=rtol, atol=atol, overrides=_overrides(tolerance), exporter=exporter, opset=opset,
-                            overwrite=overwrite, unsafe_pickle=unsafe_pickle)
+                            overwrite=overwrite, unsafe_pickle=unsafe_pickle, cache_dir=cache_dir, no_cache=no_cache)
     _emit(recorded_result(record_bundle(request)), json_path, junit_path)
     raise typer.Exit(ExitCode.NO_GAP)
 

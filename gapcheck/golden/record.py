@@ -55,6 +55,8 @@ class RecordRequest:
     opset: int | None = None
     overwrite: bool = False
     unsafe_pickle: bool = False
+    cache_dir: Path | None = None  # export cache folder (default: gapcheck.model.cache.default_cache_dir())
+    no_cache: bool = False  # always export; neither read nor write the export cache
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,6 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     from gapcheck.backends.torch_eager import TorchBackend
     from gapcheck.codes.nightly import REFERENCE_DISAGREES
     from gapcheck.compare import Tolerance, compare_arrays
-    from gapcheck.model.export import export_onnx
     from gapcheck.model.loading import load_model
 
     out = Path(request.out)
@@ -192,7 +193,7 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     timings["load"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    exported = export_onnx(module, samples[0], exporter=request.exporter, opset=request.opset)
+    exported, cached = _export(request, module, samples[0])
     timings["export"] = time.perf_counter() - tick
     input_names = [i.name for i in exported.model.graph.input]
     output_names = [o.name for o in exported.model.graph.output]
@@ -229,7 +230,7 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
         "model": {"factory": request.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
-                  "fallback_reason": exported.fallback_reason},
+                  "fallback_reason": exported.fallback_reason, "export_cached": cached},
         "onnx": {"file": fmt.ONNX_FILE, "sha256": sha256_bytes(onnx_bytes)},
         "inputs": [fmt.TensorInfo(n, str(stacked[n].dtype), (1, *stacked[n].shape[1:])).as_dict() for n in input_names],
         "input_specs": list(request.input_specs),
@@ -247,6 +248,26 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
     timings["write"] = time.perf_counter() - tick
     return RecordOutcome(out, manifest, bundle_hash, tuple(findings), timings)
+
+
+def _export(request: RecordRequest, module: Any, sample: dict[str, np.ndarray]) -> tuple[Any, bool]:
+    """The ONNX export, from the export cache when an identical one was made before (same weights, code, specs)."""
+    from gapcheck.model.export import export_onnx
+
+    cache = None
+    if not request.no_cache:
+        from gapcheck.model.cache import ExportCache
+        from gapcheck.model.factory import resolve_callable
+
+        cache = ExportCache(request.cache_dir, factory=resolve_callable(request.factory) if request.factory else None)
+        key = cache.key(module, sample, exporter=request.exporter, opset=request.opset)
+        hit = cache.load(key)
+        if hit is not None:
+            return hit, True
+    exported = export_onnx(module, sample, exporter=request.exporter, opset=request.opset)
+    if cache is not None:
+        cache.store(key, exported)
+    return exported, False
 
 
 def _save_tensors(path: Path, arrays: dict[str, np.ndarray]) -> None:

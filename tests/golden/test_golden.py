@@ -129,3 +129,15 @@ def test_record_from_real_photos_through_the_inference_stage(tmp_path: Path) -> 
     assert pre["raw_samples"][0]["sha256"] == file_sha256(photos / "astronaut.png")
     assert len(pre["tensor_stats"]["channels"]) == 3 and 0 <= pre["tensor_stats"]["min"] < pre["tensor_stats"]["max"] <= 1
     assert bundle.inputs["x"].shape == (3, 3, 8, 8)
+
+
+def test_a_second_recording_takes_the_export_from_the_cache(tmp_path: Path) -> None:
+    args = ["golden", "record", "--model", FACTORY, "--input", INPUT, "--num-samples", "2", "--exporter", "torchscript",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main([*args, "--out", str(tmp_path / "cold")]) == 0
+    assert main([*args, "--out", str(tmp_path / "warm")]) == 0
+    cold, warm = (json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("cold", "warm"))
+    assert (cold["model"]["export_cached"], warm["model"]["export_cached"]) == (False, True)
+    assert cold["onnx"]["sha256"] == warm["onnx"]["sha256"]
+    assert main([*args, "--no-cache", "--out", str(tmp_path / "fresh")]) == 0
+    assert json.loads((tmp_path / "fresh" / "manifest.json").read_text())["model"]["export_cached"] is False

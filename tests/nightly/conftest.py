@@ -9,6 +9,7 @@ model-control API swaps the served model.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ INPUT = "x:1x3x8x8:float32"
 
 MODEL_PY = '''
 import json
+import os
 import os
 
 import numpy as np
@@ -111,6 +113,18 @@ class Served:
         admin = TritonEndpoint(self.server.http_url, "http", headers={ADMIN_HEADER: ADMIN_TOKEN})
         with admin.connect() as conn:
             conn.load_model(name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_export_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Recording goes through the export cache: keep it out of the user's home."""
+    previous = os.environ.get("GAPCHECK_CACHE_DIR")
+    os.environ["GAPCHECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("export_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("GAPCHECK_CACHE_DIR", None)
+    else:
+        os.environ["GAPCHECK_CACHE_DIR"] = previous
 
 
 @pytest.fixture(scope="session")
