@@ -310,7 +310,7 @@ class TritonConnection:
         for attempt in range(1, attempts + 1):
             try:
                 result = self._within_deadline(fn)
-            except (Exception, gevent.Timeout) as exc:  # noqa: BLE001 - every client failure becomes ours, redacted
+            except Exception as exc:  # noqa: BLE001 - every client failure becomes ours, redacted (a caller's own gevent timer passes)
                 last = self.redact(_describe(exc))
                 self._raise_if_restricted(what, exc, api)
                 self._raise_if_wrong_protocol(exc)
