@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ MAX_DEPTH = 4
 _PASS_THROUGH = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_",
                  "share_memory", "to_empty"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 
 
 def tokens(name: str) -> frozenset[str]:
@@ -132,8 +132,12 @@ class ModuleIndex:
     parents: dict[int, ast.AST] = field(default_factory=dict)
     calls: list[ast.Call] = field(default_factory=list)  # every call, nested scopes included
     loops: list[ast.For | ast.AsyncFor | ast.While] = field(default_factory=list)
+    nested_functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)  # not in functions
     cache: dict[Any, Any] = field(default_factory=dict)  # per-module memo for rules (events of a loop, callers...)
     _callees: dict[int, str] = field(default_factory=dict)
+    _order: list[ast.AST] = field(default_factory=list)  # every node, pre-order (source order)
+    _position: dict[int, int] = field(default_factory=dict)  # id(node) -> index in _order
+    _end: dict[int, int] = field(default_factory=dict)  # id(node) -> end of its subtree in _order
 
     @property
     def tree(self) -> ast.Module:
@@ -142,13 +146,28 @@ class ModuleIndex:
     @classmethod
     def build(cls, source: SourceFile) -> ModuleIndex:
         index = cls(source=source)
-        queue = deque([source.tree])  # breadth first, like ast.walk, recording parents on the way
-        parents = index.parents
-        while queue:
-            node = queue.popleft()
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-                queue.append(child)
+        # One depth-first pass: parents, the pre-order array behind walk(), and what the rules index.
+        # Context/operator leaves (Load, Store, Add, ...) are shared singletons nobody asks about: skipped.
+        parents, order, position, end = index.parents, index._order, index._position, index._end
+        stack: list[ast.AST | int] = [source.tree]
+        while stack:
+            node = stack.pop()
+            if type(node) is int:  # the end marker of the node at order[node]
+                end[id(order[node])] = len(order)
+                continue
+            position[id(node)] = len(order)
+            stack.append(len(order))
+            order.append(node)  # type: ignore[arg-type]
+            children: list[ast.AST] = []
+            for name in node._fields:  # type: ignore[union-attr]
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    children.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, _LEAVES))
+                elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                    children.append(value)
+            for child in reversed(children):
+                parents[id(child)] = node  # type: ignore[assignment]
+                stack.append(child)
             if isinstance(node, ast.Call):
                 index.calls.append(node)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
@@ -182,7 +201,27 @@ class ModuleIndex:
         for node in source.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 index.functions[node.name] = node
+        known = {id(f) for f in index.functions.values()}
+        index.nested_functions = [n for n in order if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                  and id(n) not in known]
         return index
+
+    def walk(self, root: ast.AST) -> Iterator[ast.AST]:
+        """:func:`ordered` over the precomputed pre-order array (no re-traversal): nested scopes skipped."""
+        start = self._position.get(id(root))
+        if start is None:
+            yield from ordered(root)
+            return
+        order, end = self._order, self._end
+        yield root
+        index, stop = start + 1, end[id(root)]
+        while index < stop:
+            node = order[index]
+            if isinstance(node, _SCOPES):
+                index = end[id(node)]
+                continue
+            yield node
+            index += 1
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(id(node))
@@ -222,7 +261,7 @@ class ModuleIndex:
         """:func:`calls_in` of ``scope``, memoised."""
         key = ("scope_calls", id(scope))
         if key not in self.cache:
-            self.cache[key] = list(calls_in(scope))
+            self.cache[key] = [n for n in self.walk(scope) if isinstance(n, ast.Call)]
         return self.cache[key]  # type: ignore[no-any-return]
 
     def constructors(self, name: str | None, _seen: frozenset[str] = frozenset()) -> set[str]:
@@ -372,7 +411,7 @@ def flow(program: Program, module: ModuleIndex, roots: Iterable[ast.AST], *,
 def _flow(program: Program, module: ModuleIndex, roots: list[ast.AST], depth: int, via: ast.Call | None,
           active: frozenset[int]) -> Iterator[Step]:
     for root in roots:
-        for node in ordered(root):
+        for node in module.walk(root):
             yield Step(module, node, via)
             if depth <= 0 or not isinstance(node, ast.Call):
                 continue

@@ -11,7 +11,6 @@ from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import (
     ModuleIndex,
     Program,
-    all_calls,
     flow,
     keyword,
     literal,
@@ -51,6 +50,8 @@ class SamplerWithoutSetEpoch(Rule):
         epoch_loop = next((loop for loop in ctx.module.loops if is_epoch_loop(loop)), None)
         if epoch_loop is None:
             return  # one pass over the data: the epoch never changes
+        if "set_epoch(" in ctx.module.source.text and any(method(c) == "set_epoch" for c in ctx.module.calls):
+            return  # set here: no need to follow the calls
         for node in whole_module(ctx.program, ctx.module):
             if isinstance(node, ast.Call) and method(node) == "set_epoch":
                 return
@@ -61,7 +62,7 @@ class SamplerWithoutSetEpoch(Rule):
 
 
 def calls_in_all(module: ModuleIndex) -> Iterator[ast.Call]:
-    return all_calls(module.tree)
+    return iter(module.calls)
 
 
 class ShuffleWithSampler(Rule):

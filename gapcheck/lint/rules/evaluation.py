@@ -138,7 +138,7 @@ def calls_in_all_of(scope: ast.AST) -> Iterator[ast.Call]:
 
 
 def _covered(ctx: Context, loop: ast.AST, function: ast.AST | None, test) -> bool:  # type: ignore[no-untyped-def]
-    """``test(node)`` holds at the loop, or at every... at any call site of its function (one level up)."""
+    """``test(node)`` holds at the loop, or at any call site of its function in this module (one level up)."""
     if test(loop):
         return True
     if function is None:

@@ -9,7 +9,7 @@ from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.symbols import all_calls, calls_in, keyword, literal, ordered
+from gapcheck.lint.symbols import calls_in, keyword, literal
 
 _DETACHING = {"item", "detach", "tolist", "numpy"}
 
@@ -19,7 +19,7 @@ class TorchLoadUnsafe(Rule):
     needs = ("load",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in all_calls(ctx.module.tree):
+        for call in ctx.module.calls:
             if ctx.module.callee(call) != "torch.load" or any(k.arg is None for k in call.keywords):
                 continue  # **kwargs may carry weights_only: stay quiet
             value = keyword(call, "weights_only")
@@ -69,9 +69,9 @@ class LossAccumulatedWithGraph(Rule):
             graphs = _backward_names(loop)
             if not graphs:
                 continue
-            assigned_inside = {t.id for n in ordered(loop) if isinstance(n, ast.Assign) for t in n.targets
+            assigned_inside = {t.id for n in ctx.module.walk(loop) if isinstance(n, ast.Assign) for t in n.targets
                                if isinstance(t, ast.Name)}
-            for node in ordered(loop):
+            for node in ctx.module.walk(loop):
                 if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
                     accumulator, value = node.target.id, node.value
                 elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)

@@ -10,7 +10,6 @@ from gapcheck.lint.facts import method, receiver
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import (
     ModuleIndex,
-    all_calls,
     calls_in,
     dotted,
     is_eval_name,
@@ -31,10 +30,12 @@ CATEGORY_ENCODERS = ("LabelEncoder", "LabelBinarizer", "MultiLabelBinarizer", "O
 _SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 
 
-def _scopes(tree: ast.Module) -> Iterator[ast.AST]:
-    for node in ast.walk(tree):
-        if isinstance(node, _SCOPE):
-            yield node
+def _scopes(module: ModuleIndex) -> list[ast.AST]:
+    """The module body and every function (each a scope whose statements run in order)."""
+    if "scopes" not in module.cache:
+        module.cache["scopes"] = [module.tree, *(n for n in module.functions.values()),
+                                  *(n for n in module.nested_functions)]
+    return module.cache["scopes"]  # type: ignore[no-any-return]
 
 
 def _built_by(module: ModuleIndex, node: ast.AST | None, suffixes: tuple[str, ...]) -> bool:
@@ -56,7 +57,7 @@ def _rows_sliced(node: ast.Subscript) -> bool:
 
 def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int) -> ast.AST | None:
     """The first place after ``line`` in ``scope`` where one of ``names`` is split into train/held-out parts."""
-    for node in ordered(scope):
+    for node in module.walk(scope):
         if getattr(node, "lineno", 0) <= line:
             continue
         if isinstance(node, ast.Call):
@@ -87,8 +88,8 @@ class FitBeforeSplit(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        for scope in _scopes(module.tree):
-            for call in calls_in(scope):
+        for scope in _scopes(module):
+            for call in module.scope_calls(scope):
                 if method(call) not in _FIT or not call.args or not isinstance(call.args[0], ast.Name):
                     continue
                 if not _built_by(module, receiver(call), TRANSFORMER_SUFFIXES) or \
@@ -132,8 +133,8 @@ class DatasetNormalizesAll(Rule):
             stat = _normalizes(init) if init is not None else None
             if stat is None:
                 continue
-            for scope in _scopes(module.tree):
-                for call in calls_in(scope):
+            for scope in _scopes(module):
+                for call in module.scope_calls(scope):
                     if module.callee(call).split(".")[-1] != name or (out := _assigned_name(module, call)) is None:
                         continue
                     split = split_after(module, scope, {out}, call.lineno)
@@ -153,8 +154,8 @@ class VocabFromAllSplits(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        for scope in _scopes(module.tree):
-            for call in calls_in(scope):
+        for scope in _scopes(module):
+            for call in module.scope_calls(scope):
                 callee = module.callee(call).split(".")[-1]
                 text_fit = method(call) in _FIT and _built_by(module, receiver(call), TEXT_SUFFIXES)
                 if callee not in VOCAB_FUNCTIONS and not text_fit:
@@ -179,7 +180,7 @@ class FitOnEvalData(Rule):
     needs = ("fit",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in all_calls(ctx.module.tree):
+        for call in ctx.module.calls:
             if method(call) not in _FIT or not call.args:
                 continue
             data = dotted(call.args[0])
