@@ -91,3 +91,16 @@ def test_nan_negative_or_infinite_tolerances_are_usage_errors(bad):
         Tolerance(bad, 0.0)
     with pytest.raises(UsageError):
         TolerancePolicy(atol=bad)
+
+
+def test_noise_floor_widens_only_the_default_fp32_absolute_tolerance():
+    from gapcheck.compare import NOISE_FACTOR
+
+    policy = TolerancePolicy()
+    assert policy.for_name("m", "float32").atol == 1e-4
+    assert policy.for_name("m", "float32", noise_floor=1e-6).atol == 1e-4  # below the dtype default: default holds
+    assert policy.for_name("m", "float32", noise_floor=4e-4).atol == NOISE_FACTOR * 4e-4
+    assert TolerancePolicy(atol=1e-3).for_name("m", "float32", noise_floor=1.0).atol == 1e-3  # explicit: as given
+    assert TolerancePolicy(precision="fp16").for_name("m", "float32", noise_floor=1.0).atol == 1e-2
+    assert policy.for_name("ids", "int64", noise_floor=1.0).atol == 0.0  # integers stay exact
+    assert policy.for_name("m", "float32", noise_floor=float("nan")).atol == 1e-4

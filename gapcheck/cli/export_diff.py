@@ -134,6 +134,8 @@ def command(
     triton_retries: TritonRetriesOpt = TRITON_RETRIES,
     triton_layers: _TritonLayers = False,
     twin_file: _TwinFile = [],  # noqa: B006
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Export cache folder (default: ~/.cache/gapcheck/exports or $GAPCHECK_CACHE_DIR).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Always export; neither read nor write the export cache.")] = False,
     progress: ProgressOpt = True,
     config: ConfigOpt = None,
 ) -> None:
@@ -155,7 +157,8 @@ def command(
         overrides={**settings["config_tolerances"], **tolerances.overrides},
         precision=Precision(settings["precision"]).value, keep_train_mode=keep_train_mode,
         max_intermediate_bytes=settings["max_intermediate_mb"] * 1024 * 1024, deployment=_deployment(settings, given),
-        server_layers=triton_layers, twin_files=tuple(twin_file), save_onnx=save_onnx,
+        server_layers=triton_layers, twin_files=tuple(twin_file), save_onnx=save_onnx, cache_dir=cache_dir,
+        no_cache=no_cache,
     )
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)

@@ -53,3 +53,35 @@ def test_with_extra_outputs_copies_and_deduplicates():
     assert [o.name for o in marked.graph.output].count(inner) == 1
     assert len(model.graph.output) == 1 and len(marked.graph.output) == 2
     assert isinstance(marked, onnx.ModelProto)
+
+
+def test_torchscript_children_of_nested_containers_resolve_to_their_real_paths():
+    node = helper.make_node("Conv", ["a"], ["b"], name="/features/features.1/block/block.0/block.0.0/Conv")
+    assert node_scopes(node)[-1] == "features.1.block.0.0"
+
+
+def test_repeated_calls_and_inserted_scopes_resolve_against_the_models_paths():
+    from gapcheck.model.mapping import canonical_scope
+
+    known = {"layer1", "layer1.0", "layer1.0.relu", "relu_1", "block", "block.conv"}
+    assert canonical_scope("layer1.0.relu_1", known) == "layer1.0.relu"  # the second call of layer1.0.relu
+    assert canonical_scope("layer1.0.relu_2", known) == "layer1.0.relu"
+    assert canonical_scope("relu_1", known) == "relu_1"  # a module really named relu_1 keeps its name
+    assert canonical_scope("block_1.conv", known) == "block.conv"  # a container called twice
+    assert canonical_scope("_empty_nn_module_stack_from_metadata_hook", known) is None  # dynamo's inserted checks
+    assert canonical_scope("layer9", known) is None
+
+
+def test_torchscript_export_of_a_block_calling_relu_twice_maps_both_calls_to_relu():
+    from gapcheck.model.mapping import index_graph
+
+    module = build_small_resnet()
+    sample = {"x": torch.randn(1, 3, 32, 32).numpy()}
+    model = export_onnx(module, sample, exporter="torchscript").model
+    paths = [p for p, _ in module.named_modules() if p]
+    index = index_graph(model, paths)
+    assert not index.unknown_scopes
+    mapping = map_modules(model, paths, index)
+    relu = mapping["layer1.0.relu"]
+    assert relu.mapped and len(relu.node_names) == 2  # both calls' Relu nodes
+    assert relu.value == model.graph.node[[n.name for n in model.graph.node].index(relu.node_names[-1])].output[0]
