@@ -2,7 +2,7 @@
 
 A command's signature takes the ``Annotated`` aliases below (same flag names everywhere) and
 gathers them into :class:`TritonOptions`; ``options.target()`` turns them into the library's
-:class:`~gapcheck.triton.client.TritonEndpoint` plus the model and version::
+:class:`~gapcheck.triton.endpoint.TritonEndpoint` plus the model and version::
 
     def command(triton_url: TritonUrlOpt = None, triton_model: TritonModelOpt = None, protocol: ProtocolOpt = None,
                 triton_version: TritonVersionOpt = None, triton_header: TritonHeaderOpt = [], ...):
@@ -30,7 +30,7 @@ from gapcheck.errors import UsageError
 from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, TlsOptions, parse_endpoint_url
 
 if TYPE_CHECKING:
-    from gapcheck.triton.client import TritonEndpoint
+    from gapcheck.triton.endpoint import TritonEndpoint
 
 T = TypeVar("T")
 
@@ -115,7 +115,7 @@ class TritonOptions:
         return self.url is not None
 
     def endpoint(self) -> "TritonEndpoint":
-        from gapcheck.triton.client import TritonEndpoint
+        from gapcheck.triton.endpoint import TritonEndpoint
 
         if self.url is None:
             raise UsageError("--triton-url is required")
@@ -148,7 +148,7 @@ def _one(what: str, flag_value: str | None, url_value: str | None, flag: str) ->
 @contextmanager
 def triton_errors() -> Iterator[None]:
     """Reword the library's Triton errors in flag terms (same exception families, same exit codes)."""
-    from gapcheck.triton.client import ProtocolMismatchError, RestrictedApiError
+    from gapcheck.triton.endpoint import ProtocolMismatchError, RestrictedApiError
 
     try:
         yield

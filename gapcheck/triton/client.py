@@ -26,7 +26,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import gevent
@@ -36,19 +35,17 @@ import tritonclient.http as httpclient
 from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
-from gapcheck.triton.probe import probe_protocol
-from gapcheck.triton.url import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_S,
-    REDACTED,
-    EndpointUrl,
-    TlsOptions,
-    check_headers,
-    parse_endpoint_url,
-    redact,
-    secrets_in,
+from gapcheck.errors import EndpointError, one_line
+from gapcheck.triton.endpoint import (
+    PROTOCOLS,
+    ProtocolMismatchError,
+    RestrictedApiError,
+    ServerAddress,
+    TritonEndpoint,
+    parse_url,
 )
+from gapcheck.triton.probe import probe_protocol
+from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, REDACTED, TlsOptions, clean_text, redact, secrets_in
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +54,6 @@ __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "Pro
            "redact", "secrets_in"]
 
 T = TypeVar("T")
-PROTOCOLS = ("grpc", "http")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
 
 # Statuses worth another try: the server is starting, overloaded, or the network blinked.
@@ -71,144 +67,6 @@ _EXPECTED_HEADER = re.compile(r"expecting header '([^']{1,200})'")
 _PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden", re.IGNORECASE)
 # A gRPC client on an HTTP/1 port sees the socket closed; an HTTP client on a gRPC port cannot parse the answer.
 _WRONG_PROTOCOL_TEXT = re.compile(r"socket closed|failed to connect|expected http|parse|protocol", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-class RestrictedApiError(EndpointError):
-    """The server restricts this API and the request lacks the right access header (exit 2: the caller's to fix)."""
-
-    exit_code = ExitCode.USAGE
-
-    def __init__(self, message: str, *, api: str, header: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.api = api  # Triton's name for the API group: health, metadata, model-config, model-repository, ...
-        self.header = header  # the header key the server expects (a name, never a value)
-
-
-class ProtocolMismatchError(UsageError):
-    """The port answers the other protocol than the one asked for."""
-
-    def __init__(self, address: str, asked: str, answered: str) -> None:
-        super().__init__(f"{address} answered {answered.upper()}, not {_protocol_name(asked)}: "
-                         f"use an {answered}:// URL or protocol '{answered}'")
-        self.address, self.asked, self.answered = address, asked, answered
-
-
-def _protocol_name(protocol: str) -> str:
-    return "gRPC" if protocol == "grpc" else protocol.upper()
-
-
-@dataclass(frozen=True)
-class ServerAddress:
-    """Where a server is, as the user gave it, minus anything secret."""
-
-    address: str  # host:port, no scheme, no credentials
-    ssl: bool
-
-    @property
-    def display(self) -> str:
-        return ("https://" if self.ssl else "") + self.address
-
-
-def parse_url(url: str, *, ssl: bool = False) -> ServerAddress:
-    """host:port and TLS of any accepted URL form (see :mod:`gapcheck.triton.url`); credentials dropped."""
-    location = parse_endpoint_url(url)
-    return ServerAddress(address=location.address, ssl=ssl or location.ssl)
-
-
-@dataclass(frozen=True)
-class TritonEndpoint:
-    """How to reach one Triton server: the value every Triton entry point takes.
-
-    ``protocol`` None follows the URL's scheme, or probes a bare ``host:port`` on connect.
-    ``headers`` (e.g. ``triton-access-token``) and credentials in ``url`` are secrets: they stay out of
-    the repr, and :attr:`display_url` is the only form of the location meant for messages and reports.
-    A URL may also name a model and version (``grpc://host:8001/resnet?version=3``): see :attr:`location`.
-    """
-
-    url: str = field(repr=False)
-    protocol: str | None = None
-    headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False)
-    ssl: bool = False
-    tls: TlsOptions | None = None
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    retries: int = DEFAULT_RETRIES
-
-    def __post_init__(self) -> None:
-        if self.protocol is not None and self.protocol not in PROTOCOLS:
-            raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
-        if not self.timeout_s > 0 or self.retries < 0:
-            raise UsageError("timeout must be positive and retries non-negative")
-        # A private copy: the caller's dict may change later, this value must not.
-        object.__setattr__(self, "headers", check_headers(dict(self.headers or {})))
-        location = parse_endpoint_url(self.url)
-        if location.protocol and self.protocol and location.protocol != self.protocol:
-            raise UsageError(f"the URL {location.display} says {location.protocol} but the protocol asked for "
-                             f"is {self.protocol}")
-        if location.protocol and self.ssl and not location.ssl:
-            raise UsageError(f"the URL {location.display} has no TLS scheme but TLS is asked for: "
-                             f"use {location.protocol}s://")
-        if self.protocol is None and location.protocol is not None:
-            object.__setattr__(self, "protocol", location.protocol)
-
-    def __repr__(self) -> str:
-        # Written by hand (dataclasses keep a class's own __repr__) to show the location, redacted.
-        return (f"TritonEndpoint({self.display_url!r}, protocol={self.protocol!r}, "
-                f"headers=<{len(self.headers)} hidden>, ssl={self.ssl!r}, tls={self.tls!r}, "
-                f"timeout_s={self.timeout_s!r}, retries={self.retries!r})")
-
-    @property
-    def location(self) -> EndpointUrl:
-        """The parsed URL (host, port, scheme's protocol and TLS, model and version if it named them)."""
-        return parse_endpoint_url(self.url)
-
-    @property
-    def address(self) -> ServerAddress:
-        """host:port and whether TLS is on (TLS options imply TLS), without credentials."""
-        return parse_url(self.url, ssl=self.ssl or self.tls is not None)
-
-    @property
-    def display_url(self) -> str:
-        """The location, safe to print: no URL credentials, never a header."""
-        address = self.address
-        if self.protocol is None:
-            return address.display
-        return f"{self.protocol}{'s' if address.ssl else ''}://{address.address}"
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        return secrets_in(self.url, self.headers)
-
-    def resolve(self, *, backoff_s: float = 0.2) -> "TritonEndpoint":
-        """This endpoint with a concrete protocol: probes a bare host:port (one fast request, retried if refused)."""
-        if self.protocol is not None:
-            return self
-        location, last = self.location, ""
-        for attempt in range(1, self.retries + 2):
-            try:
-                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0),
-                                          ssl=self.address.ssl, tls=self.tls)
-            except (OSError, TimeoutError) as exc:
-                last = _clean(redact(one_line(exc), self.secrets))
-            else:
-                if answered is None:
-                    raise EndpointError(f"{self.display_url} answered neither HTTP nor gRPC: is it a Triton port?")
-                logger.info("%s answered %s", self.display_url, _protocol_name(answered))
-                return replace(self, protocol=answered)
-            if attempt <= self.retries:
-                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0))
-        tries = f" after {self.retries + 1} attempts" if self.retries else ""
-        raise EndpointError(f"Triton endpoint {self.display_url}: finding its protocol failed{tries}: {last}")
-
-    def connect(self, *, backoff_s: float = 0.2) -> "TritonConnection":
-        """A client for this endpoint (close it, or use it as a context manager)."""
-        return TritonConnection(self, backoff_s=backoff_s)
-
-
-def _clean(text: str, limit: int = 400) -> str:
-    """One line, no control characters (a hostile server writes what it likes), bounded length."""
-    text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " "))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -296,7 +154,7 @@ class TritonConnection:
         return self.endpoint.display_url
 
     def redact(self, text: str) -> str:
-        return _clean(redact(text, self._secrets))
+        return clean_text(redact(text, self._secrets))
 
     # --- the one way every request is made ----------------------------------------------------------
     def call(self, what: str, fn: Callable[[], T], *, retry_if: Callable[[T], bool] | None = None,

@@ -144,6 +144,12 @@ def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}, key=len, reverse=True))
 
 
+def clean_text(text: str, limit: int = 400) -> str:
+    """One line, no control characters (a hostile server writes what it likes), bounded length."""
+    text = _CONTROL.sub("?", text.replace("\r", " ").replace("\n", " "))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def redact(text: str, secrets: tuple[str, ...]) -> str:
     for secret in secrets:
         text = text.replace(secret, REDACTED)
