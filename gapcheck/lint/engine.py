@@ -82,10 +82,12 @@ def lint_file(path: Path, display: str, selection: Selection, program: Program |
             continue
         if not rule.applies(ctx):
             continue
-        for finding in rule.check(ctx):
-            line = finding.subject.line or 0
-            if not source.suppressed(finding.code, line):
-                findings.append(finding)
+        try:
+            found = list(rule.check(ctx))
+        except RecursionError:  # absurdly nested expressions: report the file, keep the others going
+            module.cache.clear()
+            return FileOutcome(error=FileError(path=display, message=f"{display}: too deeply nested to analyse"))
+        findings.extend(f for f in found if not source.suppressed(f.code, f.subject.line or 0))
     module.cache.clear()  # rule memos are per run; the index stays for files that import this one
     return FileOutcome(findings=tuple(_unique(findings)), lines=source.text.count("\n") + 1)
 

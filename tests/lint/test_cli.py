@@ -144,3 +144,11 @@ def test_sarif_format_registered() -> None:
     from gapcheck.report.formats import FORMATS
 
     assert FORMATS[ReportFormat.SARIF] == "gapcheck.report.formats.sarif_format"
+
+
+def test_environment_overrides_the_file(project: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    Path("gapcheck.toml").write_text('[lint]\nselect = ["GC8"]\n')
+    monkeypatch.setenv("GAPCHECK_LINT__IGNORE", '["GC801", "GC802"]')
+    code, out, _ = run(capsys, ".", "--format", "json")
+    assert code == 0 and json.loads(out)["diagnostics"] == []

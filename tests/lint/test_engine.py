@@ -98,3 +98,43 @@ def test_suppressions_read_from_comments_only() -> None:
     assert list(source.suppressions) == [2]
     assert source.suppressions[2].codes == frozenset({"GC801", "GC802"})
     assert source.suppressions[2].reason == "why"
+
+
+def test_every_rule_has_its_own_registered_code() -> None:
+    from gapcheck.codes import all_codes, is_documented
+    from gapcheck.lint.rules import all_rules
+
+    rule_codes = [rule.code.code for rule in all_rules()]
+    registered = sorted(c.code for c in all_codes() if c.family == "lint")
+    assert sorted(rule_codes) == registered and len(set(rule_codes)) == len(rule_codes)
+    assert all(is_documented(rule.code) for rule in all_rules())
+
+
+TRAINER = """import torch
+
+
+def main():
+    model = torch.nn.Linear(2, 1)
+    model(torch.ones(1, 2)).sum().backward()
+
+
+def helper():
+    return 1
+"""
+
+
+def test_configured_entry_point_function(tmp_path: Path) -> None:
+    path = tmp_path / "trainer.py"
+    path.write_text(TRAINER)
+    assert lint_paths([path], Selection(select=("GC601",)), jobs=1).findings == ()  # no main guard: not an entry point
+    result = lint_paths([path], Selection(select=("GC601",), entry_points=("trainer.py::main",)), jobs=1)
+    assert [(f.code, f.subject.line) for f in result.findings] == [("GC601", 4)]
+    whole = lint_paths([path], Selection(select=("GC601",), entry_points=("trainer.py",)), jobs=1)
+    assert [f.code for f in whole.findings] == []  # the module body only defines functions: nothing trains
+
+
+def test_long_expression_chains_do_not_crash(tmp_path: Path) -> None:
+    chain = " + ".join(["loss"] * 3000)
+    text = f"for x in loader:\n    loss = model(x)\n    loss.backward()\n    total += {chain}\n"
+    result = lint_text(tmp_path, text)
+    assert result.files == 1  # either analysed or reported as a file error, never an exception

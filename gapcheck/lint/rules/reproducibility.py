@@ -36,7 +36,7 @@ def entry_points(ctx: Context) -> list[tuple[ast.AST, list[ast.AST]]]:
         if function is not None:
             found.append((function, top + list(function.body)))
     if "*" in ctx.entry_functions and guard is None:
-        found.append((module.tree.body[0] if module.tree.body else module.tree, list(module.tree.body)))
+        found.append((module.tree.body[0] if module.tree.body else module.tree, top))
     return found
 
 
