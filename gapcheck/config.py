@@ -128,6 +128,9 @@ SECTION_MODELS: dict[str, str] = {
     "triton": "gapcheck.config:TritonSection",
     "lint": "gapcheck.lint.config:LintSection",
     "nightly": "gapcheck.nightly.config:NightlyConfig",
+    "engine": "gapcheck.data.config:EngineSection",
+    "leakage": "gapcheck.data.config:LeakageSection",
+    "drift": "gapcheck.data.config:DriftSection",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}
 
