@@ -39,6 +39,8 @@ class Alert:
     worst_outputs: tuple[dict[str, Any], ...]
     run_id: str
     report_url: str | None = None
+    last_pass_at: str | None = None
+    failing_since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:
         return {"text": f"{title}: {alert.headline}", "blocks": blocks}
     if fmt is WebhookFormat.teams:
         facts = [{"name": "endpoint", "value": f"{alert.endpoint} ({alert.url})"}, {"name": "status", "value": alert.status},
-                 {"name": "run", "value": alert.run_id}]
+                 {"name": "run", "value": alert.run_id}, {"name": "last pass", "value": alert.last_pass_at or "never"}]
         facts += [{"name": o["output"], "value": f"max |err| {o['max_abs_error']}"} for o in alert.worst_outputs[:10]]
         card: dict[str, Any] = {"@type": "MessageCard", "@context": "https://schema.org/extensions", "summary": title,
                                 "themeColor": _COLORS.get(alert.status, "808080"), "title": title,
@@ -85,7 +87,8 @@ def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:
         return card
     return {"source": "gapcheck", "kind": "nightly_alert", "endpoint": alert.endpoint, "url": alert.url,
             "status": alert.status, "headline": alert.headline, "worst_outputs": list(alert.worst_outputs),
-            "run_id": alert.run_id, "report": link}
+            "run_id": alert.run_id, "report": link, "last_pass_at": alert.last_pass_at,
+            "failing_since": alert.failing_since}
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

@@ -29,6 +29,8 @@ class EndpointReport:
     outcome: EndpointOutcome
     classification: Classification
     findings: tuple[Finding, ...]
+    last_pass_at: str | None = None  # when this endpoint last passed (before tonight)
+    failing_since: str | None = None  # the first night of the current run of gaps/outages (tonight for a new one)
 
     @property
     def name(self) -> str:
@@ -45,12 +47,14 @@ class EndpointReport:
     @property
     def headline(self) -> str:
         o = self.outcome
+        since = f" (since {self.failing_since[:16].replace('T', ' ')})" if self.failing_since and \
+            self.status in (Status.KNOWN_FAILURE, Status.UNREACHABLE) else ""
         if not o.reachable:
-            return f"{self.name}: unreachable: {o.error}"
+            return f"{self.name}: unreachable{since}: {o.error}"
         failing = [c for c in o.outputs if not c.passed]
         if failing or self.verdict is Verdict.GAP:
             outputs = ", ".join(f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
-            return f"{self.name}: {self.status.value}: {outputs or 'deployment gap (see findings)'}"
+            return f"{self.name}: {self.status.value}{since}: {outputs or 'deployment gap (see findings)'}"
         worst = max((c.error_ratio for c in o.outputs), default=0.0)
         return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {_share(worst)} of it)"
 
@@ -66,6 +70,7 @@ class EndpointReport:
             "name": self.name, "url": o.spec.display_url, "model": o.spec.model, "requested_version": o.spec.version,
             "status": self.status.value, "previous_status": c.previous_status, "verdict": self.verdict.value,
             "headline": self.headline, "reachable": o.reachable, "error": o.error,
+            "last_pass_at": self.last_pass_at, "failing_since": self.failing_since,
             "served_version": o.served_version, "config_hash": o.config_hash, "max_batch_size": o.max_batch_size,
             "changes": [{"what": ch.what, "before": ch.before, "after": ch.after} for ch in c.changes],
             "drifting_outputs": list(c.drifting_outputs),

@@ -79,7 +79,8 @@ def _changes_findings(name: str, report_changes) -> list[Finding]:
             for ch in report_changes]
 
 
-def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, drift: DriftParameters) -> EndpointReport:
+def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, drift: DriftParameters,
+            started_at: str) -> EndpointReport:
     from gapcheck.codes.nightly import DRIFTING, RECOVERED
 
     earlier = history.endpoint_history(outcome.spec.name, HISTORY_WINDOW)
@@ -101,7 +102,21 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
     if c.status is Status.RECOVERED:
         findings.append(RECOVERED.finding(f"{name} passes again (last status {c.previous_status})",
                                           subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
-    return EndpointReport(outcome, c, tuple(findings))
+    last_pass, since = _since(earlier, c.status, started_at)
+    return EndpointReport(outcome, c, tuple(findings), last_pass_at=last_pass, failing_since=since)
+
+
+def _since(earlier: list[EndpointRecord], status: Status, tonight: str) -> tuple[str | None, str | None]:
+    """When the endpoint last passed, and when the current run of bad nights began (None when tonight is good)."""
+    last_pass = next((r.started_at for r in reversed(earlier) if r.verdict == "pass"), None)
+    if status not in (Status.NEW_FAILURE, Status.KNOWN_FAILURE, Status.UNREACHABLE):
+        return last_pass, None
+    since = tonight
+    for record in reversed(earlier):
+        if record.verdict == "pass":
+            break
+        since = record.started_at
+    return last_pass, since
 
 
 def _record(report: EndpointReport, run_id: str, started_at: str, bundle: GoldenBundle) -> EndpointRecord:
@@ -123,7 +138,8 @@ def _record(report: EndpointReport, run_id: str, started_at: str, bundle: Golden
 def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, history: History) -> webhook.Delivery:
     alert = webhook.Alert(endpoint=report.name, url=report.outcome.spec.display_url, status=report.status.value,
                           headline=report.headline, worst_outputs=tuple(report.worst_outputs()[:5]), run_id=run_id,
-                          report_url=settings.report_url)
+                          report_url=settings.report_url, last_pass_at=report.last_pass_at,
+                          failing_since=report.failing_since)
     delivery = webhook.send(alert, settings.url, settings.format, secret=settings.secret,
                             timeout_s=settings.timeout_s, attempts=settings.attempts)
     history.add_alert(AlertRecord(run_id, report.name, report.status.value, delivery.target, delivery.delivered,
@@ -157,7 +173,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
             endpoint_started = _now()
             outcome = check_endpoint(spec, bundle, max_in_flight=request.max_in_flight,
                                      deadline_s=request.deadline_s, retries=request.retries, audit=request.audit)
-            report = _report(outcome, history, bundle, request.drift)
+            report = _report(outcome, history, bundle, request.drift, endpoint_started)
             history.add_endpoint_result(_record(report, run_id, endpoint_started, bundle))
             reports.append(report)
             if on_endpoint is not None:

@@ -87,9 +87,13 @@ def test_swapped_model_is_a_new_failure_with_a_signed_webhook(served, tiny_golde
         expected = hmac.new(b"hmac-s3cret-value", hook["headers"][TIMESTAMP_HEADER].encode() + b"." + hook["body"],
                             hashlib.sha256).hexdigest()
         assert hook["headers"][SIGNATURE_HEADER] == f"sha256={expected}"
-        # the same gap the next night: known, recorded, not alerted again
-        assert main([*base]) == 1
+        assert hook["json"]["failing_since"] == endpoint["failing_since"] and endpoint["last_pass_at"]
+        # the same gap the next night: known, recorded, not alerted again; it says since when
+        assert main([*base, "--json", str(tmp_path / "3.json")]) == 1
         assert len(webhook_server.received) == 1
+        third = json.loads((tmp_path / "3.json").read_text())["endpoints"][0]
+        assert third["status"] == "known_failure" and third["failing_since"] == endpoint["failing_since"]
+        assert third["last_pass_at"] == endpoint["last_pass_at"] and "since" in third["headline"]
         served.swap(golden_onnx, "swapped")
         assert main([*base]) == 0
         assert [h["json"]["status"] for h in webhook_server.received] == ["new_failure", "recovered"]
