@@ -86,6 +86,10 @@ _TritonLayers = Annotated[bool, typer.Option(
 _TwinFile = Annotated[list[Path], typer.Option(
     "--twin-file", help="A file the twin needs besides model.onnx (e.g. a Python backend's model.py).")]
 
+_CacheDir = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", help="Export cache folder (default: ~/.cache/gapcheck/exports or $GAPCHECK_CACHE_DIR).")]
+_NoCache = Annotated[bool, typer.Option("--no-cache", help="Always export; neither read nor write the export cache.")]
+
 
 #: flag parameter -> [export_diff] key, and -> [triton] key (file < environment < flags)
 _EXPORT_DIFF_KEYS = {"exporter": "exporter", "opset": "opset", "precision": "precision", "num_samples": "num_samples",
@@ -134,8 +138,8 @@ def command(
     triton_retries: TritonRetriesOpt = TRITON_RETRIES,
     triton_layers: _TritonLayers = False,
     twin_file: _TwinFile = [],  # noqa: B006
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", help="Export cache folder (default: ~/.cache/gapcheck/exports or $GAPCHECK_CACHE_DIR).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Always export; neither read nor write the export cache.")] = False,
+    cache_dir: _CacheDir = None,
+    no_cache: _NoCache = False,
     progress: ProgressOpt = True,
     config: ConfigOpt = None,
 ) -> None:
