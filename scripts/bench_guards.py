@@ -2,7 +2,9 @@
 
 Every variant runs the same training step on the same batches; rounds interleave the variants (bare, guard A,
 guard B, ..., bare, guard A, ...) so machine load hits them alike, and the per-step time of a variant is the
-median over rounds (best-of also printed). Ratios are against the matching bare loop: the GradScaler monitor
+median over rounds (best-of also printed). Times are the process's CPU time (``time.process_time``) with one
+torch thread: on a shared machine, wall time mostly measures the other tenants (waiting for a core), while CPU
+time measures the work the step and its guard do; on a quiet machine the two agree. Ratios are against the matching bare loop: the GradScaler monitor
 against a bare loop that uses the same GradScaler, EvalGuard against a plain ``eval()`` + ``no_grad()`` pass.
 
     .venv/bin/python scripts/bench_guards.py [--rounds 7] [--steps 30] [--threads 1]
@@ -77,13 +79,13 @@ class Loop:
 
     def run(self, steps: int) -> float:
         self.model.train()
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(steps):
             self.step(*self.data[i % len(self.data)])
-        return (time.perf_counter() - start) / steps
+        return (time.process_time() - start) / steps
 
     def validate(self, steps: int, guarded: bool) -> float:
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(steps):
             if guarded:
                 with guards.EvalGuard(self.model):
@@ -93,7 +95,7 @@ class Loop:
                 with torch.no_grad():
                     self.model(self.data[i % len(self.data)][0])
                 self.model.train()
-        return (time.perf_counter() - start) / steps
+        return (time.process_time() - start) / steps
 
 
 def variants(kind: str) -> dict[str, tuple[str, Callable[[int], float]]]:
@@ -133,8 +135,9 @@ def variants(kind: str) -> dict[str, tuple[str, Callable[[int], float]]]:
 
 
 def _profiled(loop: Loop, steps: int) -> float:
-    report = guards.profile_steps(lambda batch: loop.step(*batch), loop.data, steps=steps, warmup=0)
-    return report.total / report.steps
+    start = time.process_time()
+    guards.profile_steps(lambda batch: loop.step(*batch), loop.data, steps=steps, warmup=0)
+    return (time.process_time() - start) / steps
 
 
 def bench(kind: str, rounds: int, steps: int) -> None:
@@ -146,27 +149,65 @@ def bench(kind: str, rounds: int, steps: int) -> None:
         for name, (_, timer) in table.items():
             samples[name].append(timer(steps))
     print(f"\n{kind}: {rounds} rounds x {steps} steps, torch threads {torch.get_num_threads()}")
-    print(f"{'variant':<46} {'median ms':>10} {'best ms':>9} {'ratio (median)':>15} {'ratio (best)':>13}")
+    print(f"{'variant (CPU ms per step)':<46} {'median ms':>10} {'best ms':>9} {'ratio (median)':>15} {'ratio (best)':>13}")
     for name, (base, _) in table.items():
         med, best = statistics.median(samples[name]), min(samples[name])
         base_med, base_best = statistics.median(samples[base]), min(samples[base])
         print(f"{name:<46} {1e3 * med:>10.3f} {1e3 * best:>9.3f} {med / base_med:>15.3f} {best / base_best:>13.3f}")
 
 
+def _best_cpu(call: Callable[[], object], calls: int = 200, repeats: int = 5) -> float:
+    """Best-of-``repeats`` CPU seconds per call of ``call``."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.process_time() - start) / calls)
+    return best
+
+
+def direct_costs(kind: str) -> None:
+    """Each guard's own work per step, timed in a tight loop: robust where end-to-end A/B drowns in load noise."""
+    loop = Loop(kind, scaler=True)
+    loop.run(3)  # gradients, scaler state and optimizer state exist
+    step = min(Loop(kind).run(10) for _ in range(5))
+    x = loop.data[0][0]
+    health = guards.GradientHealth(loop.model)
+    params = [p for p in loop.model.parameters() if p.requires_grad]
+
+    def hooks() -> None:  # what the post-accumulate hooks cost in one backward (the first queues the callback)
+        health._queued = True
+        for p in params:
+            health._on_grad(p)
+
+    monitor = guards.ScalerStepMonitor(loop.scaler, loop.optimizer, window=10**9)
+    sched = guards.SteppedOnly(torch.optim.lr_scheduler.StepLR(loop.optimizer, 1000), monitor)
+    contract = guards.InputContract(loop.model, dtype=x.dtype, range=(-1e9, 1e9),
+                                    layout="NCHW" if kind == "cnn" else "NC")
+    contract.remove()
+    rows = [("GradientHealth.check() (one foreach pass, one sync)", _best_cpu(health.check)),
+            (f"GradientHealth hooks ({len(params)} parameters)", _best_cpu(hooks)),
+            ("ScalerStepMonitor.observe() + SteppedOnly.step()", _best_cpu(lambda: (monitor.observe(), sched.step()))),
+            ("input_contract check (every=1)", _best_cpu(lambda: contract._hook(loop.model, (x,), {})))]
+    print(f"\n{kind}: guard's own CPU time per step vs the bare step ({1e3 * step:.2f} ms, best of 5 x 10 steps)")
+    for name, cost in rows:
+        print(f"  {name:<55} {1e6 * cost:>8.1f} us  {cost / step:>7.2%}")
+
+
 def one_offs(kind: str) -> None:
     """Guards that run once per trial / per check: their absolute cost."""
     loop = Loop(kind)
-    start = time.perf_counter()
+    start = time.process_time()
     with guards.trial_cleanup(loop.model, loop.optimizer):
         loop.run(5)
-    cleanup = time.perf_counter() - start - 0.0
-    t0 = time.perf_counter()
-    loop2 = Loop(kind)
-    loop2.run(5)
-    train5 = time.perf_counter() - t0
-    start = time.perf_counter()
+    cleanup = time.process_time() - start
+    t0 = time.process_time()
+    Loop(kind).run(5)
+    train5 = time.process_time() - t0
+    start = time.process_time()
     guards.check_determinism(lambda: Loop(kind).model, lambda m: None, n=2)
-    determinism = time.perf_counter() - start
+    determinism = time.process_time() - start
     print(f"{kind}: trial_cleanup around 5 steps {1e3 * cleanup:.0f} ms (5 bare steps {1e3 * train5:.0f} ms); "
           f"check_determinism (2 runs, no training) {1e3 * determinism:.0f} ms")
 
@@ -180,6 +221,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     for kind in ("cnn", "transformer"):
         bench(kind, args.rounds, args.steps)
+    for kind in ("cnn", "transformer"):
+        direct_costs(kind)
     print()
     for kind in ("cnn", "transformer"):
         one_offs(kind)

@@ -15,7 +15,7 @@ def test_clean_loop_trips_nothing(cnn):
     assert health.violations == 0 and health.findings == ()
     assert health.last is not None and health.last.ok
     assert health.last.backward == 3 and health.last.checked == len(list(cnn.parameters()))
-    assert health.last.max_abs > 0
+    assert health.last.max_norm > 0
 
 
 def test_nan_injected_into_a_gradient_is_named_before_the_step(cnn):
@@ -90,3 +90,13 @@ def test_hooks_are_removed_on_exit(cnn):
     nn.functional.cross_entropy(cnn(x), y).backward()  # no guard attached any more: nothing raised
     assert health.checks == 0
     assert not health.check().ok  # the explicit check still works without hooks
+
+
+def test_underflowing_and_overflowing_norms_are_confirmed_exactly():
+    model = nn.Linear(4, 2)
+    with GradientHealth(model, mode="warn") as health:
+        model.weight.grad = torch.full((2, 4), 1e-30)  # squares underflow to 0 in float32: not an all-zero grad
+        model.bias.grad = torch.full((2,), 1e30)  # squares overflow to Inf: still finite values
+        report = health.check()
+    assert report.ok and report.zero == () and report.nonfinite == ()
+    assert report.max_norm == pytest.approx(1e30, rel=1e-6)
