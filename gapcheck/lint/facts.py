@@ -50,8 +50,8 @@ def managed(module: ModuleIndex) -> frozenset[Aspect]:
         found |= _ALL
     if imports("torch.distributed.fsdp", "torch.distributed.optim", "deepspeed", "torch.distributed._composable"):
         found |= {Aspect.AMP}
-    if imports("deepspeed"):
-        found |= {Aspect.STEP_LOOP}
+    if imports("deepspeed", "torch.distributed.autograd", "torch.distributed.rpc"):
+        found |= {Aspect.STEP_LOOP}  # DeepSpeed's engine and distributed autograd contexts handle gradients
     if imports("ray.train"):
         found |= {Aspect.SAMPLER_EPOCH}  # prepare_data_loader sets the sampler's epoch
     return frozenset(found)

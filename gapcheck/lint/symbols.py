@@ -338,6 +338,9 @@ class Program:
         if isinstance(func, ast.Name):
             if func.id in module.functions and "." not in func.id:
                 return module, module.functions[func.id]
+            for nested in module.nested_functions:  # def run_validate(...) inside validate(), called there
+                if nested.name == func.id and within is not None and module.enclosing_function(nested) is within:
+                    return module, nested
             origin = module.imports.get(func.id)
             return self._imported(module, origin) if origin else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
-from gapcheck.lint.facts import Aspect
+from gapcheck.lint.facts import Aspect, is_scaler_call
 from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import ModuleIndex, dotted, keyword, literal
@@ -100,13 +100,15 @@ class ClipWithoutUnscale(Rule):
             found = [e for e in loop_events(ctx.program, ctx.module, loop) if belongs(e, loop)]
             if not any(e.kind is Kind.SCALER_STEP for e in found):
                 continue
-            unscaled = False
+            unscaled = scaled = False
             for event in found:
                 if event.kind is Kind.BACKWARD:
+                    target = event.node.func.value  # type: ignore[attr-defined]
+                    scaled = isinstance(target, ast.Call) and is_scaler_call(event.step.module, target, "scale")
                     unscaled = False
                 elif event.kind is Kind.UNSCALE:
                     unscaled = True
-                elif event.kind is Kind.CLIP and not unscaled and event.step.module is ctx.module:
+                elif event.kind is Kind.CLIP and scaled and not unscaled and event.step.module is ctx.module:
                     yield ctx.finding(self.code, event.node, "gradients clipped while still scaled by the GradScaler: "
                                       "call scaler.unscale_(optimizer) first")
                 elif event.kind is Kind.SCALER_STEP:

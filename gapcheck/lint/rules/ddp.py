@@ -11,7 +11,9 @@ from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import (
     ModuleIndex,
     Program,
+    dotted,
     flow,
+    is_eval_name,
     keyword,
     literal,
     tokens,
@@ -39,12 +41,19 @@ def whole_module(program: Program, module: ModuleIndex) -> Iterator[ast.AST]:
 
 class SamplerWithoutSetEpoch(Rule):
     code = codes.SAMPLER_WITHOUT_SET_EPOCH
+
+    @staticmethod
+    def _handed_over(ctx: Context, sampler: ast.Call) -> bool:
+        name = _assigned(ctx.module, sampler)
+        return name is not None and _handed_over_to_unknown(ctx, name)
+
     aspect = Aspect.SAMPLER_EPOCH
     needs = ("DistributedSampler",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         samplers = [c for c in ctx.module.calls if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
-                    and literal(keyword(c, "shuffle")) is not False]
+                    and literal(keyword(c, "shuffle")) is not False and not _evaluates(c)
+                    and not self._handed_over(ctx, c)]
         if not samplers:
             return
         epoch_loop = next((loop for loop in ctx.module.loops if is_epoch_loop(loop)), None)
@@ -61,8 +70,34 @@ class SamplerWithoutSetEpoch(Rule):
                               epoch_loop_line=epoch_loop.lineno)
 
 
+def _evaluates(sampler: ast.Call) -> bool:
+    """A sampler over validation/test data: its order does not change the metric."""
+    data = sampler.args[0] if sampler.args else keyword(sampler, "dataset")
+    return is_eval_name((dotted(data) or "").split(".")[-1])
+
+
 def calls_in_all(module: ModuleIndex) -> Iterator[ast.Call]:
     return iter(module.calls)
+
+
+def _assigned(module: ModuleIndex, call: ast.Call) -> str | None:
+    parent = module.parent(call)
+    while isinstance(parent, ast.IfExp):
+        parent = module.parent(parent)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        return dotted(parent.targets[0])
+    return None
+
+
+def _handed_over_to_unknown(ctx: Context, name: str) -> bool:
+    """``name`` is passed to a call gapcheck cannot follow (a star import, a library): it may set the epoch there."""
+    for call in ctx.module.calls:
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if any(dotted(a) == name for a in arguments) and ctx.program.resolve(
+                ctx.module, call, within=ctx.module.enclosing_function(call)) is None and \
+                ctx.module.callee(call).split(".")[-1] not in ("DataLoader", "len", "isinstance", "print"):
+            return True
+    return False
 
 
 class ShuffleWithSampler(Rule):

@@ -94,14 +94,16 @@ class EvalLoaderFromTrain(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        train_sets = {dotted(dataset_arg(c)) for c in loaders(module)
+        # the same variable only means the same object within one function
+        train_sets = {(id(module.enclosing_function(c)), dotted(dataset_arg(c))) for c in loaders(module)
                       if is_train_name(_target_name(module, c)) and dotted(dataset_arg(c))}
         for call in loaders(module):
             target = _target_name(module, call)
             data = dotted(dataset_arg(call))
             if not target or not is_eval_name(target) or not data:
                 continue
-            if is_train_name(data.split(".")[-1]) or (data in train_sets and not is_eval_name(data.split(".")[-1])):
+            same_object = (id(module.enclosing_function(call)), data) in train_sets
+            if is_train_name(data.split(".")[-1]) or (same_object and not is_eval_name(data.split(".")[-1])):
                 yield ctx.finding(self.code, call, f"validation/test loader '{target}' is built from the training "
                                   f"dataset '{data}'", dataset=data)
 
