@@ -137,3 +137,24 @@ def test_emitted_codes_are_checked_by_the_plugin():
     LAYER_DIVERGENCE.finding("seen")
     assert "layer_divergence" in pytest_plugin.emitted_codes()
     assert getattr(__import__("gapcheck.findings").findings.Finding.__post_init__, "_gapcheck_checked", False)
+
+
+def test_an_unregistered_code_emitted_by_gapcheck_fails_its_test(tmp_path):
+    (tmp_path / "test_emit.py").write_text(
+        "import pathlib\n"
+        "import gapcheck.codes.pytest_plugin as plugin\n"
+        "from gapcheck.findings import Finding, Severity\n"
+        "def test_emits():\n"
+        "    package, plugin._PACKAGE = plugin._PACKAGE, pathlib.Path(__file__).resolve().parent  # pose as gapcheck\n"
+        "    try:\n"
+        "        Finding('no_such_code_h1a', Severity.GAP, 'm')\n"
+        "    finally:\n"
+        "        plugin._PACKAGE = package\n"
+        "def test_findings_built_by_tests_are_not_checked():\n"
+        "    Finding('made_up_by_a_test', Severity.INFO, 'm')\n"
+    )
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "gapcheck.codes.pytest_plugin", "-p", "no:cacheprovider",
+                          str(tmp_path / "test_emit.py")], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout
+    assert "1 failed, 1 passed" in run.stdout
+    assert "unregistered finding code 'no_such_code_h1a' emitted at" in run.stdout

@@ -2,19 +2,20 @@
 
 Enabled for gapcheck's test suite in pyproject.toml (``-p gapcheck.codes.pytest_plugin``). It wraps
 ``Finding.__post_init__`` for the session: a finding built by code under the ``gapcheck`` package
-whose code is not in the registry is recorded (with the file and line that built it) and warned about,
-and the session fails at the end listing each one. Findings that tests build themselves are not checked.
+whose code is not in the registry fails the test during which it was emitted (naming the file and line
+that built it; this travels through pytest-xdist like any failure), and the session summary lists each
+one. Findings that tests build themselves are not checked.
 """
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _HELPERS = {str(_PACKAGE / "findings.py"), str(_PACKAGE / "codes" / "__init__.py"), __file__}
 _violations: dict[str, str] = {}  # code -> where it was built
+_current: list[str] = []  # violations during the running test
 _emitted: set[str] = set()
 
 
@@ -38,7 +39,7 @@ def _check(finding: Any) -> None:
     if where is None or not str(Path(where[0]).resolve()).startswith(str(_PACKAGE)):
         return  # built by a test, not emitted by gapcheck
     _violations.setdefault(finding.code, f"{where[0]}:{where[1]}")
-    warnings.warn(f"unregistered finding code {finding.code!r} emitted at {where[0]}:{where[1]}", stacklevel=3)
+    _current.append(f"unregistered finding code {finding.code!r} emitted at {where[0]}:{where[1]}")
 
 
 def pytest_configure(config: Any) -> None:
@@ -56,6 +57,27 @@ def pytest_configure(config: Any) -> None:
     Finding.__post_init__ = checked  # type: ignore[method-assign]
 
 
+def _fail_the_test(report: Any) -> None:
+    if not _current:  # setup (fixtures build findings too), call or teardown
+        return
+    message = "\n".join(dict.fromkeys(_current)) + "\n(declare the code in gapcheck/codes/<family>.py)"
+    _current.clear()
+    report.outcome = "failed"
+    report.longrepr = message
+
+
+try:  # the hook needs pytest; the module is only loaded as a pytest plugin
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+        outcome = yield
+        _fail_the_test(outcome.get_result())
+
+except ImportError:  # pragma: no cover
+    pass
+
+
 def emitted_codes() -> frozenset[str]:
     """Codes emitted so far in this process (for tests that want to look)."""
     return frozenset(_emitted)
@@ -71,4 +93,3 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
         reporter.write_line(message, red=True)
     else:
         print(message, file=sys.stderr)
-    session.exitstatus = 1
