@@ -21,7 +21,7 @@ import pytest
 
 from gapcheck.golden import RecordRequest, load_bundle, record_bundle
 from gapcheck.triton.client import TritonEndpoint
-from gapcheck.triton.local_server import LocalTritonServer
+from gapcheck.triton.local_server import LocalTritonServer, restriction_args
 
 ADMIN_HEADER = "x-admin-token"
 ADMIN_TOKEN = "adm1n-t0ken-7c2e"
@@ -88,10 +88,8 @@ def write_model(repo: Path, name: str, onnx_model: onnx.ModelProto, version: int
 
 def hardened_server(repo: Path, workdir: Path, ports=None) -> LocalTritonServer:
     """Repository index and model control need the admin header (what a hardened deployment does)."""
-    restriction = f"model-repository:{ADMIN_HEADER}={ADMIN_TOKEN}"
     return LocalTritonServer(repo, workdir=workdir, ports=ports,
-                             extra_args=(f"--http-restricted-api={restriction}",
-                                         f"--grpc-restricted-protocol={restriction}"))
+                             extra_args=restriction_args(("model-repository",), ADMIN_HEADER, ADMIN_TOKEN))
 
 
 @dataclass
