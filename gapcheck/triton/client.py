@@ -22,11 +22,13 @@ leaves the protocol open and the first connection probes for it (:mod:`gapcheck.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import gevent
 import numpy as np
@@ -243,12 +245,27 @@ class TritonConnection:
             "headers": self._headers, "client_timeout": self.timeout_s}
 
     def server_live(self) -> bool:
-        return bool(self.call("server liveness", lambda: self._client.is_server_live(**self._kw()),
+        return bool(self.call("server liveness", lambda: self._health("v2/health/live", "is_server_live"),
                               retry_if=lambda ok: not ok, api="health"))
 
     def server_ready(self) -> bool:
-        return bool(self.call("server readiness", lambda: self._client.is_server_ready(**self._kw()),
+        return bool(self.call("server readiness", lambda: self._health("v2/health/ready", "is_server_ready"),
                               retry_if=lambda ok: not ok, api="health"))
+
+    def _health(self, uri: str, grpc_method: str, *args: str) -> bool:
+        """A health probe. tritonclient's HTTP client reads any non-200 as False, which would turn a
+        restricted health API (403) into "not live"; so HTTP reads the status itself."""
+        if self.protocol == "grpc":
+            return bool(getattr(self._client, grpc_method)(*args, **self._kw()))
+        response = self._client._get(request_uri=uri, headers=self._headers, query_params=None)
+        if response.status_code == 403:
+            body = response.read(4096).decode("utf-8", "replace")
+            try:
+                message = str(json.loads(body).get("error", body))
+            except (ValueError, AttributeError):
+                message = body
+            raise InferenceServerException(msg=message, status="403")
+        return bool(response.status_code == 200)
 
     def server_metadata(self) -> dict[str, Any]:
         answer = self.call("server metadata", lambda: self._client.get_server_metadata(**self._kw()),
@@ -256,9 +273,9 @@ class TritonConnection:
         return self._object(self._as_dict(answer), "server metadata")
 
     def model_ready(self, model: str, version: str | None = None, *, wait: bool = True) -> bool:
+        uri = f"v2/models/{quote(model)}" + (f"/versions/{quote(version)}" if version else "") + "/ready"
         return bool(self.call(
-            f"readiness of model {model!r}",
-            lambda: self._client.is_model_ready(model, version or "", **self._kw()),
+            f"readiness of model {model!r}", lambda: self._health(uri, "is_model_ready", model, version or ""),
             retry_if=(lambda ok: not ok) if wait else None, api="health",
         ))
 

@@ -268,6 +268,11 @@ class LocalTritonServer:
                 with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310 - loopback only
                     if response.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                # A server whose health API is restricted answers 403 once it is up (models load before the
+                # endpoints open), and that is as ready as it will say.
+                if exc.code == 403 and b"restricted" in exc.read(4096):
+                    return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.1)

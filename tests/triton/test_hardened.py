@@ -134,3 +134,40 @@ def test_export_diff_triton_layers_without_model_control_exit_2_in_the_servers_w
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err
     assert "is restricted, expecting header" in err and f"--triton-header {ACCESS_HEADER}:TOKEN" in err
+
+
+@pytest.fixture(scope="module")
+def health_restricted_triton(tiny_onnx, tmp_path_factory):
+    """Health (liveness, readiness) and the repository restricted: nothing says whether a model is ready."""
+    from gapcheck.triton.local_server import LocalTritonServer, restriction_args
+    from tests.triton.conftest import python_config, write_python_model
+
+    repo = tmp_path_factory.mktemp("health_repo")
+    write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
+    write_python_model(repo, "broken", python_config("broken", parameters={"fail_to_load": "1"}), {1: tiny_onnx})
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("health_work"),
+                               extra_args=restriction_args(("health", "model-repository"), ACCESS_HEADER, ACCESS_TOKEN))
+    server.start(timeout_s=90)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_audit_with_health_restricted_still_passes_and_names_what_was_skipped(health_restricted_triton, tiny_onnx,
+                                                                             protocol):
+    result = audit_deployment(endpoint(health_restricted_triton, protocol), "tiny", onnx_model=tiny_onnx)
+    assert result.verdict == "pass" and result.served.source == "model config"
+    (health,) = [f for f in result.findings if f.code == audit.API_RESTRICTED and f.evidence["api"] == "health"]
+    assert health.evidence["not_checked"] == ["server liveness not checked", "server readiness not checked",
+                                              "model readiness not checked"]
+
+
+def test_a_model_that_failed_to_load_is_still_not_ready_when_readiness_cannot_be_asked(health_restricted_triton,
+                                                                                       tiny_onnx, protocol, sample):
+    result = audit_deployment(endpoint(health_restricted_triton, protocol), "broken", onnx_model=tiny_onnx)
+    assert result.verdict == "gap" and [f.code for f in result.findings if f.is_gap] == [audit.NOT_READY]
+    with TritonBackend(endpoint(health_restricted_triton, protocol), "tiny") as backend:
+        assert backend.infer(sample)["y"].shape == (2, 5)
+        assert backend.restricted == ["server liveness not checked: health API restricted",
+                                      "model readiness not checked: health API restricted"]
