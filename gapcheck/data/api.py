@@ -5,8 +5,9 @@ local process pool), and turns the merged partial into findings and a result obj
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gapcheck.data.common import SideSummary, bad_input_findings, listing_bad, make_shards, shard_failure_findings
@@ -21,6 +22,7 @@ from gapcheck.data.drift import (
 )
 from gapcheck.data.drift_result import DriftResult
 from gapcheck.data.features import SidePartial
+from gapcheck.data.near import ENGINE_SEARCH_PAIRS
 from gapcheck.data.sketches import kll_rank_error
 from gapcheck.data.sources import SourcePlan, SourceSpec, parse_split, plan
 from gapcheck.engines import Engine, open_engine, run_job
@@ -36,11 +38,14 @@ def as_spec(source: str | SourceSpec, name: str, columns: Sequence[str] | None =
     return SourceSpec(spec.name, spec.location, tuple(columns) if columns else None)
 
 
-def _with_engine(engine: Engine | None, run: Any) -> Any:
+@contextlib.contextmanager
+def _engine_scope(engine: Engine | None) -> Iterator[Engine]:
+    """The caller's engine, or a local process pool opened (and always closed) for this call."""
     if engine is not None:
-        return run(engine)
+        yield engine
+        return
     with open_engine("local") as own:
-        return run(own)
+        yield own
 
 
 def summary(plan_: SourcePlan, used: int, bad: int) -> SideSummary:
@@ -69,8 +74,9 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
                for side, p in plans.items() for payload in p.payloads]
     planned = time.perf_counter()
     shards = make_shards(wrapped)
-    run = _with_engine(engine, lambda e: run_job(e, drift_task, shards, empty=empty_partial, merge=merge_partials,
-                                                 progress=progress, description="drift"))
+    with _engine_scope(engine) as opened:
+        run = run_job(opened, drift_task, shards, empty=empty_partial, merge=merge_partials, progress=progress,
+                      description="drift")
     merged = time.perf_counter()
     sides = {side: run.merged.get(side, SidePartial()) for side in plans}
     findings = shard_failure_findings(run.failures)
@@ -127,8 +133,12 @@ def _lookup(names: list[str], split: str, table: dict[str, tuple[Any, Any]]) -> 
 
 def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_file: str | None = None,
             engine: Engine | None = None, progress: ProgressReporter | None = None,
-            shard_size: int = DEFAULT_SHARD_SIZE, thumbnails: int = 6) -> Any:
-    """Check ``splits`` (two or more) for exact/near duplicates, group overlap, label problems and target leakage."""
+            shard_size: int = DEFAULT_SHARD_SIZE, thumbnails: int = 6,
+            search_threshold: int = ENGINE_SEARCH_PAIRS) -> Any:
+    """Check ``splits`` (two or more) for exact/near duplicates, group overlap, label problems and target leakage.
+
+    The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
+    ``search_threshold`` hash pairs (the same pairs either way)."""
     import dataclasses
 
     from gapcheck.codes import data as codes
@@ -143,7 +153,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         target_leakage,
     )
     from gapcheck.data.leakage_result import LeakageResult
-    from gapcheck.data.near import max_distance
+    from gapcheck.data.near import engine_search, max_distance
     from gapcheck.errors import UsageError
     from gapcheck.findings import Subject
 
@@ -167,10 +177,13 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
             wrapped.append(({"source": payload, "options": job_options, **extra}, payload))
     shards = make_shards(wrapped)
     planned = time.perf_counter()
-    run = _with_engine(engine, lambda e: run_job(e, job.leakage_task, shards, empty=job.empty_partial,
-                                                 merge=job.merge_partials, progress=progress, description="leakage"))
-    merged_at = time.perf_counter()
-    records = {p.spec.name: run.merged.get(p.spec.name, job.SplitRecords(kind=p.kind.value)) for p in plans}
+    with _engine_scope(engine) as opened:
+        run = run_job(opened, job.leakage_task, shards, empty=job.empty_partial, merge=job.merge_partials,
+                      progress=progress, description="leakage")
+        merged_at = time.perf_counter()
+        records = {p.spec.name: run.merged.get(p.spec.name, job.SplitRecords(kind=p.kind.value)) for p in plans}
+        exact = exact_pairs(records)
+        near = near_pairs(records, options, exact, search=engine_search(opened, search_threshold))
     findings = shard_failure_findings(run.failures)
     bad_all: list[tuple[str, str]] = []
     summaries = []
@@ -184,8 +197,6 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
             findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",
                                                       subject=Subject(stage=p.spec.name),
                                                       evidence={"listed": p.items, "bad": len(bad)}))
-    exact = exact_pairs(records)
-    near = near_pairs(records, options, exact)
     findings += pair_findings(exact, near)
     findings += group_findings(records)
     findings += label_findings(records, exact + near)

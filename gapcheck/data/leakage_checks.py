@@ -1,8 +1,9 @@
-"""The leakage checks proper: they run once, on the driver, over the merged split records."""
+"""The leakage checks proper: they run once, on the driver, over the merged split records (the near-duplicate
+search may itself run as a job on the engine; see :func:`gapcheck.data.near.engine_search`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,8 +68,12 @@ def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
     return pairs
 
 
-def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: Sequence[Pair]) -> list[Pair]:
-    """pHash pairs within the threshold, each later split queried against each earlier one; exact pairs excluded."""
+def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: Sequence[Pair],
+               search: Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = hamming_pairs,
+               ) -> list[Pair]:
+    """pHash pairs within the threshold, each later split queried against each earlier one; exact pairs excluded.
+
+    ``search`` is :func:`~gapcheck.data.near.hamming_pairs` or the engine-backed search of the same contract."""
     limit = max_distance(options.near)
     known = {(p.item, p.other) for p in exact}
     pairs: list[Pair] = []
@@ -76,7 +81,7 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
     for j, query_split in enumerate(names):
         for reference_split in names[:j]:
             q, r = splits[query_split], splits[reference_split]
-            qi, ri, dist = hamming_pairs(q.phash, r.phash, limit)
+            qi, ri, dist = search(q.phash, r.phash, limit)
             dh = np.bitwise_count(q.dhash[qi] ^ r.dhash[ri]) if len(qi) else np.zeros(0, np.int64)
             for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist(), strict=True):
                 if (q.names[a], r.names[b]) in known:

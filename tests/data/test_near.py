@@ -23,3 +23,29 @@ def test_threshold_and_baseline():
     assert all_pairs_count(hashes, 1) == 2  # 0-1 and 1-3
     empty = hamming_pairs(np.zeros(0, np.uint64), hashes, 6)
     assert all(len(a) == 0 for a in empty)
+
+
+def test_engine_search_gives_the_driver_search_pairs():
+    from gapcheck.data import near
+    from gapcheck.engines import open_engine
+
+    rng = np.random.default_rng(3)
+    reference = rng.integers(0, 2**63, 3000, dtype=np.uint64)
+    query = np.concatenate([reference[::7] ^ np.uint64(0b101), rng.integers(0, 2**63, 9000, dtype=np.uint64)])
+    expected = near.hamming_pairs(query, reference, 6)
+    for kind in ("serial", "local"):
+        with open_engine(kind, workers=2) if kind == "local" else open_engine(kind) as engine:
+            got = near.engine_search(engine, threshold=0)(query, reference, 6)  # 3 query blocks as shards
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert len(expected[0]) == len(reference[::7])
+
+
+def test_leakage_with_the_search_on_the_engine_finds_the_same_pairs(photo_splits):
+    from gapcheck.data.api import leakage
+    from gapcheck.engines import open_engine
+
+    splits = [f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"]
+    with open_engine("serial") as engine:
+        driver = leakage(splits, engine=engine)
+        on_engine = leakage(splits, engine=engine, search_threshold=0)
+    assert driver.near == on_engine.near and len(driver.near) == 4
