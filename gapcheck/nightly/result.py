@@ -10,7 +10,11 @@ from gapcheck.findings import Finding, Verdict
 from gapcheck.nightly.alerts import Delivery
 from gapcheck.nightly.probe import EndpointOutcome
 from gapcheck.nightly.status import Classification, Status
-from gapcheck.report.contract import Check, ResultBase, Table
+from gapcheck.report.contract import Chart, Check, ResultBase, Series, Table
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
 def _g(value: float | None) -> str:
@@ -31,6 +35,21 @@ class EndpointReport:
     findings: tuple[Finding, ...]
     last_pass_at: str | None = None  # when this endpoint last passed (before tonight)
     failing_since: str | None = None  # the first night of the current run of gaps/outages (tonight for a new one)
+    # The recent nights and tonight, oldest first: (started_at, status, {output: error ratio}) for the trend chart.
+    trend: tuple[tuple[str, str, dict[str, float | None]], ...] = ()
+
+    def trend_charts(self) -> list[Chart]:
+        if len(self.trend) < 2:
+            return []
+        x = tuple(t[0][5:16].replace("T", " ") for t in self.trend)
+        marks = tuple(i for i, t in enumerate(self.trend) if t[1] != Status.PASS.value)
+        outputs = sorted({o for t in self.trend for o in t[2]})
+        return [Chart(title=f"{self.name} / {output}: error over the last {len(x)} nights", kind="line", x=x,
+                      series=(Series("max |err| / tolerance", tuple(_finite(t[2].get(output)) for t in self.trend)),
+                              Series("tolerance", tuple(1.0 for _ in x), style="dashed")),
+                      y_label="fraction of tolerance", marks=marks,
+                      note=", ".join(f"{x[i]} {self.trend[i][1]}" for i in marks))
+                for output in outputs]
 
     @property
     def name(self) -> str:
@@ -131,7 +150,7 @@ class NightlyResult(ResultBase):
                         "delivered": d.delivered, "attempts": d.attempts, "error": d.error} for d in self.alerts],
         }
 
-    def views(self) -> Sequence[Table]:
+    def views(self) -> Sequence[Table | Chart]:
         rows, highlight = [], []
         for i, e in enumerate(self.endpoints):
             o = e.outcome
@@ -142,7 +161,7 @@ class NightlyResult(ResultBase):
                          o.error or ""))
             if e.status not in (Status.PASS, Status.RECOVERED, Status.DRIFTING):
                 highlight.append(i)
-        views: list[Table] = [Table(
+        views: list[Table | Chart] = [Table(
             "Endpoints", ("endpoint", "url", "status", "served version", "config", "max |err|", "of tolerance",
                           "time", "error"), tuple(rows), tuple(highlight),
             note=f"run {self.run_id} · golden {self.golden.get('bundle_hash', '')[:12]} · history {self.history}")]
@@ -156,6 +175,8 @@ class NightlyResult(ResultBase):
             views.append(Table("Worst outputs", ("endpoint", "output", "verdict", "max |err|", "of tolerance",
                                                  "failing samples", "worst samples"), tuple(worst_rows),
                                tuple(i for i, r in enumerate(worst_rows) if r[2] == "gap")))
+        for e in self.endpoints:
+            views.extend(e.trend_charts())
         return views
 
     def checks(self) -> Sequence[Check]:

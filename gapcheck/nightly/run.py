@@ -30,6 +30,7 @@ from gapcheck.nightly.status import DriftParameters, Status, Tonight, classify
 
 logger = logging.getLogger(__name__)
 
+TREND_NIGHTS = 29  # earlier nights drawn beside tonight in the report's trend chart
 HISTORY_WINDOW = 60  # nights of one endpoint read back to classify tonight (drift needs the segment since a change)
 
 
@@ -103,7 +104,9 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
         findings.append(RECOVERED.finding(f"{name} passes again (last status {c.previous_status})",
                                           subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
     last_pass, since = _since(earlier, c.status, started_at)
-    return EndpointReport(outcome, c, tuple(findings), last_pass_at=last_pass, failing_since=since)
+    trend = tuple((r.started_at, r.status, {o.output: o.error_ratio for o in r.outputs}) for r in earlier[-TREND_NIGHTS:])
+    trend += ((started_at, c.status.value, {x.output: x.error_ratio for x in outcome.outputs}),)
+    return EndpointReport(outcome, c, tuple(findings), last_pass_at=last_pass, failing_since=since, trend=trend)
 
 
 def _since(earlier: list[EndpointRecord], status: Status, tonight: str) -> tuple[str | None, str | None]:
