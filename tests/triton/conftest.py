@@ -27,6 +27,8 @@ METADATA_VALUE = "m3ta-0nly-77b2"
 # The production-hardened server: repository and config APIs need Triton's usual access token.
 ACCESS_HEADER = "triton-access-token"
 ACCESS_TOKEN = "hardened-9c1e77-t0k3n"
+# What PyTriton restricts by default (pytriton.triton.DEFAULT_PROTECTED_ENDPOINTS) behind triton-access-token.
+PYTRITON_RESTRICTED = ("shared-memory", "model-repository", "statistics", "trace", "logging")
 
 # Runs inside Triton's Python-backend stub (numpy 1.x, onnxruntime from .venv-triton).
 MODEL_PY = '''
@@ -190,7 +192,8 @@ def secured_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="session")
 def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
-    """A server hardened as NVIDIA's secure-deployment guide asks: model-repository and model-config restricted.
+    """A server hardened as PyTriton does by default, plus model-config: repository, shared memory, statistics,
+    trace, logging and config need ``triton-access-token``.
 
     Health, metadata and inference stay open (as in production); model control (loading a twin) needs the token.
     """
@@ -198,7 +201,7 @@ def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPat
     write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
     write_python_model(repo, "tiny_fp16", python_config("tiny_fp16", input_type="TYPE_FP16"), {1: tiny_onnx})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("hardened_work"),
-                               extra_args=restriction_args(("model-repository", "model-config"), ACCESS_HEADER,
+                               extra_args=restriction_args((*PYTRITON_RESTRICTED, "model-config"), ACCESS_HEADER,
                                                            ACCESS_TOKEN))
     server.start(timeout_s=90)
     try:
