@@ -47,7 +47,8 @@ def command(
     select: Annotated[list[str], typer.Option("--select", help="Codes or prefixes to run, e.g. GC1,GC201 (repeatable).")] = [],  # noqa: B006
     ignore: Annotated[list[str], typer.Option("--ignore", help="Codes or prefixes to skip (repeatable).")] = [],  # noqa: B006
     fmt: Annotated[LintFormat, typer.Option("--format", help="Output format on stdout (or in --output).")] = LintFormat.text,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the --format report here instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o",
+                                                help="Write the --format report here instead of stdout.")] = None,
     exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")] = False,
     explain: Annotated[str | None, typer.Option("--explain", help="Explain a code (e.g. GC101) and exit.")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, max=256, help="Worker processes (default: CPUs).")] = None,

@@ -126,8 +126,10 @@ class SchedulerAfterSkippedStep(Rule):
             step = next((e for e in found if e.kind is Kind.SCALER_STEP), None)
             if step is None:
                 continue
+            stepped_at = step.step.via or step.node
             for event in found[found.index(step) + 1:]:
-                if event.kind is Kind.SCHED_STEP and event.step.module is ctx.module and not self._guarded(ctx, event.node, loop, step.step.via or step.node):
+                if (event.kind is Kind.SCHED_STEP and event.step.module is ctx.module
+                        and not self._guarded(ctx, event.node, loop, stepped_at)):
                     yield ctx.finding(self.code, event.node, "scheduler.step() runs even when scaler.step skipped the "
                                       "optimizer step (inf/NaN gradients): check that the scale did not drop")
 

@@ -46,11 +46,15 @@ def _iter_is_eval(loop: ast.For | ast.AsyncFor) -> bool:
 
 
 def _calls_model(program: Program, module: ModuleIndex, loop: ast.AST) -> bool:
+    """The loop runs a model forward: ``model(x)``, ``self.net(x)`` (not ``build_model()``, a def or an import)."""
     for step in flow(program, module, loop.body):  # type: ignore[attr-defined]
         node = step.node
-        if isinstance(node, ast.Call) and is_model_name(last_name(node.func)) and method(node) not in (
+        if not isinstance(node, ast.Call) or not is_model_name(last_name(node.func)) or method(node) in (
                 "eval", "train", "to", "parameters", "state_dict", "zero_grad"):
-            return True
+            continue
+        if isinstance(node.func, ast.Name) and (node.func.id in step.module.functions or node.func.id in step.module.imports):
+            continue
+        return True
     return False
 
 
@@ -216,10 +220,10 @@ def random_transform(module: ModuleIndex, expr: ast.AST | None, depth: int = 2) 
         if isinstance(node, ast.Call):
             name = module.callee(node)
             short = name.split(".")[-1]
-            if (short.startswith("Random") and short != "RandomState") or short in TORCHVISION_RANDOM:
-                if literal(keyword(node, "p")) not in (0, 0.0):
-                    return short
-            if name.startswith("albumentations") and short in ALBUMENTATIONS_RANDOM and literal(keyword(node, "p")) not in (0, 0.0):
+            never = literal(keyword(node, "p")) in (0, 0.0)  # p=0: the transform never fires
+            torchvision_random = (short.startswith("Random") and short != "RandomState") or short in TORCHVISION_RANDOM
+            albumentations_random = name.startswith("albumentations") and short in ALBUMENTATIONS_RANDOM
+            if (torchvision_random or albumentations_random) and not never:
                 return short
         elif isinstance(node, ast.Name) and depth > 0:
             for value in module.bindings.get(node.id, ()):

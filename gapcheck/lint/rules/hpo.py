@@ -22,9 +22,9 @@ def objectives(module: ModuleIndex) -> list[ast.FunctionDef | ast.AsyncFunctionD
         if method(call) == "optimize" and call.args and isinstance(call.args[0], ast.Name):
             names.add(call.args[0].id)
         if callee.split(".")[-1] in ("run", "Tuner", "with_parameters") and callee.startswith("ray.tune") \
-                and "reuse_actors=True" in module.source.text.replace(" ", "") and call.args:
-            if isinstance(call.args[0], ast.Name):
-                names.add(call.args[0].id)
+                and "reuse_actors=True" in module.source.text.replace(" ", "") and call.args \
+                and isinstance(call.args[0], ast.Name):
+            names.add(call.args[0].id)
     found = [module.functions[n] for n in sorted(names) if n in module.functions]
     for name, function in module.functions.items():
         if "." in name or function in found:

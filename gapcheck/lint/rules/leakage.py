@@ -63,15 +63,15 @@ def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int)
         if isinstance(node, ast.Call):
             callee = module.callee(node).split(".")[-1]
             args = [*node.args, *(k.value for k in node.keywords if k.arg in ("dataset", "arrays"))]
-            if callee in SPLITTERS or (callee == "split" and method(node) == "split"
-                                       and not isinstance(receiver(node), ast.Constant)):
-                if any(isinstance(a, ast.Name) and a.id in names for a in args):
-                    return node
+            splits = callee in SPLITTERS or (callee == "split" and method(node) == "split"
+                                             and not isinstance(receiver(node), ast.Constant))
+            if splits and any(isinstance(a, ast.Name) and a.id in names for a in args):
+                return node
             if callee == "Subset" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
                 return node
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
-            if isinstance(node.ctx, ast.Load) and _rows_sliced(node):
-                return node
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names
+              and isinstance(node.ctx, ast.Load) and _rows_sliced(node)):
+            return node
     return None
 
 

@@ -81,7 +81,8 @@ class TrainLoaderBatchOfOne(Rule):
         if not norms:
             return
         for call in loaders(module):
-            if (is_train_loader(module, call) and (keyword(call, "drop_last") is None or literal(keyword(call, "drop_last")) is False)
+            keeps_last = keyword(call, "drop_last") is None or literal(keyword(call, "drop_last")) is False
+            if (is_train_loader(module, call) and keeps_last
                     and not any(k.arg is None for k in call.keywords) and literal(keyword(call, "batch_size")) != 1
                     and keyword(call, "batch_sampler") is None):
                 yield ctx.finding(self.code, call, f"training DataLoader without drop_last=True while the model uses "
