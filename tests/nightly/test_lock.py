@@ -59,3 +59,40 @@ def test_two_nightly_processes_started_at_once(served, tiny_golden: Path, tmp_pa
         assert [r.status for r in records] == ["pass", "pass"]
         finished = h.db.execute("SELECT COUNT(*) FROM runs WHERE finished_at IS NOT NULL AND exit_code = 0").fetchone()[0]
         assert finished == 2
+
+
+CRASHING_RUN = """
+import os, signal, sys
+from pathlib import Path
+from gapcheck.nightly import run
+from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+
+calls = []
+real = run.check_endpoint
+def crash_on_second(spec, *args, **kwargs):
+    calls.append(spec.name)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # the machine dies in the middle of the night
+    return real(spec, *args, **kwargs)
+run.check_endpoint = crash_on_second
+golden, history, port = sys.argv[1], sys.argv[2], sys.argv[3]
+specs = tuple(endpoint_spec(parse_endpoint_option(f"{n}=grpc://127.0.0.1:{port}/m")) for n in ("first", "second"))
+run.run_nightly(run.NightlyRequest(golden=Path(golden), endpoints=specs, history=Path(history), retries=0))
+"""
+
+
+def test_a_crash_mid_run_leaves_the_history_consistent_and_the_lock_free(tiny_golden: Path, tmp_path: Path) -> None:
+    from tests.nightly.conftest import free_port
+
+    history = tmp_path / "h.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-c", CRASHING_RUN, str(tiny_golden), str(history), str(free_port())],
+                          env=env, capture_output=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    with History(history) as h:
+        assert h.integrity_ok()
+        [run_row] = h.db.execute("SELECT finished_at, exit_code FROM runs").fetchall()
+        assert tuple(run_row) == (None, None)  # the run is visibly incomplete
+        assert [r.status for r in h.endpoint_history("first")] == ["unreachable"]  # committed before the crash
+        assert h.endpoint_history("second") == []  # nothing half-written
+    HistoryLock(history, wait_s=0.0).acquire().release()  # the kernel dropped the dead run's lock
