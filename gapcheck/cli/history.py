@@ -16,7 +16,7 @@ from gapcheck.nightly.config import DEFAULT_HISTORY
 
 def command(
     history: Optional[Path] = typer.Option(None, "--history",
-        help=f"SQLite history (default {DEFAULT_HISTORY} or [nightly] history)."),
+        help=f"SQLite history (default: the nightly config section's history, else {DEFAULT_HISTORY})."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Only this endpoint."),
     last: int = typer.Option(30, "--last", min=1, help="Results per endpoint (most recent)."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON on stdout."),

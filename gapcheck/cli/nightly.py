@@ -18,7 +18,8 @@ from gapcheck.nightly.config import DEFAULT_HISTORY, WebhookFormat
 
 
 def command(
-    golden: Optional[Path] = typer.Option(None, "--golden", help="The golden bundle folder (or [nightly] golden)."),
+    golden: Optional[Path] = typer.Option(None, "--golden",
+                                          help="The golden bundle folder (default: golden in the nightly config section)."),
     endpoint: list[str] = typer.Option([], "--endpoint",
         help="NAME=URL, e.g. prod=grpc://triton:8001/resnet?version=3 (repeatable; replaces the config's endpoints)."),
     history: Optional[Path] = typer.Option(None, "--history", help=f"SQLite history (default {DEFAULT_HISTORY})."),
