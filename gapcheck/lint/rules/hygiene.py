@@ -9,7 +9,7 @@ from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.symbols import calls_in, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, keyword, literal
 
 _DETACHING = {"item", "detach", "tolist", "numpy"}
 
@@ -29,10 +29,10 @@ class TorchLoadUnsafe(Rule):
                 yield ctx.finding(self.code, call, "torch.load(weights_only=False) unpickles arbitrary objects")
 
 
-def _backward_names(body: ast.AST) -> set[str]:
+def _backward_names(module: ModuleIndex, body: ast.AST) -> set[str]:
     """Names whose ``.backward()`` is called (``loss.backward()``, ``scaler.scale(loss).backward()``)."""
     names: set[str] = set()
-    for call in calls_in(body):
+    for call in module.scope_calls(body):
         if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
             target = call.func.value
             if isinstance(target, ast.Call) and target.args:  # scaler.scale(loss).backward()
@@ -66,7 +66,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop in ctx.module.loops:
-            graphs = _backward_names(loop)
+            graphs = _backward_names(ctx.module, loop)
             if not graphs:
                 continue
             assigned_inside = {t.id for n in ctx.module.walk(loop) if isinstance(n, ast.Assign) for t in n.targets
