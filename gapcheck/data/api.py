@@ -88,7 +88,7 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
             findings.append(codes.EMPTY_SPLIT.finding(
                 f"the {side} side ({plans[side].spec.location}) has no usable items", subject=Subject(stage=side),
                 evidence={"listed": plans[side].items, "bad": len(bad[side])}))
-    problems = unusable_columns(sides["reference"], sides["current"])
+    problems = unusable_columns(sides["reference"], sides["current"], options.columns)
     findings += bad_input_findings("columns", problems)
     features = compare_sides(sides["reference"], sides["current"], options) if all(
         s.rows for s in sides.values()) else []

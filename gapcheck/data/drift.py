@@ -218,9 +218,14 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
     return findings
 
 
-def unusable_columns(reference: SidePartial, current: SidePartial) -> list[tuple[str, str]]:
-    """All-null columns, mixed-type columns and columns on one side only, as (item, reason) for bad_input."""
+def unusable_columns(reference: SidePartial, current: SidePartial,
+                     requested: tuple[str, ...] | None = None) -> list[tuple[str, str]]:
+    """All-null columns, mixed-type columns, columns on one side only and requested columns on neither,
+    as (item, reason) for bad_input."""
     problems: list[tuple[str, str]] = []
+    for name in requested or ():
+        if name not in reference.columns and name not in current.columns and (reference.rows or current.rows):
+            problems.append((f"columns:{name}", "requested column not found on either side"))
     for side, part, other in (("reference", reference, current), ("current", current, reference)):
         for name in part.order:
             stats = part.columns[name]

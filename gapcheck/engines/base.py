@@ -8,7 +8,8 @@ on which engine ran it or when a shard finished.
 
 Faults are the engine's business: a shard whose worker dies or raises is retried up to
 ``max_attempts`` times; a shard that keeps failing comes back as an :class:`Outcome` with
-``error`` set and its items named, never dropped. This module imports nothing heavy.
+``error`` set and its items named, never dropped. A usage error raised by a task
+(:func:`is_usage_error`) is not a fault: it is raised to the caller at once. This module imports nothing heavy.
 """
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ class Engine(Protocol):
     def close(self) -> None:
         """Stop workers and release resources (safe to call twice, and on Ctrl-C)."""
         ...
+
+
+def is_usage_error(exc: BaseException) -> bool:
+    """A usage/config/input error raised by a task (e.g. a column that does not exist): the same on every retry and
+    every shard, so it is raised to the caller at once (exit 2) instead of being retried and reported per shard."""
+    from gapcheck.errors import ExitCode, GapcheckError
+
+    return isinstance(exc, GapcheckError) and exc.exit_code is ExitCode.USAGE
 
 
 def describe_error(exc: BaseException) -> str:

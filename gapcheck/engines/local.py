@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
+from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error, is_usage_error
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,8 @@ class LocalEngine:
                 if exc is None:
                     yield Outcome(shard=shard, partial=future.result(), attempts=attempts.get(shard.index, 0) + 1)
                     continue
+                if is_usage_error(exc):
+                    raise exc
                 if isinstance(exc, BrokenProcessPool):
                     broken = True
                     alone = not running and len(done) == 1

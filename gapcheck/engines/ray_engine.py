@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
+from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error, is_usage_error
 from gapcheck.errors import BackendError, UsageError
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class RayEngine:
                         raise
                     except Exception as exc:  # noqa: BLE001 - reported with the shard's items
                         cause = getattr(exc, "cause", None) or exc
+                        if is_usage_error(cause):
+                            raise cause from None
                         yield Outcome(shard=shard, error=describe_error(cause), attempts=self.max_attempts)
                         continue
                     yield Outcome(shard=shard, partial=partial)

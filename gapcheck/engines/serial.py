@@ -5,7 +5,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error
+from gapcheck.engines.base import DEFAULT_ATTEMPTS, Outcome, Shard, describe_error, is_usage_error
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,8 @@ class SerialEngine:
                 except (KeyboardInterrupt, SystemExit):
                     raise
                 except Exception as exc:  # noqa: BLE001 - a shard's failure is reported, not raised
+                    if is_usage_error(exc):
+                        raise
                     error = describe_error(exc)
                     logger.debug("shard %d attempt %d failed", shard.index, attempt, exc_info=True)
                     continue

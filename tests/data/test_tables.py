@@ -149,3 +149,12 @@ def test_drift_on_a_tabular_dataset_callable(serial, monkeypatch):
     validate(result)
     assert [f.feature for f in result.features] == ["f0", "f1", "f2", "label"]
     assert [f.feature for f in result.features if f.drift] == ["f1"]
+
+
+def test_a_requested_column_that_does_not_exist_is_a_usage_error_raised_at_once(tmp_path):
+    from gapcheck.errors import UsageError
+
+    reference, current = shifted_tables(tmp_path, rows=2_000)
+    for kind in ("serial", "local"):
+        with open_engine(kind) as engine, pytest.raises(UsageError, match="no column.*typo"):
+            drift(str(reference), str(current), DriftOptions(columns=("x0", "typo")), engine=engine)

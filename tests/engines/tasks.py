@@ -45,3 +45,12 @@ def slow(payload: tuple[str, int]) -> int:
 
 def add(a: int, b: int) -> int:
     return a + b
+
+
+def usage_error_on(payload: tuple[int, int, int]) -> int:
+    from gapcheck.errors import UsageError
+
+    target, start, stop = payload
+    if start == target:
+        raise UsageError(f"no column 'typo' in rows {start}-{stop}")
+    return square_sum((start, stop))

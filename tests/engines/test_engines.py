@@ -103,8 +103,10 @@ def test_ray_engine_merges_and_reports_failures():
     pytest.importorskip("ray")
     with open_engine("ray", workers=2, max_attempts=2) as engine:
         run = run_job(engine, tasks.raise_on, _shards([(700, a, b) for a, b in RANGES]), empty=int, merge=tasks.add)
-    assert run.merged == EXPECTED - sum(i * i for i in range(700, 800))
-    assert [f.index for f in run.failures] == [7] and "bad rows 700-800" in run.failures[0].error
+        assert run.merged == EXPECTED - sum(i * i for i in range(700, 800))
+        assert [f.index for f in run.failures] == [7] and "bad rows 700-800" in run.failures[0].error
+        with pytest.raises(UsageError, match="no column 'typo'"):
+            run_job(engine, tasks.usage_error_on, _shards([(200, a, b) for a, b in RANGES]), empty=int, merge=tasks.add)
 
 
 @pytest.mark.slow
@@ -115,3 +117,11 @@ def test_ray_worker_killed_mid_shard_is_retried(tmp_path):
         run = run_job(engine, tasks.kill_once, _shards(payloads), empty=int, merge=tasks.add)
     assert (tmp_path / "killed-500").exists(), "the worker was not killed"
     assert run.failures == () and run.merged == EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["serial", "local"])
+def test_a_usage_error_in_a_task_is_raised_at_once_not_retried(kind):
+    payloads = [(200, a, b) for a, b in RANGES]
+    opened = open_engine(kind, workers=2) if kind == "local" else open_engine(kind)
+    with opened as engine, pytest.raises(UsageError, match="no column 'typo' in rows 200-300"):
+        run_job(engine, tasks.usage_error_on, _shards(payloads), empty=int, merge=tasks.add)
