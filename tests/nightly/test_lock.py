@@ -96,3 +96,4 @@ def test_a_crash_mid_run_leaves_the_history_consistent_and_the_lock_free(tiny_go
         assert [r.status for r in h.endpoint_history("first")] == ["unreachable"]  # committed before the crash
         assert h.endpoint_history("second") == []  # nothing half-written
     HistoryLock(history, wait_s=0.0).acquire().release()  # the kernel dropped the dead run's lock
+
