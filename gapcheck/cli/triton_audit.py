@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gapcheck.cli.options import HtmlOpt, JsonOpt, JunitOpt, emit_reports, prepare_reports
+from gapcheck.cli.options import ConfigOpt, HtmlOpt, JsonOpt, JunitOpt, emit_reports, prepare_reports
 from gapcheck.cli.triton_options import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -31,8 +31,9 @@ from gapcheck.cli.triton_options import (
     TritonTimeoutOpt,
     TritonUrlOpt,
     TritonVersionOpt,
-    legacy,
+    from_config,
     triton_errors,
+    with_legacy,
 )
 from gapcheck.errors import ExitCode
 
@@ -40,6 +41,7 @@ OnnxOpt = Annotated[Path, typer.Option("--onnx", help="The ONNX model the deploy
 
 
 def command(
+    ctx: typer.Context,
     onnx_file: OnnxOpt,
     triton_url: TritonUrlOpt = None,
     triton_model: TritonModelOpt = None,
@@ -56,6 +58,7 @@ def command(
     json_path: JsonOpt = None,
     junit_path: JunitOpt = None,
     html_path: HtmlOpt = None,
+    config: ConfigOpt = None,
     header: LegacyHeaderOpt = [],  # noqa: B006
     ssl: LegacySslOpt = False,
     ssl_root_cert: LegacyRootCertOpt = None,
@@ -70,16 +73,17 @@ def command(
     from gapcheck.report.formats.console_format import print_result
     from gapcheck.triton.audit import audit_deployment
 
-    options = TritonOptions(
-        url=triton_url, model=triton_model, protocol=protocol, version=triton_version,
-        headers=list(triton_header) + list(header), ssl=triton_ssl or ssl,
-        root_cert=legacy(triton_ssl_root_cert, ssl_root_cert, None),
-        private_key=legacy(triton_ssl_private_key, ssl_private_key, None),
-        cert_chain=legacy(triton_ssl_cert_chain, ssl_cert_chain, None), insecure=triton_ssl_insecure or ssl_insecure,
-        timeout_s=legacy(triton_timeout, timeout, DEFAULT_TIMEOUT_S),
-        retries=legacy(triton_retries, retries, DEFAULT_RETRIES),
-    )
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
+    values = from_config(ctx, config, {
+        "triton_url": triton_url, "triton_model": triton_model, "protocol": protocol, "triton_version": triton_version,
+        "triton_timeout": triton_timeout, "triton_retries": triton_retries, "triton_ssl": triton_ssl,
+        "triton_ssl_root_cert": triton_ssl_root_cert, "triton_ssl_private_key": triton_ssl_private_key,
+        "triton_ssl_cert_chain": triton_ssl_cert_chain, "triton_ssl_insecure": triton_ssl_insecure})
+    values = with_legacy(ctx, values, {
+        "triton_timeout": timeout, "triton_retries": retries, "triton_ssl": ssl or None,
+        "triton_ssl_root_cert": ssl_root_cert, "triton_ssl_private_key": ssl_private_key,
+        "triton_ssl_cert_chain": ssl_cert_chain, "triton_ssl_insecure": ssl_insecure or None})
+    options = TritonOptions.from_values(values, headers=[*triton_header, *header])
     with triton_errors():
         endpoint, model, version = options.target()
         result = audit_deployment(endpoint, model, onnx_model=onnx_file, version=version)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -31,8 +31,6 @@ from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, TlsOptions, 
 
 if TYPE_CHECKING:
     from gapcheck.triton.endpoint import TritonEndpoint
-
-T = TypeVar("T")
 
 TritonUrlOpt = Annotated[Optional[str], typer.Option(
     "--triton-url", help="Triton server: http://host:8000, https://..., grpc://host:8001, grpcs://..., or host:port "
@@ -110,6 +108,23 @@ class TritonOptions:
     retries: int = DEFAULT_RETRIES
     header_flag: str = "--triton-header"
 
+    @classmethod
+    def from_values(cls, values: dict[str, object], *, headers: list[str]) -> TritonOptions:
+        """From option parameter names (``triton_url``, ``protocol``, ... as in :data:`TRITON_CONFIG_KEYS`)."""
+        def path(name: str) -> Path | None:
+            value = values.get(name)
+            return None if value is None else Path(str(value))
+
+        protocol = values.get("protocol")
+        return cls(url=_text(values.get("triton_url")), model=_text(values.get("triton_model")),
+                   protocol=None if protocol is None else Protocol(str(getattr(protocol, "value", protocol))),
+                   version=_text(values.get("triton_version")), headers=list(headers),
+                   ssl=bool(values.get("triton_ssl")), root_cert=path("triton_ssl_root_cert"),
+                   private_key=path("triton_ssl_private_key"), cert_chain=path("triton_ssl_cert_chain"),
+                   insecure=bool(values.get("triton_ssl_insecure")),
+                   timeout_s=float(str(values.get("triton_timeout", DEFAULT_TIMEOUT_S))),
+                   retries=int(str(values.get("triton_retries", DEFAULT_RETRIES))))
+
     @property
     def given(self) -> bool:
         return self.url is not None
@@ -139,6 +154,10 @@ class TritonOptions:
         return self.endpoint(), model, version
 
 
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def _one(what: str, flag_value: str | None, url_value: str | None, flag: str) -> str | None:
     if flag_value is not None and url_value is not None and str(flag_value) != url_value:
         raise UsageError(f"the {what} in --triton-url ({url_value}) and {flag} ({flag_value}) differ")
@@ -161,9 +180,33 @@ def triton_errors() -> Iterator[None]:
         raise
 
 
-def legacy(new: T, old: T | None, default: T) -> T:
-    """The value of an option given by its new or its old (hidden) spelling; the new one wins."""
-    return old if old is not None and new == default else new
+#: option parameter -> field of the ``[triton]`` config section (headers stay on the command line or in nightly's
+#: ``${ENV}`` references: a secret does not belong in a config file).
+TRITON_CONFIG_KEYS = {"triton_url": "url", "triton_model": "model", "triton_version": "version", "protocol": "protocol",
+                      "triton_timeout": "timeout_s", "triton_retries": "retries", "triton_ssl": "ssl",
+                      "triton_ssl_root_cert": "ssl_root_cert", "triton_ssl_private_key": "ssl_private_key",
+                      "triton_ssl_cert_chain": "ssl_cert_chain", "triton_ssl_insecure": "ssl_insecure"}
+
+
+def from_config(ctx: typer.Context, config: Path | None, values: dict[str, object]) -> dict[str, object]:
+    """``values`` (the Triton option parameters) with ``[triton]`` filling those left at their default
+    (file < environment < flags)."""
+    from gapcheck.cli.options import configured
+    from gapcheck.config import load_config
+
+    return {**values, **configured(ctx, load_config(config).section("triton"), TRITON_CONFIG_KEYS)}
+
+
+def with_legacy(ctx: typer.Context, values: dict[str, object], old: dict[str, object]) -> dict[str, object]:
+    """``values`` with the hidden old spellings applied: an old flag that was given counts as a flag (it beats
+    the config), unless the new spelling of the same option was given too."""
+    out = dict(values)
+    for name, value in old.items():
+        source = ctx.get_parameter_source(name)
+        new_given = source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
+        if value is not None and not new_given:
+            out[name] = value
+    return out
 
 
 def triton_endpoint(url: str, *, protocol: Protocol | None, headers: list[str], header_flag: str = "--triton-header",

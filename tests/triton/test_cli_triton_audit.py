@@ -102,3 +102,18 @@ def test_missing_tls_file_is_a_usage_error(tiny_onnx_path, tmp_path, capsys):
                  str(tiny_onnx_path), "--ssl", "--ssl-root-cert", str(tmp_path / "missing-ca.pem")])
     assert code == 2
     assert "TLS file" in capsys.readouterr().err
+
+
+def test_triton_section_of_the_config_fills_what_flags_leave_out(triton, tiny_onnx_path, tmp_path, capsys):
+    config = tmp_path / "gapcheck.toml"
+    config.write_text(f'[triton]\nurl = "http://{triton.url("http")}"\nmodel = "tiny"\ntimeout_s = 5\n')
+    assert main(["triton-audit", "--onnx", str(tiny_onnx_path), "--config", str(config)]) == 0
+    # flags win over the file
+    assert main(["triton-audit", "--onnx", str(tiny_onnx_path), "--config", str(config),
+                 "--triton-model", "tiny_fp16"]) == 1
+    assert "triton_dtype_mismatch" in capsys.readouterr().out
+
+
+def test_old_spellings_still_work(triton, tiny_onnx_path):
+    assert main(["triton-audit", "--triton-url", triton.url("grpc"), "--triton-model", "tiny", "--onnx",
+                 str(tiny_onnx_path), "--timeout", "5", "--retries", "0", "--header", "x-any:value"]) == 0
