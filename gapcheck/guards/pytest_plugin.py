@@ -86,7 +86,7 @@ def _start_profiler(gpu: bool) -> Any:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    if torch.autograd.profiler._is_profiler_enabled:  # the test runs its own: do not nest
+    if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):  # the test runs its own: do not nest
         return None
     activities = [ProfilerActivity.CPU]
     if gpu and torch.cuda.is_available():
@@ -107,11 +107,21 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     finally:
         wall = time.perf_counter() - start
         if prof is not None:
-            prof.__exit__(None, None, None)
-            from gapcheck.guards.phases import breakdown_from_events
+            _finish(item, prof, wall)
 
-            _record(item, TestProfile(item.nodeid, "test call (torch.profiler)", wall,
-                                      breakdown_from_events(prof.events(), wall)))
+
+def _finish(item: pytest.Item, prof: Any, wall: float) -> None:
+    from gapcheck.guards.phases import breakdown_from_events
+
+    try:
+        prof.__exit__(None, None, None)
+        events = prof.events()
+    except RuntimeError:  # the test's own profiler ended the session under ours
+        events = None
+    if not events:  # profilers do not nest: a test that profiles itself takes the session over
+        item.add_report_section("call", "gapcheck profile", "not profiled: the test ran its own torch.profiler")
+        return
+    _record(item, TestProfile(item.nodeid, "test call (torch.profiler)", wall, breakdown_from_events(events, wall)))
 
 
 def _record(item: pytest.Item, profile: TestProfile) -> None:

@@ -11,9 +11,19 @@ pytest_plugins = ["pytester"]
 @pytest.fixture(scope="module", autouse=True)
 def _profiler_loaded_outside():
     """In-process pytester drops modules first imported inside a run; torch's profiler pulls in modules that
-    register operator libraries, which must not be imported twice. Load them once, out here."""
+    register operator libraries, and gapcheck's code catalogs register codes: neither may be imported twice.
+    Load them once, out here."""
     import torch
     from torch.profiler import profile
+
+    from gapcheck import guards
+
+    from gapcheck.codes import all_codes
+
+    for name in guards.__all__:  # every guards module
+        getattr(guards, name)
+    all_codes()  # every code catalog (a raised guard looks its code up, which loads them all)
+    import gapcheck.report.formats.json_format  # noqa: F401 - profile_steps(trace=...) checks the path with it
 
     with profile() as prof:
         torch.ones(2).sum()
@@ -157,3 +167,18 @@ def test_nothing_heavy_loaded():
                            "-p", "no:cacheprovider", str(pytester.path / "test_light.py")],
                           capture_output=True, text=True, env=env, cwd=pytester.path, timeout=120)
     assert code.returncode == 0, code.stdout + code.stderr
+
+
+def test_a_test_that_profiles_itself_is_reported_as_not_profiled(pytester):
+    pytester.makepyfile(test_self='''
+import torch
+from gapcheck.guards import profile_steps
+
+
+def test_own_trace(tmp_path):
+    report = profile_steps(lambda b: b.sum(), [torch.ones(4)], steps=2, warmup=0, trace=tmp_path / "t.json")
+    assert (tmp_path / "t.json").exists() and report.steps == 2
+''')
+    result = pytester.runpytest("--gapcheck-profile", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not profiled: the test ran its own torch.profiler*"])
