@@ -110,3 +110,25 @@ def test_torch_dataset_callable(photo_splits, serial, monkeypatch):
     # The dataset yields the astronaut photo as a float tensor in [0, 1]: the same pixels (after uint8 rounding).
     assert [(p.item, p.other) for p in result.exact] == [("val:0", "train:astronaut.png")]
     assert result.splits[1].used == 2
+
+
+def test_three_splits_each_later_split_is_checked_against_each_earlier_one(photo_splits, serial, tmp_path):
+    import shutil
+
+    test = tmp_path / "test"
+    test.mkdir()
+    shutil.copy(photo_splits["clean_val"] / "coins.png", test / "coins_again.png")  # val → test leak
+    shutil.copy(photo_splits["train"] / "moon.png", test / "moon.png")  # train → test leak
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['clean_val']}", f"test={test}"],
+                     engine=serial)
+    assert sorted((p.item, p.other) for p in result.exact) == [("test:coins_again.png", "val:coins.png"),
+                                                               ("test:moon.png", "train:moon.png")]
+
+
+def test_every_report_format_renders(photo_splits, serial):
+    from gapcheck.report.formats import FORMATS, render
+
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"], engine=serial)
+    for fmt in FORMATS:
+        text = render(fmt, result)
+        assert "astronaut_copy.png" in text, fmt
