@@ -125,3 +125,30 @@ def test_a_usage_error_in_a_task_is_raised_at_once_not_retried(kind):
     opened = open_engine(kind, workers=2) if kind == "local" else open_engine(kind)
     with opened as engine, pytest.raises(UsageError, match="no column 'typo' in rows 200-300"):
         run_job(engine, tasks.usage_error_on, _shards(payloads), empty=int, merge=tasks.add)
+
+
+@pytest.mark.slow
+def test_interrupt_cancels_ray_tasks(tmp_path):
+    pytest.importorskip("ray")
+
+    def interrupt_when_busy(signum, frame):
+        if len(list(tmp_path.iterdir())) >= 2:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt_when_busy)
+    try:
+        with open_engine("ray", workers=2) as engine:
+            signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                list(engine.map_shards(tasks.slow, [Shard(i, (str(tmp_path), i)) for i in range(4)]))
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            assert time.monotonic() - started < 25, "the driver waited for the tasks instead of cancelling them"
+            deadline = time.monotonic() + 20
+            pids = [int(p.name) for p in tmp_path.iterdir()]
+            while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not any(_alive(pid) for pid in pids), "a cancelled task's worker is still running"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
