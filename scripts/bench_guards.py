@@ -2,7 +2,8 @@
 
 Every variant runs the same training step on the same batches; rounds interleave the variants (bare, guard A,
 guard B, ..., bare, guard A, ...) so machine load hits them alike, and the per-step time of a variant is the
-median over rounds (best-of also printed). Times are the process's CPU time (``time.process_time``) with one
+median over rounds (best-of also printed); the ratio is the median over rounds of the variant's time over
+its baseline's time in the same round (paired), rounds alternating the order of the variants. Times are the process's CPU time (``time.process_time``) with one
 torch thread: on a shared machine, wall time mostly measures the other tenants (waiting for a core), while CPU
 time measures the work the step and its guard do; on a quiet machine the two agree. Ratios are against the
 matching bare loop: the GradScaler monitor against a bare loop that uses the same GradScaler, EvalGuard against
@@ -147,15 +148,18 @@ def bench(kind: str, rounds: int, steps: int) -> None:
     for _, timer in table.values():  # warm-up: allocator, autograd graph caches, lazy inits
         timer(3)
     samples: dict[str, list[float]] = {name: [] for name in table}
-    for _ in range(rounds):
-        for name, (_, timer) in table.items():
+    for r in range(rounds):
+        order = list(table.items()) if r % 2 == 0 else list(reversed(table.items()))  # no variant always first
+        for name, (_, timer) in order:
             samples[name].append(timer(steps))
     print(f"\n{kind}: {rounds} rounds x {steps} steps, torch threads {torch.get_num_threads()}")
-    print(f"{'variant (CPU ms per step)':<46} {'median ms':>10} {'best ms':>9} {'ratio (median)':>15} {'ratio (best)':>13}")
+    print(f"{'variant (CPU ms per step)':<46} {'median ms':>10} {'best ms':>9} {'paired ratio':>13} {'ratio (best)':>13}")
     for name, (base, _) in table.items():
+        # Paired: each round's variant over the same round's baseline, then the median; load drifts between
+        # rounds cancel out, which they do not in a ratio of two medians.
+        paired = statistics.median(v / b for v, b in zip(samples[name], samples[base], strict=True))
         med, best = statistics.median(samples[name]), min(samples[name])
-        base_med, base_best = statistics.median(samples[base]), min(samples[base])
-        print(f"{name:<46} {1e3 * med:>10.3f} {1e3 * best:>9.3f} {med / base_med:>15.3f} {best / base_best:>13.3f}")
+        print(f"{name:<46} {1e3 * med:>10.3f} {1e3 * best:>9.3f} {paired:>13.3f} {best / min(samples[base]):>13.3f}")
 
 
 def _best_cpu(call: Callable[[], object], calls: int = 200, repeats: int = 5) -> float:
