@@ -4,8 +4,9 @@ Every variant runs the same training step on the same batches; rounds interleave
 guard B, ..., bare, guard A, ...) so machine load hits them alike, and the per-step time of a variant is the
 median over rounds (best-of also printed); the ratio is the median over rounds of the variant's time over
 its baseline's time in the same round (paired), rounds alternating the order of the variants. Times are the
-process's CPU time (``time.process_time``) with one torch thread: on a shared machine, wall time mostly measures the other tenants (waiting for a core), while CPU
-time measures the work the step and its guard do; on a quiet machine the two agree. Ratios are against the
+process's CPU time (``time.process_time``) with one torch thread: on a shared machine, wall time mostly
+measures the other tenants (waiting for a core), while CPU time measures the work the step and its guard do;
+on a quiet machine the two agree. Ratios are against the
 matching bare loop: the GradScaler monitor against a bare loop that uses the same GradScaler, EvalGuard against
 a plain ``eval()`` + ``no_grad()`` pass. A second table times each guard's own work in a tight loop, as a
 share of the bare step: end-to-end ratios on a loaded machine carry a few percent of noise, this does not.
