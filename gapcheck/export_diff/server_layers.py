@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from gapcheck.backends.torch_eager import TorchBackend
+from gapcheck.codes.export_diff import SERVER_LAYER_DIVERGENCE
 from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
 from gapcheck.export_diff.result import FAIL, PASS, ExportDiffResult
-from gapcheck.codes.export_diff import SERVER_LAYER_DIVERGENCE
 from gapcheck.findings import Finding, Severity
 from gapcheck.triton.client import TritonEndpoint
 from gapcheck.triton.twin import compare_intermediates_on_server
