@@ -16,7 +16,6 @@ import onnx
 from google.protobuf import text_encoding
 
 from gapcheck.errors import InputError, UsageError
-from gapcheck.model.export import load_onnx as load_onnx_file
 from gapcheck.triton.url import check_model_name
 
 logger = logging.getLogger(__name__)
@@ -58,6 +57,8 @@ def load_onnx(onnx_model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
     """The model itself, or the file read the hostile-input way (size-bounded, checked)."""
     if isinstance(onnx_model, onnx.ModelProto):
         return onnx_model
+    from gapcheck.model.export import load_onnx as load_onnx_file  # imports torch: only when a file is read
+
     return load_onnx_file(onnx_model)
 
 
