@@ -32,10 +32,10 @@ DEFAULT_SHARD_SIZE = 256  # images per shard; tables shard by parquet row group 
 
 
 def as_spec(source: str | SourceSpec, name: str, columns: Sequence[str] | None = None) -> SourceSpec:
+    """A drift side: ``source`` is a location (never ``name=location``: paths like ``date=2024-01-01/`` stay whole)."""
     if isinstance(source, SourceSpec):
         return source
-    spec = parse_split(f"{name}={source}") if "=" not in str(source).split("://")[0] else parse_split(str(source))
-    return SourceSpec(spec.name, spec.location, tuple(columns) if columns else None)
+    return SourceSpec(name, str(source), tuple(columns) if columns else None)
 
 
 @contextlib.contextmanager
@@ -160,7 +160,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     options = options or job.LeakageOptions()
     if not 0.0 <= options.near <= 1.0:
         raise UsageError(f"the near-duplicate similarity must be in [0, 1], got {options.near}")
-    specs = [as_spec(s, f"split{i}") for i, s in enumerate(splits)]
+    specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
     if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
         raise UsageError("leakage needs at least two splits with distinct names")
     started = time.perf_counter()

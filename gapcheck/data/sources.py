@@ -63,7 +63,7 @@ class SourcePlan:
 def parse_split(text: str) -> SourceSpec:
     """``name=location`` → :class:`SourceSpec` (a bare location is named after its last path part)."""
     name, sep, location = text.partition("=")
-    if not sep:
+    if not sep or any(ch in name for ch in "/\\:*?"):  # no name given (a '=' inside a path, e.g. date=2024-01-01)
         location = text
         name = PurePosixPath(text.rstrip("/")).stem or "split"
     name, location = name.strip(), location.strip()
