@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -304,8 +305,12 @@ class Program:
     each linted file): the project's own code, never an installed library's internals.
     """
 
+    #: Parsed modules kept for import resolution (least recently used dropped first): memory stays flat
+    #: however many files one worker lints, and a module imported again later is simply parsed again.
+    MAX_MODULES = 128
+
     def __init__(self, roots: Iterable[Path] = ()) -> None:
-        self._modules: dict[Path, ModuleIndex | None] = {}
+        self._modules: OrderedDict[Path, ModuleIndex | None] = OrderedDict()
         self.roots = tuple(sorted({Path(r).resolve() for r in roots}))
         self._found: dict[tuple[str, Any], Any] = {}  # memo of module lookups (the file system is asked once)
 
@@ -319,17 +324,26 @@ class Program:
 
     def add(self, source: SourceFile) -> ModuleIndex:
         index = ModuleIndex.build(source)
-        self._modules[source.path.resolve()] = index
+        self._remember(source.path.resolve(), index)
         return index
 
     def load(self, path: Path) -> ModuleIndex | None:
         key = path.resolve()
-        if key not in self._modules:
-            try:
-                self._modules[key] = ModuleIndex.build(read_source(path, str(path)))
-            except InputError:
-                self._modules[key] = None  # an import we cannot read is simply not followed
-        return self._modules[key]
+        if key in self._modules:
+            self._modules.move_to_end(key)
+            return self._modules[key]
+        try:
+            index: ModuleIndex | None = ModuleIndex.build(read_source(path, str(path)))
+        except InputError:
+            index = None  # an import we cannot read is simply not followed
+        self._remember(key, index)
+        return index
+
+    def _remember(self, key: Path, index: ModuleIndex | None) -> None:
+        self._modules[key] = index
+        self._modules.move_to_end(key)
+        while len(self._modules) > self.MAX_MODULES:
+            self._modules.popitem(last=False)
 
     def resolve(self, module: ModuleIndex, call: ast.Call,
                 within: ast.AST | None = None) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:

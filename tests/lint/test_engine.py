@@ -138,3 +138,16 @@ def test_long_expression_chains_do_not_crash(tmp_path: Path) -> None:
     text = f"for x in loader:\n    loss = model(x)\n    loss.backward()\n    total += {chain}\n"
     result = lint_text(tmp_path, text)
     assert result.files == 1  # either analysed or reported as a file error, never an exception
+
+
+def test_program_keeps_a_bounded_number_of_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapcheck.lint.symbols import Program
+
+    monkeypatch.setattr(Program, "MAX_MODULES", 2)
+    program = Program([tmp_path])
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.py").write_text(f"def {name}():\n    return 1\n")
+        assert program.load(tmp_path / f"{name}.py") is not None
+    assert len(program._modules) == 2
+    again = program.load(tmp_path / "a.py")  # evicted, parsed again on demand
+    assert again is not None and "a" in again.functions
