@@ -98,3 +98,19 @@ def test_reports_are_written_atomically_and_bad_paths_refused(tmp_path):
     path = write_report(ReportFormat.HTML, tmp_path / "deep" / "r.html", Demo(charts=False))
     assert path.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in path.parent.iterdir()] == ["r.html"]  # no temp file left behind
+
+
+def test_images_chart_shows_its_pngs_side_by_side_with_escaped_captions():
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
+
+    @dataclass(frozen=True)
+    class Pictures(ResultBase):
+        command: str = "demo"
+        headline: str = "pictures"
+
+        def views(self) -> tuple[Any, ...]:
+            return (Chart("worst samples", kind="images", images=(("train <b>", png), ("infer", png))),)
+
+    page = render(ReportFormat.HTML, Pictures())
+    assert page.count(f"base64,{png}") == 2 and '<div class="figures">' in page
+    assert "<figcaption>train &lt;b&gt;</figcaption>" in page and 'alt="train &lt;b&gt;"' in page

@@ -23,7 +23,8 @@ table{border-collapse:collapse;margin:.6em 0 1.4em} td,th{border:1px solid #ccc;
 text-align:left;vertical-align:top} th{background:#f4f4f4} tr.hl td{background:#fde2e2}
 .gap{color:#b00020;font-weight:bold} .warning{color:#b26a00} .info{color:#0a6} .pass{color:#0a0;font-weight:bold}
 dl{margin:0;display:grid;grid-template-columns:max-content auto;gap:0 .8em} dt{color:#555} dd{margin:0}
-img{max-width:100%} .note{color:#555;font-size:13px} .timings{color:#777;font-size:12px}
+img{max-width:100%} .figures{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start} figure{margin:0}
+figcaption{font-size:12px;color:#555} .note{color:#555;font-size:13px} .timings{color:#777;font-size:12px}
 </style></head><body>
 <h1>gapcheck {{ command }}: <span class="{{ 'pass' if verdict == 'pass' else 'gap' }}">{{ verdict|upper }}</span></h1>
 <p>{{ headline }}</p>
@@ -36,8 +37,8 @@ img{max-width:100%} .note{color:#555;font-size:13px} .timings{color:#777;font-si
 {% if view.kind == "table" %}<table><tr>{% for c in view.columns %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in view.rows %}<tr{% if row.hl %} class="hl"{% endif %}>{% for cell in row.cells %}<td>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table>
-{% else %}{% for image in view.images %}<figure><img alt="{{ view.title }}" src="data:image/png;base64,{{ image.png }}">
-{% if image.caption %}<figcaption>{{ image.caption }}</figcaption>{% endif %}</figure>{% endfor %}{% endif %}
+{% else %}<div class="figures">{% for image in view.images %}<figure><img alt="{{ image.caption or view.title }}" src="data:image/png;base64,{{ image.png }}">
+{% if image.caption %}<figcaption>{{ image.caption }}</figcaption>{% endif %}</figure>{% endfor %}</div>{% endif %}
 {% if view.note %}<p class="note">{{ view.note }}</p>{% endif %}
 {% endfor %}
 {% if timings %}<p class="timings">timings: {% for name, seconds in timings %}{{ name }} {{ seconds }} s{% if not loop.last %} · {% endif %}{% endfor %}</p>{% endif %}
