@@ -51,7 +51,7 @@ def bad_input_findings(label: str, bad: Sequence[tuple[str, str]]) -> list[Findi
         key = reason.split(":")[0]
         reasons[key] = reasons.get(key, 0) + 1
     summary = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return [codes.BAD_INPUT.finding(f"{label}: {len(bad)} item(s) could not be used ({summary})",
+    return [codes.BAD_INPUT.finding(f"{len(bad)} item(s) of {label} could not be used ({summary})",
                                     subject=Subject(stage=label),
                                     evidence={"count": len(bad), "reasons": reasons,
                                               "items": [f"{item}: {reason}" for item, reason in bad[:20]]})]

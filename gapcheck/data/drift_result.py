@@ -9,7 +9,7 @@ from typing import Any
 from gapcheck.data.common import SideSummary, bad_items_section
 from gapcheck.data.drift import DriftOptions, FeatureDrift
 from gapcheck.findings import Finding
-from gapcheck.report.contract import Chart, ResultBase, Table, findings_table
+from gapcheck.report.contract import Chart, ResultBase, Table
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,7 @@ class DriftResult(ResultBase):
         }
 
     def views(self) -> Sequence[Table | Chart]:
-        views: list[Table | Chart] = []
-        if self.findings:
-            views.append(findings_table(list(self.findings)))
+        views: list[Table | Chart] = []  # findings are drawn by every format itself
         rows = tuple((f.feature, f.test, _n(f.p_value, ".2g"), _n(f.q_value, ".2g"), _n(f.ks_d, ".3f"),
                       _sketch(f.ks_d_sketch, self.sketch_rank_error), _n(f.wasserstein_std, ".3f"),
                       _n(f.cramers_v, ".3f"), f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",

@@ -101,7 +101,7 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
                    else {"file_bytes": "identical file bytes", "pixels": "identical decoded pixels",
                          "row": "identical row", "key": "identical key columns"}[pair.kind])
             findings.append(code.finding(
-                f"{pair.item} ({pair.split}) and {pair.other} ({pair.other_split}): {how}",
+                f"{how} across {pair.split} and {pair.other_split}",
                 subject=Subject(path=pair.item, other=pair.other),
                 evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
                           "splits": [pair.split, pair.other_split]}))

@@ -10,7 +10,7 @@ from gapcheck.data.common import SideSummary, bad_items_section
 from gapcheck.data.leakage import LeakageOptions
 from gapcheck.data.leakage_checks import MAX_PAIRS, Pair
 from gapcheck.findings import Finding
-from gapcheck.report.contract import Chart, ResultBase, Table, findings_table
+from gapcheck.report.contract import Chart, ResultBase, Table
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,7 @@ class LeakageResult(ResultBase):
         }
 
     def views(self) -> Sequence[Table | Chart]:
-        views: list[Table | Chart] = []
-        if self.findings:
-            views.append(findings_table(list(self.findings)))
+        views: list[Table | Chart] = []  # findings are drawn by every format itself
         views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
                            rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits)))
         if self.exact or self.near:
