@@ -4,6 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from gapcheck.report.console import clean
+
 
 class RichProgress:
     """Each ``start`` opens a new task line; the bar is transient and goes to stderr."""
@@ -30,7 +32,7 @@ class RichProgress:
 
     def start(self, description: str, total: int | None) -> None:
         self.finish()
-        self._task = self._progress.add_task(description, total=total)
+        self._task = self._progress.add_task(clean(description), total=total)  # descriptions may name user files
 
     def advance(self, steps: int = 1) -> None:
         if self._task is not None:
