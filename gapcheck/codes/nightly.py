@@ -16,6 +16,13 @@ OUTPUT_MISSING = define(
     """The golden bundle has an output the endpoint does not serve, or the endpoint returned an array of
     another shape than the golden reference.""",
     "Serve the model the bundle was recorded from, or record a new bundle for the new model.")
+OUTPUT_TYPE = define(
+    "golden_output_type", Severity.GAP, F, "An endpoint's output has another dtype or shape than the golden one",
+    """The endpoint answered a golden output with another shape (per sample or batch size) or another kind of
+    dtype (integers for floats, strings for numbers): no value can be compared, every sample fails. Another
+    width of the same kind (float16 served for a float32 reference) is a warning and the values are compared.""",
+    "Check the served model's config (dims, data_type) and its output post-processing against the model the "
+    "bundle was recorded from; `gapcheck triton-audit` compares the served config with the ONNX export.")
 ENDPOINT_UNREACHABLE = define(
     "endpoint_unreachable", Severity.GAP, F, "An endpoint could not be checked",
     """The endpoint was down, timed out, was not ready, or failed a request; it is recorded as 'unreachable',

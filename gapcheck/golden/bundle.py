@@ -36,6 +36,7 @@ ORT_FILE = "reference_onnxruntime.safetensors"
 ONNX_FILE = "model.onnx"
 # A manifest is small; anything larger is not ours (checked before parsing).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_ONNX_BYTES = 2 * 1024**3  # protobuf's own limit for one message
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,23 @@ class GoldenBundle:
     @property
     def onnx_path(self) -> Path:
         return self.path / ONNX_FILE
+
+    def onnx_model(self) -> Any:
+        """The recorded export, parsed and checked (without importing torch: nightly never needs it)."""
+        import onnx
+
+        size = self.onnx_path.stat().st_size
+        if size > MAX_ONNX_BYTES:
+            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} is {size} bytes, over the "
+                             f"{MAX_ONNX_BYTES} byte limit")
+        try:
+            model = onnx.load(str(self.onnx_path))
+            onnx.checker.check_model(model)
+        except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} is not a valid ONNX model "
+                             f"({type(exc).__name__}: {first})") from None
+        return model
 
     @property
     def input_infos(self) -> tuple[TensorInfo, ...]:

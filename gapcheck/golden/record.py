@@ -270,10 +270,13 @@ def _export(request: RecordRequest, module: Any, sample: dict[str, np.ndarray]) 
     return exported, False
 
 
-def _save_tensors(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def _save_tensors(path: Path, arrays: dict[str, np.ndarray], mode: int) -> None:
     from safetensors.numpy import save_file
 
     save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(path))
+    # safetensors creates its files private (0600): a nightly job running as another user (a read-only
+    # volume in a pod) could not read them. They get the mode every other bundle file has.
+    path.chmod(mode)
 
 
 def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[str, np.ndarray],
@@ -282,9 +285,10 @@ def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a bundle is shared read-only data
         (staging / fmt.ONNX_FILE).write_bytes(onnx_bytes)
-        _save_tensors(staging / fmt.INPUTS_FILE, inputs)
-        _save_tensors(staging / fmt.TORCH_FILE, reference)
-        _save_tensors(staging / fmt.ORT_FILE, ort)
+        mode = (staging / fmt.ONNX_FILE).stat().st_mode & 0o777  # 0666 less the umask
+        _save_tensors(staging / fmt.INPUTS_FILE, inputs, mode)
+        _save_tensors(staging / fmt.TORCH_FILE, reference, mode)
+        _save_tensors(staging / fmt.ORT_FILE, ort, mode)
         manifest["files"] = {name: {"sha256": fmt.file_sha256(staging / name), "bytes": (staging / name).stat().st_size}
                              for name in (fmt.ONNX_FILE, fmt.INPUTS_FILE, fmt.TORCH_FILE, fmt.ORT_FILE)}
         data = (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()

@@ -158,7 +158,7 @@ def endpoint_spec(config: EndpointConfig) -> EndpointSpec:
     """Parse ``scheme://host:port[/model][?version=N]`` with the Triton URL parser (model/version may be fields)."""
     from gapcheck.triton.url import check_model_name, parse_endpoint_url
 
-    if not _NAME.match(config.name):
+    if not _NAME.fullmatch(config.name):  # match() would let a trailing newline through
         raise UsageError(f"endpoint name {config.name!r} may only use letters, digits, '_', '-' and '.'")
     try:
         location = parse_endpoint_url(config.url)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.errors import EndpointError, GapcheckError
-from gapcheck.findings import Finding, Subject
+from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle
 from gapcheck.nightly.config import EndpointSpec
 from gapcheck.triton.url import redact
@@ -61,6 +61,7 @@ class OutputComparison:
     atol: float
     worst: tuple[SampleError, ...]
     shape_mismatch: bool = False
+    type_problem: str | None = None  # another dtype kind or shape than the golden output: no value compares
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,45 @@ def _is_restricted(exc: BaseException) -> bool:
 
 
 def config_hash(config: dict[str, Any]) -> str:
-    """SHA256 of the served model config as canonical JSON (key order and protocol do not matter)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    """SHA256 of the served model config as canonical JSON (key order and protocol do not matter).
+
+    The two protocols spell one config differently: gRPC's protobuf JSON leaves out every field at its
+    default (false, 0, "", empty lists and maps) and writes 64-bit integers as strings; HTTP lists them
+    all, as numbers. Both are brought to the same form first, or a canary on HTTP and production on gRPC
+    serving the same config would hash differently (and switching protocol would read as a change).
+    """
+    canonical = _canonical(_through_model_config(config))
+    return hashlib.sha256(json.dumps(canonical if canonical is not None else {}, sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
+def _through_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config parsed as Triton's ``ModelConfig`` and written back: enum defaults spelt out by HTTP
+    (``FORMAT_NONE``, ``PRIORITY_DEFAULT``) disappear as they do in gRPC's answer. A field this tritonclient
+    does not know (a newer server) keeps the config as it is: then only :func:`_canonical` applies."""
+    try:
+        from google.protobuf import json_format
+        from tritonclient.grpc import model_config_pb2
+
+        message = json_format.ParseDict(config, model_config_pb2.ModelConfig())
+        return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    except Exception:  # noqa: BLE001 - ParseError, a missing tritonclient: hash what we have
+        return config
+
+
+def _canonical(value: Any) -> Any:
+    """Protobuf's default values dropped (None), integer strings as integers, recursively."""
+    if isinstance(value, dict):
+        kept = {str(k): c for k, c in ((k, _canonical(v)) for k, v in value.items()) if c is not None}
+        return kept or None
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return [{} if v is None else v for v in items] or None  # list positions matter: keep empty elements
+    if value is None or value is False or value == "" or (isinstance(value, (int, float)) and value == 0):
+        return None
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 40:
+        return int(value)
+    return value
 
 
 class _Accumulator:
@@ -102,13 +140,19 @@ class _Accumulator:
         self.name, self.rtol, self.atol = name, rtol, atol
         self.samples: list[tuple[SampleError, float, float, float]] = []  # (error, max_rel, mean_abs, mismatch)
         self.shape_mismatch = False
+        self.type_problem: str | None = None
+        self.width_change: str | None = None  # same kind, other width (float16 served for float32): compared
 
     def add(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
         from gapcheck.compare import Tolerance, compare_arrays
 
-        if served.shape != golden.shape:
-            self.shape_mismatch = True
-            served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on its shape
+        problem = _type_problem(served, golden)
+        if problem is not None:
+            self.shape_mismatch = self.shape_mismatch or served.shape != golden.shape
+            self.type_problem = self.type_problem or problem
+            served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on it
+        elif served.dtype != golden.dtype and self.width_change is None:
+            self.width_change = f"served {served.dtype}, golden {golden.dtype}"
         fast = per_sample_stats(served, golden, self.rtol, self.atol)
         if fast is not None:
             for offset, (max_abs, max_rel, mean_abs, mismatch, ratio, passed) in enumerate(zip(*fast, strict=True)):
@@ -133,7 +177,21 @@ class _Accumulator:
             mismatch_fraction=sum(s[3] for s in self.samples) / count,
             error_ratio=max((e.error_ratio for e in errors), default=0.0),
             failing_samples=sum(not e.passed for e in errors), rtol=self.rtol, atol=self.atol, worst=worst,
-            shape_mismatch=self.shape_mismatch)
+            shape_mismatch=self.shape_mismatch, type_problem=self.type_problem)
+
+
+def _kind(dtype: np.dtype) -> str:
+    return {"u": "i", "c": "f"}.get(dtype.kind, dtype.kind)  # unsigned counts as integer, complex as float
+
+
+def _type_problem(served: np.ndarray, golden: np.ndarray) -> str | None:
+    """Why the served batch cannot be compared value by value with the golden one (None when it can)."""
+    if served.shape != golden.shape:
+        return (f"served shape {list(served.shape)} for a batch of {golden.shape[0]}, "
+                f"golden {list(golden.shape)}")
+    if _kind(served.dtype) != _kind(golden.dtype):
+        return f"served dtype {served.dtype}, golden {golden.dtype}"
+    return None
 
 
 def per_sample_stats(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, ...] | None:
@@ -237,8 +295,7 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle) -> list[Find
     from gapcheck.triton.audit import audit_deployment
 
     try:
-        result = audit_deployment(endpoint, spec.model, onnx_model=bundle.onnx_path,
-                                  version=spec.version)
+        result = audit_deployment(endpoint, spec.model, onnx_model=bundle.onnx_model(), version=spec.version)
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
@@ -294,7 +351,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
 def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, batch: int, max_in_flight: int,
                        deadline: float, served_outputs: list[str], findings: list[Finding]
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
-    from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING
+    from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING, OUTPUT_TYPE
 
     wanted = [o.name for o in bundle.output_infos if o.name in served_outputs]
     for info in bundle.output_infos:
@@ -324,8 +381,19 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, 
         pool.shutdown(wait=True, cancel_futures=True)
         inference.close()
     comparisons = tuple(acc.result() for acc in accumulators.values())
+    for acc in accumulators.values():
+        if acc.width_change is not None and acc.type_problem is None:
+            findings.append(OUTPUT_TYPE.finding(
+                f"{spec.name} output {acc.name}: {acc.width_change} (values compared with the bundle's tolerances)",
+                subject=Subject(endpoint=spec.name, output=acc.name), severity=Severity.WARNING,
+                evidence={"problem": acc.width_change}))
     for c in comparisons:
-        if not c.passed:
+        if c.type_problem is not None:
+            findings.append(OUTPUT_TYPE.finding(
+                f"{spec.name} output {c.output}: {c.type_problem}: no sample can be compared",
+                subject=Subject(endpoint=spec.name, output=c.output),
+                evidence={"problem": c.type_problem, "samples": bundle.num_samples}))
+        elif not c.passed:
             worst = ", ".join(f"#{w.sample} ({w.max_abs:.3g})" for w in c.worst if not w.passed)
             findings.append(GOLDEN_MISMATCH.finding(
                 f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "

@@ -72,7 +72,8 @@ class EndpointReport:
             return f"{self.name}: unreachable{since}: {o.error}"
         failing = [c for c in o.outputs if not c.passed]
         if failing or self.verdict is Verdict.GAP:
-            outputs = ", ".join(f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
+            outputs = ", ".join(f"{c.output} ({c.type_problem})" if c.type_problem else
+                                f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
             return f"{self.name}: {self.status.value}{since}: {outputs or 'deployment gap (see findings)'}"
         worst = max((c.error_ratio for c in o.outputs), default=0.0)
         return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {_share(worst)} of it)"

@@ -93,3 +93,22 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "gapcheck.toml").write_text(TOML)
     monkeypatch.setenv("GAPCHECK_NIGHTLY__MAX_IN_FLIGHT", "7")
     assert load_nightly_config(tmp_path / "gapcheck.toml").max_in_flight == 7
+
+
+@pytest.mark.parametrize("name", ["prod\n", "pr\x1b[31mod", "prod\r", "pr\u202eod", ""])
+def test_control_characters_in_endpoint_names_are_refused(name: str) -> None:
+    from gapcheck.nightly.config import EndpointConfig
+
+    with pytest.raises(UsageError) as caught:
+        endpoint_spec(EndpointConfig(name=name, url="http://h:8000/m"))
+    assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value).split(" may only")[0]
+
+
+def test_control_characters_on_the_command_line_exit_2_and_are_not_echoed(tmp_path: Path, capsys) -> None:
+    from gapcheck.cli.app import main
+
+    code = main(["nightly", "--golden", str(tmp_path), "--endpoint", "pr\x1b[2Jod=http://h:8000/m\x07",
+                 "--history", str(tmp_path / "h.sqlite")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "\x1b" not in captured.err + captured.out and "\x07" not in captured.err + captured.out

@@ -49,3 +49,72 @@ def test_a_server_that_never_answers_is_unreachable_within_the_deadline(tiny_gol
         elapsed = time.monotonic() - start
     assert result.exit_code == 3 and result.endpoints[0].status.value == "unreachable"
     assert elapsed < 30, elapsed
+
+
+def _one_night(golden: Path, url: str, history: Path, **options):
+    from gapcheck.nightly import NightlyRequest, run_nightly
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+
+    spec = endpoint_spec(parse_endpoint_option(f"ep={url}", timeout_s=2.0))
+    return run_nightly(NightlyRequest(golden=golden, endpoints=(spec,), history=history, retries=0, deadline_s=10.0,
+                                      **options))
+
+
+@pytest.mark.parametrize(("mode", "says"), [
+    ("dtype", "served dtype int32, golden float32"),
+    ("shape", "served shape [4, 10] for a batch of 4, golden [4, 5]"),
+    ("batch", "served shape [3, 5] for a batch of 4, golden [4, 5]"),
+])
+def test_wrong_dtype_or_shape_is_a_gap_that_says_so(tiny_golden: Path, tmp_path: Path, mode: str, says: str) -> None:
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), mode) as fake:
+        result = _one_night(tiny_golden, fake.url, tmp_path / "h.sqlite")
+    endpoint = result.endpoints[0]
+    assert result.exit_code == 1 and endpoint.status.value == "new_failure"
+    assert says in endpoint.headline
+    assert [f.code for f in endpoint.findings if f.is_gap] == ["golden_output_type"]
+
+
+def test_a_correct_answer_from_the_fake_server_passes(tiny_golden: Path, tmp_path: Path) -> None:
+    """The control for the tests above: the same server answering the reference is a pass."""
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        result = _one_night(tiny_golden, fake.url, tmp_path / "h.sqlite")
+    assert result.exit_code == 0 and result.endpoints[0].status.value == "pass"
+
+
+@pytest.mark.parametrize("mode", ["garbage", "huge", "hang"])
+def test_garbage_or_a_hang_mid_answer_is_unreachable_and_recorded(tiny_golden: Path, tmp_path: Path,
+                                                                 mode: str) -> None:
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly.history import History
+    from tests.nightly.fake_triton import FakeTriton
+
+    start = time.monotonic()
+    with FakeTriton(load_bundle(tiny_golden), mode) as fake:
+        result = _one_night(tiny_golden, fake.url, tmp_path / "h.sqlite")
+    assert time.monotonic() - start < 30  # the 2 s request timeout, not the server's 60 s silence
+    assert result.exit_code == 3 and result.endpoints[0].status.value == "unreachable"
+    with History(tmp_path / "h.sqlite", readonly=True) as history:
+        (record,) = history.endpoint_history("ep")
+    assert record.status == "unreachable" and record.verdict == "gap"
+
+
+def test_the_config_hash_is_the_same_over_grpc_and_http() -> None:
+    """Both answers captured from one tritonserver serving one model: gRPC leaves out defaults, HTTP spells them."""
+    import json
+
+    from gapcheck.nightly.probe import config_hash
+
+    data = Path(__file__).parent / "data"
+    grpc, http = (json.loads((data / f"config_{p}.json").read_text()) for p in ("grpc", "http"))
+    assert grpc != http
+    assert config_hash(grpc) == config_hash(http)
+    changed = {**http, "max_batch_size": 4}
+    assert config_hash(changed) != config_hash(http)
+    assert config_hash({**http, "dynamic_batching": {**http["dynamic_batching"], "max_queue_delay_microseconds": 100}}) \
+        != config_hash(http)
