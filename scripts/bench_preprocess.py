@@ -1,7 +1,9 @@
 """Benchmark: images/s of `preprocess_audit` vs the bare cost of the same stage callables over the same images.
 
 Bare = decode + transform only, in the same kind of process pool (2 workers, same chunking,
-one thread per process), nothing hashed, summarized or compared. Overhead = audit time / bare time - 1.
+one thread per process), nothing hashed, summarized or compared. Overhead = audit time / bare time - 1,
+in wall time and in CPU time (all processes: the parent and every worker, imports included). On a
+shared, loaded machine the wall times of single rounds swing by tens of percent; CPU time does not.
 
     python scripts/bench_preprocess.py [--images 256] [--workers 2] [--rounds 3]
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import shutil
 import tempfile
 import time
@@ -30,33 +33,38 @@ STAGES = {
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png", "ihc.png")
 
 
-def bare_chunk(paths: list[str]) -> int:
+def bare_chunk(paths: list[str]) -> tuple[int, int, float]:
     fns = [resolve(make_spec(name, target=target)) for name, target in STAGES.items()]
     for path in paths:
         for fn in fns:
             fn(path)
-    return len(paths)
+    return len(paths), os.getpid(), time.process_time()  # this worker's CPU so far, imports included
 
 
-def run_bare(paths: list[str], workers: int) -> float:
+def run_bare(paths: list[str], workers: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the parent and the workers)."""
     chunks, start = [], 0
     for size in chunk_sizes(len(paths), workers):  # exactly the audit's chunks
         chunks.append(paths[start : start + size])
         start += size
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     context = multiprocessing.get_context("forkserver")  # the same worker start as the audit
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker,
                              initargs=(DEFAULT_MAX_PIXELS,)) as pool:
-        assert sum(pool.map(bare_chunk, chunks)) == len(paths)
-    return time.perf_counter() - start
+        done = list(pool.map(bare_chunk, chunks))
+    assert sum(count for count, _, _ in done) == len(paths)
+    per_worker: dict[int, float] = {}
+    for _, pid, cpu in done:
+        per_worker[pid] = max(cpu, per_worker.get(pid, 0.0))
+    return time.perf_counter() - start, time.process_time() - cpu_start + sum(per_worker.values())
 
 
-def run_audit(folder: Path, n: int, workers: int) -> float:
+def run_audit(folder: Path, n: int, workers: int) -> tuple[float, float]:
     start = time.perf_counter()
     result = preprocess_audit(folder, STAGES, n=n, workers=workers)
     elapsed = time.perf_counter() - start
     assert result.verdict == "pass", result.summary
-    return elapsed
+    return elapsed, result.cpu_seconds["parent"] + result.cpu_seconds["workers"]
 
 
 def main() -> None:
@@ -76,18 +84,22 @@ def main() -> None:
         for _ in range(args.rounds):  # interleaved, best of N: both see the same page cache and machine state
             bare.append(run_bare(paths, args.workers))
             audit.append(run_audit(folder, args.images, args.workers))
-    b, a = min(bare), min(audit)
+    b, a = min(x for x, _ in bare), min(x for x, _ in audit)
+    bcpu, acpu = min(c for _, c in bare), min(c for _, c in audit)
     print(f"{args.images} real photos (skimage), {len(STAGES)} stages, {args.workers} workers, best of {args.rounds}")
-    print(f"| run | seconds | images/s | per image, all stages |")
-    print(f"|---|---|---|---|")
-    print(f"| bare stage callables | {b:.2f} | {args.images / b:.1f} | {1000 * b / args.images:.1f} ms |")
-    print(f"| preprocess_audit | {a:.2f} | {args.images / a:.1f} | {1000 * a / args.images:.1f} ms |")
-    print(f"overhead: {100 * (a / b - 1):+.1f}% (target <= 15%)")
-    # The spread, because another process on a small machine moves single rounds by several percent.
-    print(f"rounds (s): bare {', '.join(f'{x:.2f}' for x in bare)}; audit {', '.join(f'{x:.2f}' for x in audit)}")
-    ratios = [x / y - 1 for x, y in zip(audit, bare)]
-    print(f"per-round overhead: {min(ratios):+.1%} .. {max(ratios):+.1%}")
-
+    print("| run | wall s | images/s | CPU s (all processes) |")
+    print("|---|---|---|---|")
+    print(f"| bare stage callables | {b:.2f} | {args.images / b:.1f} | {bcpu:.2f} |")
+    print(f"| preprocess_audit | {a:.2f} | {args.images / a:.1f} | {acpu:.2f} |")
+    print(f"overhead: wall {100 * (a / b - 1):+.1f}%, CPU {100 * (acpu / bcpu - 1):+.1f}% (target <= 15%)")
+    # The spread: other processes on a small shared machine move single rounds' wall time a lot, CPU time little.
+    print(f"rounds wall (s): bare {', '.join(f'{x:.2f}' for x, _ in bare)}; "
+          f"audit {', '.join(f'{x:.2f}' for x, _ in audit)}")
+    print(f"rounds CPU (s): bare {', '.join(f'{c:.2f}' for _, c in bare)}; audit {', '.join(f'{c:.2f}' for _, c in audit)}")
+    ratios = [x / y - 1 for (x, _), (y, _) in zip(audit, bare, strict=True)]
+    cpu_ratios = [x / y - 1 for (_, x), (_, y) in zip(audit, bare, strict=True)]
+    print(f"per-round overhead: wall {min(ratios):+.1%} .. {max(ratios):+.1%}, "
+          f"CPU {min(cpu_ratios):+.1%} .. {max(cpu_ratios):+.1%}")
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,7 @@ from gapcheck.preprocess.diagnoses.geometry import StageProfile
 from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.nondeterminism import determinism_finding
 from gapcheck.preprocess.distribution import KSResult
-from gapcheck.preprocess.result import (BadSample, PairResult, SampleResult, StageError, StageOutcome, StageRow,
-                                        WorstSample)
+from gapcheck.preprocess.result import BadSample, PairResult, SampleResult, StageError, StageOutcome, StageRow, WorstSample
 from gapcheck.preprocess.samples import SKIPPED_INPUT_CODES
 from gapcheck.preprocess.stages import StageSpec
 from gapcheck.preprocess.worker import SampleRecord
@@ -76,7 +75,7 @@ def nonfinite_findings(specs: tuple[StageSpec, ...], audited: list[SampleRecord]
     findings = []
     for spec in specs:
         hits = [(r.path, o.summary) for r in audited for o in r.stages
-                if o.stage == spec.name and o.ok and o.summary is not None and o.summary.nonfinite]
+                if o.stage == spec.name and o.ok and o.summary is not None and o.stats.nonfinite]
         if not hits:
             continue
         first_path, first = hits[0]
@@ -123,10 +122,10 @@ def ks_findings(ref: str, cand: str, results: list[KSResult]) -> list[Finding]:
 
 def _pooled_stats(outcomes: list[Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Mean of per-sample channel means; pooled std (within + between samples)."""
-    counts = Counter(len(o.summary.channels) for o in outcomes).most_common(1)
+    counts = Counter(len(o.stats.channels) for o in outcomes).most_common(1)
     if not counts:
         return (), ()
-    same = [o.summary.channels for o in outcomes if len(o.summary.channels) == counts[0][0]]
+    same = [o.stats.channels for o in outcomes if len(o.stats.channels) == counts[0][0]]
     means = np.array([[c.mean for c in chans] for chans in same])
     stds = np.array([[c.std for c in chans] for chans in same])
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -155,11 +154,11 @@ def stage_rows(specs: tuple[StageSpec, ...], audited: list[SampleRecord], checks
         rows.append(StageRow(
             stage=spec.name, description=spec.description, augmented=spec.augmented, ok_samples=len(outcomes),
             failed_samples=failed,
-            shapes=tuple(sorted({"x".join(map(str, o.summary.shape)) for o in outcomes})),
-            dtypes=tuple(sorted({o.summary.dtype for o in outcomes})),
+            shapes=tuple(sorted({"x".join(map(str, o.stats.shape)) for o in outcomes})),
+            dtypes=tuple(sorted({o.stats.dtype for o in outcomes})),
             layouts=tuple(sorted({o.layout.layout for o in outcomes if o.layout})),
-            min=min((o.summary.min for o in outcomes), default=math.nan),
-            max=max((o.summary.max for o in outcomes), default=math.nan),
+            min=min((o.stats.min for o in outcomes), default=math.nan),
+            max=max((o.stats.max for o in outcomes), default=math.nan),
             channel_mean=mean, channel_std=std, resize_method=method,
             deterministic=None if check is None else check.deterministic,
         ))
@@ -172,9 +171,9 @@ def sample_results(records: list[SampleRecord]) -> tuple[SampleResult, ...]:
         s = r.screening
         image = f"{s.image_format} {s.mode} {s.width}x{s.height}".strip() if s.width else ""
         outcomes = tuple(
-            StageOutcome(o.stage, True, o.summary.sha256, o.summary.shape, o.summary.dtype,
-                         o.layout.layout if o.layout else "", o.summary.min, o.summary.max,
-                         tuple(c.mean for c in o.summary.channels), tuple(c.std for c in o.summary.channels))
+            StageOutcome(o.stage, True, o.stats.sha256, o.stats.shape, o.stats.dtype,
+                         o.layout.layout if o.layout else "", o.stats.min, o.stats.max,
+                         tuple(c.mean for c in o.stats.channels), tuple(c.std for c in o.stats.channels))
             if o.ok else StageOutcome(o.stage, False, error=o.error)
             for o in r.stages
         )

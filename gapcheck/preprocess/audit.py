@@ -14,8 +14,9 @@ import logging
 import math
 import pickle
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from gapcheck.errors import BackendError, InputError, UsageError
 from gapcheck.findings import Finding, Verdict
@@ -111,7 +112,8 @@ def _runs_in_process(specs: Sequence[StageSpec], workers: int) -> bool:
 
 def _work_items(entries: list[SampleEntry], repeats: int) -> tuple[list[WorkItem], list[SampleRecord]]:
     """Work for the workers, and records for entries that are never opened (special files, loops, bad links)."""
-    items, listed = [], []
+    items: list[WorkItem] = []
+    listed: list[SampleRecord] = []
     for index, entry in enumerate(entries):
         if entry.issue is not None:
             listed.append(SampleRecord(index, str(entry.path), "", 0, Screening(entry.issue), entry.issue, (), ()))
@@ -123,9 +125,11 @@ def _work_items(entries: list[SampleEntry], repeats: int) -> tuple[list[WorkItem
 
 
 def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOptions, workers: int, in_process: bool,
-         progress: ProgressReporter) -> tuple[list[SampleRecord], list[Any]]:
+         progress: ProgressReporter) -> tuple[list[SampleRecord], list[Any], float]:
+    """Records, worker deaths, and the CPU seconds the worker processes spent (0 in process)."""
     records: list[SampleRecord] = []
     deaths: list[Any] = []
+    cpu = 0.0
     progress.start("auditing samples", total=len(items))
     try:
         if in_process:
@@ -135,10 +139,10 @@ def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOpt
         elif items:
             pool = SupervisedPool(specs, options, workers)
             records = pool.run(_chunks(items, workers), progress.advance)
-            deaths = pool.deaths
+            deaths, cpu = pool.deaths, pool.cpu_seconds
     finally:
         progress.finish()
-    return records, deaths
+    return records, deaths, cpu
 
 
 def _audited(records: list[SampleRecord], deaths: list[Any]) -> list[SampleRecord]:
@@ -185,7 +189,7 @@ def preprocess_audit(
     (also with ``workers=1``) unless a stage is a callable that cannot be pickled and
     ``workers=1``: then they run in this process, and a stage that kills its process kills the caller.
     """
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     check_settings(n=n, p_threshold=p_threshold, min_effect=min_effect, workers=workers, repeats=repeats,
                    tolerance=tolerance, max_pixels=max_pixels)
     specs = tuple(_as_specs(stages))
@@ -194,18 +198,18 @@ def preprocess_audit(
     items, listed = _work_items(discover_samples(samples, n), repeats)
     seconds = {"discover": time.perf_counter() - started}
     options = WorkerOptions(max_pixels, repeats, KS_POINTS)
-    records, deaths = _run(specs, items, options, max(1, min(workers, len(items))), in_process,
-                           progress or NullProgress())
+    records, deaths, worker_cpu = _run(specs, items, options, max(1, min(workers, len(items))), in_process,
+                                       progress or NullProgress())
     records = sorted(records + listed, key=lambda r: r.index)
     seconds["stages"] = time.perf_counter() - started - seconds["discover"]
     audited = _audited(records, deaths)
     result = _findings_and_result(specs, records, audited, tolerance, max_pixels, p_threshold, min_effect)
     seconds["analysis"] = time.perf_counter() - started - seconds["discover"] - seconds["stages"]
-    seconds["total"] = time.perf_counter() - started
+    cpu = {"parent": time.process_time() - cpu_started, "workers": worker_cpu}
     settings = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "workers": workers, "repeats": repeats,
                 "tolerance": tolerance, "max_pixels": max_pixels, "reference_stage": specs[0].name,
                 "stages": {s.name: s.description for s in specs}, "in_process": in_process}
-    return PreprocessAuditResult(**result, settings=settings, seconds=seconds)
+    return PreprocessAuditResult(**result, settings=settings, seconds=seconds, cpu_seconds=cpu)
 
 
 def _findings_and_result(specs: tuple[StageSpec, ...], records: list[SampleRecord], audited: list[SampleRecord],

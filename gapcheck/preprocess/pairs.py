@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -117,12 +118,12 @@ class AuditContext:
     def compare(self, a: str, b: str, diagnose: bool, determinism: dict[str, DeterminismCheck]
                 ) -> tuple[PairResult, list[Finding]]:
         both = self._both_ok(a, b)
-        records = [r for r in both if not any(o.summary.nonfinite for o in r.stages if o.stage in (a, b) and o.ok)]
+        records = [r for r in both if not any(o.stats.nonfinite for o in r.stages if o.stage in (a, b) and o.ok)]
         nonfinite = len(both) - len(records)
         deltas = [(r, d) for r in records for d in r.deltas if d.a == a and d.b == b]
-        ref_ranges = {r.path: next(o.summary.max - o.summary.min for o in r.stages if o.stage == a) for r in records}
-        dtype_pairs = {(next(o.summary.dtype for o in r.stages if o.stage == a),
-                        next(o.summary.dtype for o in r.stages if o.stage == b)) for r in records}
+        ref_ranges = {r.path: next(o.stats.max - o.stats.min for o in r.stages if o.stage == a) for r in records}
+        dtype_pairs = {(next(o.stats.dtype for o in r.stages if o.stage == a),
+                        next(o.stats.dtype for o in r.stages if o.stage == b)) for r in records}
         comparable = [(r, d) for r, d in deltas if d.comparable]
         rel = [d.max_abs / (ref_ranges[r.path] or 1.0) for r, d in comparable]
         within = bool(records) and len(comparable) == len(records) and all(x <= self.tolerance for x in rel) \
@@ -132,7 +133,8 @@ class AuditContext:
         finite = [p for p in psnrs if math.isfinite(p)]
         worst = max(deltas, key=lambda rd: (not rd[1].comparable, rd[1].max_abs), default=(None, None))[0]
         random = [s for s in (a, b) if self.specs[s].augmented or (s in determinism and not determinism[s].deterministic)]
-        note, findings, divergence = _note(records, within, random, nonfinite), [], None
+        note, divergence = _note(records, within, random, nonfinite), None
+        findings: list[Finding] = []
         diagnosed = diagnose and bool(records) and not within and not random
         if diagnosed:
             findings, divergence = self._diagnose(a, b, records, max_abs)

@@ -14,18 +14,20 @@ Processes start from a forkserver: never a fork of a parent that holds torch/Ope
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import signal
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
 from gapcheck.errors import BackendError, GapcheckError
 from gapcheck.preprocess.stages import StageSpec, resolve
-from gapcheck.preprocess.worker import (ANALYSING, SampleRecord, WorkerOptions, WorkItem, init_worker,
-                                        process_sample)
+from gapcheck.preprocess.worker import ANALYSING, SampleRecord, WorkerOptions, WorkItem, init_worker, process_sample
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def _serve(conn: Connection, marker: Any, specs: tuple[StageSpec, ...], options:
             for item in chunk:
                 conn.send(("record", process_sample(stages, item, options, mark)))
             mark(IDLE, IDLE)
-            conn.send(("done", None))
+            conn.send(("done", time.process_time()))  # this process's CPU seconds so far
         except Exception as exc:  # noqa: BLE001 - a stage that cannot be loaded: the parent raises it
             mark(IDLE, IDLE)
             conn.send(("error", exc if isinstance(exc, GapcheckError) else RuntimeError(f"{type(exc).__name__}: {exc}")))
@@ -93,6 +95,7 @@ class _Worker:
         child.close()
         self.pending: dict[int, WorkItem] = {}  # sent, no record back yet
         self.busy = False  # a chunk was sent and its "done" has not come back
+        self.cpu_seconds = 0.0  # as last reported by the process (lost for a process that dies mid-chunk)
 
     def send(self, chunk: tuple[WorkItem, ...]) -> None:
         self.pending = {item.index: item for item in chunk}
@@ -100,10 +103,8 @@ class _Worker:
         self.conn.send(chunk)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # already gone
             self.conn.send(None)
-        except (OSError, ValueError):
-            pass
         self.process.join(SHUTDOWN_S)
         if self.process.is_alive():
             self.process.terminate()
@@ -121,6 +122,12 @@ class SupervisedPool:
         self.deaths: list[WorkerDeath] = []
         self._succeeded: set[str] = set()  # stages that produced an output at least once
         self._given_up: dict[str, str] = {}  # stage -> why it is no longer run (each death costs a process start)
+        self._retired_cpu = 0.0
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds the worker processes reported (user + system), replaced ones included."""
+        return self._retired_cpu + sum(w.cpu_seconds for w in self.workers)
 
     def run(self, chunks: list[tuple[WorkItem, ...]], advance: Callable[[int], None]) -> list[SampleRecord]:
         queue, records = deque(chunks), []
@@ -157,6 +164,7 @@ class SupervisedPool:
                     self._succeeded.update(o.stage for o in value.stages if o.ok)
                     advance(1)
                 elif kind == "done":
+                    worker.cpu_seconds = value
                     worker.pending.clear()
                     worker.busy = False
                 else:
@@ -173,6 +181,7 @@ class SupervisedPool:
     def _replace(self, worker: _Worker, queue: deque) -> None:
         worker.process.join()
         worker.conn.close()
+        self._retired_cpu += worker.cpu_seconds
         self.workers[self.workers.index(worker)] = _Worker(self.context, self.specs, self.options)
         if worker.busy and worker.pending:
             queue.appendleft(self._after_death(worker))

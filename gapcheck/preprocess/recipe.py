@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -190,7 +191,7 @@ class Recipe:
     @staticmethod
     def _apply(step: Step, state: _State | None, sample: str | bytes) -> _State:
         if step.op == "decode":
-            data = sample if isinstance(sample, bytes) else open(sample, "rb").read()
+            data = sample if isinstance(sample, bytes) else Path(sample).read_bytes()
             if step.get("backend", "pil") == "cv2":
                 import cv2
 

@@ -5,8 +5,9 @@ findings belong to which stage pair — is made here, once; renderers only forma
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -120,8 +121,6 @@ class WorstSample:
 
 @dataclass(frozen=True)
 class PreprocessAuditResult(ResultBase):
-    command: ClassVar[str] = "preprocess-audit"
-
     findings: tuple[Finding, ...] = field()  # field(): no default (ResultBase has a class-level one)
     stages: tuple[StageRow, ...]
     pairs: tuple[PairResult, ...]
@@ -132,7 +131,9 @@ class PreprocessAuditResult(ResultBase):
     settings: dict[str, Any]
     worst_samples: tuple[WorstSample, ...] = ()
     channel_values: dict[str, np.ndarray] = field(default_factory=dict)  # stage -> (C, N) for histograms
-    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds (disjoint: they add up)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # "parent", "workers" -> CPU seconds
+    command: str = field(default="preprocess-audit", init=False)
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -169,6 +170,7 @@ class PreprocessAuditResult(ResultBase):
             "bad_samples": list(self.bad_samples),
             "stage_errors": list(self.stage_errors),
             "samples": list(self.samples),
+            "cpu_seconds": dict(self.cpu_seconds),
         }
 
     def views(self) -> Sequence[Table | Chart]:

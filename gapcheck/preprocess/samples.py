@@ -14,15 +14,22 @@ import logging
 import os
 import stat
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
 from gapcheck.codes import Code
-from gapcheck.codes.preprocess import (ALPHA_INPUT, CORRUPT_IMAGE, DECOMPRESSION_BOMB, GRAYSCALE_INPUT,
-                                       HIGH_BIT_DEPTH_INPUT, NOT_IMAGE, UNREADABLE)
+from gapcheck.codes.preprocess import (
+    ALPHA_INPUT,
+    CORRUPT_IMAGE,
+    DECOMPRESSION_BOMB,
+    GRAYSCALE_INPUT,
+    HIGH_BIT_DEPTH_INPUT,
+    NOT_IMAGE,
+    UNREADABLE,
+)
 from gapcheck.errors import InputError
 
 logger = logging.getLogger(__name__)

@@ -18,9 +18,10 @@ import os
 import pickle
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gapcheck.errors import ConfigError, UsageError
 from gapcheck.model.factory import condense_exception, resolve_callable

@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def stage_cells(row: "StageRow", ref: "StageRow", channels: int) -> tuple[tuple[
             cells.append("")
     marks += [row.resize_method != ref.resize_method, bool(row.failed_samples)]
     cells += [row.resize_method, f"{row.ok_samples} ok, {row.failed_samples} failed"]
-    return tuple(_cell(c, m) for c, m in zip(cells, marks)), any(marks)
+    return tuple(_cell(c, m) for c, m in zip(cells, marks, strict=True)), any(marks)
 
 
 def stage_table(result: "PreprocessAuditResult") -> Table:

@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from gapcheck.codes.preprocess import UNREADABLE
 from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
 from gapcheck.preprocess.diagnoses.layout import LayoutInfo, chw_view, detect_layout, to_chw
-from gapcheck.preprocess.samples import (InputIssue, Screening, decode_rgb, full_decode_issue, guard_decoders,
-                                         read_regular_file, screen_bytes)
+from gapcheck.preprocess.samples import (
+    InputIssue,
+    Screening,
+    decode_rgb,
+    full_decode_issue,
+    guard_decoders,
+    read_regular_file,
+    screen_bytes,
+)
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.tensors import ArraySummary, fingerprint, sha256_bytes, summarize, to_numpy
 
@@ -52,6 +60,12 @@ class StageObservation:
     repeat_fingerprints: tuple[str, ...] = ()
     ks_values: np.ndarray | None = None  # (channels, ks_points) float32 of the canonical CHW view
     array: np.ndarray | None = None
+
+    @property
+    def stats(self) -> ArraySummary:
+        """The summary of an ok observation (set whenever ``ok``)."""
+        assert self.summary is not None, f"stage {self.stage} failed: no summary"
+        return self.summary
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ module and one entry there.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -127,7 +128,7 @@ class Pair:
         """Once batch dims, layout and dtype are undone, the values agree within tolerance."""
         if not self.same_shape or not self.finite:
             return False
-        residual = max(rel_max_abs(r, c, rng) for (r, c), rng in zip(self.chw, self.ranges))
+        residual = max(rel_max_abs(r, c, rng) for (r, c), rng in zip(self.chw, self.ranges, strict=True))
         return residual <= self.tolerance
 
     # --- replay ------------------------------------------------------------------------------------
@@ -176,7 +177,8 @@ class Pair:
         if self.replay is not None or not self.same_shape or not self.finite:
             return None
         fits = [fit_permuted_affine(c, r) for r, c in self.chw]
-        worst = max((f.max_abs / rng if f is not None else np.inf for f, rng in zip(fits, self.ranges)), default=np.inf)
+        worst = max((f.max_abs / rng if f is not None else np.inf for f, rng in zip(fits, self.ranges, strict=True)),
+                    default=np.inf)
         return (fits[0], float(worst)) if fits and fits[0] is not None and worst <= self.tolerance else None
 
     @property

@@ -50,7 +50,7 @@ class NormalizationDiagnosis:
         slope, offset = np.asarray(fit.slope), np.asarray(fit.offset)
         if not (np.any(np.abs(slope - 1.0) > IDENTITY_EPS) or np.any(np.abs(offset) > IDENTITY_EPS)):
             return None
-        mean = [round(-b / a, 4) if a else float("nan") for a, b in zip(fit.slope, fit.offset)]
+        mean = [round(-b / a, 4) if a else float("nan") for a, b in zip(fit.slope, fit.offset, strict=True)]
         std = [round(1.0 / a, 4) if a else float("inf") for a in fit.slope]
         return pair.finding(self.code, f"(x - mean)/std with mean {mean}, std {std} (in {pair.cand}'s units) maps "
                             f"{pair.cand} onto {pair.ref}", sample=pair.evidence[0].sample, cand_to_ref_mean=mean,

@@ -10,7 +10,8 @@ says so. It also says whether antialias was on.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import RESIZE
 from gapcheck.findings import Finding
@@ -64,7 +65,7 @@ class _Side:
         """Sorted candidates: the intersection, or (when samples disagree) the smallest per-sample set."""
         if self.common:
             return sorted(self.common)
-        return sorted(min(self.sets, key=len)) if self.sets else []
+        return sorted(min(self.sets, key=lambda found: len(found))) if self.sets else []
 
     @property
     def separated(self) -> bool:
@@ -95,8 +96,9 @@ class ResizeDiagnosis:
         ev, pr, pc = min(looked, key=lambda item: (len(item[2].equivalent_methods), -item[2].psnr_db))
         cand_method = pc.method_label if pc.method_label in cand.candidates else cand.candidates[0]
         ref_method = pr.method_label if pr.method_label in ref.candidates else ref.candidates[0]
-        with_ref = replay_psnr(ev.raw_rgb, to_chw(ev.cand), pc.geometry, _METHODS.get(ref_method)) \
-            if ev.raw_rgb is not None else None
+        cand_chw = to_chw(ev.cand)
+        with_ref = replay_psnr(ev.raw_rgb, cand_chw, pc.geometry, _METHODS.get(ref_method)) \
+            if ev.raw_rgb is not None and cand_chw is not None else None
         ambiguous = [e.sample for e, _, p in looked if len(p.equivalent_methods) > 1]
         message = (f"{pair.cand} resizes with {_describe(cand.candidates)}, {pair.ref} with {_describe(ref.candidates)}; "
                    f"replaying {cand_method} reproduces {pair.cand} at {pc.psnr_db:.1f} dB"

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gapcheck.codes.preprocess import (CHANNEL_ORDER, CROP, DTYPE, LAYOUT, NORMALIZATION, RESIZE, SCALE, SHAPE,
-                                       UNEXPLAINED)
+from gapcheck.codes.preprocess import CHANNEL_ORDER, CROP, DTYPE, LAYOUT, NORMALIZATION, RESIZE, SCALE, SHAPE, UNEXPLAINED
 from gapcheck.findings import Finding
 
 if TYPE_CHECKING:
