@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,12 @@ class GoldenBundle:
         """The recorded export, parsed and checked (without importing torch: nightly never needs it)."""
         import onnx
 
-        size = self.onnx_path.stat().st_size
-        if size > MAX_ONNX_BYTES:
-            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} is {size} bytes, over the "
-                             f"{MAX_ONNX_BYTES} byte limit")
+        entry = self.manifest["files"][ONNX_FILE]
+        data = _read_member(self.path, ONNX_FILE, MAX_ONNX_BYTES, entry["bytes"])
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:  # replaced since the bundle was loaded
+            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} changed since the bundle was verified")
         try:
-            model = onnx.load(str(self.onnx_path))
+            model = onnx.load_model_from_string(data)
             onnx.checker.check_model(model)
         except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -135,16 +137,42 @@ def write_file_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> bytes:
+    """A bundle file's bytes, read once: a regular file in the folder itself, never through a symbolic link.
+
+    A link could point anywhere (another user's file, a device, a file that changes between the hash and
+    the parse); the bytes hashed are the bytes parsed. The size is checked before anything is read.
+    """
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise InputError(f"golden bundle {folder}: file {name} is missing") from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise InputError(f"golden bundle {folder}: file {name} is a symbolic link; a bundle holds its "
+                             "files itself") from None
+        raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"golden bundle {folder}: file {name} is not a regular file")
+        if expected_bytes is not None and info.st_size != expected_bytes:
+            raise InputError(f"golden bundle {folder}: file {name} has {info.st_size} bytes, the manifest says "
+                             f"{expected_bytes} (truncated or replaced)")
+        if info.st_size > max_bytes:
+            raise InputError(f"golden bundle {folder}: file {name} is larger than {max_bytes} bytes")
+        data = handle.read(info.st_size + 1)
+    if len(data) != info.st_size:
+        raise InputError(f"golden bundle {folder}: file {name} changed while it was read")
+    return data
+
+
 def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
     """The parsed manifest and its SHA256; InputError naming the file when it is missing or malformed."""
-    path = folder / MANIFEST
     if not folder.is_dir():
         raise InputError(f"golden bundle {folder} is not a directory")
-    if not path.is_file():
-        raise InputError(f"golden bundle {folder}: {MANIFEST} is missing")
-    if path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise InputError(f"golden bundle {folder}: {MANIFEST} is larger than {MAX_MANIFEST_BYTES} bytes")
-    data = path.read_bytes()
+    data = _read_member(folder, MANIFEST, MAX_MANIFEST_BYTES)
     try:
         manifest = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -160,39 +188,41 @@ def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
     return manifest, hashlib.sha256(data).hexdigest()
 
 
-def verify_files(folder: Path, manifest: dict[str, Any]) -> list[str]:
-    """Check every listed file's size and SHA256; InputError naming the first bad file. Returns the names checked."""
+def verify_files(folder: Path, manifest: dict[str, Any]) -> dict[str, bytes]:
+    """Check every listed file's size and SHA256; InputError naming the first bad file. Returns the files' bytes
+    (what was hashed is what gets parsed)."""
     files = manifest["files"]
     if not isinstance(files, dict) or not files:
         raise InputError(f"golden bundle {folder}: {MANIFEST} lists no files")
     for required in (INPUTS_FILE, TORCH_FILE, ONNX_FILE):
         if required not in files:
             raise InputError(f"golden bundle {folder}: {MANIFEST} does not list {required}")
+    contents = {}
     for name, entry in sorted(files.items()):
-        target = folder / name
         if not isinstance(entry, dict):
             raise InputError(f"golden bundle {folder}: {MANIFEST}: the entry of file {name!r} is not an object")
-        if Path(name).name != name or name.startswith("."):
+        if Path(name).name != name or name.startswith(".") or name == MANIFEST:
             raise InputError(f"golden bundle {folder}: {MANIFEST} lists an unsafe file name {name!r}")
-        if not target.is_file():
-            raise InputError(f"golden bundle {folder}: file {name} is missing")
-        size = target.stat().st_size
-        if size != int(entry.get("bytes", -1)):
-            raise InputError(f"golden bundle {folder}: file {name} has {size} bytes, the manifest says "
-                             f"{entry.get('bytes')} (truncated or replaced)")
-        actual = file_sha256(target)
+        size = entry.get("bytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise InputError(f"golden bundle {folder}: {MANIFEST}: the size of file {name} is not a byte count "
+                             f"({size!r})")
+        data = _read_member(folder, name, MAX_ONNX_BYTES, size)
+        actual = hashlib.sha256(data).hexdigest()
         if actual != entry.get("sha256"):
             raise InputError(f"golden bundle {folder}: file {name} does not match its SHA256 in {MANIFEST} "
                              f"(tampered or corrupt): expected {entry.get('sha256')}, got {actual}")
-    return sorted(files)
+        contents[name] = data
+    return contents
 
 
-def _load_tensors(folder: Path, name: str, expected: tuple[TensorInfo, ...], count: int) -> dict[str, np.ndarray]:
+def _load_tensors(folder: Path, name: str, data: bytes, expected: tuple[TensorInfo, ...],
+                  count: int) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
 
     try:
-        arrays = load_file(str(folder / name))
+        arrays = load(data)
     except (SafetensorError, OSError, ValueError) as exc:
         raise InputError(f"golden bundle {folder}: file {name} cannot be read: {exc}") from None
     for info in expected:
@@ -210,22 +240,27 @@ def load_bundle(path: str | Path) -> GoldenBundle:
     """Verify every file of the bundle at ``path`` and load it (InputError, exit 2, naming the file otherwise)."""
     folder = Path(path)
     manifest, bundle_hash = read_manifest(folder)
-    verify_files(folder, manifest)
+    contents = verify_files(folder, manifest)
     try:
         count = int(manifest["samples"]["count"])
         inputs = tuple(_info(e) for e in manifest["inputs"])
         outputs = tuple(_info(e) for e in manifest["outputs"])
         tolerances = {k: OutputTolerance(float(v["rtol"]), float(v["atol"]))
                       for k, v in manifest["tolerances"]["outputs"].items()}
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"golden bundle {folder}: {MANIFEST} is malformed ({type(exc).__name__}: {exc})") from None
     missing = sorted(o.name for o in outputs if o.name not in tolerances)
     if missing:
         raise InputError(f"golden bundle {folder}: {MANIFEST} has no tolerance for output(s) {', '.join(missing)}")
-    ort_reference = _load_tensors(folder, ORT_FILE, outputs, count) if ORT_FILE in manifest["files"] else {}
+    for name, tol in tolerances.items():
+        # An infinite tolerance would pass anything; a negative or NaN one fails everything.
+        if not all(math.isfinite(v) and v >= 0 for v in (tol.rtol, tol.atol)):
+            raise InputError(f"golden bundle {folder}: {MANIFEST}: the tolerance of output {name!r} (rtol "
+                             f"{tol.rtol}, atol {tol.atol}) is not a finite non-negative number")
+    ort_reference = _load_tensors(folder, ORT_FILE, contents[ORT_FILE], outputs, count) if ORT_FILE in contents else {}
     return GoldenBundle(
         path=folder, manifest=manifest, bundle_hash=bundle_hash,
-        inputs=_load_tensors(folder, INPUTS_FILE, inputs, count),
-        reference=_load_tensors(folder, TORCH_FILE, outputs, count),
+        inputs=_load_tensors(folder, INPUTS_FILE, contents[INPUTS_FILE], inputs, count),
+        reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
         onnxruntime=ort_reference, tolerances=tolerances,
     )

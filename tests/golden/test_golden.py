@@ -65,6 +65,18 @@ def test_reference_is_the_checkpoint_and_onnxruntime_agrees(recorded: Path, chec
     (lambda b: (b / "model.onnx").unlink(), "model.onnx"),
     (lambda b: (b / "manifest.json").write_text("{not json"), "manifest.json"),
     (lambda b: _edit(b, lambda m: m["files"].update({"../escape": {"sha256": "0", "bytes": 0}})), "../escape"),
+    # an attacker edits the manifest too: every hash matches, the contents lie
+    (lambda b: _edit(b, lambda m: m["files"]["inputs.safetensors"].update(bytes="lots")), "inputs.safetensors"),
+    (lambda b: _edit(b, lambda m: m["files"]["inputs.safetensors"].update(bytes=10**30)), "inputs.safetensors"),
+    (lambda b: _link_outside(b, "reference_torch.safetensors"), "reference_torch.safetensors"),
+    (lambda b: _link_outside(b, "manifest.json"), "manifest.json"),
+    (lambda b: _fifo(b / "model.onnx"), "model.onnx"),
+    (lambda b: _lying_safetensors_header(b, shape_factor=1000), "inputs.safetensors"),
+    (lambda b: _lying_safetensors_header(b, header_length=2**62), "inputs.safetensors"),
+    (lambda b: _edit(b, lambda m: [t.update(rtol=float("inf")) for t in m["tolerances"]["outputs"].values()]),
+     "tolerance"),
+    (lambda b: _edit(b, lambda m: [t.update(atol=-1.0) for t in m["tolerances"]["outputs"].values()]), "tolerance"),
+    (lambda b: _edit(b, lambda m: m["samples"].update(count=10**15)), "the manifest says"),
 ])
 def test_a_damaged_bundle_is_refused_with_exit_2_naming_the_file(recorded: Path, tmp_path: Path, damage, named,
                                                                   capsys: pytest.CaptureFixture) -> None:
@@ -77,6 +89,40 @@ def test_a_damaged_bundle_is_refused_with_exit_2_naming_the_file(recorded: Path,
     assert named in capsys.readouterr().err
     with pytest.raises(InputError, match=named.replace(".", r"\.")):
         load_bundle(bundle)
+
+
+def _link_outside(bundle: Path, name: str) -> None:
+    """The file moved out of the bundle and a symbolic link left in its place (hash and size still match)."""
+    outside = bundle.parent / f"outside-{name}"
+    (bundle / name).rename(outside)
+    (bundle / name).symlink_to(outside)
+
+
+def _fifo(path: Path) -> None:
+    import os
+
+    path.unlink()
+    os.mkfifo(path)  # reading it would block forever
+
+
+def _lying_safetensors_header(bundle: Path, *, shape_factor: int = 1, header_length: int | None = None) -> None:
+    """A safetensors header claiming more data than the file holds; the manifest's hash and size updated to match."""
+    import hashlib
+    import struct
+
+    path = bundle / "inputs.safetensors"
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + length])
+    for name, entry in header.items():
+        if name != "__metadata__":
+            entry["shape"][0] *= shape_factor
+            entry["data_offsets"][1] *= shape_factor
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", header_length or len(text)) + text + raw[8 + length:])
+    _edit(bundle, lambda m: m["files"]["inputs.safetensors"].update(
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(), bytes=path.stat().st_size))
 
 
 def _flip(path: Path) -> None:
@@ -141,3 +187,9 @@ def test_a_second_recording_takes_the_export_from_the_cache(tmp_path: Path) -> N
     assert cold["onnx"]["sha256"] == warm["onnx"]["sha256"]
     assert main([*args, "--no-cache", "--out", str(tmp_path / "fresh")]) == 0
     assert json.loads((tmp_path / "fresh" / "manifest.json").read_text())["model"]["export_cached"] is False
+
+
+def test_every_bundle_file_is_as_readable_as_the_manifest(recorded: Path) -> None:
+    """safetensors writes its files 0600; a nightly pod running as another user must still read the bundle."""
+    modes = {p.name: p.stat().st_mode & 0o777 for p in recorded.iterdir()}
+    assert len(set(modes.values())) == 1, modes
