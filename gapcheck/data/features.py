@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.data.readers import iter_images, read_frame
+from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import ColumnStats, Reservoir, column_stats
 
 IMAGE_FEATURES = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b", "brightness", "width", "height",
@@ -57,9 +57,15 @@ def side_partial(payload: dict[str, Any], columns: list[str] | None, seed: int, 
     """Statistics and a row sample of one shard of one side (runs on a worker)."""
     if payload["kind"] == "images" or payload.get("sample_kind") == "images":
         frame, names, bad = image_rows(payload)
-    else:
-        shard = read_frame(payload)
-        frame, names, bad = shard.data, shard.names, list(shard.bad)
+        return _frame_partial(frame, names, bad, columns, seed, k, exclude)
+    merged = SidePartial(reservoir=Reservoir(k=k))
+    for shard in iter_frames(payload):  # CSV files come in chunks: memory per worker stays bounded
+        merged = merged.merge(_frame_partial(shard.data, shard.names, list(shard.bad), columns, seed, k, exclude))
+    return merged
+
+
+def _frame_partial(frame: Any, names: list[str], bad: list[tuple[str, str]], columns: list[str] | None, seed: int,
+                   k: int, exclude: tuple[str, ...]) -> SidePartial:
     wanted = [c for c in (columns or [str(c) for c in frame.columns]) if c not in exclude]
     frame = frame.rename(columns=str)
     stats: dict[str, ColumnStats] = {}

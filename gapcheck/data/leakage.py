@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.data.hashing import file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
-from gapcheck.data.readers import iter_images, read_frame
+from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
 
 NEAR_PERFECT_AUC = 0.99
@@ -117,7 +117,13 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
 
 
 def _table_records(source: dict[str, Any], options: dict[str, Any]) -> SplitRecords:
-    shard = read_frame(source)
+    merged = SplitRecords(kind="table", sample=Reservoir(k=options["sample_size"]))
+    for shard in iter_frames(source):  # CSV files come in chunks: memory per worker stays bounded
+        merged = merged.merge(_frame_records(shard, source, options))
+    return merged
+
+
+def _frame_records(shard: Any, source: dict[str, Any], options: dict[str, Any]) -> SplitRecords:
     frame = shard.data.rename(columns=str)
     label, group, keys = options["label_column"], options["group_column"], options["key_columns"]
     for column in [c for c in (label, group, *(keys or ())) if c]:

@@ -115,13 +115,34 @@ class Frame:
     bad: list[tuple[str, str]]
 
 
+CSV_CHUNK_ROWS = 100_000  # a CSV file is one shard, read in chunks so a worker never holds all of it
+
+
+def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
+    """A table shard as one or more frames (CSV files in chunks of :data:`CSV_CHUNK_ROWS` rows)."""
+    if payload["kind"] == "dataset":
+        yield _dataset_frame(payload)
+        return
+    if payload["format"] != "csv":
+        yield read_frame(payload)
+        return
+    import fsspec
+    import pandas as pd
+
+    first = 0
+    with fsspec.open(payload["url"], "rb") as handle:
+        for chunk in pd.read_csv(handle, low_memory=False, chunksize=CSV_CHUNK_ROWS):
+            yield _named(chunk, payload, first)
+            first += len(chunk)
+
+
 def read_frame(payload: dict[str, Any]) -> Frame:
+    """A whole table shard as one frame (CSV: the whole file; prefer :func:`iter_frames`)."""
     import pandas as pd
 
     if payload["kind"] == "dataset":
         return _dataset_frame(payload)
     fmt, url = payload["format"], payload["url"]
-    columns = payload.get("columns")
     if fmt in ("parquet", "pq"):
         import fsspec
         import pyarrow.parquet as pq
@@ -134,16 +155,19 @@ def read_frame(payload: dict[str, Any]) -> Frame:
         with fsspec.open(url, "rb") as handle:
             frame = pd.read_csv(handle, low_memory=False)
     elif fmt == "npy":
-        frame = _matrix_frame(_load_npy(url, payload["start"], payload["stop"]), columns)
-        columns = None
+        frame = _matrix_frame(_load_npy(url, payload["start"], payload["stop"]), payload.get("columns"))
     else:
-        frame = _npz_frame(url, columns)
-        columns = None
+        frame = _npz_frame(url, payload.get("columns"))
+    return _named(frame, payload, payload.get("first_row", 0))
+
+
+def _named(frame: Any, payload: dict[str, Any], first: int) -> Frame:
+    """Rows named ``file:row``; requested columns checked (a missing one is a usage error, raised at once)."""
+    columns = payload.get("columns") if payload["format"] not in ("npy", "npz") else None
     if columns:
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise UsageError(f"{payload['name']}: no column(s) {', '.join(missing)}")
-    first = payload.get("first_row", 0)
     names = [f"{payload['name']}:{first + i}" for i in range(len(frame))]
     return Frame(frame.reset_index(drop=True), names, [])
 
