@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,15 @@ from gapcheck.data.hashing import decode_image, image_from_array
 from gapcheck.errors import UsageError
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # an "image" larger than this is refused before it is read
+
+
+_ADDRESS = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` without object addresses (``<_io.BytesIO object at 0x7f..>``), so reports are reproducible."""
+    text = _ADDRESS.sub(r"<\1>", str(exc))
+    return f"{type(exc).__name__}: {text[:200]}"
 
 
 @dataclass
@@ -59,7 +69,7 @@ def iter_images(payload: dict[str, Any]) -> Iterator[ImageItem]:
             item.data = read_bytes(url)
             item.image = decode_image(item.data)
         except Exception as exc:  # noqa: BLE001 - a corrupt image is an item to report, not a crash
-            item.error = f"unreadable image: {type(exc).__name__}: {str(exc)[:200]}"
+            item.error = f"unreadable image: {error_text(exc)}"
         yield item
 
 
@@ -102,7 +112,7 @@ def _dataset_images(payload: dict[str, Any]) -> Iterator[ImageItem]:
             array, item.label = _split_sample(dataset[index])
             item.image = image_from_array(array)
         except Exception as exc:  # noqa: BLE001
-            item.error = f"sample could not be read: {type(exc).__name__}: {str(exc)[:200]}"
+            item.error = f"sample could not be read: {error_text(exc)}"
         yield item
 
 
@@ -220,7 +230,7 @@ def _dataset_frame(payload: dict[str, Any]) -> Frame:
         try:
             array, label = _split_sample(dataset[index])
         except Exception as exc:  # noqa: BLE001
-            bad.append((name, f"sample could not be read: {type(exc).__name__}: {str(exc)[:200]}"))
+            bad.append((name, f"sample could not be read: {error_text(exc)}"))
             continue
         rows.append(np.asarray(array, dtype=np.float64).ravel())
         labels.append(label)

@@ -21,7 +21,12 @@ def _json(result) -> dict:
 def test_leakage_and_drift_identical_on_serial_local_and_ray(photo_splits, tmp_path):
     pytest.importorskip("ray")
     reference, current = shifted_tables(tmp_path, rows=12_000)
-    splits = [f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}"]
+    broken = tmp_path / "broken"  # unreadable items must be reported identically too (no addresses, no order)
+    broken.mkdir()
+    (broken / "text.png").write_bytes(b"not an image")
+    (broken / "truncated.png").write_bytes((photo_splits["train"] / "camera.png").read_bytes()[:300])
+    (broken / "ok.png").write_bytes((photo_splits["train"] / "moon.png").read_bytes())
+    splits = [f"train={photo_splits['train']}", f"val={photo_splits['leaky_val']}", f"broken={broken}"]
     images = [str(photo_splits["train"]), str(photo_splits["leaky_val"])]
     reports = {}
     for kind in ("serial", "local", "ray"):
@@ -32,6 +37,7 @@ def test_leakage_and_drift_identical_on_serial_local_and_ray(photo_splits, tmp_p
                              _json(drift(images[0], images[1], engine=engine, shard_size=4)))
     assert reports["serial"] == reports["local"] == reports["ray"]
     leak, table, image = reports["serial"]
-    assert leak["pair_counts"] == {"exact": 2, "near": 4}
+    assert leak["pair_counts"] == {"exact": 3, "near": 4}
+    assert [b["item"] for b in leak["bad_items"]] == ["broken:text.png", "broken:truncated.png"]
     assert [f["feature"] for f in table["features"] if f["drift"]] == ["x1"]
     assert {f["feature"] for f in image["features"]} >= {"brightness", "mean_r", "aspect_ratio"}
