@@ -268,7 +268,8 @@ class RandomAugInEval(Rule):
             short = module.callee(call).split(".")[-1]
             if short in ("Compose", "Sequential", "SequentialAugmentation"):
                 target = _target_name(module, call)
-                if target and is_eval_name(target) and (found := random_transform(module, call)):
+                if target and is_eval_name(target) and "tta" not in tokens(target) and (
+                        found := random_transform(module, call)):  # test-time augmentation is random on purpose
                     yield ctx.finding(self.code, call, f"random augmentation {found} in the evaluation pipeline "
                                       f"'{target}'", transform=found)
                 continue
