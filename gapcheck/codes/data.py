@@ -50,3 +50,7 @@ EMPTY_SPLIT = define("empty_split", Severity.GAP, F, "A split has no usable item
 SHARD_FAILED = define("shard_failed", Severity.GAP, F, "A shard of work kept failing",
     "The engine retried a shard (a worker died or raised) and it still failed; its items are not in the result.",
     "Read the error; rerun with --engine serial --debug to see the traceback for those items.")
+MIXED_DECODERS = define("mixed_decoders", Severity.WARNING, F, "Workers decoded images with different libraries",
+    "The perceptual hashes depend on the decode path (PIL and imagehash versions); some workers used another one, "
+    "so near-duplicate distances across their shards are not comparable.",
+    "Run every worker from the same image or environment (same PIL and imagehash versions).")

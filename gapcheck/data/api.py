@@ -143,7 +143,6 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
 
     from gapcheck.codes import data as codes
     from gapcheck.data import leakage as job
-    from gapcheck.data.hashing import decode_path
     from gapcheck.data.leakage_checks import (
         exact_pairs,
         group_findings,
@@ -197,15 +196,18 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
             findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",
                                                       subject=Subject(stage=p.spec.name),
                                                       evidence={"listed": p.items, "bad": len(bad)}))
+    decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
+    if len(decoders) > 1:
+        findings.append(codes.MIXED_DECODERS.finding(f"workers decoded with {len(decoders)} different libraries",
+                                                     evidence={"decode_paths": decoders}))
     findings += pair_findings(exact, near)
     findings += group_findings(records)
     findings += label_findings(records, exact + near)
     target, auc = target_leakage(records)
     findings += target
-    images = any(r.kind == "images" for r in records.values())
     return LeakageResult(
         splits=tuple(summaries), options=options, exact=tuple(exact), near=tuple(near), findings=tuple(findings),
-        auc=auc, bad_items=tuple(bad_all), decode_path=decode_path() if images else "",
+        auc=auc, bad_items=tuple(bad_all), decode_path=" | ".join(decoders) if decoders else "",
         near_max_bits=max_distance(options.near), thumbnails=_thumbnails(records, near, thumbnails),
         engine=run.engine, shards=run.shards,
         run_timings={"plan_s": planned - started, "job_s": merged_at - planned,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.data.hashing import file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
+from gapcheck.data.hashing import decode_path, file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
 from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
 
@@ -48,10 +48,12 @@ class SplitRecords:
     chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)  # phash, dhash, row_hash, key_hash
     sample: Reservoir = field(default_factory=Reservoir)
     bad: list[tuple[str, str]] = field(default_factory=list)
+    decode_paths: set[str] = field(default_factory=set)  # what the workers decoded with (must be one)
 
     def merge(self, other: "SplitRecords") -> "SplitRecords":
         """Append ``other`` to this accumulator (in place; run_job passes a fresh one) and return it."""
         self.kind = self.kind or other.kind
+        self.decode_paths |= other.decode_paths
         for name in ("names", "urls", "labels", "groups", "file_sha", "pixel_sha", "bad"):
             getattr(self, name).extend(getattr(other, name))
         for name, parts in other.chunks.items():
@@ -95,7 +97,7 @@ def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
 
 
 def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: list[Any] | None) -> SplitRecords:
-    out = SplitRecords(kind="images")
+    out = SplitRecords(kind="images", decode_paths={decode_path()})
     urls = source.get("urls") or [None] * (source.get("stop", 0) - source.get("start", 0))
     phash, dhash = [], []
     for position, (item, url) in enumerate(zip(iter_images(source), urls, strict=True)):

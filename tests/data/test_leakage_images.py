@@ -132,3 +132,18 @@ def test_every_report_format_renders(photo_splits, serial):
     for fmt in FORMATS:
         text = render(fmt, result)
         assert "astronaut_copy.png" in text, fmt
+
+
+def test_workers_with_another_decoder_are_reported(photo_splits, serial, monkeypatch):
+    from gapcheck.data import leakage as job
+
+    calls = {"n": 0}
+
+    def decode_path_per_call():  # what a worker with other library versions would report
+        calls["n"] += 1
+        return "PIL 13.0.0 …" if calls["n"] == 1 else "PIL 9.5.0 …"
+
+    monkeypatch.setattr(job, "decode_path", decode_path_per_call)
+    result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['clean_val']}"], engine=serial)
+    [finding] = [f for f in result.findings if f.code == "mixed_decoders"]
+    assert finding.evidence["decode_paths"] == ["PIL 13.0.0 …", "PIL 9.5.0 …"]
