@@ -110,7 +110,8 @@ def channel_stats(array: Any, channel_axis: int | None) -> tuple[ChannelStats, .
         means = planes.mean(axis=1, dtype=np.float64)
         stds = planes.std(axis=1, dtype=np.float64)
         mins, maxs = planes.min(axis=1), planes.max(axis=1)
-        return tuple(ChannelStats(float(m), float(d), float(lo), float(hi)) for m, d, lo, hi in zip(means, stds, mins, maxs))
+        rows = zip(means, stds, mins, maxs, strict=True)
+        return tuple(ChannelStats(float(m), float(d), float(lo), float(hi)) for m, d, lo, hi in rows)
     stats = []
     for plane in planes.astype(np.float64, copy=False):
         finite = plane[np.isfinite(plane)]

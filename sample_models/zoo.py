@@ -24,11 +24,12 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -133,7 +134,7 @@ lraspp_mobilenet_v3_large = _tv("segmentation.lraspp_mobilenet_v3_large", weight
 # --- transformers (small configs, no hub) ---------------------------------------------------------
 
 
-def _hf(build_config: Callable[[], object], model_class: str) -> nn.Module:
+def _hf(build_config: Callable[[], Any], model_class: str) -> nn.Module:
     import transformers
 
     config = build_config()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,7 +112,8 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
 class TorchBackend:
     """Feeds named inputs positionally (in ``input_names`` order) and names outputs after ``output_names``."""
 
-    def __init__(self, module: torch.nn.Module, input_names: Sequence[str], output_names: Sequence[str], name: str = "torch") -> None:
+    def __init__(self, module: torch.nn.Module, input_names: Sequence[str], output_names: Sequence[str],
+                 name: str = "torch") -> None:
         self.name = name
         self.module = module
         self.input_names = list(input_names)
@@ -170,7 +171,7 @@ class TorchBackend:
                 if path in wanted and hookable(submodule):
                     handles.append(submodule.register_forward_hook(make_hook(path)))
             args = [torch.from_numpy(contiguous(feeds[n])) for n in self.input_names]
-            fed = {n: fingerprint(t) for n, t in zip(self.input_names, args)}
+            fed = {n: fingerprint(t) for n, t in zip(self.input_names, args, strict=True)}
             with torch.no_grad():
                 result = self.module(*args)
         except Exception as exc:  # noqa: BLE001 - a model that fails on its own input is a backend failure
@@ -183,7 +184,7 @@ class TorchBackend:
             raise BackendError(
                 f"the torch model returned {len(leaves)} tensors, the ONNX graph has {len(self.output_names)} outputs"
             )
-        return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves)}, captures, fed)
+        return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves, strict=True)}, captures, fed)
 
     def noise_floor(self, feeds: dict[str, np.ndarray], reference: CaptureResult, modules: Sequence[str]) -> dict[str, float]:
         """max |float32 - float64| per module output and model output: the rounding noise of torch's own fp32 result.
@@ -225,7 +226,7 @@ class TorchBackend:
         finally:
             for handle in handles:
                 handle.remove()
-        for name, tensor in zip(self.output_names, [t for _, t in named_tensor_leaves(result)]):
+        for name, tensor in zip(self.output_names, [t for _, t in named_tensor_leaves(result)], strict=False):
             ref = reference.outputs.get(name)
             if ref is not None and tensor.is_floating_point() and ref.shape == tuple(tensor.shape):
                 noise[name] = _max_abs_diff(ref, tensor.detach().cpu().double().numpy())

@@ -12,17 +12,26 @@ import numpy as np
 import onnx
 import torch
 
+from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED
 from gapcheck.compare import Tolerance, TolerancePolicy
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import (
-    DEFAULT_MAX_INTERMEDIATE_BYTES, _check_model_accepts, evaluation_mode, export_diff, obtain_onnx,
+    DEFAULT_MAX_INTERMEDIATE_BYTES,
+    _check_model_accepts,
+    evaluation_mode,
+    export_diff,
+    obtain_onnx,
 )
 from gapcheck.export_diff.server_layers import compare_on_server
-from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED
 from gapcheck.findings import Finding, Subject
 from gapcheck.inputs import (
-    DEFAULT_MAX_ELEMENTS, SUPPORTED_DTYPES, InputSpec, load_samples_file, parse_input_spec, random_samples,
+    DEFAULT_MAX_ELEMENTS,
+    SUPPORTED_DTYPES,
+    InputSpec,
+    load_samples_file,
+    parse_input_spec,
+    random_samples,
 )
 from gapcheck.model.export import load_onnx, save_onnx
 from gapcheck.model.loading import load_model
@@ -106,7 +115,8 @@ def forward_input_names(module: torch.nn.Module, onnx_model: onnx.ModelProto | N
     return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
 
 
-def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None, module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
+def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None,
+             module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
     specs = [parse_input_spec(text) for text in request.input_specs]
     if request.inputs_file is not None:
         # Match the file's arrays to the model's inputs by name (and order them), never by position.

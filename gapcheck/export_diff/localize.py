@@ -13,8 +13,10 @@ import numpy as np
 import onnx
 
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+from gapcheck.backends.torch_eager import TorchBackend
 from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
 from gapcheck.errors import BackendError
+from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
 from gapcheck.tensors import contiguous
 
@@ -72,7 +74,8 @@ def extract_subgraph(model: onnx.ModelProto, index: GraphIndex, inputs: dict[str
     graph = onnx.helper.make_graph(
         [nodes[i] for i in sorted(needed)],
         "gapcheck_module_subgraph",
-        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for k, v in inputs.items()],
+        [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for k, v in inputs.items()],
         [onnx.ValueInfoProto(name=output)],
         [init for init in model.graph.initializer if init.name in used or init.name in seen],
     )
@@ -139,3 +142,70 @@ def localize(
         return Localization("local", local, input_max, None, None, "; ".join(notes))
     notes.append("its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
     return Localization("inherited", local, input_max, culprit, culprit_source, "; ".join(notes))
+
+
+def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy,
+                      noise: dict[str, float]) -> FirstDivergence | None:
+    failing = [layer for layer in layers if layer.status == FAIL]
+    if not failing:
+        return None
+    layer = failing[0]
+    mapping = mappings[layer.module]
+    sample = layer.worst_sample or 0
+    feeds = samples[sample]
+    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    capture = torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
+    torch_values = {name: feeds[name] for name in feeds}
+    for path in mapped_paths:
+        captured = capture.modules.get(path)
+        if captured is not None and captured.output is not None:
+            torch_values[mappings[path].value] = captured.output
+    # ONNX Runtime's own values for everything that crosses into the module (one more run, this sample only).
+    # A folded BatchNorm's value is computed by its Conv's nodes: the Conv's scope is the boundary.
+    _, external = module_boundary(index, mapping.owner)
+    wanted = [n for n in dict.fromkeys(external + [mapping.value]) if n not in feeds]
+    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
+    ort_values.update({name: feeds[name] for name in feeds})
+    captured = capture.modules[layer.module]
+    module_inputs = captured.inputs
+    if mapping.owner != layer.module:  # the Conv's inputs feed the folded pair
+        module_inputs = torch_backend.capture(feeds, inputs_of=[mapping.owner]).modules[mapping.owner].inputs
+    result = localize(
+        test_model,
+        index,
+        mapping.owner,
+        mapping.value,
+        captured.output,
+        {k: v for k, v in torch_values.items() if k != mapping.value},
+        ort_values,
+        module_inputs,
+        policy.for_name(layer.module, captured.output.dtype, noise.get(layer.module)),
+    )
+    output_max = layer.stats.max_abs if layer.stats else float("nan")
+    input_max = result.input_max_abs
+    source = layer.source
+    note = result.note
+    module = layer.module
+    if mapping.owner != layer.module:
+        # The exporter folded this BatchNorm into the Conv before it: one ONNX op holds both, and its weight is
+        # the Conv's (scaled by the BatchNorm). A local error there is in that weight: name the Conv.
+        note += f"; {mapping.owner} and {layer.module} are one ONNX {'/'.join(mapping.op_types)} (BatchNorm folded)"
+        if result.cause == "local":
+            module = mapping.owner
+    if result.cause == "inherited" and result.culprit_value:
+        note += f"; the diverging input is ONNX value {result.culprit_value!r}"
+        if result.culprit_source:
+            source = result.culprit_source
+            note += f" computed at {result.culprit_source}"
+    return FirstDivergence(
+        module=module,
+        cause=result.cause,
+        source=source,
+        op_types=layer.op_types,
+        sample=sample,
+        output_max_abs=output_max,
+        input_max_abs=input_max,
+        local_max_abs=result.local.max_abs if result.local else None,
+        amplification=(output_max / input_max) if input_max else None,
+        note=note,
+    )

@@ -10,49 +10,43 @@ import dataclasses
 import inspect
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 import torch
-from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
-from torch.utils._pytree import tree_flatten
 
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable, named_tensor_leaves
 from gapcheck.codes.export_diff import ATTRIBUTION_FALLBACK, ONNX_MODEL_MISMATCH, UNOBSERVABLE_MODULES
-from gapcheck.compare import NOISE_FACTOR, ErrorStats, TolerancePolicy, compare_arrays
-from gapcheck.errors import BackendError, ExportError, InputError, UsageError
+from gapcheck.compare import NOISE_FACTOR, ErrorStats, TolerancePolicy
+from gapcheck.errors import ExportError, InputError, UsageError
 from gapcheck.export_diff.batch import check_batchable, check_batches
 from gapcheck.export_diff.findings import build_findings
-from gapcheck.export_diff.localize import localize, module_boundary
+from gapcheck.export_diff.localize import first_divergence as locate_first_divergence
+from gapcheck.export_diff.passes import ORT_NAME, SampleRun, compare_samples
 from gapcheck.export_diff.result import (
-    FAIL, NO_ONNX, NOT_COMPARABLE, PASS, ExportDiffResult, FirstDivergence, InputRecord, LayerResult, OutputResult,
+    FAIL,
+    NO_ONNX,
+    NOT_COMPARABLE,
+    PASS,
+    ExportDiffResult,
+    LayerResult,
+    OutputResult,
 )
 from gapcheck.findings import Finding, Subject
 from gapcheck.model.export import ExportResult, condense_error, export_onnx
 from gapcheck.model.fit import ModelFit, attribute_by_weights, check_fit
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
-from gapcheck.model.precision import FP16_MAX, to_precision
+from gapcheck.model.precision import to_precision
 from gapcheck.progress import NullProgress, ProgressReporter
-from gapcheck.tensors import contiguous, fingerprint
+from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
-ORT_NAME = "onnxruntime"
-
-
-@dataclass
-class _LayerAccumulator:
-    """Per-module comparisons over samples (mutable while running, frozen into LayerResult at the end)."""
-
-    stats: list[tuple[int, ErrorStats]] = field(default_factory=list)
-    overflow_samples: list[int] = field(default_factory=list)
-    note: str = ""
 
 
 def module_source(module: torch.nn.Module) -> str | None:
@@ -86,7 +80,8 @@ def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray], exp
         for axis, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value != array.shape[axis]:
                 raise InputError(
-                    f"input {value_info.name!r} has shape {tuple(array.shape)}; the ONNX graph expects dim {axis} = {dim.dim_value}"
+                    f"input {value_info.name!r} has shape {tuple(array.shape)}; "
+                    f"the ONNX graph expects dim {axis} = {dim.dim_value}"
                 )
 
 
@@ -151,154 +146,6 @@ def obtain_onnx(
     return exported
 
 
-def _chunks(names: list[str], sizes: dict[str, int], budget: int) -> list[list[str]]:
-    """Split marked values into groups whose tensors fit ``budget`` bytes together (one group when they all fit)."""
-    groups, current, used = [], [], 0
-    for name in names:
-        size = sizes.get(name, 0)
-        if current and used + size > budget:
-            groups.append(current)
-            current, used = [], 0
-        current.append(name)
-        used += size
-    return groups + [current] if current else groups
-
-
-@dataclass
-class _SampleRun:
-    """What the per-sample loop measured (mutable while it runs)."""
-
-    skeleton: CaptureResult  # execution order, call counts and output counts; arrays dropped
-    accumulators: dict[str, _LayerAccumulator]
-    output_stats: dict[tuple[str, str], list[tuple[int, ErrorStats]]] = field(default_factory=dict)
-    input_records: list[InputRecord] = field(default_factory=list)
-    groups: int = 1
-    nonfinite_reference: set[str] = field(default_factory=set)  # torch outputs holding NaN/Inf
-    session: OnnxRuntimeBackend | None = None  # the single session, kept when one group holds every marked value
-    noise: dict[str, float] = field(default_factory=dict)  # max |fp32 - fp64| of torch's own result, sample 0
-
-
-def _compare_samples(
-    torch_backend: TorchBackend,
-    test_model: onnx.ModelProto,
-    mappings: dict[str, ModuleMapping],
-    samples: Sequence[dict[str, np.ndarray]],
-    deployed: Sequence[Backend],
-    policy: TolerancePolicy,
-    precision: str,
-    max_intermediate_bytes: int,
-    progress: ProgressReporter,
-) -> _SampleRun:
-    """Per sample: one torch forward with hooks and one ORT run with the mapped values marked as outputs.
-
-    When the marked values of one sample exceed ``max_intermediate_bytes``, they are split into groups;
-    groups run one after another (outer loop), each with its own session, and each group's values are
-    compared and dropped before the next, so memory stays near one group's worth.
-    ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping.
-    """
-    module_paths = list(mappings)
-    submodules = dict(torch_backend.module.named_modules())
-    unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
-    output_names = torch_backend.output_names
-    try:
-        first = torch_backend.capture(
-            samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
-        )
-    except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
-        raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
-    mappings.update(_move_folded_batchnorms(mappings, first, submodules))
-    mapped_paths = [p for p, m in mappings.items() if m.mapped]
-    sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None and mappings[p].mapped}
-    groups = _chunks(list(sizes), sizes, max_intermediate_bytes) or [[]]
-    run = _SampleRun(skeleton=first.without_arrays(), accumulators={p: _LayerAccumulator() for p in module_paths},
-                     groups=len(groups))
-    if len(groups) > 1:
-        first = None  # recaptured per group: holding every module's output would defeat the budget
-    progress.start(f"comparing {len(mapped_paths)} modules", len(samples) * len(groups))
-    measure_noise = precision == "fp32"
-    for g, group in enumerate(groups):
-        session = OnnxRuntimeBackend(test_model, extra_outputs=group, name=ORT_NAME)
-        in_group = set(group)
-        group_paths = [p for p in mapped_paths if mappings[p].value in in_group]
-        for s, feeds in enumerate(samples):
-            capture = first if s == 0 and first is not None else torch_backend.capture(feeds, modules=group_paths)
-            if s == 0 and measure_noise:  # once, on the first sample: the rounding noise each tensor carries
-                run.noise.update(torch_backend.noise_floor(feeds, capture, group_paths))
-            values = session.infer(feeds, (output_names if g == 0 else []) + group)
-            for path in group_paths:
-                _compare_layer(run.accumulators[path], capture, path, mappings[path].value, values, s, policy, precision,
-                               run.noise.get(path))
-            if g == 0:
-                _compare_outputs(run, capture, values, session.last_input_fingerprints, feeds, s, deployed, policy)
-            progress.advance()
-        if len(groups) == 1:
-            run.session = session
-    progress.finish()
-    return run
-
-
-def _move_folded_batchnorms(mappings: dict[str, ModuleMapping], capture: CaptureResult, submodules) -> dict[str, ModuleMapping]:
-    """Remap Conv+BatchNorm folded by the TorchScript exporter.
-
-    The TorchScript exporter folds a BatchNorm into the Conv that feeds it and keeps the
-    Conv's scope name, so the Conv's ONNX value holds the BatchNorm's output. (The dynamo
-    exporter keeps the BatchNorm's scope instead, which needs no remapping.) A BatchNorm
-    without ONNX nodes that ran right after a mapped Conv takes over the Conv's value.
-    """
-    by_order = {c.order: p for p, c in capture.modules.items()}
-    moved: dict[str, ModuleMapping] = {}
-    for path, captured in capture.modules.items():
-        if mappings[path].mapped or not isinstance(submodules[path], _BatchNorm):
-            continue
-        previous = by_order.get(captured.order - 1)
-        if previous and mappings[previous].op_types == ("Conv",) and isinstance(submodules[previous], nn.modules.conv._ConvNd):
-            moved[path] = dataclasses.replace(mappings[previous], module=path, scope=previous)
-            moved[previous] = ModuleMapping(previous, None, (), (), None)
-    return moved
-
-
-def _compare_layer(acc: _LayerAccumulator, capture: CaptureResult, path: str, value: str, values, s: int,
-                   policy: TolerancePolicy, precision: str, noise: float | None = None) -> None:
-    captured = capture.modules.get(path)
-    if captured is None or captured.output is None or value not in values:
-        return
-    reference, actual = captured.output, values[value]
-    if actual.shape != reference.shape:
-        acc.note = f"ONNX value {value} has shape {actual.shape}, torch {reference.shape}"
-        return
-    stats = compare_arrays(actual, reference, policy.for_name(path, reference.dtype, noise))
-    acc.stats.append((s, stats))
-    if precision == "fp16" and (stats.nonfinite_mismatch or stats.expected_absmax > FP16_MAX):
-        acc.overflow_samples.append(s)
-
-
-def _compare_outputs(run: _SampleRun, capture: CaptureResult, ort_values, ort_fed: dict[str, str], feeds, s: int,
-                     deployed, policy) -> None:
-    """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend.
-
-    Each backend reports the SHA256 of what it actually fed; a backend that cannot say is marked "unknown".
-    """
-    deployed_values, deployed_fed = {}, {}
-    for backend in deployed:
-        deployed_values[backend.name] = backend.infer(feeds)
-        deployed_fed[backend.name] = dict(getattr(backend, "last_input_fingerprints", None) or {})
-    for name, array in feeds.items():
-        hashes = {"torch": capture.input_fingerprints.get(name, "unknown"), ORT_NAME: ort_fed.get(name, "unknown")}
-        for backend_name, fed in deployed_fed.items():
-            hashes[backend_name] = fed.get(name, "unknown")
-        run.input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
-    for backend_name, values in [(ORT_NAME, ort_values)] + list(deployed_values.items()):
-        for name in capture.outputs:
-            actual = values.get(name)
-            if actual is None:
-                raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")
-            reference = capture.outputs[name]
-            if np.issubdtype(reference.dtype, np.floating) and not np.isfinite(reference).all():
-                run.nonfinite_reference.add(name)
-            stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype, run.noise.get(name)))
-            run.output_stats.setdefault((backend_name, name), []).append((s, stats))
-
-
 @dataclass(frozen=True)
 class _Plan:
     """What is compared with what: the ONNX model, its index, the module mapping, and what could not be mapped."""
@@ -356,7 +203,7 @@ def export_diff(
         plan = _plan(module, exported, samples[0], torch_names, precision, from_file=onnx_model is not None)
         torch_backend = TorchBackend(module, list(samples[0]), plan.output_names)
         start = time.perf_counter()
-        run = _compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, precision,
+        run = compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, precision,
                                max_intermediate_bytes, progress)
         compare_s = time.perf_counter() - start
         return _assemble(module, plan, run, torch_backend, samples, policy, precision, batch_sizes, batch_pool,
@@ -407,7 +254,7 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
     return _Plan(exported, test_model, index, module_paths, mappings, output_names, fit, tuple(notes))
 
 
-def _assemble(module, plan: _Plan, run: "_SampleRun", torch_backend, samples, policy, precision, batch_sizes,
+def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, policy, precision, batch_sizes,
               batch_pool, was_training, keep_train_mode, progress, compare_s) -> ExportDiffResult:
     """Layer and output records, the first divergence, batch checks and findings, as one result."""
     accumulators, mappings = run.accumulators, plan.mappings
@@ -426,7 +273,7 @@ def _assemble(module, plan: _Plan, run: "_SampleRun", torch_backend, samples, po
     )
     test_index = plan.index if plan.test_model is plan.exported.model else index_graph(plan.test_model, plan.module_paths)
     # An ONNX graph of another model: attributing its differences to this model's modules would mislead.
-    first_divergence = None if not plan.fit.fits else _first_divergence(
+    first_divergence = None if not plan.fit.fits else locate_first_divergence(
         layers, mappings, test_index, plan.test_model, torch_backend, samples, policy, run.noise)
     batch_checks = ()
     if batch_sizes:
@@ -530,68 +377,3 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
     return tuple(rows)
 
 
-def _first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy,
-                      noise: dict[str, float]) -> FirstDivergence | None:
-    failing = [layer for layer in layers if layer.status == FAIL]
-    if not failing:
-        return None
-    layer = failing[0]
-    mapping = mappings[layer.module]
-    sample = layer.worst_sample or 0
-    feeds = samples[sample]
-    mapped_paths = [p for p, m in mappings.items() if m.mapped]
-    capture = torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
-    torch_values = {name: feeds[name] for name in feeds}
-    for path in mapped_paths:
-        captured = capture.modules.get(path)
-        if captured is not None and captured.output is not None:
-            torch_values[mappings[path].value] = captured.output
-    # ONNX Runtime's own values for everything that crosses into the module (one more run, this sample only).
-    # A folded BatchNorm's value is computed by its Conv's nodes: the Conv's scope is the boundary.
-    _, external = module_boundary(index, mapping.owner)
-    wanted = [n for n in dict.fromkeys(external + [mapping.value]) if n not in feeds]
-    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
-    ort_values.update({name: feeds[name] for name in feeds})
-    captured = capture.modules[layer.module]
-    module_inputs = captured.inputs
-    if mapping.owner != layer.module:  # the Conv's inputs feed the folded pair
-        module_inputs = torch_backend.capture(feeds, inputs_of=[mapping.owner]).modules[mapping.owner].inputs
-    result = localize(
-        test_model,
-        index,
-        mapping.owner,
-        mapping.value,
-        captured.output,
-        {k: v for k, v in torch_values.items() if k != mapping.value},
-        ort_values,
-        module_inputs,
-        policy.for_name(layer.module, captured.output.dtype, noise.get(layer.module)),
-    )
-    output_max = layer.stats.max_abs if layer.stats else float("nan")
-    input_max = result.input_max_abs
-    source = layer.source
-    note = result.note
-    module = layer.module
-    if mapping.owner != layer.module:
-        # The exporter folded this BatchNorm into the Conv before it: one ONNX op holds both, and its weight is
-        # the Conv's (scaled by the BatchNorm). A local error there is in that weight: name the Conv.
-        note += f"; {mapping.owner} and {layer.module} are one ONNX {'/'.join(mapping.op_types)} (BatchNorm folded)"
-        if result.cause == "local":
-            module = mapping.owner
-    if result.cause == "inherited" and result.culprit_value:
-        note += f"; the diverging input is ONNX value {result.culprit_value!r}"
-        if result.culprit_source:
-            source = result.culprit_source
-            note += f" computed at {result.culprit_source}"
-    return FirstDivergence(
-        module=module,
-        cause=result.cause,
-        source=source,
-        op_types=layer.op_types,
-        sample=sample,
-        output_max_abs=output_max,
-        input_max_abs=input_max,
-        local_max_abs=result.local.max_abs if result.local else None,
-        amplification=(output_max / input_max) if input_max else None,
-        note=note,
-    )

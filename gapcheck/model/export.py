@@ -14,10 +14,10 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import onnx
@@ -94,7 +94,7 @@ def _silence_native_output():
         try:
             yield
         finally:
-            for fd, copy in zip((1, 2), saved):
+            for fd, copy in zip((1, 2), saved, strict=True):
                 os.dup2(copy, fd)
                 os.close(copy)
 
@@ -111,7 +111,7 @@ def _quiet_torch_logging():
         logging.raiseExceptions = False
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
         logging.raiseExceptions = raise_exceptions
 
@@ -139,7 +139,7 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         with torch.no_grad():
             n_outputs = len(named_tensor_leaves(module(*args)))
         output_names = [f"output_{i}" for i in range(n_outputs)]
-        batched = [n for n, a in zip(names, args) if a.dim() > 0] + output_names  # a scalar input has no batch axis
+        batched = [n for n, a in zip(names, args, strict=True) if a.dim() > 0] + output_names  # a scalar input has no batch axis
         dynamic_axes = {n: {0: "batch"} for n in batched} if dynamic_batch else None
         torch.onnx.export(
             module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
@@ -207,7 +207,7 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> bool:
     old = [o.name for o in graph.output]
     if taken & set(old) or taken & set(names):
         return False
-    mapping = dict(zip(old, names))
+    mapping = dict(zip(old, names, strict=True))
     others = {v for node in graph.node for v in list(node.input) + list(node.output)} - set(old)
     if others & set(names):
         return False  # a new name would collide with an internal value

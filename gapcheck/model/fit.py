@@ -1,7 +1,8 @@
 """Does an ONNX file from elsewhere belong to this torch model, and which of its values are which module's?
 
 Only evidence that would hold up counts as "another model": parameters (tensors the graph
-names like parameters) whose shapes do not fit the model's, or a different number of outputs. Scope names do not count: exporters add scopes of
+names like parameters) whose shapes do not fit the model's, or a different number of outputs.
+Scope names do not count: exporters add scopes of
 their own (dynamo's shape checks under ``_empty_nn_module_stack_from_metadata_hook``), the
 TorchScript exporter renames repeated calls (``relu_1``), and tools like onnxsim strip them.
 
@@ -69,7 +70,9 @@ def _torch_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 # An initializer named like a module's parameter ("layer1.0.conv1.weight"): both exporters and the simplifiers keep
 # these names for tensors they did not fold. Folded constants get names of their own ("unsqueeze_1", "onnx::Conv_7").
-_PARAMETER_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[\w]+)*\.(weight|bias|running_mean|running_var|[\w]*(table|embedding|token|bias|scale|gamma|beta|weight)[\w]*)$")
+_PARAMETER_NAME = re.compile(
+    r"^[A-Za-z_][\w]*(\.[\w]+)*\.(weight|bias|running_mean|running_var|[\w]*(table|embedding|token|bias|scale|gamma|beta|weight)[\w]*)$"
+)
 
 
 def check_fit(model: onnx.ModelProto, module: torch.nn.Module, torch_outputs: int,

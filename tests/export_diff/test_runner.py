@@ -83,7 +83,7 @@ def test_marked_values_split_into_several_runs_give_the_same_result():
     assert whole.verdict == split.verdict == "pass"
     assert whole.timings["ort_runs_per_sample"] == 1 and split.timings["ort_runs_per_sample"] > 5
     assert [(x.module, x.status) for x in whole.layers] == [(x.module, x.status) for x in split.layers]
-    for a, b in zip(whole.layers, split.layers):
+    for a, b in zip(whole.layers, split.layers, strict=True):
         if a.stats:  # ORT optimizes each split graph on its own: the same values up to float reordering
             assert abs(a.stats.max_abs - b.stats.max_abs) < 1e-5
 
@@ -195,7 +195,7 @@ def _torchscript_file(module, sample, *, folding: bool) -> onnx.ModelProto:
     import io
 
     buffer = io.BytesIO()
-    torch.onnx.export(module, (torch.from_numpy(sample["x"]),), buffer, dynamo=False, input_names=["x"],
+    torch.onnx.export(module, (torch.from_numpy(sample["x"]),), buffer, dynamo=False, input_names=["x"],  # type: ignore[arg-type]
                       output_names=["logits"], do_constant_folding=folding, opset_version=17)
     return onnx.load_from_string(buffer.getvalue())
 
@@ -359,3 +359,77 @@ def test_layer_budget_widens_with_the_fp32_noise_floor_and_a_1_percent_weight_ch
     weight = next(i.name for i in exported.graph.initializer if "fc2" in i.name and "weight" in i.name)
     broken = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == weight, 1.01))
     assert broken.first_divergence.module == "fc2" and broken.first_divergence.cause == "local"
+
+
+def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_still_reported(monkeypatch):
+    """The audit needs the export too: it is made once, in eval mode, and the caller's mode survives."""
+    from types import SimpleNamespace
+
+    import gapcheck.backends.triton as triton_backend
+    import gapcheck.export_diff.runner as runner
+    import gapcheck.triton.audit as audit
+    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+    from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
+
+    exports, audited = [], []
+    real_export = runner.export_onnx
+
+    def counting_export(module, *args, **kwargs):
+        exports.append(module.training)
+        return real_export(module, *args, **kwargs)
+
+    class ServedByOrt(OnnxRuntimeBackend):  # the served model, run locally: a context manager as TritonBackend is
+        def __init__(self, endpoint, model, version=None):
+            super().__init__(audited[0], name="triton")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def fake_audit(endpoint, model, *, onnx_model, version=None, torch_module=None):
+        audited.append(onnx_model)
+        return SimpleNamespace(findings=())
+
+    monkeypatch.setattr(runner, "export_onnx", counting_export)
+    monkeypatch.setattr(audit, "audit_deployment", fake_audit)
+    monkeypatch.setattr(triton_backend, "TritonBackend", ServedByOrt)
+    from sample_models.planted import build_train_mode
+
+    module = build_train_mode().train()
+    monkeypatch.setattr("gapcheck.export_diff.api.load_model",
+                        lambda *a, **k: SimpleNamespace(module=module, keys=None))
+    request = ExportDiffRequest(factory="unused:unused", input_specs=("x:1x3x16x16:float32",), no_cache=True,
+                                deployment=DeploymentTarget(endpoint=None, model="m"))
+    result = run_export_diff(request)
+    assert exports == [False]  # one export, in eval mode
+    assert module.training  # handed back as it came
+    codes = {f.code for f in result.findings}
+    assert "training_mode" in codes and "layer_divergence" not in codes
+    assert {o.backend for o in result.outputs} == {"onnxruntime", "triton"}
+
+
+def test_a_torchscript_archive_as_checkpoint_is_compared_at_its_outputs(tmp_path):
+    from gapcheck.export_diff.api import ExportDiffRequest, run_export_diff
+
+    archive = tmp_path / "doubler.pt"
+    torch.jit.save(torch.jit.script(Doubler().eval()), str(archive))
+    result = run_export_diff(ExportDiffRequest(checkpoint=archive, input_specs=("x:1x6:float32",), no_cache=True))
+    assert result.verdict == "pass", [f.message for f in result.findings]
+    assert result.outputs and all(o.status == "pass" for o in result.outputs)
+    assert "unobservable_modules" in {f.code for f in result.findings}
+
+
+def test_an_onnx_dim_of_1e12_without_inputs_is_refused_before_allocating(tmp_path):
+    from onnx import TensorProto, helper
+
+    from gapcheck.export_diff.api import ExportDiffRequest, run_export_diff
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "huge",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [10**12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [10**12])])
+    path = tmp_path / "huge.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UsageError, match="elements, more than the limit"):
+        run_export_diff(ExportDiffRequest(factory="sample_models.cnn:build_small_resnet", onnx_file=path, no_cache=True))
