@@ -58,6 +58,9 @@ class LayerResult:
     failing_samples: tuple[int, ...]
     source: str | None
     note: str = ""
+    # max |torch fp32 - torch fp64| at this module on the first sample: the rounding noise its budget allows for
+    # (atol = max(dtype default, NOISE_FACTOR x noise_floor)); None when not measured (FP16/BF16, no float64 run)
+    noise_floor: float | None = None
 
     @property
     def budget_abs(self) -> float | None:

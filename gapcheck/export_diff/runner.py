@@ -372,6 +372,7 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
                 failing_samples=tuple(s for s, st in acc.stats if not st.passed),
                 source=mapping.source or module_source(submodules[path]),
                 note=note,
+                noise_floor=noise.get(path),
             )
         )
     return tuple(rows)
