@@ -12,15 +12,17 @@ are ever shown.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from gapcheck.errors import UsageError
 from gapcheck.nightly.config import WebhookFormat
@@ -96,29 +98,83 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = None, timeout_s: float = 10.0,
-         attempts: int = 3, backoff_s: float = 0.5) -> Delivery:
-    """POST the alert; retried on network errors and 5xx/429; a Delivery (never an exception) either way."""
-    body = json.dumps(payload(alert, fmt), sort_keys=True).encode()
-    target = webhook_target(url)
-    error = None
-    for attempt in range(1, attempts + 1):
-        timestamp = str(int(time.time()))
-        headers = {"Content-Type": "application/json", "User-Agent": "gapcheck-nightly", TIMESTAMP_HEADER: timestamp}
-        if secret:
-            headers[SIGNATURE_HEADER] = sign(secret, timestamp, body)
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+def _credentials(url: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """The URL without ``user:password@``, a Basic authorization header for them, and the secrets to redact.
+
+    urllib cannot send credentials written into the URL (it reads them as part of the host name), and they
+    must never reach a message.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, {}, ()
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    secrets = tuple(v for v in (parts.password, password, parts.username, user) if v and len(v) >= 3)
+    return clean, {"Authorization": f"Basic {token}"}, secrets
+
+
+def _post(request: urllib.request.Request, timeout_s: float, deadline_s: float) -> tuple[str, Any]:
+    """One POST under a total deadline: urllib's timeout bounds each socket operation only, and a receiver
+    that trickles a byte at a time would never trip it. The request runs in a daemon thread; past the
+    deadline it is abandoned (its socket timeout ends it)."""
+    outcome: list[tuple[str, Any]] = []
+
+    def attempt() -> None:
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s) checked
                 response.read(1024)
+            outcome.append(("ok", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append(("error", exc))
+
+    worker = threading.Thread(target=attempt, name="gapcheck-webhook", daemon=True)
+    worker.start()
+    worker.join(max(deadline_s, 0.0))
+    return outcome[0] if outcome else ("deadline", None)
+
+
+def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = None, timeout_s: float = 10.0,
+         attempts: int = 3, backoff_s: float = 0.5, deadline_s: float = 30.0) -> Delivery:
+    """POST the alert; retried on network errors and 5xx/429, all attempts within ``deadline_s``; a Delivery
+    (never an exception) either way."""
+    body = json.dumps(payload(alert, fmt), sort_keys=True).encode()
+    target = webhook_target(url)
+    clean_url, auth, secrets = _credentials(url)
+    end = time.monotonic() + deadline_s
+    error = None
+    for attempt in range(1, attempts + 1):
+        timestamp = str(int(time.time()))
+        headers = {"Content-Type": "application/json", "User-Agent": "gapcheck-nightly", TIMESTAMP_HEADER: timestamp,
+                   **auth}
+        if secret:
+            headers[SIGNATURE_HEADER] = sign(secret, timestamp, body)
+        request = urllib.request.Request(clean_url, data=body, headers=headers, method="POST")
+        state, exc = _post(request, min(timeout_s, max(end - time.monotonic(), 0.1)), end - time.monotonic())
+        if state == "ok":
             return Delivery(alert, target, True, attempt, None)
-        except urllib.error.HTTPError as exc:
+        if state == "deadline":
+            return Delivery(alert, target, False, attempt, f"no answer within the total deadline of {deadline_s:g}s")
+        if isinstance(exc, urllib.error.HTTPError):
             error = f"HTTP {exc.code}"
             if exc.code < 500 and exc.code != 429:
                 return Delivery(alert, target, False, attempt, error)  # the receiver refuses: asking again won't help
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        else:
             reason = getattr(exc, "reason", exc)
-            error = f"{type(reason).__name__}: {reason}".replace(url, target)
-        if attempt < attempts:
-            time.sleep(backoff_s * 2 ** (attempt - 1))
+            error = _redact(f"{type(reason).__name__}: {reason}", (url, clean_url), secrets, target)
+        wait = backoff_s * 2 ** (attempt - 1)
+        if attempt < attempts and time.monotonic() + wait < end:
+            time.sleep(wait)
+        elif attempt < attempts:
+            return Delivery(alert, target, False, attempt, f"{error} (no time left for another attempt)")
     return Delivery(alert, target, False, attempts, error)
+
+
+def _redact(text: str, urls: tuple[str, ...], secrets: tuple[str, ...], target: str) -> str:
+    for url in urls:
+        text = text.replace(url, target)
+    for value in secrets:
+        text = text.replace(value, "***")
+    return text

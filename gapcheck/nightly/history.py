@@ -22,9 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gapcheck.errors import ConfigError
+from gapcheck.errors import BackendError, ConfigError
 
 SCHEMA_VERSION = 2
+
+
+class HistoryWriteError(BackendError):
+    """The history could not be written (disk full, read-only, I/O error): the night is not recorded (exit 3)."""
 
 _V1 = """
 CREATE TABLE runs (
@@ -156,7 +160,10 @@ class History:
         if readonly and not self.path.is_file():
             raise ConfigError(f"no history database at {self.path}")
         if not readonly:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"history {self.path}: its folder cannot be created ({exc.strerror})") from None
         try:
             uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
             self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None)
@@ -189,7 +196,7 @@ class History:
                 self.db.execute(f"PRAGMA user_version = {target + 1}")
 
     def transaction(self) -> "_Transaction":
-        return _Transaction(self.db)
+        return _Transaction(self.db, self.path)
 
     @property
     def schema_version(self) -> int:
@@ -297,17 +304,41 @@ class History:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (the connection runs in autocommit mode)."""
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (the connection runs in autocommit mode).
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    A write SQLite cannot do (disk full, read-only file, I/O error) becomes :class:`HistoryWriteError`
+    naming the history; the rollback leaves the database as it was before the transaction.
+    """
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
 
     def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._failed(exc) from None
         return self.db
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error as commit_error:
+                exc = commit_error
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite already rolled back (a full disk does that itself)
+        if isinstance(exc, sqlite3.OperationalError):  # full, read-only, I/O; a constraint error is a bug: as it is
+            raise self._failed(exc) from None
+        if exc_type is None:
+            raise exc  # type: ignore[misc] - the COMMIT's own error
+
+    def _failed(self, exc: sqlite3.OperationalError) -> HistoryWriteError:
+        return HistoryWriteError(f"history {self.path} could not be written: {exc}",
+                                 hint="free disk space or make the history writable; this night is not recorded")
 
 
 def records_json(records: Iterable[EndpointRecord]) -> list[dict[str, Any]]:

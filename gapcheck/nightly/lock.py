@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from gapcheck.errors import BackendError
+from gapcheck.errors import BackendError, ConfigError
 
 POLL_S = 0.1
 
@@ -34,8 +34,13 @@ class HistoryLock:
         self.waited_s = 0.0
 
     def acquire(self) -> "HistoryLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_NOFOLLOW: a link planted in place of the lock file must not make us create or truncate its target
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise ConfigError(f"the lock file {self.path} next to the history cannot be opened ({exc.strerror})",
+                              hint="the history's folder must be a writable local folder") from None
         start = time.monotonic()
         while True:
             try:

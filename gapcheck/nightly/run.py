@@ -42,6 +42,7 @@ class WebhookSettings:
     timeout_s: float = 10.0
     attempts: int = 3
     report_url: str | None = None
+    deadline_s: float = 30.0  # every attempt of one alert together (a receiver that trickles never times out)
 
     @property
     def secret(self) -> str | None:
@@ -144,7 +145,7 @@ def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, histo
                           report_url=settings.report_url, last_pass_at=report.last_pass_at,
                           failing_since=report.failing_since)
     delivery = webhook.send(alert, settings.url, settings.format, secret=settings.secret,
-                            timeout_s=settings.timeout_s, attempts=settings.attempts)
+                            timeout_s=settings.timeout_s, attempts=settings.attempts, deadline_s=settings.deadline_s)
     history.add_alert(AlertRecord(run_id, report.name, report.status.value, delivery.target, delivery.delivered,
                                   delivery.attempts, delivery.error, _now()))
     return delivery

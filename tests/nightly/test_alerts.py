@@ -59,3 +59,66 @@ def test_an_unreachable_webhook_fails_fast_and_hides_its_path() -> None:
     assert not delivery.delivered and delivery.attempts == 2 and time.monotonic() - start < 10
     assert "SECRETTOKEN" not in f"{delivery.target} {delivery.error}"
     assert webhook_target(url) == delivery.target == url.split("/services")[0]
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_shown(webhook_server) -> None:
+    import base64
+
+    host = webhook_server.url.split("//", 1)[1]
+    url = f"http://bob:S3cr%2Ft-pw@{host}"
+    delivery = send(ALERT, url, WebhookFormat.generic)
+    assert delivery.delivered
+    [hook] = webhook_server.received
+    assert hook["headers"]["Authorization"] == "Basic " + base64.b64encode(b"bob:S3cr/t-pw").decode()
+    assert hook["path"] == "/hooks/T0K3N-in-path"
+    assert "S3cr" not in repr(delivery) and "bob" not in delivery.target
+
+
+def test_a_refused_connection_with_credentials_names_no_secret() -> None:
+    from tests.nightly.conftest import free_port
+
+    url = f"http://bob:S3cretPw@127.0.0.1:{free_port()}/hooks/T0K3N"
+    delivery = send(ALERT, url, WebhookFormat.generic, timeout_s=1.0, attempts=1)
+    assert not delivery.delivered and delivery.error
+    assert "S3cretPw" not in f"{delivery.target} {delivery.error}" and "T0K3N" not in str(delivery.error)
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_total_deadline() -> None:
+    """One byte every half second: no socket operation ever times out, only the total deadline can end it."""
+    import socket
+    import threading
+
+    stop = threading.Event()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def trickle() -> None:
+        while not stop.is_set():
+            try:
+                server.settimeout(0.2)
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                while not stop.wait(0.5):
+                    try:
+                        conn.sendall(b"x")
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        start = time.monotonic()
+        delivery = send(ALERT, f"http://127.0.0.1:{server.getsockname()[1]}/hook", WebhookFormat.generic,
+                        timeout_s=2.0, attempts=3, deadline_s=3.0)
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    assert not delivery.delivered and "total deadline of 3s" in str(delivery.error)
+    assert elapsed < 6, elapsed

@@ -98,3 +98,62 @@ def test_readers_are_not_blocked_by_a_writer(tmp_path: Path) -> None:
                               "VALUES ('r2', '2026-01-02', 'g', 'h', '0')")
             with History(path, readonly=True) as reader:
                 assert [r.run_id for r in reader.recent()] == ["r1"] and reader.run_ids() == ["r1"]
+
+
+def test_a_disk_filling_up_mid_run_is_exit_3_and_leaves_every_recorded_endpoint_whole(
+        tiny_golden: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """SQLite's page limit stands in for the disk: it fails writes exactly as a full disk does (SQLITE_FULL)."""
+    from gapcheck.cli.app import main
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    real_start = History.start_run
+
+    def start_then_fill(self: History, *args, **kwargs) -> None:
+        real_start(self, *args, **kwargs)
+        pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+        self.db.execute(f"PRAGMA max_page_count = {pages}")  # no page may be added from here on
+
+    monkeypatch.setattr(History, "start_run", start_then_fill)
+    history = tmp_path / "h.sqlite"
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        endpoints = [a for n in range(40) for a in ("--endpoint", f"ep{n:02d}={fake.url}")]
+        code = main(["nightly", "--golden", str(tiny_golden), "--history", str(history), "--no-audit",
+                     "--retries", "0", *endpoints])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert f"history {history} could not be written" in err and "full" in err
+    monkeypatch.undo()
+    with History(history) as h:
+        assert h.integrity_ok()
+        [run] = h.db.execute("SELECT finished_at, exit_code FROM runs").fetchall()
+        assert tuple(run) == (None, None)  # visibly incomplete
+        recorded = [e for e in h.endpoints()]
+        assert 0 < len(recorded) < 40
+        for name in recorded:  # every endpoint recorded so far has its output rows: nothing half-written
+            [record] = h.endpoint_history(name)
+            assert record.status == "pass" and len(record.outputs) == 1
+
+
+def test_a_history_or_lock_that_cannot_be_created_is_a_config_error(tiny_golden: Path, tmp_path: Path,
+                                                                     capsys) -> None:
+    from gapcheck.cli.app import main
+
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    code = main(["nightly", "--golden", str(tiny_golden), "--history", str(not_a_folder / "h.sqlite"),
+                 "--endpoint", "ep=http://127.0.0.1:1/m"])
+    assert code == 2
+    assert "cannot be opened" in capsys.readouterr().err
+
+
+def test_a_link_planted_as_the_lock_file_is_not_followed(tmp_path: Path) -> None:
+    from gapcheck.errors import ConfigError
+    from gapcheck.nightly.lock import HistoryLock
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "h.sqlite.lock").symlink_to(victim)
+    with pytest.raises(ConfigError, match="lock file"):
+        HistoryLock(tmp_path / "h.sqlite", wait_s=0).acquire()
+    assert victim.read_text() == "precious"
