@@ -17,7 +17,6 @@ def _profiler_loaded_outside():
     from torch.profiler import profile
 
     from gapcheck import guards
-
     from gapcheck.codes import all_codes
 
     for name in guards.__all__:  # every guards module
