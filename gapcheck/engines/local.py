@@ -59,12 +59,13 @@ class LocalEngine:
         while pending or suspects or running:
             if suspects:
                 if not running:  # a suspect runs alone, so a broken pool names exactly one shard
-                    shard = suspects.popleft()
-                    running[pool.submit(fn, shard.payload)] = shard
+                    pool = self._submit(pool, fn, suspects, running)
             else:
                 while pending and len(running) < 2 * self.workers:
-                    shard = pending.popleft()
-                    running[pool.submit(fn, shard.payload)] = shard
+                    before = len(pending)
+                    pool = self._submit(pool, fn, pending, running)
+                    if len(pending) == before:  # the pool broke under shards in flight: handle those first
+                        break
             done, _ = wait(tuple(running), return_when=FIRST_COMPLETED)
             broken = False
             for future in done:
@@ -99,6 +100,22 @@ class LocalEngine:
                     suspects.append(shard)
                 running.clear()
                 pool = self._fresh_pool()
+
+    def _submit(self, pool: ProcessPoolExecutor, fn: Callable[[Any], Any], queue: deque[Shard],
+                running: dict[Future, Shard]) -> ProcessPoolExecutor:
+        """Submit the queue's first shard. A pool that broke between shards (a worker killed while idle) is replaced
+        when nothing is in flight; otherwise the shard stays queued until the failing futures are handled."""
+        shard = queue[0]
+        try:
+            future = pool.submit(fn, shard.payload)
+        except BrokenProcessPool:
+            if running:
+                return pool
+            pool = self._fresh_pool()
+            future = pool.submit(fn, shard.payload)
+        queue.popleft()
+        running[future] = shard
+        return pool
 
     def _discard_pool(self) -> None:
         pool, self._pool = self._pool, None

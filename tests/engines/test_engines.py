@@ -152,3 +152,13 @@ def test_interrupt_cancels_ray_tasks(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_local_worker_killed_while_idle_does_not_break_the_next_job():
+    with open_engine("local", workers=2) as engine:
+        assert run_job(engine, tasks.square_sum, _shards(RANGES), empty=int, merge=tasks.add).merged == EXPECTED
+        victim = next(iter(engine._pool._processes.values()))  # an idle worker, e.g. taken by the OOM killer
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=10)
+        run = run_job(engine, tasks.square_sum, _shards(RANGES), empty=int, merge=tasks.add)
+    assert run.failures == () and run.merged == EXPECTED
