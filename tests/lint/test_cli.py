@@ -1,4 +1,9 @@
-"""`gapcheck lint` end to end through the CLI boundary: formats, exit codes, suppressions, config."""
+"""`gapcheck lint` end to end through the CLI boundary: formats, exit codes, suppressions, config.
+
+``sarif-schema-2.1.0.json`` is the official OASIS SARIF 2.1.0 schema (errata01, draft-04), unchanged, from
+the OASIS TC's repository oasis-tcs/sarif-spec (``sarif-2.1/schema/sarif-schema-2.1.0.json``): shipped so the
+SARIF test needs no network.
+"""
 from __future__ import annotations
 
 import json
