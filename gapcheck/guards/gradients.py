@@ -80,16 +80,18 @@ class GradientHealth:
 
     ``zero_fraction``: the largest share of parameters allowed an all-zero gradient (default 0.8).
     ``require_all``: a parameter without a gradient is a violation (else a warning, once per set).
-    ``every``: check every N-th backward pass. ``mode``: "raise" or "warn".
+    ``every``: check every N-th backward pass. ``nonfinite=False`` leaves Inf/NaN gradients alone (still in the
+    report) for loops with a GradScaler, which skips those steps itself. ``mode``: "raise" or "warn".
     """
 
     def __init__(self, model: "torch.nn.Module", *, zero_fraction: float = 0.8, require_all: bool = False,
-                 every: int = 1, mode: Mode | str = Mode.RAISE) -> None:
+                 every: int = 1, nonfinite: bool = True, mode: Mode | str = Mode.RAISE) -> None:
         if not 0.0 <= zero_fraction <= 1.0:
             raise UsageError(f"zero_fraction must be within [0, 1], got {zero_fraction}")
         self.model = model
         self.zero_fraction = zero_fraction
         self.require_all = require_all
+        self.nonfinite = nonfinite
         self.every = check_every(every)
         self.ledger = Ledger(Mode.parse(mode), GradientError)
         self._named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
@@ -154,7 +156,7 @@ class GradientHealth:
     def _findings(self, report: GradientReport, values: dict[str, float]) -> list[Finding]:
         model = type(self.model).__name__
         found = []
-        if report.nonfinite:
+        if report.nonfinite and self.nonfinite:
             first = report.nonfinite[0]
             kind = "NaN" if math.isnan(values[first]) else "Inf"
             found.append(GRAD_NONFINITE.finding(

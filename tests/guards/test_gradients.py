@@ -100,3 +100,11 @@ def test_underflowing_and_overflowing_norms_are_confirmed_exactly():
         report = health.check()
     assert report.ok and report.zero == () and report.nonfinite == ()
     assert report.max_norm == pytest.approx(1e30, rel=1e-6)
+
+
+def test_nonfinite_false_leaves_inf_to_a_grad_scaler_but_still_reports_it(cnn):
+    cnn.head.bias.register_hook(lambda g: g + float("inf"))
+    with GradientHealth(cnn, nonfinite=False) as health:
+        x, y = make_batch()
+        nn.functional.cross_entropy(cnn(x), y).backward()
+    assert health.violations == 0 and health.last.nonfinite == ("head.bias",)

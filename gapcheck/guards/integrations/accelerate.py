@@ -13,7 +13,8 @@ finds the pieces behind the wrappers — ``accelerator.unwrap_model(model)``, th
             validate(model)
 
 With a GradScaler (``mixed_precision="fp16"``) Inf gradients are the scaler's business (it skips those
-steps), so gradients are then judged by the scaler monitor in :meth:`after_step`, not after backward.
+steps): they are then judged by the scaler monitor in :meth:`after_step`; zero and missing gradients are
+still checked after every backward.
 Accelerate's prepared scheduler already holds back on skipped steps, so no SteppedOnly is needed.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ class AcceleratorGuards:
         self.mode = Mode.parse(mode)
         self.model = accelerator.unwrap_model(model)
         self.scaler = getattr(accelerator, "scaler", None)
-        self.health = GradientHealth(self.model, zero_fraction=zero_fraction, every=every, mode=self.mode)
+        self.health = GradientHealth(self.model, zero_fraction=zero_fraction, every=every, mode=self.mode,
+                                     nonfinite=self.scaler is None)
         self.monitor = None
         if self.scaler is not None:
             bf16 = torch.bfloat16 if str(getattr(accelerator, "mixed_precision", "")) == "bf16" else None
@@ -52,8 +54,7 @@ class AcceleratorGuards:
         self._eval_guards: list[Any] = []
 
     def __enter__(self) -> "AcceleratorGuards":
-        if self.scaler is None:
-            self.health.attach()
+        self.health.attach()
         return self
 
     def __exit__(self, *exc: object) -> None:

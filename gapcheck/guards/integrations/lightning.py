@@ -2,7 +2,8 @@
 
 - gradients: :class:`GradientHealth` checked in ``on_before_optimizer_step`` (Lightning has unscaled the
   gradients by then). With a GradScaler (``precision="16-mixed"``) Inf gradients are the scaler's business
-  — it skips those steps — so the non-finite check is left to the scaler monitor there;
+  — it skips those steps — so the non-finite check is left to the scaler monitor there (zero and missing
+  gradients are still checked);
 - the GradScaler: a :class:`ScalerStepMonitor` on the trainer's scaler and optimizers, observed after
   every training batch;
 - validation: an :class:`EvalGuard` in watch-only mode from ``on_validation_start`` (Lightning has put
@@ -75,9 +76,10 @@ else:
 
         def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
             self._batches += 1
-            # With a GradScaler, Inf gradients are expected now and then (the scaler skips those steps): the
-            # scaler monitor judges them, not the gradient check.
-            if self.health is not None and not self._batches % self.every and _scaler_of(trainer) is None:
+            if self.health is not None and not self._batches % self.every:
+                # With a GradScaler, Inf gradients are expected now and then (the scaler skips those steps): the
+                # scaler monitor judges them; zero and missing gradients are still checked here.
+                self.health.nonfinite = _scaler_of(trainer) is None
                 self.health.check()
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
