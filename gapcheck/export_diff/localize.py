@@ -6,6 +6,7 @@ error arrived with its inputs (inherited) and the module only passed it on.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass
 
@@ -144,6 +145,19 @@ def localize(
     return Localization("inherited", local, input_max, culprit, culprit_source, "; ".join(notes))
 
 
+def module_source(module) -> str | None:
+    """file:line of the module class's forward, for exporters that record no stack traces."""
+    from gapcheck.backends.torch_eager import hookable
+
+    if not hookable(module):
+        return None  # a ScriptModule's forward is compiled; its class has no Python source to point at
+    try:
+        forward = type(module).forward
+        return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]}"
+    except (TypeError, OSError, AttributeError):
+        return None
+
+
 def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy,
                       noise: dict[str, float]) -> FirstDivergence | None:
     failing = [layer for layer in layers if layer.status == FAIL]
@@ -192,6 +206,8 @@ def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_back
         note += f"; {mapping.owner} and {layer.module} are one ONNX {'/'.join(mapping.op_types)} (BatchNorm folded)"
         if result.cause == "local":
             module = mapping.owner
+            owner_source = module_source(dict(torch_backend.module.named_modules())[module])
+            source = mappings[module].source or owner_source or source
     if result.cause == "inherited" and result.culprit_value:
         note += f"; the diverging input is ONNX value {result.culprit_value!r}"
         if result.culprit_source:

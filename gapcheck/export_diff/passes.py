@@ -138,7 +138,7 @@ def _move_folded_batchnorms(mappings: dict[str, ModuleMapping], capture: Capture
         previous = by_order.get(captured.order - 1)
         if previous and mappings[previous].op_types == ("Conv",) and isinstance(submodules[previous], nn.modules.conv._ConvNd):
             moved[path] = dataclasses.replace(mappings[previous], module=path, scope=previous)
-            moved[previous] = ModuleMapping(previous, None, (), (), None)
+            moved[previous] = ModuleMapping(previous, None, (), (), None, scope=path)  # scope: where it went
     return moved
 
 

@@ -7,7 +7,6 @@ would exceed ``max_intermediate_bytes``).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -22,11 +21,12 @@ from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable, named_tensor_leaves
 from gapcheck.codes.export_diff import ATTRIBUTION_FALLBACK, ONNX_MODEL_MISMATCH, UNOBSERVABLE_MODULES
-from gapcheck.compare import NOISE_FACTOR, ErrorStats, TolerancePolicy
+from gapcheck.compare import DEFAULT_TOLERANCES, NOISE_FACTOR, ErrorStats, TolerancePolicy
 from gapcheck.errors import ExportError, InputError, UsageError
 from gapcheck.export_diff.batch import check_batchable, check_batches
 from gapcheck.export_diff.findings import build_findings
 from gapcheck.export_diff.localize import first_divergence as locate_first_divergence
+from gapcheck.export_diff.localize import module_source
 from gapcheck.export_diff.passes import ORT_NAME, SampleRun, compare_samples
 from gapcheck.export_diff.result import (
     FAIL,
@@ -47,17 +47,6 @@ from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
-
-
-def module_source(module: torch.nn.Module) -> str | None:
-    """file:line of the module class's forward, for exporters that record no stack traces."""
-    if not hookable(module):
-        return None  # a ScriptModule's forward is compiled; its class has no Python source to point at
-    try:
-        forward = type(module).forward
-        return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]}"
-    except (TypeError, OSError, AttributeError):
-        return None
 
 
 def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray], exported: bool) -> None:
@@ -324,7 +313,8 @@ def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, pol
 
 def _noise_note(noise: float | None) -> str:
     """How the layer's budget was set, when the float64 noise floor widened it."""
-    return f"fp32 noise floor {noise:.2g} (budget atol = max(default, {NOISE_FACTOR:g}x))" if noise else ""
+    widened = noise is not None and NOISE_FACTOR * noise > DEFAULT_TOLERANCES["float32"][1]
+    return f"budget atol {NOISE_FACTOR:g} x fp32 noise floor {noise:.2g}" if widened else ""
 
 
 def _worst(runs: list[tuple[int, ErrorStats]]) -> tuple[int | None, ErrorStats | None]:
@@ -344,7 +334,9 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
         acc = accumulators[path]
         captured = first.modules.get(path)
         note = acc.note
-        if not mapping.mapped:
+        if not mapping.mapped and mapping.scope:
+            status, note = NO_ONNX, note or f"folded into {mapping.scope}'s ONNX op; compared there"
+        elif not mapping.mapped:
             status, note = NO_ONNX, note or "no ONNX counterpart (fused into a neighbour, identity, or not executed)"
         elif not acc.stats:
             status = NOT_COMPARABLE
