@@ -113,4 +113,4 @@ def test_images_chart_shows_its_pngs_side_by_side_with_escaped_captions():
 
     page = render(ReportFormat.HTML, Pictures())
     assert page.count(f"base64,{png}") == 2 and '<div class="figures">' in page
-    assert "<figcaption>train &lt;b&gt;</figcaption>" in page and 'alt="train &lt;b&gt;"' in page
+    assert "<figcaption>train &lt;b&gt;</figcaption>" in page and 'alt="worst samples"' in page

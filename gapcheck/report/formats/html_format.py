@@ -37,7 +37,7 @@ figcaption{font-size:12px;color:#555} .note{color:#555;font-size:13px} .timings{
 {% if view.kind == "table" %}<table><tr>{% for c in view.columns %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in view.rows %}<tr{% if row.hl %} class="hl"{% endif %}>{% for cell in row.cells %}<td>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table>
-{% else %}<div class="figures">{% for image in view.images %}<figure><img alt="{{ image.caption or view.title }}" src="data:image/png;base64,{{ image.png }}">
+{% else %}<div class="figures">{% for image in view.images %}<figure><img alt="{{ view.title }}" src="data:image/png;base64,{{ image.png }}">
 {% if image.caption %}<figcaption>{{ image.caption }}</figcaption>{% endif %}</figure>{% endfor %}</div>{% endif %}
 {% if view.note %}<p class="note">{{ view.note }}</p>{% endif %}
 {% endfor %}
