@@ -13,6 +13,9 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install --quiet --upgrade pip
 fi
 # constraints.txt pins torch to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
-.venv/bin/pip install --quiet -c constraints.txt -e ".[test]"
+# [test] brings the test tools and the model-zoo/integration packages; [ray] the Ray engine, which the tests start locally.
+.venv/bin/pip install --quiet -c constraints.txt -e ".[test,ray]"
+# torchvision's pure-Python model definitions (zoo, traced torchvision v2 pipelines), kept outside site-packages.
+bash scripts/setup_zoo.sh
 bash scripts/setup_triton_env.sh
 echo "Ready: .venv/bin/gapcheck --help"
