@@ -160,9 +160,10 @@ class _Accumulator:
                                      float(max_rel), float(mean_abs), float(mismatch)))
             return
         tol = Tolerance(self.rtol, self.atol)
+        ratios = element_ratios(served, golden, self.rtol, self.atol)
         for offset in range(golden.shape[0]):
             stats = compare_arrays(served[offset:offset + 1], golden[offset:offset + 1], tol)
-            self.samples.append((SampleError(first + offset, stats.max_abs, stats.error_ratio, stats.passed),
+            self.samples.append((SampleError(first + offset, stats.max_abs, float(ratios[offset]), stats.passed),
                                  stats.max_rel, stats.mean_abs, stats.mismatch_fraction))
 
     def result(self) -> OutputComparison:
@@ -194,12 +195,36 @@ def _type_problem(served: np.ndarray, golden: np.ndarray) -> str | None:
     return None
 
 
+def element_ratios(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """Per sample (axis 0), the largest |served - golden| / (atol + rtol * |golden|) over its elements.
+
+    The error ratio nightly records, plots and runs its drift test on: an element fails exactly when its
+    ratio exceeds 1 (assert_close), so a sample passes exactly when its ratio is <= 1. (Scaling by the
+    sample's largest |golden| instead would put a failing sample with small reference values at a fraction
+    of "the tolerance".) Values equal on both sides (NaN with NaN, the same infinity) count 0; a non-finite
+    value on one side only counts as infinitely far.
+    """
+    n = golden.shape[0] if golden.ndim else 1
+    if golden.size == 0:
+        return np.zeros(n)
+    a = served.astype(np.float64).reshape(n, -1)
+    e = golden.astype(np.float64).reshape(n, -1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        diff = np.abs(a - e)
+        allowed = atol + rtol * np.abs(e)
+        ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
+    same = (a == e) | (np.isnan(a) & np.isnan(e))
+    ratio = np.where(same, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    return ratio.max(axis=1)
+
+
 def per_sample_stats(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, ...] | None:
     """Per-sample (axis 0) max_abs, max_rel, mean_abs, mismatch fraction, error ratio and pass, for a whole batch.
 
     The same numbers :func:`gapcheck.compare.compare_arrays` gives sample by sample (its float32 fast path),
-    computed with a few vectorized operations; None when that fast path does not apply (non-float or
-    non-finite values, empty samples), and the caller compares sample by sample.
+    but the error ratio of :func:`element_ratios`, computed with a few vectorized operations; None when that
+    fast path does not apply (non-float or non-finite values, empty samples), and the caller compares sample
+    by sample.
     """
     if golden.ndim == 0 or golden.size == 0 or np.result_type(served.dtype, golden.dtype) not in (np.float16, np.float32):
         return None
@@ -215,13 +240,12 @@ def per_sample_stats(served: np.ndarray, golden: np.ndarray, rtol: float, atol: 
     allowed += np.float32(atol)
     mismatch = np.count_nonzero(diff > allowed, axis=1)
     max_abs = diff.max(axis=1)
-    absmax = abs_e.max(axis=1).astype(np.float64)
     zero = abs_e == 0
     rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
     max_rel = np.where(np.any(zero & (diff > 0), axis=1), np.inf, rel.max(axis=1))
-    budget = atol + rtol * absmax
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(budget > 0, max_abs / np.where(budget > 0, budget, 1.0), np.where(max_abs > 0, np.inf, 0.0))
+        ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
+    ratio = ratio.max(axis=1).astype(np.float64)
     return (max_abs, max_rel, diff.mean(axis=1, dtype=np.float64), mismatch / diff.shape[1], ratio, mismatch == 0)
 
 

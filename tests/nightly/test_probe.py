@@ -11,7 +11,7 @@ def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     import numpy as np
 
     from gapcheck.compare import Tolerance, compare_arrays
-    from gapcheck.nightly.probe import per_sample_stats
+    from gapcheck.nightly.probe import element_ratios, per_sample_stats
 
     rng = np.random.default_rng(0)
     golden = rng.standard_normal((9, 3, 5)).astype(np.float32)
@@ -20,12 +20,14 @@ def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     served[4] += 0.01  # a failing sample
     served[2, 0, 0] = 1e-6  # error where the reference is 0: max_rel is inf
     stats = per_sample_stats(served, golden, 1e-4, 1e-4)
+    ratios = element_ratios(served, golden, 1e-4, 1e-4)
     for i in range(9):
         ref = compare_arrays(served[i:i + 1], golden[i:i + 1], Tolerance(1e-4, 1e-4))
         got = [float(s[i]) for s in stats[:5]] + [bool(stats[5][i])]
-        assert got[5] == ref.passed
-        assert np.allclose(got[:5], [ref.max_abs, ref.max_rel, ref.mean_abs, ref.mismatch_fraction, ref.error_ratio],
+        assert got[5] == ref.passed == (got[4] <= 1.0)  # the ratio crosses 1 exactly where the sample fails
+        assert np.allclose(got[:4], [ref.max_abs, ref.max_rel, ref.mean_abs, ref.mismatch_fraction],
                            rtol=1e-6, equal_nan=True)
+        assert np.isclose(got[4], ratios[i], rtol=1e-5)
     served[1, 1, 1] = np.nan
     assert per_sample_stats(served, golden, 1e-4, 1e-4) is None  # non-finite: compared sample by sample
 
@@ -118,3 +120,21 @@ def test_the_config_hash_is_the_same_over_grpc_and_http() -> None:
     assert config_hash(changed) != config_hash(http)
     assert config_hash({**http, "dynamic_batching": {**http["dynamic_batching"], "max_queue_delay_microseconds": 100}}) \
         != config_hash(http)
+
+
+def test_the_error_ratio_is_above_1_exactly_when_a_sample_fails() -> None:
+    """A sample with large and small reference values, off by 1.2e-4 everywhere: the small values fail
+    (allowed 1e-4 + 1e-4 * |small|), so the ratio must say > 1, not 1.2e-4 / (1e-4 + 1e-4 * 10) = 11 %."""
+    import numpy as np
+
+    from gapcheck.nightly.probe import element_ratios, per_sample_stats
+
+    golden = np.array([[10.0, 0.001, -0.002, 5.0]], dtype=np.float32)
+    served = golden + np.float32(1.2e-4)
+    max_abs, _, _, _, ratio, passed = per_sample_stats(served, golden, 1e-4, 1e-4)
+    assert not passed[0] and ratio[0] > 1.0
+    assert element_ratios(served, golden, 1e-4, 1e-4)[0] > 1.0
+    nan_golden = golden.copy()
+    nan_golden[0, 1] = np.nan
+    assert element_ratios(np.where(np.isnan(nan_golden), np.nan, served), nan_golden, 1e-4, 1e-4)[0] > 1.0
+    assert element_ratios(nan_golden, nan_golden, 1e-4, 1e-4)[0] == 0.0  # NaN matches NaN
