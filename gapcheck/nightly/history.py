@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from gapcheck.errors import BackendError, ConfigError
 
@@ -165,7 +166,8 @@ class History:
             except OSError as exc:
                 raise ConfigError(f"history {self.path}: its folder cannot be created ({exc.strerror})") from None
         try:
-            uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+            # quoted: a '?' or '#' in the path would otherwise start the URI's query or fragment
+            uri = f"file:{quote(str(self.path))}?mode=ro" if readonly else str(self.path)
             self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gapcheck.errors import UsageError
 from gapcheck.findings import Verdict
 from gapcheck.nightly.history import EndpointRecord, History, records_json
 from gapcheck.report.contract import Chart, Check, ResultBase, Series, Table
@@ -89,5 +90,10 @@ def _max(record: EndpointRecord) -> float | None:
 def read_history(path: str | Path, *, endpoint: str | None = None, last: int | None = None) -> HistoryResult:
     """The last ``last`` results of every endpoint (or one), read without taking the nightly lock (WAL readers)."""
     with History(path, readonly=True) as history:
+        known = history.endpoints()
+        if endpoint is not None and endpoint not in known:
+            # A misspelt name in a cron line must not read as "nothing wrong" (exit 0).
+            raise UsageError(f"history {path} has no endpoint {endpoint!r}",
+                             hint=f"it has: {', '.join(known) if known else 'none yet'}")
         records = tuple(history.recent(endpoint=endpoint, last=last))
         return HistoryResult(history=str(path), records=records, schema_version=history.schema_version)

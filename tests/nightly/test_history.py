@@ -157,3 +157,17 @@ def test_a_link_planted_as_the_lock_file_is_not_followed(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="lock file"):
         HistoryLock(tmp_path / "h.sqlite", wait_s=0).acquire()
     assert victim.read_text() == "precious"
+
+
+def test_history_of_an_unknown_endpoint_is_a_usage_error_not_a_pass(tmp_path: Path, capsys) -> None:
+    from gapcheck.cli.app import main
+
+    path = tmp_path / "odd #name?.sqlite"  # URI characters in the path: read-only opening still finds the file
+    with History(path) as h:
+        h.start_run("r1", "2026-01-01", "g", "g" * 64, "0")
+        h.add_endpoint_result(record("r1"))
+    assert main(["history", "--history", str(path), "--endpoint", "prod"]) == 0
+    capsys.readouterr()
+    assert main(["history", "--history", str(path), "--endpoint", "prd\x1b[31m"]) == 2
+    err = capsys.readouterr().err
+    assert "no endpoint" in err and "prod" in err and "\x1b" not in err
