@@ -97,3 +97,55 @@ def test_a_crash_mid_run_leaves_the_history_consistent_and_the_lock_free(tiny_go
         assert h.endpoint_history("second") == []  # nothing half-written
     HistoryLock(history, wait_s=0.0).acquire().release()  # the kernel dropped the dead run's lock
 
+
+
+SERVE_FAKES = """
+import sys, time
+from pathlib import Path
+from gapcheck.golden import load_bundle
+from tests.nightly.fake_triton import FakeTriton
+bundle = load_bundle(sys.argv[1])
+with FakeTriton(bundle, "ok") as good, FakeTriton(bundle, "hang") as hung:
+    Path(sys.argv[2]).write_text(good.url + " " + hung.url)
+    time.sleep(120)
+"""
+
+
+def test_sigterm_mid_run_keeps_the_history_consistent_and_frees_the_lock(tiny_golden: Path, tmp_path: Path) -> None:
+    """What Kubernetes does at activeDeadlineSeconds: SIGTERM while an endpoint hangs mid-answer."""
+    import signal
+    import time
+
+    history = tmp_path / "h.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    urls_file = tmp_path / "urls"
+    fakes = subprocess.Popen([sys.executable, "-c", SERVE_FAKES, str(tiny_golden), str(urls_file)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not urls_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        good, hung = urls_file.read_text().split()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "gapcheck", "nightly", "--golden", str(tiny_golden), "--history", str(history),
+             "--endpoint", f"first={good}", "--endpoint", f"second={hung}", "--timeout", "60", "--retries", "0",
+             "--no-audit"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        while time.monotonic() < deadline:  # wait until the first endpoint is committed: the second is hanging
+            time.sleep(0.2)
+            if history.exists():
+                with History(history) as h:
+                    if h.endpoint_history("first"):
+                        break
+        time.sleep(0.5)
+        run.send_signal(signal.SIGTERM)
+        code = run.wait(timeout=30)
+    finally:
+        fakes.kill()
+        fakes.wait()
+    assert code != 0  # never a pass
+    with History(history) as h:
+        assert h.integrity_ok()
+        [row] = h.db.execute("SELECT finished_at FROM runs").fetchall()
+        assert row[0] is None  # visibly incomplete
+        assert [r.status for r in h.endpoint_history("first")] == ["pass"]
+        assert h.endpoint_history("second") == []  # nothing half-written
+    HistoryLock(history, wait_s=0.0).acquire().release()  # the lock went with the process
