@@ -41,8 +41,8 @@ STAGE_ERROR = define("stage_error", Severity.GAP, F, "A stage failed on a sample
     "Run the stage on the named sample to reproduce, and fix the stage or exclude the sample explicitly.")
 NONFINITE_OUTPUT = define("nonfinite_output", Severity.GAP, F, "A stage outputs NaN or infinity",
     "A stage's output holds non-finite values (NaN, +inf, -inf) on some samples, e.g. a division by a zero std "
-    "or a log of zero; the model would see them. Values are not diagnosed further for pairs with this stage "
-    "(no resize or normalization can be replayed on NaN).",
+    "or a log of zero; the model would see them. Samples where a stage outputs them are left out of the stage-pair "
+    "comparison and its root-cause diagnoses (no resize or normalization can be replayed on NaN).",
     "Find the operation that produces them on the named sample (a zero std, an empty crop, a 0/0) and guard it.")
 NONDETERMINISTIC = define("nondeterministic", Severity.GAP, F, "A stage is nondeterministic",
     "Running the same stage twice on the same sample gives different outputs: random augmentation left on in a "

@@ -103,6 +103,9 @@ class _Worker:
         self.conn.send(chunk)
 
     def stop(self) -> None:
+        """Ask an idle worker to exit; a busy one (the run was interrupted or failed) is terminated at once."""
+        if self.busy and self.process.is_alive():
+            self.process.terminate()
         with contextlib.suppress(OSError, ValueError):  # already gone
             self.conn.send(None)
         self.process.join(SHUTDOWN_S)
