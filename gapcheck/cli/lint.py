@@ -88,10 +88,9 @@ def command(
         sys.stdout.flush()
     emit_reports(result, reports)
     if output is not None or fmt is not LintFormat.text:
-        from gapcheck.lint.text import render as render_text
+        from gapcheck.lint.text import summary
 
-        summary = render_text(result).splitlines()[-1]
-        typer.echo(summary, err=True)
+        typer.echo("\n".join(summary(result)), err=True)
     if result.errors:
         raise typer.Exit(ExitCode.USAGE)
     raise typer.Exit(ExitCode.NO_GAP if exit_zero or result.verdict == "pass" else ExitCode.GAP_FOUND)

@@ -7,7 +7,9 @@ whatever the number of workers.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -42,20 +44,55 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[t
     found: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
-        if path.is_file():
-            found.setdefault(path.resolve(), str(path))
-        elif path.is_dir():
-            for folder, dirs, files in os.walk(path):
+        kind = _kind(path)
+        if kind == "file":
+            found.setdefault(_real(path), _display(str(path)))
+        elif kind == "dir":
+            for folder, dirs, files in os.walk(path):  # symlinked folders are not entered (no loops)
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
-                    if name.endswith(".py"):
-                        item = Path(folder) / name
-                        display = str(item)
-                        if not any(_matches(display, pattern) for pattern in exclude):
-                            found.setdefault(item.resolve(), display)
-        else:
+                    item = Path(folder) / name
+                    display = str(item)
+                    # A FIFO, socket, device, dangling or looping link named *.py is not source code:
+                    # skipped when walking (reading a FIFO would block the run).
+                    if name.endswith(".py") and _kind(item) == "file" and \
+                            not any(_matches(display, pattern) for pattern in exclude):
+                        found.setdefault(_real(item), _display(display))
+        elif kind == "missing":
             raise UsageError(f"no such file or directory: {raw}")
+        else:
+            raise UsageError(f"not a file or folder that can be linted ({kind}): {raw}")
     return sorted(found.items(), key=lambda item: item[1])
+
+
+def _kind(path: Path) -> str:
+    """"file", "dir", "missing", or what else ``path`` is (following links)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        return "dangling symbolic link" if os.path.islink(path) else "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device or special file"
+
+
+def _display(path: str) -> str:
+    """The path as reported: a name that is not valid UTF-8 (``bad\\xff.py``, kept by Python as lone
+    surrogates) is shown with ``\\xff`` escapes, so every report format stays valid UTF-8/XML/JSON."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
+def _real(path: Path) -> Path:
+    # os.path.realpath, unlike Path.resolve() on Python 3.11, never raises on a link loop
+    return Path(os.path.realpath(path))
 
 
 _PROGRAM: Program | None = None  # one per worker process (see the module docstring)
@@ -105,7 +142,7 @@ def _lint_star(args: tuple[Path, str, Selection]) -> FileOutcome:
 
 def roots_of(paths: Sequence[str | Path]) -> tuple[Path, ...]:
     """Where calls may be followed: each folder given, and the folder of each file given."""
-    return tuple(sorted({(Path(p) if Path(p).is_dir() else Path(p).parent).resolve() for p in paths}))
+    return tuple(sorted({_real(Path(p) if Path(p).is_dir() else Path(p).parent) for p in paths}))
 
 
 def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, *, exclude: Sequence[str] = (),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,13 +52,7 @@ class SourceFile:
 
 def read_source(path: Path, display: str) -> SourceFile:
     """Read and parse ``path``; an unreadable or unparsable file is an :class:`InputError` naming it."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(f"{display}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes gapcheck lint reads")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from exc
+    raw = _read_regular(path, display)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
@@ -65,13 +61,52 @@ def read_source(path: Path, display: str) -> SourceFile:
     return parse_source(text, path, display)
 
 
+def _read_regular(path: Path, display: str) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES, checked on the open descriptor.
+
+    Opened non-blocking and checked with ``fstat`` (not a ``stat`` before the open): a FIFO named
+    ``*.py`` would otherwise block the whole run, a device would never end, and a file swapped
+    between the check and the read is still the file that was checked. Reads at most one byte more
+    than the limit, so a file that grows while it is read cannot exhaust memory.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{display}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise InputError(f"{display}: {info.st_size} bytes is larger than the {MAX_FILE_BYTES} bytes "
+                             "gapcheck lint reads")
+        chunks, total = [], 0
+        while total <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            raise InputError(f"{display}: larger than the {MAX_FILE_BYTES} bytes gapcheck lint reads")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
 def parse_source(text: str, path: Path, display: str) -> SourceFile:
     try:
         tree = ast.parse(text, filename=display)
     except SyntaxError as exc:
-        raise InputError(f"{display}:{exc.lineno or 0}:{exc.offset or 0}: does not parse: {exc.msg}") from exc
+        where = f"{display}:{exc.lineno}:{exc.offset or 1}" if exc.lineno else display
+        raise InputError(f"{where}: does not parse: {exc.msg}") from exc
     except (ValueError, RecursionError) as exc:  # NUL bytes, absurd nesting
         raise InputError(f"{display}: does not parse: {exc}") from exc
+    except MemoryError as exc:  # how CPython's parser reports some absurd nestings (10k chained `a if c else`);
+        # the file is at most MAX_FILE_BYTES, so this is the file's shape, not a machine out of memory
+        raise InputError(f"{display}: does not parse: too deeply nested") from exc
     source = SourceFile(path=path, display=display, text=text, tree=tree)
     source.suppressions = _suppressions(text)
     if source.suppressions:

@@ -14,6 +14,7 @@ through containers) is simply not followed, which keeps the rules quiet rather t
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -311,24 +312,27 @@ class Program:
 
     def __init__(self, roots: Iterable[Path] = ()) -> None:
         self._modules: OrderedDict[Path, ModuleIndex | None] = OrderedDict()
-        self.roots = tuple(sorted({Path(r).resolve() for r in roots}))
+        self.roots = tuple(sorted({Path(os.path.realpath(r)) for r in roots}))
         self._found: dict[tuple[str, Any], Any] = {}  # memo of module lookups (the file system is asked once)
 
     def within_roots(self, path: Path) -> bool:
         key = ("within", path)
         if key not in self._found:
-            resolved = path.resolve()
-            self._found[key] = any(resolved.is_relative_to(root) for root in self.roots) and \
-                resolved.stat().st_size <= MAX_FOLLOW_BYTES
+            resolved = Path(os.path.realpath(path))  # never raises on a link loop (Path.resolve() does)
+            try:
+                size = resolved.stat().st_size
+            except OSError:  # vanished or a dangling link: not followed
+                size = MAX_FOLLOW_BYTES + 1
+            self._found[key] = any(resolved.is_relative_to(root) for root in self.roots) and size <= MAX_FOLLOW_BYTES
         return bool(self._found[key])
 
     def add(self, source: SourceFile) -> ModuleIndex:
         index = ModuleIndex.build(source)
-        self._remember(source.path.resolve(), index)
+        self._remember(Path(os.path.realpath(source.path)), index)
         return index
 
     def load(self, path: Path) -> ModuleIndex | None:
-        key = path.resolve()
+        key = Path(os.path.realpath(path))
         if key in self._modules:
             self._modules.move_to_end(key)
             return self._modules[key]

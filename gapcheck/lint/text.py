@@ -1,20 +1,44 @@
-"""The ruff-like text report: ``path:line:col: CODE message``, then a summary line. Formats only."""
+"""The ruff-like text report: ``path:line:col: CODE message``, then a summary line. Formats only.
+
+Every line is one line: a newline or tab inside a file name (or a message quoting the source) is
+shown escaped, and :func:`safe_text` neutralises terminal escapes, so a hostile file name can
+neither recolour the terminal nor forge an extra diagnostic line.
+"""
 from __future__ import annotations
 
-from gapcheck.lint.result import LintResult
+from gapcheck.lint.result import FileError, LintResult
 from gapcheck.report.text import safe_text
 
 
-def render(result: LintResult) -> str:
-    lines = [safe_text(f"{f.subject.path}:{f.subject.line}:{f.subject.col}: {f.code} {f.message}")
-             for f in result.findings]
-    lines += [safe_text(f"{e.path}: error: {e.message}") for e in result.errors]
+def _line(text: str) -> str:
+    return safe_text(text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r"))
+
+
+def _error(error: FileError) -> str:
+    # read_source's messages start with the path; say it once
+    message = error.message.removeprefix(f"{error.path}: ")
+    if message.startswith(f"{error.path}:"):  # "path:line:col: does not parse": already ruff-like
+        return _line(message)
+    return _line(f"{error.path}: error: {message}")
+
+
+def summary(result: LintResult) -> list[str]:
+    """The closing line(s): counts, and how many files could not be checked."""
     if result.findings:
         codes = ", ".join(sorted({f.code for f in result.findings}))
-        lines.append(f"Found {len(result.findings)} finding(s) in {result.files} file(s) ({codes}); "
-                     "`gapcheck explain CODE` shows the fix.")
+        lines = [f"Found {len(result.findings)} finding(s) in {result.files} file(s) ({codes}); "
+                 "`gapcheck explain CODE` shows the fix."]
+    elif result.errors:
+        lines = [f"No findings in the {result.files - len(result.errors)} file(s) checked ({result.lines} line(s))."]
     else:
-        lines.append(f"All checks passed: {result.files} file(s), {result.lines} line(s).")
+        lines = [f"All checks passed: {result.files} file(s), {result.lines} line(s)."]
     if result.errors:
         lines.append(f"{len(result.errors)} file(s) could not be checked.")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def render(result: LintResult) -> str:
+    lines = [_line(f"{f.subject.path}:{f.subject.line}:{f.subject.col}: {f.code} {f.message}")
+             for f in result.findings]
+    lines += [_error(e) for e in result.errors]
+    return "\n".join([*lines, *summary(result)]) + "\n"

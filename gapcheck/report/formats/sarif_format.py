@@ -34,7 +34,8 @@ def _uri(path: str) -> tuple[str, str | None]:
             candidate = candidate.resolve().relative_to(Path.cwd().resolve())
         except ValueError:
             return candidate.resolve().as_uri(), None
-    return quote(PurePosixPath(*candidate.parts).as_posix(), safe="/"), "%SRCROOT%"
+    # bytes, so a file name that is not UTF-8 (lone surrogates in Python) is percent-encoded as it is on disk
+    return quote(os.fsencode(PurePosixPath(*candidate.parts).as_posix()), safe="/"), "%SRCROOT%"
 
 
 def _rule(code: str) -> dict[str, Any]:
