@@ -47,7 +47,16 @@ from gapcheck.triton.endpoint import (
     parse_url,
 )
 from gapcheck.triton.probe import probe_protocol
-from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, REDACTED, TlsOptions, clean_text, redact, secrets_in
+from gapcheck.triton.url import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    REDACTED,
+    TlsOptions,
+    clean_text,
+    redact,
+    secrets_in,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +75,8 @@ _TRANSIENT_TEXT = re.compile(r"not ready|unavailable|loading|timed? ?out|connect
 _RESTRICTED = re.compile(r"\bis restricted\b", re.IGNORECASE)
 _EXPECTED_HEADER = re.compile(r"expecting header '([^']{1,200})'")
 # Triton answers a missing/wrong auth header with UNAVAILABLE over gRPC; asking again cannot help.
-_PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden", re.IGNORECASE)
+_PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden|larger than max|deserializ",
+                             re.IGNORECASE)
 # A gRPC client on an HTTP/1 port sees the socket closed; an HTTP client on a gRPC port cannot parse the answer.
 _WRONG_PROTOCOL_TEXT = re.compile(r"socket closed|failed to connect|expected http|parse|protocol", re.IGNORECASE)
 
@@ -87,6 +97,60 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ValueError) and not isinstance(exc, UnicodeError) and "JSON" in type(exc).__name__:
         return f"the answer is not valid JSON ({one_line(exc)})"
     return one_line(exc)
+
+
+class ResponseTooLargeError(Exception):
+    """An answer larger than the endpoint's ``max_response_bytes`` (the connection is then dropped)."""
+
+
+class _BoundedResponse:
+    """A geventhttpclient response whose body is read at most ``limit`` bytes far.
+
+    tritonclient reads every body whole with ``response.read()``; this wrapper refuses a declared
+    ``Content-Length`` over the limit before reading anything, and stops a chunked or undeclared body
+    as soon as it passes the limit, so a hostile server cannot make gapcheck allocate what it sends.
+    """
+
+    def __init__(self, response: Any, limit: int) -> None:
+        self._response = response
+        self._limit = limit
+        declared = getattr(response, "content_length", None)
+        if isinstance(declared, int) and declared > limit:
+            raise ResponseTooLargeError(_too_large(limit, f"declares {declared} bytes"))
+
+    def read(self, length: int | None = None) -> bytes:
+        if length is not None:
+            return bytes(self._response.read(length))
+        chunks, total = [], 0
+        while chunk := self._response.read(64 * 1024):
+            total += len(chunk)
+            if total > self._limit:
+                raise ResponseTooLargeError(_too_large(self._limit, "went on past it"))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._response[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+
+def _too_large(limit: int, what: str) -> str:
+    return f"the answer exceeds the response size limit of {limit} bytes ({what})"
+
+
+class _BoundedHttpClient(httpclient.InferenceServerClient):  # type: ignore[misc]
+    """tritonclient's HTTP client with every response body bounded (see :class:`_BoundedResponse`)."""
+
+    max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
+
+    def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
+        return _BoundedResponse(super()._get(request_uri, headers, query_params), self.max_response_bytes)
+
+    def _post(self, request_uri: str, request_body: Any, headers: Any, query_params: Any) -> Any:
+        return _BoundedResponse(super()._post(request_uri, request_body, headers, query_params),
+                                self.max_response_bytes)
 
 
 def _ints(values: Any) -> list[int]:
@@ -117,6 +181,7 @@ class TritonConnection:
         self._headers = self._request_headers(self.endpoint.headers)
         self.timeout_s = float(self.endpoint.timeout_s)
         self.retries = int(self.endpoint.retries)
+        self.max_response_bytes = int(self.endpoint.max_response_bytes)
         self.backoff_s = float(backoff_s)
         self._protocol_checked = False
         self._client: Any = self._make_client()
@@ -135,7 +200,7 @@ class TritonConnection:
     def _make_client(self) -> Any:
         tls = self.endpoint.tls or TlsOptions()
         if self.protocol == "http":
-            return httpclient.InferenceServerClient(
+            client = _BoundedHttpClient(
                 self.address.address,
                 connection_timeout=self.timeout_s,
                 network_timeout=self.timeout_s,
@@ -143,13 +208,26 @@ class TritonConnection:
                 ssl_options=({"ca_certs": tls.root_certificates} if tls.root_certificates else None),
                 insecure=tls.insecure,
             )
+            client.max_response_bytes = self.max_response_bytes
+            return client
         return grpcclient.InferenceServerClient(
             self.address.address,
             ssl=self.address.ssl,
             root_certificates=tls.root_certificates,
             private_key=tls.private_key,
             certificate_chain=tls.certificate_chain,
+            # tritonclient's defaults with the receive size bounded (it would take 2 GiB a message).
+            channel_args=self._grpc_channel_args(),
         )
+
+    def _grpc_channel_args(self) -> list[tuple[str, Any]]:
+        keepalive = grpcclient.KeepAliveOptions()
+        return [("grpc.max_send_message_length", grpcclient.MAX_GRPC_MESSAGE_SIZE),
+                ("grpc.max_receive_message_length", self.max_response_bytes),
+                ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+                ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+                ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+                ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data)]
 
     @property
     def display_url(self) -> str:
@@ -200,6 +278,9 @@ class TritonConnection:
             # The pooled connection may hold half an answer: never reuse it.
             self._reset_client()
             raise TimeoutError(f"no complete answer within the total deadline of {self.timeout_s:g}s") from None
+        except ResponseTooLargeError:
+            self._reset_client()  # the rest of that body is still on the pooled connection
+            raise
         finally:
             timer.close()
 

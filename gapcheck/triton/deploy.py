@@ -98,6 +98,16 @@ def _config_tensors(entries: Any) -> tuple[ServedTensor, ...]:
                               shape=tuple(None if d < 0 else d for d in e.dims)) for e in entries)
 
 
+def _output_names(module: Any, sample: Mapping[str, Any]) -> list[str]:
+    import torch
+
+    from gapcheck.backends.torch_eager import named_tensor_leaves
+
+    with torch.no_grad():
+        outputs = module(*(torch.from_numpy(value) for value in sample.values()))
+    return [name for name, _ in named_tensor_leaves(outputs)]
+
+
 def export_model_repository(
     checkpoint: str | Path | None,
     factory: str | None,
@@ -120,6 +130,7 @@ def export_model_repository(
     from gapcheck.model.loading import load_model
     from gapcheck.report.formats import check_writable
     from gapcheck.triton.repository import (
+        check_model_target,
         check_repository_dir,
         has_dynamic_batch,
         parse_model_config,
@@ -130,13 +141,17 @@ def export_model_repository(
     started = time.perf_counter()
     check_model_name(name)
     check_repository_dir(repo_dir)
+    check_model_target(repo_dir, name, version)
     if save_onnx_path is not None:
         check_writable(save_onnx_path, what="ONNX output")
     specs = [parse_input_spec(text) for text in input_specs]
     sample = random_samples(specs, num_samples=1, seed=0)[0]
     loaded = load_model(checkpoint, factory, unsafe_pickle=unsafe_pickle, strict=strict)
     module = loaded.module.eval()  # a deployment serves inference mode
-    exported = export_onnx(module, sample, exporter=exporter, opset=opset, dynamic_batch=True)
+    # Outputs named as the model names them ("output", "logits", ...): what export-diff's own export names them,
+    # so `export-diff --triton-url` without --onnx finds the served names it expects.
+    exported = export_onnx(module, sample, exporter=exporter, opset=opset, dynamic_batch=True,
+                           output_names=_output_names(module, sample))
     notes = list(exported.warnings)
     dynamic = has_dynamic_batch(exported.model)
     if not dynamic and max_batch_size is None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
 from gapcheck.triton.probe import probe_protocol
 from gapcheck.triton.url import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
     EndpointUrl,
@@ -94,12 +95,15 @@ class TritonEndpoint:
     tls: TlsOptions | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
         if not self.timeout_s > 0 or self.retries < 0:
             raise UsageError("timeout must be positive and retries non-negative")
+        if not 1024 <= self.max_response_bytes < 2**31:
+            raise UsageError("the response size limit must be between 1 KiB and 2 GiB")
         # A private copy: the caller's dict may change later, this value must not.
         object.__setattr__(self, "headers", check_headers(dict(self.headers or {})))
         location = parse_endpoint_url(self.url)

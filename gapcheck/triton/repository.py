@@ -176,14 +176,33 @@ def write_model_repository(
     parse_model_config(config, name)
     model_dir = Path(repo_dir) / name
     version_dir = model_dir / str(int(version))
-    version_dir.mkdir(parents=True, exist_ok=True)
     target = version_dir / "model.onnx"
+    check_model_target(repo_dir, name, version)
+    version_dir.mkdir(parents=True, exist_ok=True)
     large = model.ByteSize() > ONNX_PROTOBUF_LIMIT
     onnx.save_model(model, str(target), save_as_external_data=large,
                     location="model.onnx.data" if large else None)
-    (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
+    from gapcheck.report.formats import write_atomic
+
+    write_atomic(model_dir / "config.pbtxt", config)  # replaces what was there, never writes through it
     logger.info("wrote Triton model %s (version %d) to %s", name, version, model_dir)
     return model_dir
+
+
+def check_model_target(repo_dir: str | Path, name: str, version: int) -> None:
+    """UsageError when writing ``repo_dir/name`` would go through a link or onto something not a file.
+
+    An existing repository is not ours: a link planted where gapcheck writes (``config.pbtxt`` pointing
+    at a user's file, a version directory pointing elsewhere) would send the write out of the repository.
+    """
+    model_dir = Path(repo_dir) / name
+    version_dir = model_dir / str(int(version))
+    for path in (model_dir, version_dir, version_dir / "model.onnx", version_dir / "model.onnx.data",
+                 model_dir / "config.pbtxt"):
+        if path.is_symlink():
+            raise UsageError(f"model repository: {path} is a symbolic link; refusing to write through it")
+        if path.exists() and path.suffix in (".pbtxt", ".onnx", ".data") and not path.is_file():
+            raise UsageError(f"model repository: {path} exists and is not a regular file")
 
 
 def check_repository_dir(repo_dir: str | Path) -> Path:

@@ -23,6 +23,9 @@ DEFAULT_PORTS = {"http": 8000, "https": 443, "grpc": 8001, "grpcs": 443}
 REDACTED = "***"
 DEFAULT_TIMEOUT_S = 30.0  # total seconds one request may take (see gapcheck.triton.client)
 DEFAULT_RETRIES = 3
+# The largest answer one request may bring back (HTTP body or gRPC message): a server that streams a huge body
+# quickly is stopped by bytes, since the deadline alone would let gigabytes through on a fast link.
+DEFAULT_MAX_RESPONSE_BYTES = 256 * 2**20
 
 # Model names end up as a directory, in URL paths and in config.pbtxt: the characters every one of those
 # takes without quoting. Triton itself only needs a directory name; this is the safe common ground.
