@@ -187,28 +187,10 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
             observations.append(StageObservation(spec.name, False, dead[spec.name]))
             continue
         mark(item.index, position)
-        try:
-            output = _call(spec, fn, item.path, data)
-        except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
-            observations.append(StageObservation(spec.name, False, _error_text(exc)))
-            continue
-        info = detect_layout(output.shape)
-        summary = summarize(output, info.channel_axis)
-        repeats: tuple[str, ...] = ()
-        if item.probe:
-            repeat_list = []
-            for _ in range(options.repeats):
-                try:
-                    repeat_list.append(fingerprint(_call(spec, fn, item.path, data)))
-                except Exception as exc:  # noqa: BLE001 - a stage that fails only sometimes is nondeterministic too
-                    repeat_list.append(f"error: {_error_text(exc)}")
-            repeats = tuple(repeat_list)
-        chw = chw_view(output, info)
-        ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
-        observations.append(
-            StageObservation(spec.name, True, "", summary, info, repeats, ks_values, output if item.keep_arrays else None)
-        )
-        outputs[spec.name] = (output, summary)
+        observation, output = _observe(spec, fn, item, data, options)
+        observations.append(observation)
+        if output is not None:
+            outputs[spec.name] = (output, observation.stats)
 
     mark(item.index, ANALYSING)
     issue = screening.issue
@@ -228,6 +210,30 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
         profile = _first_stage_profile(data, outputs[first][0], options.max_pixels)
     return SampleRecord(item.index, item.path, raw_sha, len(data), screening, issue, tuple(observations), deltas,
                         profile)
+
+
+def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, data: bytes,
+             options: WorkerOptions) -> tuple[StageObservation, np.ndarray | None]:
+    """Run one stage on one sample: its observation (summary, layout, repeats, KS values) and its output."""
+    try:
+        output = _call(spec, fn, item.path, data)
+    except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
+        return StageObservation(spec.name, False, _error_text(exc)), None
+    info = detect_layout(output.shape)
+    summary = summarize(output, info.channel_axis)
+    repeats: tuple[str, ...] = ()
+    if item.probe:
+        repeat_list = []
+        for _ in range(options.repeats):
+            try:
+                repeat_list.append(fingerprint(_call(spec, fn, item.path, data)))
+            except Exception as exc:  # noqa: BLE001 - a stage that fails only sometimes is nondeterministic too
+                repeat_list.append(f"error: {_error_text(exc)}")
+        repeats = tuple(repeat_list)
+    chw = chw_view(output, info)
+    ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
+    kept = output if item.keep_arrays else None
+    return StageObservation(spec.name, True, "", summary, info, repeats, ks_values, kept), output
 
 
 def _first_stage_profile(data: bytes, output: np.ndarray, max_pixels: int) -> StageProfile | None:
