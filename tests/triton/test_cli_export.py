@@ -115,3 +115,33 @@ def test_bad_output_paths_exit_2_before_the_export(tmp_path, bad, capsys):
                  "--triton-repo", str(repo), "--name", "net", *extra])
     captured = capsys.readouterr()
     assert code == 2 and "exported" not in captured.out
+
+
+def test_export_then_export_diff_against_the_deployment_without_onnx_passes(triton, tmp_path, capsys):
+    """The documented flow: `gapcheck export`, serve it, `export-diff --triton-url` (export-diff exports again).
+
+    Regression: `export` let dynamo name the output after its last op ('view', 'addmm'), export-diff's own export
+    names it as the model does ('output'), so a clean deployment was a `triton_name_mismatch` gap.
+    """
+    code, model_dir, _ = export(tmp_path)
+    assert code == 0
+    config = json_format.MessageToDict(
+        text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()),
+        preserving_proto_field_name=True)
+    assert [o["name"] for o in config["output"]] == ["output"]
+    config.pop("platform")
+    config["backend"] = "python"  # the bundled server's runner for ONNX files (no onnxruntime backend)
+    config["name"] = "exported_flow"
+    files = {"file:1/model.onnx": (model_dir / "1" / "model.onnx").read_bytes(), "file:1/model.py": model_py_bytes()}
+    factory = f"{tmp_path / 'netdef.py'}:build"
+    with triton.endpoint("http").connect() as conn:
+        conn.load_model("exported_flow", config=json.dumps(config), files=files)
+        try:
+            code = main(["export-diff", "--model", factory, "--checkpoint", str(tmp_path / "ckpt.pt"), "--input",
+                         "x:1x3x8x8:float32", "--num-samples", "1", "--no-progress", "--no-cache",
+                         "--triton-url", f"http://{triton.url('http')}", "--triton-model", "exported_flow"])
+        finally:
+            conn.unload_model("exported_flow")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "triton_name_mismatch" not in out
