@@ -89,6 +89,7 @@ def main() -> None:
     (work / "repo" / "cnn" / "config.pbtxt").write_text(model_config("cnn", graph, max_batch_size=args.batch))
     outputs = [o.name for o in bundle.output_infos]
     rows = []
+    fixed: list[dict[str, float]] = []
     with LocalTritonServer(work / "repo", workdir=work / "server") as server:
         spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
         run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "warmup.sqlite"))
@@ -102,6 +103,12 @@ def main() -> None:
             phase_s = result.endpoints[0].outcome.seconds["inference"]
             bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
             rows.append((nightly_s, phase_s, bare_s))
+            ep = result.endpoints[0].outcome.seconds
+            fixed.append({"verify bundle": result.seconds["verify_golden"], "readiness": ep.get("readiness", 0.0),
+                          "inference + comparison": phase_s,
+                          "after inference (audit wait, history, status)": ep["total"] - ep.get("readiness", 0.0) - phase_s,
+                          "outside the endpoint (lock, history open/close, report)": nightly_s - ep["total"]
+                          - result.seconds["verify_golden"]})
             print(f"round {round_}: bare {args.samples / bare_s:7.0f}/s   nightly inference+compare "
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
                   f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)")
@@ -115,6 +122,9 @@ def main() -> None:
         times = [r[index] for r in rows]
         print(f"| {label} | {args.samples / min(times):.0f} | {args.samples / statistics.median(times):.0f} | "
               f"{statistics.median(bare) / statistics.median(times):.2f} |")
+    print("\nwhere a night's time goes (median seconds over the rounds):")
+    for key in fixed[0]:
+        print(f"  {key:58s} {statistics.median(f[key] for f in fixed):.3f}")
     print(f"\ngolden record, {args.samples} samples, {args.exporter} exporter:")
     print("| export cache | record total (s) | of which export (s) | export from cache |\n|---|---|---|---|")
     for label, (total, export, cached) in records.items():

@@ -168,7 +168,9 @@ class History:
         try:
             # quoted: a '?' or '#' in the path would otherwise start the URI's query or fragment
             uri = f"file:{quote(str(self.path))}?mode=ro" if readonly else str(self.path)
-            self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None)
+            # check_same_thread off: a nightly run hands the connection to a writer thread and back, never
+            # using it from two threads at once (see run_nightly)
+            self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
             if not readonly:

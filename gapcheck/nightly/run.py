@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -171,12 +172,20 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         timings["lock_wait"] = lock.waited_s
         run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
         started_at = _now()
-        history.start_run(run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
+        # The run's first write (SQLite creates its WAL: 10-20 ms on a slow disk) goes on beside the first
+        # endpoint's check; the history is not touched again until it is committed.
+        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nightly-history")
+        started = writer.submit(history.start_run, run_id, started_at, str(request.golden), bundle.bundle_hash,
+                                __version__)
+        writer.shutdown(wait=False)
         reports, deliveries, extra = [], [], []
         for spec in request.endpoints:
             endpoint_started = _now()
-            outcome = check_endpoint(spec, bundle, max_in_flight=request.max_in_flight,
-                                     deadline_s=request.deadline_s, retries=request.retries, audit=request.audit)
+            try:
+                outcome = check_endpoint(spec, bundle, max_in_flight=request.max_in_flight,
+                                         deadline_s=request.deadline_s, retries=request.retries, audit=request.audit)
+            finally:
+                started.result()  # the run row is committed before any endpoint row (or its error raised here)
             report = _report(outcome, history, bundle, request.drift, endpoint_started)
             history.add_endpoint_result(_record(report, run_id, endpoint_started, bundle))
             reports.append(report)
