@@ -138,9 +138,12 @@ class AuditContext:
         diagnosed = diagnose and bool(records) and not within and not random
         if diagnosed:
             findings, divergence = self._diagnose(a, b, records, max_abs)
-        pair = PairResult(a, b, len(both), len(comparable), max_abs,
-                          min(psnrs, default=-math.inf if records else math.inf),
-                          float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf), within,
+        if records:
+            min_psnr = min(psnrs, default=-math.inf)  # -inf: no sample has outputs of the same shape
+            mean_psnr = float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf)
+        else:
+            max_abs = min_psnr = mean_psnr = math.nan  # nothing was compared: no number to show
+        pair = PairResult(a, b, len(both), len(comparable), max_abs, min_psnr, mean_psnr, within,
                           worst.path if worst is not None else "", diagnosed, note, divergence, nonfinite)
         return pair, findings
 

@@ -11,7 +11,7 @@ import pytest
 from gapcheck.cli.app import main
 from gapcheck.errors import UsageError
 from gapcheck.preprocess.audit import preprocess_audit
-from tests.preprocess.conftest import SKIMAGE_DATA, stage
+from tests.preprocess.conftest import SKIMAGE_DATA, report_json, stage
 
 CLEAN = {"train": stage("train_transform"), "infer": stage("infer_transform")}
 
@@ -65,6 +65,8 @@ def test_all_nan_output_is_its_own_finding_and_quiet(photos, capfd):
     assert "every value" in finding.message
     pair = result.pairs[0]
     assert not pair.diagnosed and pair.nonfinite_samples == 2 and "NaN" in pair.note
+    assert math.isnan(pair.max_abs) and math.isnan(pair.min_psnr_db)  # nothing compared, no made-up number
+    assert report_json(result)["pairs"][0]["max_abs"] == "nan"
     assert "RuntimeWarning" not in capfd.readouterr().err  # workers share this stderr
     pair_case = next(c for c in result.checks() if c.name == "train→infer")
     assert pair_case.failure is not None and "nonfinite_output" in pair_case.failure
