@@ -10,6 +10,7 @@ inference according to ``mode``:
 - ``batch``: one sample fewer than were sent
 - ``hang``: the status line and headers, half the body, then silence
 - ``huge``: claims a gigantic output in its JSON header
+- ``evil``: an error whose text holds terminal escapes and a forged line
 """
 from __future__ import annotations
 
@@ -119,6 +120,9 @@ class FakeTriton:
                 raw = body[header_len:header_len + fake.bundle.inputs[first_input["name"]][0].nbytes]
                 golden = fake.bundle.inputs[first_input["name"]]
                 first = next((i for i in range(golden.shape[0]) if golden[i].tobytes() == raw), 0)
+                if fake.mode == "evil":  # an error message that would repaint a terminal and forge a line
+                    self._send(400, json.dumps({"error": "bad\x1b[2J\x1b[31m\nPASS all good\x07"}).encode())
+                    return
                 if fake.mode == "garbage":
                     self._send(200, b"\x00\xffnot json at all")
                     return

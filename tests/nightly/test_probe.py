@@ -138,3 +138,22 @@ def test_the_error_ratio_is_above_1_exactly_when_a_sample_fails() -> None:
     nan_golden[0, 1] = np.nan
     assert element_ratios(np.where(np.isnan(nan_golden), np.nan, served), nan_golden, 1e-4, 1e-4)[0] > 1.0
     assert element_ratios(nan_golden, nan_golden, 1e-4, 1e-4)[0] == 0.0  # NaN matches NaN
+
+
+def test_terminal_escapes_from_the_server_never_reach_the_console_or_reports(tiny_golden: Path, tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture) -> None:
+    from gapcheck.cli.app import main
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    history = tmp_path / "h.sqlite"
+    with FakeTriton(load_bundle(tiny_golden), "evil") as fake:
+        code = main(["nightly", "--golden", str(tiny_golden), "--endpoint", f"e={fake.url}", "--history", str(history),
+                     "--retries", "0", "--no-audit", "--html", str(tmp_path / "r.html"),
+                     "--junit", str(tmp_path / "r.xml")])
+    assert code == 3
+    assert main(["history", "--history", str(history)]) == 1
+    captured = capsys.readouterr()
+    for text in (captured.out, captured.err, (tmp_path / "r.html").read_text(), (tmp_path / "r.xml").read_text()):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "PASS all good" not in captured.out.splitlines()[0]
