@@ -137,6 +137,14 @@ def _pooled_stats(outcomes: list[Any]) -> tuple[tuple[float, ...], tuple[float, 
                                                 for v in var)
 
 
+def _replayed_label(profile: StageProfile) -> str:
+    """The replayed method; every candidate when the sample cannot separate them (e.g. an exact 2x downscale)."""
+    tied = [m for m in profile.equivalent_methods if m != profile.method_label]
+    if not tied or not profile.geometry.resizes:
+        return profile.method_label + " (replayed)"
+    return f"{' ≈ '.join([profile.method_label, *tied])} (replayed; the first sample cannot separate them)"
+
+
 def stage_rows(specs: tuple[StageSpec, ...], audited: list[SampleRecord], checks: dict,
                profiles: dict[str, StageProfile | None]) -> tuple[StageRow, ...]:
     rows = []
@@ -147,7 +155,7 @@ def stage_rows(specs: tuple[StageSpec, ...], audited: list[SampleRecord], checks
         if spec.recipe is not None:
             method = spec.recipe.resize_label + " (declared)"
         elif profiles.get(spec.name) is not None:
-            method = profiles[spec.name].method_label + " (replayed)"
+            method = _replayed_label(profiles[spec.name])
         else:
             method = "not replayed"
         check = checks.get(spec.name)

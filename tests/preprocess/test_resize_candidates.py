@@ -21,6 +21,8 @@ def test_one_exact_2x_sample_cannot_separate_the_candidates_and_says_so(exact_2x
     assert ev["separated"] is False and ev["cand_method"] is None and ev["cand_antialias"] is None
     assert "cannot separate cv2 INTER_AREA, cv2 INTER_LINEAR" in finding.message
     assert ev["ref_method"] == "PIL bilinear" and ev["ref_antialias"] is True
+    # The stage table says so too, instead of naming whichever candidate scored first.
+    assert "cv2 INTER_AREA" in result.stages[1].resize_method and "cannot separate" in result.stages[1].resize_method
 
 
 def test_a_sample_that_separates_the_candidates_decides(exact_2x_and_photos):
