@@ -170,12 +170,31 @@ def gpt2() -> nn.Module:
     return _hf(lambda: _gpt2_config(False), "GPT2LMHeadModel")
 
 
-def gpt2_cache() -> nn.Module:
-    """GPT2LMHeadModel with use_cache: logits plus its cache (a key and a value tensor per layer).
+class GPT2WithPast(nn.Module):
+    """GPT-2 with use_cache, returning logits and past_key_values per layer as {"key", "value"} (the legacy layout).
 
-    The cache is a ``DynamicCache``; transformers' own export support registers it with torch's
-    pytree so the exporter (and gapcheck's output names) can flatten it.
+    Neither exporter can return transformers' ``DynamicCache`` object itself (see ``gpt2_dynamic_cache``);
+    this is how such a model is exported for serving.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = _hf(lambda: _gpt2_config(True), "GPT2LMHeadModel")
+
+    def forward(self, input_ids: torch.Tensor) -> dict:
+        out = self.model(input_ids, use_cache=True)
+        cache = getattr(out, "past_key_values", None) or out.cache
+        return {"logits": out.logits,
+                "past_key_values": tuple({"key": layer.keys, "value": layer.values} for layer in cache.layers)}
+
+
+def gpt2_cache() -> nn.Module:
+    return GPT2WithPast().eval()
+
+
+def gpt2_dynamic_cache() -> nn.Module:
+    """GPT2LMHeadModel with use_cache, returning its ``DynamicCache`` (registered with pytree the way transformers'
+    export support does). The exporters cannot export it: export-diff must say so (exit 2), not report a gap."""
     from transformers.integrations.executorch import register_dynamic_cache_export_support
 
     register_dynamic_cache_export_support()
@@ -240,9 +259,11 @@ ZOO: tuple[ZooModel, ...] = (
     # BertModel.forward takes use_cache, which the TorchScript exporter passes twice
     _m("bert", TOKENS, small=True, unexportable=("torchscript",), outputs=("last_hidden_state", "pooler_output")),
     _m("bert_classifier", TOKENS, small=True, outputs=("logits",)),
-    _m("gpt2", TOKENS, small=True, unexportable=("torchscript",)),  # aten::diff has no opset-17 symbolic
-    _m("gpt2_cache", TOKENS, unexportable=("torchscript",),  # the tracer cannot return a DynamicCache
-       outputs=("logits", "cache.key_cache.0", "cache.key_cache.1", "cache.value_cache.0", "cache.value_cache.1")),
+    _m("gpt2", TOKENS, unexportable=("torchscript",)),  # aten::diff has no opset-17 symbolic
+    _m("gpt2_cache", TOKENS, small=True,
+       outputs=("logits", "past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key",
+                "past_key_values.1.value")),
+    _m("gpt2_dynamic_cache", TOKENS, unexportable=("dynamo", "torchscript")),
     _m("vit_hf", ("pixel_values:1x3x32x32:float32",), small=True),
     _m("t5_encoder", TOKENS),
 )
