@@ -254,20 +254,34 @@ def _export(request: RecordRequest, module: Any, sample: dict[str, np.ndarray]) 
     """The ONNX export, from the export cache when an identical one was made before (same weights, code, specs)."""
     from gapcheck.model.export import export_onnx
 
+    names = _output_names(module, sample)
     cache = None
     if not request.no_cache:
         from gapcheck.model.cache import ExportCache
         from gapcheck.model.factory import resolve_callable
 
         cache = ExportCache(request.cache_dir, factory=resolve_callable(request.factory) if request.factory else None)
-        key = cache.key(module, sample, exporter=request.exporter, opset=request.opset)
+        key = cache.key(module, sample, exporter=request.exporter, opset=request.opset, output_names=names)
         hit = cache.load(key)
         if hit is not None:
             return hit, True
-    exported = export_onnx(module, sample, exporter=request.exporter, opset=request.opset)
+    exported = export_onnx(module, sample, exporter=request.exporter, opset=request.opset, output_names=names)
     if cache is not None:
         cache.store(key, exported)
     return exported, False
+
+
+def _output_names(module: Any, sample: dict[str, np.ndarray]) -> list[str]:
+    """The model's own names for its outputs (``logits``; ``output`` for a bare tensor), as `gapcheck export`
+    and export-diff name the graph's outputs. With the exporter's names (``linear_13``) the bundle would
+    ask a model deployed by `gapcheck export` for outputs it does not have."""
+    import torch
+
+    from gapcheck.backends.torch_eager import named_tensor_leaves
+
+    with torch.no_grad():
+        outputs = module(*(torch.from_numpy(np.ascontiguousarray(v)) for v in sample.values()))
+    return [name for name, _ in named_tensor_leaves(outputs)]
 
 
 def _save_tensors(path: Path, arrays: dict[str, np.ndarray], mode: int) -> None:

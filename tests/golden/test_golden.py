@@ -193,3 +193,19 @@ def test_every_bundle_file_is_as_readable_as_the_manifest(recorded: Path) -> Non
     """safetensors writes its files 0600; a nightly pod running as another user must still read the bundle."""
     modes = {p.name: p.stat().st_mode & 0o777 for p in recorded.iterdir()}
     assert len(set(modes.values())) == 1, modes
+
+
+@pytest.mark.parametrize("factory,names", [(FACTORY, ["output"]), ("tests/nightly/models.py:build_two_heads",
+                                                                  ["aux", "logits"])])
+def test_outputs_are_named_as_the_model_and_gapcheck_export_name_them(tmp_path: Path, factory: str,
+                                                                      names: list[str]) -> None:
+    """Not the exporter's node names (linear_13): a model deployed by `gapcheck export` serves these names."""
+    from gapcheck.golden import RecordRequest, record_bundle
+
+    out = tmp_path / "g"
+    record_bundle(RecordRequest(out=out, factory=factory, input_specs=(INPUT,), num_samples=2, exporter="dynamo"))
+    bundle = load_bundle(out)
+    assert sorted(o.name for o in bundle.output_infos) == names
+    import onnx
+
+    assert sorted(o.name for o in onnx.load(str(bundle.onnx_path)).graph.output) == names

@@ -20,3 +20,21 @@ class TinyCNN(nn.Module):
 def build_tiny(seed: int = 0) -> TinyCNN:
     torch.manual_seed(seed)
     return TinyCNN()
+
+
+class TwoHeads(nn.Module):
+    """Returns a mapping, as Hugging Face models return a ModelOutput: its keys name the outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = TinyCNN()
+        self.extra = nn.Linear(5, 2)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.body(x)
+        return {"logits": logits, "aux": self.extra(logits)}
+
+
+def build_two_heads() -> TwoHeads:
+    torch.manual_seed(1)
+    return TwoHeads()
