@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -32,7 +33,10 @@ from urllib.parse import quote
 
 import gevent
 import numpy as np
-import tritonclient.grpc as grpcclient
+
+# gRPC's C core logs a failed TLS handshake to stderr at INFO, beside gapcheck's own one-line error.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+import tritonclient.grpc as grpcclient  # noqa: E402 - after the verbosity is set
 import tritonclient.http as httpclient
 from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
@@ -43,10 +47,11 @@ from gapcheck.triton.endpoint import (
     ProtocolMismatchError,
     RestrictedApiError,
     ServerAddress,
+    TlsMismatchError,
     TritonEndpoint,
     parse_url,
 )
-from gapcheck.triton.probe import probe_protocol
+from gapcheck.triton.probe import probe_protocol, speaks_tls
 from gapcheck.triton.url import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRIES,
@@ -61,8 +66,8 @@ from gapcheck.triton.url import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError",
-           "RestrictedApiError", "ServerAddress", "TlsOptions", "TritonConnection", "TritonEndpoint", "parse_url",
-           "redact", "secrets_in"]
+           "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions", "TritonConnection", "TritonEndpoint",
+           "parse_url", "redact", "secrets_in"]
 
 T = TypeVar("T")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
@@ -78,7 +83,10 @@ _EXPECTED_HEADER = re.compile(r"expecting header '([^']{1,200})'")
 _PERMANENT_TEXT = re.compile(r"restricted|unauthori[sz]ed|permission|forbidden|larger than max|deserializ",
                              re.IGNORECASE)
 # A gRPC client on an HTTP/1 port sees the socket closed; an HTTP client on a gRPC port cannot parse the answer.
-_WRONG_PROTOCOL_TEXT = re.compile(r"socket closed|failed to connect|expected http|parse|protocol", re.IGNORECASE)
+_WRONG_PROTOCOL_TEXT = re.compile(r"socket closed|failed to connect|expected http|parse|protocol|incomplete",
+                                  re.IGNORECASE)
+# A TLS client whose server answered in plain text.
+_TLS_FAILED_TEXT = re.compile(r"ssl|tls|handshake|wrong.version.number", re.IGNORECASE)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -299,18 +307,29 @@ class TritonConnection:
                                  hint=hint) from None
 
     def _raise_if_wrong_protocol(self, exc: BaseException) -> None:
-        """Probe once per connection when a failure looks like the other protocol answering."""
+        """Probe once per connection when a failure looks like the other protocol (or TLS) answering."""
         if self._protocol_checked or isinstance(exc, ConnectionRefusedError):
             return
+        text = _describe(exc)
+        tls_failed = self.address.ssl and bool(_TLS_FAILED_TEXT.search(text))
         server_said = isinstance(exc, InferenceServerException) and str(exc.status() or "") not in (
             "", "StatusCode.UNAVAILABLE")
-        if server_said or not _WRONG_PROTOCOL_TEXT.search(_describe(exc)):
+        if not tls_failed and (server_said or not _WRONG_PROTOCOL_TEXT.search(text)):
             return
         self._protocol_checked = True
+        location = self.endpoint.location
+        timeout_s = min(self.timeout_s, 5.0)
         try:
-            location = self.endpoint.location
-            answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0),
+            if tls_failed:
+                plain = probe_protocol(location.host, location.port, timeout_s=timeout_s)
+                if plain is not None:
+                    raise TlsMismatchError(self.address.address, plain, server_uses_tls=False)
+                return
+            answered = probe_protocol(location.host, location.port, timeout_s=timeout_s,
                                       ssl=self.address.ssl, tls=self.endpoint.tls)
+            if answered is None and not self.address.ssl and speaks_tls(location.host, location.port,
+                                                                        timeout_s=timeout_s):
+                raise TlsMismatchError(self.address.address, self.protocol, server_uses_tls=True)
         except (OSError, TimeoutError):
             return
         if answered is not None and answered != self.protocol:

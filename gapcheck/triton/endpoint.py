@@ -56,6 +56,19 @@ class ProtocolMismatchError(UsageError):
         self.address, self.asked, self.answered = address, asked, answered
 
 
+class TlsMismatchError(UsageError):
+    """TLS asked for on a port that speaks plain text, or plain text on a port that expects TLS."""
+
+    def __init__(self, address: str, protocol: str, *, server_uses_tls: bool) -> None:
+        scheme = protocol + ("s" if server_uses_tls else "")
+        if server_uses_tls:
+            message = f"{address} expects TLS: use {scheme}:// (with the server's CA certificate if needed)"
+        else:
+            message = f"{address} answered {_protocol_name(protocol)} without TLS: use {scheme}:// and no TLS options"
+        super().__init__(message)
+        self.address, self.protocol, self.server_uses_tls = address, protocol, server_uses_tls
+
+
 def _protocol_name(protocol: str) -> str:
     return "gRPC" if protocol == "grpc" else protocol.upper()
 

@@ -71,3 +71,16 @@ def probe_protocol(host: str, port: int, *, timeout_s: float, ssl: bool = False,
         return classify(data)
     finally:
         sock.close()
+
+
+def speaks_tls(host: str, port: int, *, timeout_s: float) -> bool:
+    """Whether ``host:port`` completes a TLS handshake (certificates not checked: this only names a mismatch)."""
+    context = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl_module.CERT_NONE
+    with socket.create_connection((host.strip("[]"), port), timeout=timeout_s) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname=host.strip("[]")):
+                return True
+        except (ssl_module.SSLError, ConnectionResetError, BrokenPipeError, TimeoutError):
+            return False

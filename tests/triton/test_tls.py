@@ -82,3 +82,24 @@ def test_grpcs_without_the_ca_is_an_endpoint_failure(tls_triton, tiny_onnx_path,
                  "--onnx", str(tiny_onnx_path), "--triton-retries", "0", "--triton-timeout", "3"])
     assert code == ExitCode.BACKEND
     assert server.grpc_url in capsys.readouterr().err
+
+
+def test_plain_grpc_on_a_tls_port_names_the_mismatch(tls_triton, tiny_onnx_path, capsys):
+    server, _ = tls_triton
+    code = main(["triton-audit", "--triton-url", f"grpc://{server.grpc_url}", "--triton-model", "tiny",
+                 "--onnx", str(tiny_onnx_path), "--triton-retries", "2", "--triton-timeout", "3"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    assert f"{server.grpc_url} expects TLS: use grpcs://" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_tls_on_a_plain_port_names_the_mismatch_in_one_line(triton, protocol, tiny_onnx_path, capsys):
+    scheme = "https" if protocol == "http" else "grpcs"
+    code = main(["triton-audit", "--triton-url", f"{scheme}://{triton.url(protocol)}", "--triton-model", "tiny",
+                 "--onnx", str(tiny_onnx_path), "--triton-retries", "2", "--triton-timeout", "3"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    name = "HTTP" if protocol == "http" else "gRPC"
+    assert f"{triton.url(protocol)} answered {name} without TLS: use {protocol}://" in err
+    assert len(err.strip().splitlines()) == 1  # no gRPC core log line beside it
