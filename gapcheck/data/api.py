@@ -49,7 +49,9 @@ def _engine_scope(engine: Engine | None) -> Iterator[Engine]:
 
 
 def summary(plan_: SourcePlan, used: int, bad: int) -> SideSummary:
-    return SideSummary(name=plan_.spec.name, location=plan_.spec.location, kind=plan_.kind.value, items=plan_.items,
+    """The side's counts; a CSV's rows are unknown when planned, so its items are what the workers read."""
+    items = plan_.items if plan_.items_known else used + bad - len(plan_.bad)
+    return SideSummary(name=plan_.spec.name, location=plan_.spec.location, kind=plan_.kind.value, items=items,
                        used=used, bad=bad, skipped_files=len(plan_.skipped))
 
 

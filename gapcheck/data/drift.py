@@ -67,6 +67,7 @@ class FeatureDrift:
     std_reference: float | None = None
     std_current: float | None = None
     coverage: tuple[float, ...] = ()
+    coverage_reference: tuple[float, ...] = ()  # the reference's own share of each bin (ties make bins unequal)
     drift: bool = False
     ks_d_sketch: float | None = None  # from the KLL sketches (views only: KLL is not seeded, see sketches.py)
 
@@ -119,13 +120,17 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
         scale = ref.std if ref.std and math.isfinite(ref.std) and ref.std > 0 else None
         w = float(stats.wasserstein_distance(a, b)) / scale if scale else None
         d = float(ks.statistic)
+        reference_share, current_share = coverage(a, b)
         return dataclasses.replace(moments, kind="numeric", test="ks", statistic=d, p_value=float(ks.pvalue), ks_d=d,
-                                   wasserstein_std=w, effect=max(d, w or 0.0), coverage=coverage(a, b),
+                                   wasserstein_std=w, effect=max(d, w or 0.0), coverage=current_share,
+                                   coverage_reference=reference_share,
                                    ks_d_sketch=kll_ks_distance(ref.kll, cur.kll))
+    if ref.is_numeric != cur.is_numeric:
+        return base  # numbers on one side, text on the other: reported by unusable_columns, nothing to test
     counted = dataclasses.replace(base, kind="categorical", n_reference=ref.rows - ref.nulls,
                                   n_current=cur.rows - cur.nulls)
-    if ref.overflow or cur.overflow:
-        return counted  # over MAX_CATEGORIES distinct values: an id-like column, not tested
+    if ref.overflow or cur.overflow or not ref.categories or not cur.categories:
+        return counted  # over MAX_CATEGORIES distinct values (an id-like column), or nothing counted: not tested
     keys = sorted(set(ref.categories) | set(cur.categories))
     table = np.array([[ref.categories.get(k, 0) for k in keys], [cur.categories.get(k, 0) for k in keys]], float)
     n = float(table.sum())
@@ -134,12 +139,19 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     return dataclasses.replace(counted, test="chi2", statistic=float(chi2), p_value=float(p), cramers_v=v, effect=v)
 
 
-def coverage(reference: np.ndarray, current: np.ndarray, bins: int = BINS) -> tuple[float, ...]:
-    """Share of ``current`` in each quantile bin of ``reference`` (ties collapse bins, so fewer may come back)."""
+def coverage(reference: np.ndarray, current: np.ndarray,
+             bins: int = BINS) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(reference share, current share) in each quantile bin of ``reference``.
+
+    Ties collapse bins (a binary feature has two, a pixel that is mostly 0 a large first one), so the
+    reference's own shares are returned beside the current's: a bin is judged against what the reference
+    holds there, never against 1/bins. Bins the reference leaves empty are dropped."""
     edges = np.unique(np.quantile(reference, np.linspace(0, 1, bins + 1)[1:-1]))
-    index = np.searchsorted(edges, current, side="right")
-    counts = np.bincount(index, minlength=len(edges) + 1)
-    return tuple(float(c) / len(current) for c in counts)
+    ref_counts = np.bincount(np.searchsorted(edges, reference, side="right"), minlength=len(edges) + 1)
+    cur_counts = np.bincount(np.searchsorted(edges, current, side="right"), minlength=len(edges) + 1)
+    keep = ref_counts > 0
+    return (tuple(float(c) / len(reference) for c in ref_counts[keep]),
+            tuple(float(c) / len(current) for c in cur_counts[keep]))
 
 
 def _rate(stats: ColumnStats) -> float:
@@ -177,12 +189,8 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
 
 def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
     """Bins of the reference the current split leaves (nearly) empty."""
-    if not feature.coverage:
-        return []
-    expected = 1.0 / len(feature.coverage)
-    if expected * n_current < MIN_EXPECTED_IN_BIN:
-        return []
-    return [i for i, share in enumerate(feature.coverage) if share < COVERAGE_FLOOR * expected]
+    return [i for i, (share, expected) in enumerate(zip(feature.coverage, feature.coverage_reference, strict=True))
+            if expected * n_current >= MIN_EXPECTED_IN_BIN and share < COVERAGE_FLOOR * expected]
 
 
 def drift_findings(features: list[FeatureDrift], reference: SidePartial, current: SidePartial,
@@ -212,9 +220,11 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
         gaps = coverage_gaps(f, f.n_current)
         if gaps:
             findings.append(codes.COVERAGE_GAP.finding(
-                f"{f.feature}: the current split leaves reference decile(s) {', '.join(str(g + 1) for g in gaps)} "
+                f"{f.feature}: the current split leaves reference quantile bin(s) "
+                f"{', '.join(f'{g + 1} ({f.coverage_reference[g]:.0%} of the reference, {f.coverage[g]:.1%} here)' for g in gaps)} "
                 f"(nearly) empty", subject=subject,
-                evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage)}))
+                evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
+                          "coverage_reference": list(f.coverage_reference)}))
     return findings
 
 
@@ -234,9 +244,18 @@ def unusable_columns(reference: SidePartial, current: SidePartial,
             elif stats.is_numeric and stats.text:
                 problems.append((f"{side}:{name}", f"mixed column types: {stats.text} text cell(s) in a numeric "
                                  f"column, e.g. {', '.join(stats.bad_cells[:3])}"))
-            if name not in other.columns:
+            if name not in other.columns and other.rows:
                 problems.append((f"{side}:{name}", f"column only in the {side} split"))
+            elif side == "reference" and name in other.columns and _filled(stats) and _filled(other.columns[name]) \
+                    and stats.is_numeric != other.columns[name].is_numeric:
+                kinds = ("numbers", "text") if stats.is_numeric else ("text", "numbers")
+                problems.append((f"columns:{name}", f"mixed column types: {kinds[0]} in the reference, {kinds[1]} in "
+                                 f"the current split"))
     return problems
+
+
+def _filled(stats: ColumnStats) -> bool:
+    return stats.numeric + stats.text > 0
 
 
 def _fmt(value: float | None) -> str:

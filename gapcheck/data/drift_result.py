@@ -71,8 +71,9 @@ class DriftResult(ResultBase):
                 title="Coverage: share of the current split in each reference decile", kind="heatmap",
                 x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(f.feature for f in covered),
                 matrix=tuple(tuple(f.coverage) + (0.0,) * (width - len(f.coverage)) for f in covered),
-                note="Each reference decile holds 0.10 of the reference; much less here means the current split "
-                     "does not cover that range."))
+                note="Bins are reference deciles (tied values merge bins, so a bin may hold more than 0.10 of the "
+                     "reference; its share is in the JSON as coverage_reference); much less here than there means "
+                     "the current split does not cover that range."))
         views.append(Table(title="Run", columns=("engine", "shards", "reference rows", "current rows"),
                            rows=((self.engine, self.shards, self.reference.used, self.current.used),)))
         return views
@@ -82,6 +83,7 @@ def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
     data["coverage"] = list(feature.coverage)
+    data["coverage_reference"] = list(feature.coverage_reference)
     return data
 
 

@@ -140,10 +140,50 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
     import pandas as pd
 
     first = 0
-    with fsspec.open(payload["url"], "rb") as handle:
-        for chunk in pd.read_csv(handle, low_memory=False, chunksize=CSV_CHUNK_ROWS):
-            yield _named(chunk, payload, first)
-            first += len(chunk)
+    try:
+        with fsspec.open(payload["url"], "rb") as handle:
+            for chunk in pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS):
+                yield _named(chunk, payload, first)
+                first += len(chunk)
+    except (UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        # Not retried as a shard failure: the same bytes fail the same way. The rows read so far stay in.
+        where = f" from row {first}" if first else ""
+        yield Frame(pd.DataFrame(), [], [(f"{payload['name']}{where}", f"unreadable table: {_csv_reason(exc)}")])
+
+
+MAX_CSV_LINE = 16 * 1024 * 1024  # a "line" longer than this is refused before the parser buffers all of it
+
+
+class LineGuard:
+    """A binary file wrapper that refuses a run of more than :data:`MAX_CSV_LINE` bytes without a newline.
+
+    pandas' parser buffers a whole line (a 1 GB line is 1 GB of memory per worker, then more for the
+    cell); counting as it reads costs one ``rfind`` per block."""
+
+    def __init__(self, handle: Any, limit: int = MAX_CSV_LINE) -> None:
+        self._handle, self._limit, self._run, self._offset = handle, limit, 0, 0
+
+    def read(self, size: int = -1) -> bytes:
+        block = self._handle.read(size)
+        newline = block.rfind(b"\n")
+        self._run = len(block) - newline - 1 if newline >= 0 else self._run + len(block)
+        if self._run > self._limit:
+            raise ValueError(f"a line longer than {self._limit} bytes near byte {self._offset + len(block)}")
+        self._offset += len(block)
+        return block
+
+    def __iter__(self) -> Iterator[bytes]:  # pandas checks for a file-like object by read/__iter__
+        return iter(self.readline, b"")
+
+    def readline(self, size: int = -1) -> bytes:
+        return self.read(size if size and size > 0 else 65_536)
+
+
+def _csv_reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"not UTF-8 text ({exc.reason} at byte {exc.start}); re-save the file as UTF-8 "
+                f"(e.g. iconv -f latin1 -t utf-8)")
+    return error_text(exc)
 
 
 def read_frame(payload: dict[str, Any]) -> Frame:

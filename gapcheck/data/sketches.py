@@ -162,6 +162,13 @@ def kll_ks_distance(a: bytes, b: bytes, points: int = 256) -> float | None:
     return float(np.max(np.abs(np.asarray(left.get_cdf(grid))[:-1] - np.asarray(right.get_cdf(grid))[:-1])))
 
 
+MAX_CATEGORY_CHARS = 200
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_CATEGORY_CHARS else f"{text[:MAX_CATEGORY_CHARS]}…({len(text)} chars)"
+
+
 def column_stats(values: Any, names: list[str]) -> ColumnStats:
     """Statistics of one pandas column (mixed text and numbers counted apart)."""
     import pandas as pd
@@ -181,7 +188,10 @@ def column_stats(values: Any, names: list[str]) -> ColumnStats:
         texts = series[text_mask].astype(str)
     finite = numbers[np.isfinite(numbers)]
     counts = texts.value_counts(sort=False) if len(texts) else {}
-    categories = {str(k): int(v) for k, v in dict(counts).items()}
+    categories: dict[str, int] = {}
+    for key, count in dict(counts).items():  # a hostile 1 MB cell must not become a 1 MB key in every report
+        short = _short(str(key))
+        categories[short] = categories.get(short, 0) + int(count)
     if series.dtype.kind not in "biuf" and len(finite) and len(texts):
         categories["<number>"] = len(finite)  # so a column that ends up categorical still counts every cell
     overflow = len(categories) > MAX_CATEGORIES

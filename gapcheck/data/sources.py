@@ -58,6 +58,7 @@ class SourcePlan:
     items: int
     bad: tuple[BadItem, ...] = ()
     skipped: tuple[str, ...] = field(default=())
+    items_known: bool = True  # False when a CSV is planned: its rows are only counted once a worker reads it
 
 
 def parse_split(text: str) -> SourceSpec:
@@ -192,6 +193,7 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
                  shard_size: int) -> SourcePlan:
     payloads: list[dict[str, Any]] = []
     offset = 0
+    known = True
     for path in files:
         url = _url(protocol, path)
         suffix = PurePosixPath(path).suffix.lower()
@@ -205,7 +207,8 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
         for piece, rows in pieces:
             payloads.append({**base, **piece, "format": suffix.lstrip("."), "offset": offset})
             offset += rows if rows is not None else 0
-    return SourcePlan(spec, SourceKind.table, tuple(payloads), offset, tuple(bad), skipped)
+            known = known and rows is not None
+    return SourcePlan(spec, SourceKind.table, tuple(payloads), offset, tuple(bad), skipped, items_known=known)
 
 
 def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | None]]:
@@ -220,17 +223,59 @@ def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | Non
         return [({"row_group": i, "first_row": sum(meta.row_group(j).num_rows for j in range(i))},
                  meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
     if suffix == ".npy":
-        import numpy as np
-
         with fsspec.open(url, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, _ = reader(handle)
+            shape, declared = _npy_header(handle)
+            start = handle.tell()
+            size = handle.seek(0, 2)
+        if start + declared > size:  # a lying header would plan (and allocate for) rows that are not there
+            raise ValueError(f"the header declares shape {shape} ({declared} bytes) but the file holds "
+                             f"{size - start} bytes of data")
         rows = shape[0] if shape else 1
         step = 65_536
         return [({"start": s, "stop": min(s + step, rows), "first_row": s}, min(step, rows - s))
                 for s in range(0, rows, step)] or [({"start": 0, "stop": 0, "first_row": 0}, 0)]
+    if suffix == ".npz":
+        _check_npz(url)
     return [({"first_row": 0}, None)]
+
+
+MAX_NPZ_BYTES = 1 << 30  # an .npz is read whole by one worker: its arrays together may declare at most this
+
+
+def _npy_header(handle: Any) -> tuple[tuple[int, ...], int]:
+    """(shape, data bytes) from an .npy header, read without touching the data."""
+    import numpy as np
+
+    version = np.lib.format.read_magic(handle)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = reader(handle)
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    return tuple(int(d) for d in shape), count * dtype.itemsize
+
+
+def _check_npz(url: str) -> None:
+    """Refuse an .npz whose arrays declare more than :data:`MAX_NPZ_BYTES`, or more than the archive says it
+    holds (a zip bomb or a lying header), before any worker decompresses it."""
+    import zipfile
+
+    import fsspec
+
+    with fsspec.open(url, "rb") as handle, zipfile.ZipFile(handle) as archive:
+        total = 0
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as member:
+                shape, declared = _npy_header(member)
+            if declared > info.file_size:
+                raise ValueError(f"{info.filename}: the header declares {declared} bytes, the archive holds "
+                                 f"{info.file_size}")
+            total += declared
+            if total > MAX_NPZ_BYTES:
+                raise ValueError(f"its arrays declare more than {MAX_NPZ_BYTES} bytes (an .npz is read whole by "
+                                 f"one worker; save large matrices as .npy, which is read in row blocks)")
 
 
 def _plan_dataset(spec: SourceSpec, shard_size: int) -> SourcePlan:
