@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +33,9 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".
                        ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", ".eggs"})
 #: Below this many files the process pool costs more than it saves.
 PARALLEL_FROM = 8
+#: CPU seconds one file may take (parse, index, every rule, calls followed). A 1 MB training file takes
+#: about 10; beyond the budget the file is reported as not analysed and the run goes on.
+FILE_CPU_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,48 @@ def _start_worker(roots: tuple[Path, ...]) -> None:
     _PROGRAM = Program(roots)
 
 
+class _OverBudget(BaseException):  # BaseException: no rule's own handler may swallow it
+    pass
+
+
+@contextmanager
+def _cpu_budget(seconds: float) -> Iterator[None]:
+    """Raise :class:`_OverBudget` after ``seconds`` of this process's CPU time (ITIMER_PROF).
+
+    CPU time, not wall time, so a loaded machine does not turn into reported files. Only where a
+    timer can be armed: POSIX, the main thread (every pool worker; the CLI), no profiler's timer running.
+    """
+    usable = (seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0))
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _OverBudget
+
+    previous = signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
 def lint_file(path: Path, display: str, selection: Selection, program: Program | None = None) -> FileOutcome:
-    """Lint one file; a file that cannot be read or parsed is reported, never raised."""
+    """Lint one file; a file that cannot be read, parsed or analysed in time is reported, never raised."""
     program = program or _PROGRAM or Program([path.parent])
+    try:
+        with _cpu_budget(FILE_CPU_SECONDS):
+            return _lint_file(path, display, selection, program)
+    except _OverBudget:
+        program.clear_caches()
+        return FileOutcome(error=FileError(path=display, message=f"{display}: not analysed: more than "
+                                           f"{FILE_CPU_SECONDS:g} CPU seconds (a generated or adversarial file?)"))
+
+
+def _lint_file(path: Path, display: str, selection: Selection, program: Program) -> FileOutcome:
     try:
         source = read_source(path, display)
     except InputError as exc:

@@ -225,6 +225,16 @@ class ModuleIndex:
             yield node
             index += 1
 
+    def nested_named(self, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """Nested functions called ``name`` (a dict built once, not a scan per call)."""
+        key = ("nested_named",)
+        if key not in self.cache:
+            by_name: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+            for function in self.nested_functions:
+                by_name.setdefault(function.name, []).append(function)
+            self.cache[key] = by_name
+        return self.cache[key].get(name, [])  # type: ignore[no-any-return]
+
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(id(node))
 
@@ -270,6 +280,9 @@ class ModuleIndex:
         """Qualified names of the calls ``name`` is bound to (looking through ``.to()``, ``.cuda()`` and aliases)."""
         if not name or name in _seen:
             return set()
+        key = ("constructors", name)
+        if not _seen and key in self.cache:  # rules ask about the same few names (model, loader) again and again
+            return set(self.cache[key])
         found: set[str] = set()
         for value in self.bindings.get(name, ()):
             base = unwrap(value)
@@ -277,6 +290,8 @@ class ModuleIndex:
                 found.add(self.callee(base))
             elif dotted(base) is not None:
                 found |= self.constructors(dotted(base), _seen | {name})
+        if not _seen:
+            self.cache[key] = frozenset(found)
         return found
 
     def bound_to(self, node: ast.AST | None, *suffixes: str) -> bool:
@@ -314,6 +329,11 @@ class Program:
         self._modules: OrderedDict[Path, ModuleIndex | None] = OrderedDict()
         self.roots = tuple(sorted({Path(os.path.realpath(r)) for r in roots}))
         self._found: dict[tuple[str, Any], Any] = {}  # memo of module lookups (the file system is asked once)
+
+    def clear_caches(self) -> None:
+        """Forget every module and lookup (after an analysis was interrupted half-way)."""
+        self._modules.clear()
+        self._found.clear()
 
     def within_roots(self, path: Path) -> bool:
         key = ("within", path)
@@ -356,8 +376,8 @@ class Program:
         if isinstance(func, ast.Name):
             if func.id in module.functions and "." not in func.id:
                 return module, module.functions[func.id]
-            for nested in module.nested_functions:  # def run_validate(...) inside validate(), called there
-                if nested.name == func.id and within is not None and module.enclosing_function(nested) is within:
+            for nested in module.nested_named(func.id):  # def run_validate(...) inside validate(), called there
+                if within is not None and module.enclosing_function(nested) is within:
                     return module, nested
             origin = module.imports.get(func.id)
             return self._imported(module, origin) if origin else None

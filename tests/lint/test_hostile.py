@@ -141,12 +141,30 @@ def test_hostile_file_names_keep_every_format_valid(tmp_path: Path, monkeypatch:
 
 def test_thousands_of_files_under_a_small_descriptor_limit(tmp_path: Path) -> None:
     resource = pytest.importorskip("resource")
-    for index in range(1500):
-        (tmp_path / f"m{index}.py").write_text(f"from m{(index + 1) % 1500} import f\n\n\ndef f():\n    return {index}\n")
+    for index in range(400):
+        # each file calls into the next one, so the flow layer reads imported files as well
+        (tmp_path / f"m{index}.py").write_text(f"from m{(index + 1) % 400} import g as h\n\n\n"
+                                               f"def g():\n    return h()\n\n\nfor _ in range(2):\n    g()\n")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))  # a leak of one fd per file would fail
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(96, hard), hard))  # a leak of one fd per file would fail
     try:
         result = lint_paths([tmp_path], jobs=1)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert result.files == 1500 and result.errors == () and result.findings == ()
+    assert result.files == 400 and result.errors == () and result.findings == ()
+
+
+def test_a_file_over_its_cpu_budget_is_reported_and_the_run_goes_on(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapcheck.lint import engine
+
+    cases = sorted((Path(__file__).parent / "fixtures").glob("*/case*.py"))
+    body = "".join(path.read_text().replace("def ", f"def c{copy}_") + "\n" for copy in range(20) for path in cases)
+    (tmp_path / "generated.py").write_text(body)
+    (tmp_path / "fine.py").write_text(UNSAFE)
+    monkeypatch.setattr(engine, "FILE_CPU_SECONDS", 0.05)
+    result = lint_paths([tmp_path / "generated.py", tmp_path / "fine.py"], jobs=1)
+    assert [e.path.rsplit(os.sep, 1)[-1] for e in result.errors] == ["generated.py"]
+    assert "CPU seconds" in result.errors[0].message
+    assert [f.code for f in result.findings] == ["GC801"]
+    assert engine.signal.getitimer(engine.signal.ITIMER_PROF) == (0.0, 0.0)  # the timer is disarmed again

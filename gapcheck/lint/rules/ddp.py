@@ -52,13 +52,15 @@ class SamplerWithoutSetEpoch(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         samplers = [c for c in ctx.module.calls if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
-                    and literal(keyword(c, "shuffle")) is not False and not _evaluates(c)
-                    and not self._handed_over(ctx, c)]
+                    and literal(keyword(c, "shuffle")) is not False and not _evaluates(c)]
         if not samplers:
             return
         epoch_loop = next((loop for loop in ctx.module.loops if is_epoch_loop(loop)), None)
         if epoch_loop is None:
             return  # one pass over the data: the epoch never changes
+        samplers = [c for c in samplers if not self._handed_over(ctx, c)]
+        if not samplers:
+            return
         if "set_epoch(" in ctx.module.source.text and any(method(c) == "set_epoch" for c in ctx.module.calls):
             return  # set here: no need to follow the calls
         for node in whole_module(ctx.program, ctx.module):
@@ -91,13 +93,25 @@ def _assigned(module: ModuleIndex, call: ast.Call) -> str | None:
 
 def _handed_over_to_unknown(ctx: Context, name: str) -> bool:
     """``name`` is passed to a call gapcheck cannot follow (a star import, a library): it may set the epoch there."""
-    for call in ctx.module.calls:
-        arguments = [*call.args, *(k.value for k in call.keywords)]
-        if any(dotted(a) == name for a in arguments) and ctx.program.resolve(
-                ctx.module, call, within=ctx.module.enclosing_function(call)) is None and \
+    for call in _calls_by_argument(ctx.module).get(name, ()):
+        if ctx.program.resolve(ctx.module, call, within=ctx.module.enclosing_function(call)) is None and \
                 ctx.module.callee(call).split(".")[-1] not in ("DataLoader", "len", "isinstance", "print"):
             return True
     return False
+
+
+def _calls_by_argument(module: ModuleIndex) -> dict[str, list[ast.Call]]:
+    """Name -> the calls it is passed to; built once per module (one scan, not one per sampler)."""
+    key = ("ddp.calls_by_argument",)
+    if key not in module.cache:
+        found: dict[str, list[ast.Call]] = {}
+        for call in module.calls:
+            for argument in [*call.args, *(k.value for k in call.keywords)]:
+                name = dotted(argument)
+                if name is not None and call not in found.get(name, ()):
+                    found.setdefault(name, []).append(call)
+        module.cache[key] = found
+    return module.cache[key]  # type: ignore[no-any-return]
 
 
 class ShuffleWithSampler(Rule):
