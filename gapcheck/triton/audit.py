@@ -268,7 +268,10 @@ class _Audit:
             raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
         meta: dict[str, Any] = self.allowed.run("server name and version not read", conn.server_metadata, {})
         if not self.allowed.run("server readiness not checked", conn.server_ready, True):
-            self.auditor.add(codes.SERVER_NOT_READY, "the server reports it is not ready", conn.display_url,
+            # Triton's default --strict-readiness makes one failed model (any model) mark the whole server unready.
+            self.auditor.add(codes.SERVER_NOT_READY, "the server reports it is not ready (under Triton's "
+                             "--strict-readiness any model that failed to load does that); the audited model's own "
+                             "readiness is checked separately", conn.display_url,
                              served="not ready", expected="ready")
         return meta
 

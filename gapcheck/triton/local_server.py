@@ -147,7 +147,8 @@ class LocalTritonServer:
     ``explicit=True`` runs with ``--model-control-mode=explicit`` and loads ``load_models``
     (default all) at start, so callers can load/unload (and gapcheck can load a twin) later.
     A model that fails to load does not stop the server (``--exit-on-error=false``) and
-    does not make it unready (``--strict-readiness=false``): tests plant such models.
+    does not make it unready (``--strict-readiness=false``, unless ``strict_readiness``: production's default,
+    where one failed model makes the whole server unready): tests plant such models.
     """
 
     def __init__(
@@ -160,6 +161,7 @@ class LocalTritonServer:
         load_models: tuple[str, ...] = ("*",),
         extra_args: tuple[str, ...] = (),
         workdir: str | Path | None = None,
+        strict_readiness: bool = False,
     ) -> None:
         self.model_repository = Path(model_repository).resolve()
         self.distribution = find_distribution(venv)
@@ -170,6 +172,7 @@ class LocalTritonServer:
         self.explicit = explicit
         self.load_models = load_models
         self.extra_args = extra_args
+        self.strict_readiness = strict_readiness
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="gapcheck-triton-")) if workdir is None else Path(workdir)
         self.log_path = self.workdir / "tritonserver.log"
@@ -228,7 +231,7 @@ class LocalTritonServer:
             f"--grpc-port={self.ports.grpc}",
             f"--metrics-port={self.ports.metrics}",
             "--exit-on-error=false",
-            "--strict-readiness=false",
+            f"--strict-readiness={str(self.strict_readiness).lower()}",
             "--exit-timeout-secs=5",
             f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
         ]

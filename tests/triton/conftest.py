@@ -196,11 +196,12 @@ def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPat
     trace, logging and config need ``triton-access-token``.
 
     Health, metadata and inference stay open (as in production); model control (loading a twin) needs the token.
+    Readiness is strict, as Triton's default is: one model that fails to load makes the server unready.
     """
     repo = tmp_path_factory.mktemp("hardened_repo")
     write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
     write_python_model(repo, "tiny_fp16", python_config("tiny_fp16", input_type="TYPE_FP16"), {1: tiny_onnx})
-    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("hardened_work"),
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("hardened_work"), strict_readiness=True,
                                extra_args=restriction_args((*PYTRITON_RESTRICTED, "model-config"), ACCESS_HEADER,
                                                            ACCESS_TOKEN))
     server.start(timeout_s=90)

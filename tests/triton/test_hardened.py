@@ -9,13 +9,21 @@ import pytest
 
 from gapcheck.backends.triton import TritonBackend
 from gapcheck.cli.app import main
-from gapcheck.errors import ExitCode
+from gapcheck.errors import EndpointError, ExitCode
 from gapcheck.findings import Severity
 from gapcheck.triton import audit
 from gapcheck.triton.audit import audit_deployment
 from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
 from gapcheck.triton.twin import compare_intermediates_on_server
-from tests.triton.conftest import ACCESS_HEADER, ACCESS_TOKEN, METADATA_HEADER, SECRET_HEADER, SECRET_VALUE, model_py_bytes
+from tests.triton.conftest import (
+    ACCESS_HEADER,
+    ACCESS_TOKEN,
+    METADATA_HEADER,
+    SECRET_HEADER,
+    SECRET_VALUE,
+    model_py_bytes,
+    python_config,
+)
 
 
 def endpoint(server, protocol, **options):
@@ -171,3 +179,35 @@ def test_a_model_that_failed_to_load_is_still_not_ready_when_readiness_cannot_be
         assert backend.infer(sample)["y"].shape == (2, 5)
         assert backend.restricted == ["server liveness not checked: health API restricted",
                                       "model readiness not checked: health API restricted"]
+
+
+def test_strict_readiness_a_failed_other_model_is_a_warning_not_a_failure(hardened_triton, tiny_onnx, tiny_onnx_path,
+                                                                           capsys):
+    """Production's --strict-readiness: one model failing to load makes the whole server unready. The audit of a
+    healthy model still passes (exit 0), says why the server is unready, and does not wait long for it."""
+    token = {ACCESS_HEADER: ACCESS_TOKEN}
+    broken = python_config("strict_broken", parameters={"fail_to_load": "1"})
+    files = {"file:1/model.onnx": tiny_onnx.SerializeToString(), "file:1/model.py": model_py_bytes()}
+    endpoint = TritonEndpoint(hardened_triton.url("http"), "http", headers=token, retries=0)
+    with endpoint.connect() as conn:
+        with pytest.raises(EndpointError, match="strict_broken"):
+            conn.load_model("strict_broken", config=_config_json(broken), files=files)
+        try:
+            assert conn.server_ready() is False
+            code = main(["triton-audit", "--triton-url", f"http://{hardened_triton.url('http')}", "--triton-model",
+                         "tiny", "--onnx", str(tiny_onnx_path), "--triton-retries", "1"])
+            out = capsys.readouterr().out
+            assert code == ExitCode.NO_GAP, out
+            assert "triton_server_not_ready" in out and "strict-readiness" in out
+        finally:  # an unloaded failed model still counts against readiness: load it healthy instead
+            conn.load_model("strict_broken", config=_config_json(python_config("strict_broken")), files=files)
+    with TritonEndpoint(hardened_triton.url("http"), "http").connect() as conn:
+        assert conn.server_ready() is True  # the other tests see a ready server again
+
+
+def _config_json(pbtxt: str) -> str:
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return json_format.MessageToJson(text_format.Parse(pbtxt, model_config_pb2.ModelConfig()),
+                                     preserving_proto_field_name=True)
