@@ -103,10 +103,28 @@ class EvalLoaderFromTrain(Rule):
             data = dotted(dataset_arg(call))
             if not target or not is_eval_name(target) or not data:
                 continue
+            if _sampler_selects_rows(call, data):
+                continue  # DataLoader(dataset, sampler=SubsetRandomSampler(val_ids)): k-fold, the rows are held out
             same_object = (id(module.enclosing_function(call)), data) in train_sets
             if is_train_name(data.split(".")[-1]) or (same_object and not is_eval_name(data.split(".")[-1])):
                 yield ctx.finding(self.code, call, f"validation/test loader '{target}' is built from the training "
                                   f"dataset '{data}'", dataset=data)
+
+
+def _sampler_selects_rows(call: ast.Call, data: str) -> bool:
+    """A ``sampler=``/``batch_sampler=`` that picks rows of ``data`` other than all of them.
+
+    Only a sampler built over the dataset itself (``DistributedSampler(train_set)``) still reads every
+    row; an index sampler (``SubsetRandomSampler(val_ids)``) or a sampler variable gapcheck cannot see
+    is taken to select the held-out rows (precision first).
+    """
+    for name in ("sampler", "batch_sampler"):
+        value = keyword(call, name)
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            continue
+        if not (isinstance(value, ast.Call) and value.args and dotted(value.args[0]) == data):
+            return True
+    return False
 
 
 RULES = (EvalLoaderDropLast, EvalLoaderShuffle, TrainLoaderBatchOfOne, EvalLoaderFromTrain)
