@@ -127,6 +127,68 @@ def restriction_args(apis: tuple[str, ...] | list[str], header: str, value: str)
     return (f"--http-restricted-api={spec}", f"--grpc-restricted-protocol={spec}")
 
 
+# The bundled server has no onnxruntime backend: this Python-backend model runs the same ONNX file with
+# ONNX Runtime inside the server (in the stub's interpreter, numpy 1.x and onnxruntime from .venv-triton).
+ONNX_RUNNER_PY = '''
+import json
+import os
+
+import onnxruntime
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
+        self.session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        self.onnx_inputs = [i.name for i in self.session.get_inputs()]
+        self.input_names = [i["name"] for i in config["input"]]
+        self.output_names = [o["name"] for o in config["output"]]
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            feeds = {onnx_name: pb_utils.get_input_tensor_by_name(request, served).as_numpy()
+                     for served, onnx_name in zip(self.input_names, self.onnx_inputs)}
+            results = self.session.run(self.output_names, feeds)
+            responses.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor(name, value) for name, value in zip(self.output_names, results)]))
+        return responses
+'''
+
+
+def python_backend_copy(model_repository: str | Path, target: str | Path) -> Path:
+    """Copy ``model_repository`` to ``target`` with every ONNX Runtime model served by :data:`ONNX_RUNNER_PY`.
+
+    What ``gapcheck export`` writes (platform ``onnxruntime_onnx``) cannot load on the bundled server; the copy
+    keeps each config (names, dims, max_batch_size, ...) with the platform swapped for the Python backend, so
+    the bundled server serves the same ONNX file. Links are copied as links, never followed.
+    """
+    from google.protobuf import text_format
+
+    from gapcheck.triton.repository import parse_model_config
+
+    source, destination = Path(model_repository), Path(target)
+    if not source.is_dir():
+        raise InputError(f"model repository {source} is not a directory")
+    if destination.exists():
+        raise InputError(f"{destination} exists: give a new folder for the copy")
+    shutil.copytree(source, destination, symlinks=True)
+    for config_path in sorted(destination.glob("*/config.pbtxt")):
+        if config_path.is_symlink():
+            raise InputError(f"{config_path} is a symbolic link: refusing to rewrite it")
+        config = parse_model_config(config_path.read_text(encoding="utf-8"))
+        if config.platform != "onnxruntime_onnx" and config.backend != "onnxruntime":
+            continue
+        config.platform, config.backend = "", "python"
+        config_path.write_text(text_format.MessageToString(config), encoding="utf-8")
+        for version_dir in config_path.parent.iterdir():
+            if version_dir.is_dir() and not version_dir.is_symlink() and version_dir.name.isdigit():
+                (version_dir / "model.py").write_text(ONNX_RUNNER_PY, encoding="utf-8")
+    return destination
+
+
 def free_ports(count: int = 3) -> list[int]:
     """Ports free on 127.0.0.1 right now (all sockets held until every port is picked, so they differ)."""
     sockets = []

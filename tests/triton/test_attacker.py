@@ -195,3 +195,18 @@ def test_a_hostile_config_in_an_existing_repository_is_replaced_and_checked(tiny
     model_dir = write_model_repository(tiny_onnx, repo, "net")
     text = (model_dir / "config.pbtxt").read_text()
     assert 'name: "net"' in text and "evil" not in text and "\x1b" not in text
+
+
+def test_python_backend_copy_never_rewrites_through_a_link(tiny_onnx, tmp_path):
+    from gapcheck.errors import InputError
+    from gapcheck.triton.local_server import python_backend_copy
+
+    repo = tmp_path / "repo"
+    write_model_repository(tiny_onnx, repo, "net")
+    victim = tmp_path / "victim.pbtxt"
+    victim.write_text((repo / "net" / "config.pbtxt").read_text())
+    (repo / "net" / "config.pbtxt").unlink()
+    os.symlink(victim, repo / "net" / "config.pbtxt")
+    with pytest.raises(InputError, match="symbolic link"):
+        python_backend_copy(repo, tmp_path / "served")
+    assert "onnxruntime_onnx" in victim.read_text()

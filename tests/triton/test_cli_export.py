@@ -15,6 +15,7 @@ from gapcheck.backends.triton import TritonBackend
 from gapcheck.cli.app import main
 from gapcheck.compare import TolerancePolicy, compare_arrays
 from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.local_server import python_backend_copy
 from tests.triton.conftest import model_py_bytes
 
 FACTORY = '''
@@ -125,14 +126,14 @@ def test_export_then_export_diff_against_the_deployment_without_onnx_passes(trit
     """
     code, model_dir, _ = export(tmp_path)
     assert code == 0
+    # Served as docs/triton.md says: the bundled server needs the Python-backend copy of the repository.
+    served = python_backend_copy(model_dir.parent, tmp_path / "served") / "net"
     config = json_format.MessageToDict(
-        text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()),
+        text_format.Parse((served / "config.pbtxt").read_text(), model_config_pb2.ModelConfig()),
         preserving_proto_field_name=True)
-    assert [o["name"] for o in config["output"]] == ["output"]
-    config.pop("platform")
-    config["backend"] = "python"  # the bundled server's runner for ONNX files (no onnxruntime backend)
+    assert [o["name"] for o in config["output"]] == ["output"] and config["backend"] == "python"
     config["name"] = "exported_flow"
-    files = {"file:1/model.onnx": (model_dir / "1" / "model.onnx").read_bytes(), "file:1/model.py": model_py_bytes()}
+    files = {f"file:1/{name}": (served / "1" / name).read_bytes() for name in ("model.onnx", "model.py")}
     factory = f"{tmp_path / 'netdef.py'}:build"
     with triton.endpoint("http").connect() as conn:
         conn.load_model("exported_flow", config=json.dumps(config), files=files)
