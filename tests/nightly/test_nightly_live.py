@@ -44,11 +44,11 @@ def test_two_passing_nights_cli(served, tiny_golden: Path, tmp_path: Path, capsy
         assert [(r["first_sample"], r["count"]) for r in prod["requests"]] == [(0, 8), (8, 4)]
         assert all(len(r["input_sha256"]["x"]) == 64 for r in prod["requests"])
         cases = ET.parse(tmp_path / "r.xml").getroot().iter("testcase")
-        assert sorted(c.get("name") for c in cases) == ["prod / output_0", "prod-http / output_0"]
+        assert sorted(c.get("name") for c in cases) == ["prod / output", "prod-http / output"]
         page = (tmp_path / "r.html").read_text()
         assert "Endpoints" in page and "Worst outputs" in page and "prod-http" in page
         if n == 2:  # since when: tonight beside the earlier nights
-            assert "prod / output_0: error over the last 2 nights" in page and "data:image/png;base64," in page
+            assert "prod / output: error over the last 2 nights" in page and "data:image/png;base64," in page
         # the restricted repository API narrows the audit, it does not fail the night
         assert {"triton_api_restricted", "audit_limited"} & {f["code"] for f in document["findings"]}
         assert document["verdict"] == "pass"

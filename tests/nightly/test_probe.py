@@ -157,3 +157,27 @@ def test_terminal_escapes_from_the_server_never_reach_the_console_or_reports(tin
     for text in (captured.out, captured.err, (tmp_path / "r.html").read_text(), (tmp_path / "r.xml").read_text()):
         assert "\x1b" not in text and "\x07" not in text
     assert "PASS all good" not in captured.out.splitlines()[0]
+
+
+NO_TORCH_NIGHT = """
+import sys
+from gapcheck.cli.app import main
+from gapcheck.golden import load_bundle
+from tests.nightly.fake_triton import FakeTriton
+
+with FakeTriton(load_bundle(sys.argv[1]), "ok") as fake:
+    code = main(["nightly", "--golden", sys.argv[1], "--endpoint", f"e={fake.url}", "--history", sys.argv[2]])
+assert code == 0, code
+assert "torch" not in sys.modules, "a night imported torch (seconds of start-up for nothing)"
+"""
+
+
+def test_a_night_never_imports_torch(tiny_golden: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH_NIGHT, str(tiny_golden), str(tmp_path / "h.sqlite")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
