@@ -42,6 +42,7 @@ from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from gapcheck.errors import EndpointError, one_line
+from gapcheck.triton.bounded_http import BoundedHttpClient, ResponseTooLargeError
 from gapcheck.triton.endpoint import (
     PROTOCOLS,
     ProtocolMismatchError,
@@ -53,7 +54,6 @@ from gapcheck.triton.endpoint import (
 )
 from gapcheck.triton.probe import probe_protocol, speaks_tls
 from gapcheck.triton.url import (
-    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
     REDACTED,
@@ -66,8 +66,8 @@ from gapcheck.triton.url import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError",
-           "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions", "TritonConnection", "TritonEndpoint",
-           "parse_url", "redact", "secrets_in"]
+           "ResponseTooLargeError", "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions",
+           "TritonConnection", "TritonEndpoint", "parse_url", "redact", "secrets_in"]
 
 T = TypeVar("T")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
@@ -105,60 +105,6 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ValueError) and not isinstance(exc, UnicodeError) and "JSON" in type(exc).__name__:
         return f"the answer is not valid JSON ({one_line(exc)})"
     return one_line(exc)
-
-
-class ResponseTooLargeError(Exception):
-    """An answer larger than the endpoint's ``max_response_bytes`` (the connection is then dropped)."""
-
-
-class _BoundedResponse:
-    """A geventhttpclient response whose body is read at most ``limit`` bytes far.
-
-    tritonclient reads every body whole with ``response.read()``; this wrapper refuses a declared
-    ``Content-Length`` over the limit before reading anything, and stops a chunked or undeclared body
-    as soon as it passes the limit, so a hostile server cannot make gapcheck allocate what it sends.
-    """
-
-    def __init__(self, response: Any, limit: int) -> None:
-        self._response = response
-        self._limit = limit
-        declared = getattr(response, "content_length", None)
-        if isinstance(declared, int) and declared > limit:
-            raise ResponseTooLargeError(_too_large(limit, f"declares {declared} bytes"))
-
-    def read(self, length: int | None = None) -> bytes:
-        if length is not None:
-            return bytes(self._response.read(length))
-        chunks, total = [], 0
-        while chunk := self._response.read(64 * 1024):
-            total += len(chunk)
-            if total > self._limit:
-                raise ResponseTooLargeError(_too_large(self._limit, "went on past it"))
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._response[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._response, name)
-
-
-def _too_large(limit: int, what: str) -> str:
-    return f"the answer exceeds the response size limit of {limit} bytes ({what})"
-
-
-class _BoundedHttpClient(httpclient.InferenceServerClient):  # type: ignore[misc]
-    """tritonclient's HTTP client with every response body bounded (see :class:`_BoundedResponse`)."""
-
-    max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
-
-    def _get(self, request_uri: str, headers: Any, query_params: Any) -> Any:
-        return _BoundedResponse(super()._get(request_uri, headers, query_params), self.max_response_bytes)
-
-    def _post(self, request_uri: str, request_body: Any, headers: Any, query_params: Any) -> Any:
-        return _BoundedResponse(super()._post(request_uri, request_body, headers, query_params),
-                                self.max_response_bytes)
 
 
 def _ints(values: Any) -> list[int]:
@@ -208,7 +154,7 @@ class TritonConnection:
     def _make_client(self) -> Any:
         tls = self.endpoint.tls or TlsOptions()
         if self.protocol == "http":
-            client = _BoundedHttpClient(
+            client = BoundedHttpClient(
                 self.address.address,
                 connection_timeout=self.timeout_s,
                 network_timeout=self.timeout_s,
