@@ -115,7 +115,9 @@ TRAINER = """import torch
 
 def main():
     model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
 
 
 def helper():

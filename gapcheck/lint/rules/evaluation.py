@@ -28,6 +28,13 @@ _EVAL_FUNCTION_WORDS = {"val", "valid", "validate", "validation", "eval", "evalu
 _NO_GRAD = {"no_grad", "inference_mode"}
 
 
+def _disables_grad(name: str) -> bool:
+    """``no_grad`` / ``inference_mode``, or a project's own wrapper named after them (yolov5's
+    ``smart_inference_mode()``, a ``maybe_no_grad``): a reader takes those at their word."""
+    last = name.split(".")[-1]
+    return last in _NO_GRAD or last.endswith(("_no_grad", "_inference_mode"))
+
+
 def _is_eval_function(name: str) -> bool:
     words = tokens(name)
     if name.startswith("test_"):
@@ -102,13 +109,13 @@ def _in_no_grad(ctx: Context, node: ast.AST) -> bool:
             for item in parent.items:
                 expr = item.context_expr
                 name = ctx.module.callee(expr) if isinstance(expr, ast.Call) else ctx.module.qualname(expr) or ""
-                if name.split(".")[-1] in _NO_GRAD or (name.split(".")[-1] == "set_grad_enabled" and isinstance(
+                if _disables_grad(name) or (name.split(".")[-1] == "set_grad_enabled" and isinstance(
                         expr, ast.Call) and expr.args and literal(expr.args[0]) is False):
                     return True
         if isinstance(parent, _FUNCS):
             for decorator in parent.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if (dotted(target) or "").split(".")[-1] in _NO_GRAD:
+                if _disables_grad(dotted(target) or ""):
                     return True
     scope = ctx.module.enclosing_function(node) or ctx.module.tree
     for call in calls_in_all_of(scope):
@@ -125,12 +132,12 @@ def _no_grad_inside(ctx: Context, loop: ast.AST) -> bool:
             for item in node.items:
                 expr = item.context_expr
                 name = step.module.callee(expr) if isinstance(expr, ast.Call) else step.module.qualname(expr) or ""
-                if name.split(".")[-1] in _NO_GRAD:
+                if _disables_grad(name):
                     return True
         if isinstance(node, ast.Call):
             resolved = ctx.program.resolve(step.module, node, within=step.module.enclosing_function(node))
-            if resolved is not None and any((dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
-                                            in _NO_GRAD for d in resolved[1].decorator_list):
+            if resolved is not None and any(_disables_grad(dotted(d.func if isinstance(d, ast.Call) else d) or "")
+                                            for d in resolved[1].decorator_list):
                 return True
     return False
 

@@ -45,7 +45,7 @@ class EntryPointWithoutSeed(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for anchor, body in entry_points(ctx):
-            trains = generic_seed = False
+            trains = generic_seed = backward = stepped = False
             seeded: set[str] = set()
             used: set[str] = set()
             for step in flow(ctx.program, ctx.module, body):
@@ -54,7 +54,11 @@ class EntryPointWithoutSeed(Rule):
                     continue
                 name = step.module.callee(node)
                 short = name.split(".")[-1]
-                if method(node) == "backward" or (method(node) == "fit" and "trainer" in (dotted(node.func) or "").lower()):
+                # Training = gradients *and* an update: a backward alone is profiling, a saliency map or a
+                # gradient check (yolov5's models/yolo.py times forward-backward), where seeds change nothing.
+                backward = backward or method(node) == "backward"
+                stepped = stepped or method(node) == "step"
+                if (backward and stepped) or (method(node) == "fit" and "trainer" in (dotted(node.func) or "").lower()):
                     trains = True
                 if method(node) == "backward" or name.startswith("torch."):
                     used.add("torch")
