@@ -65,9 +65,9 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[t
                             not any(_matches(display, pattern) for pattern in exclude):
                         found.setdefault(_real(item), _display(display))
         elif kind == "missing":
-            raise UsageError(f"no such file or directory: {raw}")
+            raise UsageError(f"no such file or directory: {str(raw)!r}")  # repr: a newline in the name stays visible
         else:
-            raise UsageError(f"not a file or folder that can be linted ({kind}): {raw}")
+            raise UsageError(f"not a file or folder that can be linted ({kind}): {str(raw)!r}")
     return sorted(found.items(), key=lambda item: item[1])
 
 

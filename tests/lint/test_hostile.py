@@ -168,3 +168,27 @@ def test_a_file_over_its_cpu_budget_is_reported_and_the_run_goes_on(tmp_path: Pa
     assert "CPU seconds" in result.errors[0].message
     assert [f.code for f in result.findings] == ["GC801"]
     assert engine.signal.getitimer(engine.signal.ITIMER_PROF) == (0.0, 0.0)  # the timer is disarmed again
+
+
+def test_a_missing_path_with_control_characters_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "no\x1b[31mpe\n.py"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "no such file or directory" in err and "pe\\n.py" in err
+
+
+def test_unreadable_file_is_a_file_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapcheck.lint import source
+
+    (tmp_path / "secret.py").write_text(UNSAFE)
+    (tmp_path / "fine.py").write_text(UNSAFE)
+    real_open = os.open
+
+    def deny(path, flags, *args):  # type: ignore[no-untyped-def]
+        if str(path).endswith("secret.py"):  # root ignores chmod 000, so the denial is simulated
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(source.os, "open", deny)
+    result = lint_paths([tmp_path], jobs=1)
+    assert [e.message.rsplit(": ", 1)[-1] for e in result.errors] == ["Permission denied"]
+    assert [f.code for f in result.findings] == ["GC801"]
