@@ -128,6 +128,8 @@ def _table_records(source: dict[str, Any], options: dict[str, Any]) -> SplitReco
 def _frame_records(shard: Any, source: dict[str, Any], options: dict[str, Any]) -> SplitRecords:
     frame = shard.data.rename(columns=str)
     label, group, keys = options["label_column"], options["group_column"], options["key_columns"]
+    if not shard.names and len(frame.columns) == 0:  # nothing read (an empty or unreadable file): only its problems
+        return SplitRecords(kind="table", bad=list(shard.bad))
     for column in [c for c in (label, group, *(keys or ())) if c]:
         if column not in frame.columns:
             from gapcheck.errors import UsageError

@@ -286,7 +286,11 @@ def _plan_dataset(spec: SourceSpec, shard_size: int) -> SourcePlan:
         size = len(dataset)
     except TypeError as exc:
         raise UsageError(f"{spec.location} returned a dataset without len(); gapcheck needs a map-style Dataset") from exc
-    kind = SourceKind.images if dataset_sample_kind(spec.location) == "images" else SourceKind.table
+    except Exception as exc:  # noqa: BLE001 - the user's __len__ failing (e.g. negative) is bad input
+        raise InputError(f"len() of the dataset {spec.location} raised {type(exc).__name__}: {exc}") from exc
+    if size > MAX_LISTED:
+        raise InputError(f"{spec.location}: len() is {size}, more than the {MAX_LISTED} samples gapcheck plans")
+    kind = SourceKind.images if dataset_sample_kind(spec.location, size) == "images" else SourceKind.table
     payloads = tuple({"kind": "dataset", "sample_kind": kind.value, "split": spec.name, "callable": spec.location,
                       "start": s, "stop": min(s + shard_size, size), "offset": s} for s in range(0, size, shard_size))
     return SourcePlan(spec, kind, payloads, size)

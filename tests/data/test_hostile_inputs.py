@@ -1,0 +1,167 @@
+"""Hostile and broken inputs: each is counted and reported (bad_input / empty_split) or refused as bad input
+(exit 2) before anything large is allocated; never a crash, a hang, or an item silently dropped."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gapcheck.data.readers as readers
+from gapcheck.cli.app import main
+from gapcheck.data.api import drift, leakage
+from gapcheck.data.leakage import LeakageOptions
+from gapcheck.engines import open_engine
+from gapcheck.errors import InputError
+from tests.data.conftest import validate
+
+
+@pytest.fixture(scope="module")
+def serial():
+    with open_engine("serial") as engine:
+        yield engine
+
+
+@pytest.fixture
+def tables(tmp_path) -> Path:
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300), "y": rng.integers(0, 2, 300)}).to_csv(
+        tmp_path / "ok.csv", index=False)
+    return tmp_path
+
+
+def _reasons(result) -> str:
+    return " | ".join(reason for _, reason in result.bad_items)
+
+
+def test_csv_in_another_encoding_is_bad_input_with_the_fix(tables, serial):
+    text = "name,a\n" + "".join(f"caf\xe9 {i},{i}\n" for i in range(50))
+    (tables / "latin1.csv").write_bytes(text.encode("latin-1"))
+    result = drift(str(tables / "ok.csv"), str(tables / "latin1.csv"), engine=serial)
+    validate(result)
+    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]  # not shard_failed: no retries
+    assert "not UTF-8 text" in _reasons(result) and "iconv" in _reasons(result)
+    assert "column only in" not in _reasons(result)  # an empty side has no columns to compare
+
+
+def test_csv_with_an_overlong_line_is_refused_while_reading(tables, serial, monkeypatch):
+    monkeypatch.setattr(readers, "MAX_CSV_LINE", 1 << 16)
+    (tables / "long.csv").write_text("a,b\n1," + "9" * 200_000 + "\n2,3\n")
+    result = drift(str(tables / "ok.csv"), str(tables / "long.csv"), engine=serial)
+    assert "a line longer than 65536 bytes" in _reasons(result)
+    assert {f.code for f in result.findings} == {"bad_input", "empty_split"}
+
+
+def test_numbers_in_one_split_and_text_in_the_other_are_reported_not_a_crash(tables, serial):
+    pd.DataFrame({"a": [1.0, 2.0] * 100, "b": ["x" * 5000, "3"] * 100}).to_csv(tables / "text.csv", index=False)
+    result = drift(str(tables / "ok.csv"), str(tables / "text.csv"), engine=serial)
+    document = validate(result)
+    assert "mixed column types: numbers in the reference, text in the current split" in _reasons(result)
+    assert not any(f["feature"] == "b" and f["test"] != "none" for f in document["features"])
+
+
+def test_csv_with_nul_bytes_is_read_and_the_odd_cells_counted(tables, serial):
+    text = (tables / "ok.csv").read_text()
+    (tables / "nul.csv").write_text(text[:200] + "\0\0" + text[200:])
+    result = drift(str(tables / "ok.csv"), str(tables / "nul.csv"), engine=serial)
+    assert "mixed column types" in _reasons(result)
+    assert not any(f.code in ("drift", "empty_split") for f in result.findings)
+
+
+def test_empty_and_header_only_csv(tables, serial):
+    (tables / "zero.csv").write_bytes(b"")
+    pd.DataFrame(columns=["a", "b", "y"]).to_csv(tables / "header.csv", index=False)
+    options = LeakageOptions(label_column="y")
+    for name in ("zero.csv", "header.csv"):
+        result = leakage([f"train={tables / 'ok.csv'}", f"val={tables / name}"], options, engine=serial)
+        assert "empty_split" in {f.code for f in result.findings}
+
+
+def _npy_header(shape: tuple[int, ...]) -> bytes:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return header.getvalue()
+
+
+def test_npy_with_a_lying_header_is_refused_before_planning(tables, serial):
+    (tables / "lie.npy").write_bytes(_npy_header((10**12, 3)) + bytes(800))
+    result = drift(str(tables / "ok.csv"), str(tables / "lie.npy"), engine=serial)
+    assert "the header declares shape (1000000000000, 3)" in _reasons(result)
+    assert result.shards == 1  # the reference's one CSV shard: no shard planned for 10^12 rows
+
+
+def test_npz_bomb_is_refused_before_decompression(tables, serial, monkeypatch):
+    import gapcheck.data.sources as sources
+
+    monkeypatch.setattr(sources, "MAX_NPZ_BYTES", 1 << 20)
+    with zipfile.ZipFile(tables / "bomb.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("x.npy", _npy_header((1 << 18,)) + bytes(8 << 18))  # 2 MB of zeros, a few KB zipped
+    with zipfile.ZipFile(tables / "lying.npz", "w") as archive:
+        archive.writestr("x.npy", _npy_header((1000,)) + bytes(80))
+    assert (tables / "bomb.npz").stat().st_size < 20_000
+    result = drift(str(tables / "ok.csv"), str(tables / "bomb.npz"), engine=serial)
+    assert "declare more than 1048576 bytes" in _reasons(result)
+    lying = drift(str(tables / "ok.csv"), str(tables / "lying.npz"), engine=serial)
+    assert "the header declares 8000 bytes, the archive holds" in _reasons(lying)
+
+
+def test_parquet_with_a_lying_footer(tables, serial):
+    pd.read_csv(tables / "ok.csv").to_parquet(tables / "ok.parquet")
+    data = (tables / "ok.parquet").read_bytes()
+    (tables / "lie.parquet").write_bytes(data[:-8] + (10**9).to_bytes(4, "little") + b"PAR1")
+    result = drift(str(tables / "ok.parquet"), str(tables / "lie.parquet"), engine=serial)
+    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]
+    assert "unreadable table" in _reasons(result)
+
+
+@pytest.fixture
+def hostile(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+
+
+def test_dataset_samples_that_raise_are_counted(hostile, serial):
+    result = drift("hostile_datasets:raises", "hostile_datasets:raises", engine=serial)
+    validate(result)
+    assert result.reference.bad == 10 and result.reference.used == 20
+    assert "RuntimeError: cannot open record 3" in _reasons(result)
+    assert [f.code for f in result.findings] == ["bad_input", "bad_input"]
+
+
+def test_dataset_of_non_tensors_and_a_failing_factory_are_bad_input(hostile, serial):
+    with pytest.raises(InputError, match="not a numeric tensor"):
+        drift("hostile_datasets:strings", "hostile_datasets:raises", engine=serial)
+    with pytest.raises(InputError, match="factory_fails\\(\\) raised ValueError: the bucket is not mounted"):
+        leakage(["a=hostile_datasets:factory_fails", "b=hostile_datasets:raises"], engine=serial)
+    with pytest.raises(InputError, match="len\\(\\)"):
+        drift("hostile_datasets:negative_len", "hostile_datasets:raises", engine=serial)
+    with pytest.raises(InputError, match="more than the 10000000 samples"):
+        drift("hostile_datasets:huge", "hostile_datasets:raises", engine=serial)
+
+
+def test_ragged_dataset_rows_are_reported(hostile, serial):
+    result = drift("hostile_datasets:ragged", "hostile_datasets:ragged", engine=serial)
+    assert result.reference.bad == 10 and "4 features, the shard's first sample has 3" in _reasons(result)
+
+
+def test_a_hanging_sample_hits_its_deadline(hostile, serial, monkeypatch):
+    monkeypatch.setattr(readers, "SAMPLE_DEADLINE_S", 0.3)
+    result = drift("hostile_datasets:one_hangs", "hostile_datasets:raises", engine=serial)
+    assert "TimeoutError: no sample within 0.3 s" in _reasons(result)
+    assert result.reference.used == 5 and result.reference.bad == 1
+
+
+def test_cli_exit_codes_for_hostile_inputs(hostile, tables, capsys):
+    assert main(["drift", "--reference", "hostile_datasets:factory_fails", "--current", str(tables / "ok.csv"),
+                 "--engine", "serial"]) == 2
+    err = capsys.readouterr().err
+    assert "bucket is not mounted" in err and "Traceback" not in err
+    (tables / "latin1.csv").write_bytes("a\n\xe9\n".encode("latin-1"))
+    report = tables / "r.json"
+    assert main(["drift", "--reference", str(tables / "ok.csv"), "--current", str(tables / "latin1.csv"),
+                 "--engine", "serial", "--json", str(report)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert json.loads(report.read_text())["verdict"] == "gap"
