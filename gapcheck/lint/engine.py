@@ -199,7 +199,10 @@ def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, 
     if not files:
         raise UsageError("no Python files to lint under " + ", ".join(str(p) for p in paths))
     work = [(path, display, selection) for path, display in files]
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
+    cpus = os.cpu_count() or 1
+    # never more processes than CPUs: the work is CPU-bound, and `jobs = 256` in a repository's own
+    # gapcheck.toml must not turn a CI run into hundreds of interpreters
+    workers = max(1, min(jobs or cpus, cpus, len(work)))
     roots = roots_of(paths)
     if workers > 1 and len(work) >= PARALLEL_FROM:
         with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(roots,)) as pool:

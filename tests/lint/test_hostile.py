@@ -192,3 +192,21 @@ def test_unreadable_file_is_a_file_error(tmp_path: Path, monkeypatch: pytest.Mon
     result = lint_paths([tmp_path], jobs=1)
     assert [e.message.rsplit(": ", 1)[-1] for e in result.errors] == ["Permission denied"]
     assert [f.code for f in result.findings] == ["GC801"]
+
+
+def test_jobs_never_exceed_the_cpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gapcheck.lint import engine
+
+    asked: list[int] = []
+
+    class Recording(engine.ProcessPoolExecutor):
+        def __init__(self, max_workers: int, **kwargs: object) -> None:
+            asked.append(max_workers)
+            super().__init__(max_workers=1, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
+    for index in range(engine.PARALLEL_FROM):
+        (tmp_path / f"m{index}.py").write_text("x = 1\n")
+    assert lint_paths([tmp_path], jobs=256).files == engine.PARALLEL_FROM  # e.g. `jobs = 256` in a hostile config
+    assert asked == [2]
