@@ -28,9 +28,11 @@ class DataChecks:
     engine: str = "serial"
 
     def assert_no_leakage(self, *splits: str, **options: Any) -> Any:
+        __tracebackhide__ = True  # the failure points at the test, not at gapcheck
         return assert_no_leakage(*splits, engine=self.engine, **options)
 
     def assert_no_drift(self, reference: str, current: str, **options: Any) -> Any:
+        __tracebackhide__ = True  # the failure points at the test, not at gapcheck
         options.setdefault("p_threshold", self.p_threshold)
         options.setdefault("min_effect", self.min_effect)
         return assert_no_drift(reference, current, engine=self.engine, **options)
@@ -46,6 +48,7 @@ def _table(findings: Sequence[Any]) -> str:
 
 
 def _fail_on_gaps(result: Any, what: str) -> Any:
+    __tracebackhide__ = True
     gaps = [f for f in result.findings if f.is_gap]
     if gaps:
         raise AssertionError(f"{what}: {result.headline}\n{_table(result.findings)}")
@@ -54,6 +57,7 @@ def _fail_on_gaps(result: Any, what: str) -> Any:
 
 def assert_no_leakage(*splits: str, engine: str = "serial", labels_file: str | None = None, **options: Any) -> Any:
     """Fail with the findings table when the splits (``name=location``) leak into each other."""
+    __tracebackhide__ = True
     from gapcheck.data.api import leakage
     from gapcheck.data.leakage import LeakageOptions
     from gapcheck.engines import open_engine
@@ -65,6 +69,7 @@ def assert_no_leakage(*splits: str, engine: str = "serial", labels_file: str | N
 
 def assert_no_drift(reference: str, current: str, *, engine: str = "serial", **options: Any) -> Any:
     """Fail with the findings table when ``current`` drifted from ``reference``."""
+    __tracebackhide__ = True
     from gapcheck.data.api import drift
     from gapcheck.data.drift import DriftOptions
     from gapcheck.engines import open_engine

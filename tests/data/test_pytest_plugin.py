@@ -46,6 +46,7 @@ def test_drift_assertion_shows_the_findings_table(pytester, tables):
     result = pytester.runpytest_subprocess("-q", "--check-data-drift", "--p-threshold=0.001")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*data drift: 1 of 4 feature(s) drifted: x1*", "*gap*drift*x1 shifted*"])
+    assert "pytest_plugin.py" not in result.stdout.str()  # the failure points at the test, not gapcheck's frames
 
 
 def test_gapcheck_spellings_and_leakage_helper(pytester, photo_splits):
