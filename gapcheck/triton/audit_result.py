@@ -162,10 +162,17 @@ class TritonAuditResult:
                         details=f"served {stype} {sshape}, ONNX {otype} {oshape}")
                   for kind, name, stype, otype, sshape, oshape, status in self.tensor_rows()]
         tensor_subjects = {f"{r[0]} {r[1]}" for r in self.tensor_rows()}
+        names = {c.name for c in checks}
         for finding in self.findings:
             if finding.subject.output in tensor_subjects:
                 continue
-            checks.append(Check(name=f"{finding.code} {finding.where}".strip(), classname=classname,
+            name = f"{finding.code} {finding.where}".strip()
+            if finding.evidence.get("api"):  # one case per restricted API, not one name for all of them
+                name += f" ({finding.evidence['api']})"
+            while name in names:  # CI tools merge JUnit cases that share a name
+                name += " (again)"
+            names.add(name)
+            checks.append(Check(name=name, classname=classname,
                                 failure=finding.message if finding.is_gap else None, details=finding.message,
                                 skipped=finding.message if finding.severity is Severity.INFO else None))
         if not checks:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -65,11 +66,18 @@ def test_access_token_opens_the_full_audit_and_is_never_printed(hardened_triton,
     assert ACCESS_TOKEN not in captured.out + captured.err + report.read_text() + caplog.text
 
 
-def test_cli_without_token_exits_0_and_lists_the_restriction(hardened_triton, tiny_onnx_path, capsys):
+def test_cli_without_token_exits_0_and_lists_the_restriction(hardened_triton, tiny_onnx_path, capsys, tmp_path):
+    junit = tmp_path / "audit.xml"
     code = main(["triton-audit", "--triton-url", f"grpc://{hardened_triton.grpc_url}", "--triton-model", "tiny",
-                 "--onnx", str(tiny_onnx_path)])
+                 "--onnx", str(tiny_onnx_path), "--junit", str(junit)])
     out = capsys.readouterr().out
     assert code == 0 and "triton_api_restricted" in out and "served versions not listed" in out
+    # One skipped case per restricted API, each under its own name (CI tools merge cases sharing a name).
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    names = [c.get("name") for c in cases]
+    assert len(names) == len(set(names))
+    skipped = sorted(c.get("name").rsplit("(", 1)[-1] for c in cases if c.find("skipped") is not None)
+    assert skipped == ["model-config)", "model-repository)"]
 
 
 def test_parity_backend_runs_on_what_is_allowed(hardened_triton, protocol, sample):
