@@ -68,12 +68,12 @@ class DriftResult(ResultBase):
         if covered:
             width = max(len(f.coverage) for f in covered)
             views.append(Chart(
-                title="Coverage: share of the current split in each reference decile", kind="heatmap",
+                title="Coverage: current share ÷ reference share in each reference decile", kind="heatmap",
                 x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(f.feature for f in covered),
-                matrix=tuple(tuple(f.coverage) + (0.0,) * (width - len(f.coverage)) for f in covered),
-                note="Bins are reference deciles (tied values merge bins, so a bin may hold more than 0.10 of the "
-                     "reference; its share is in the JSON as coverage_reference); much less here than there means "
-                     "the current split does not cover that range."))
+                matrix=tuple(_coverage_ratios(f) for f in covered),
+                note="1 means the current split fills the bin as the reference does, 0 that it leaves it empty "
+                     "(clipped at 2). Tied values merge deciles, so some features have fewer bins (blank cells); "
+                     "the shares themselves are in the JSON (coverage, coverage_reference)."))
         views.append(Table(title="Run", columns=("engine", "shards", "reference rows", "current rows"),
                            rows=((self.engine, self.shards, self.reference.used, self.current.used),)))
         return views
@@ -85,6 +85,11 @@ def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data
+
+
+def _coverage_ratios(feature: FeatureDrift) -> tuple[float, ...]:
+    return tuple(min(current / reference, 2.0) if reference else 0.0
+                 for current, reference in zip(feature.coverage, feature.coverage_reference, strict=True))
 
 
 def _n(value: float | None, spec: str) -> str:
