@@ -97,6 +97,8 @@ def _read_regular(path: Path, display: str) -> bytes:
 
 
 def parse_source(text: str, path: Path, display: str) -> SourceFile:
+    if "\r" in text:  # universal newlines, as Python reads a module: a lone CR ends a line for ast *and* tokenize
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
         tree = ast.parse(text, filename=display)
     except SyntaxError as exc:

@@ -210,3 +210,12 @@ def test_jobs_never_exceed_the_cpus(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (tmp_path / f"m{index}.py").write_text("x = 1\n")
     assert lint_paths([tmp_path], jobs=256).files == engine.PARALLEL_FROM  # e.g. `jobs = 256` in a hostile config
     assert asked == [2]
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_suppressions_with_windows_and_old_mac_line_endings(tmp_path: Path, newline: str) -> None:
+    lines = ["import torch", "a = torch.load('a')  # gapcheck: ignore[GC801] -- ours", "b = torch.load('b')", ""]
+    (tmp_path / "t.py").write_bytes(newline.join(lines).encode())
+    result = lint_paths([tmp_path / "t.py"], jobs=1)
+    assert [(f.code, f.subject.line) for f in result.findings] == [("GC801", 3)]
+    assert result.lines == 4
