@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gapcheck.report.contract import Chart, Table
-from gapcheck.report.text import evidence_items, format_value
+from gapcheck.report.text import evidence_items, format_value, safe_text
 
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
@@ -50,7 +50,7 @@ figcaption{font-size:12px;color:#555} .note{color:#555;font-size:13px} .timings{
 def _environment() -> Any:
     import jinja2
 
-    return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, finalize=safe_text)  # no raw ESC
 
 
 def _table(view: Table) -> dict[str, Any]:
