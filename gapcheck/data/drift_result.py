@@ -10,6 +10,7 @@ from gapcheck.data.common import SideSummary, bad_items_section
 from gapcheck.data.drift import DriftOptions, FeatureDrift
 from gapcheck.findings import Finding
 from gapcheck.report.contract import Chart, ResultBase, Table
+from gapcheck.report.text import safe_text
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class DriftResult(ResultBase):
             width = max(len(f.coverage) for f in covered)
             views.append(Chart(
                 title="Coverage: current share ÷ reference share in each reference decile", kind="heatmap",
-                x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(f.feature for f in covered),
+                x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(safe_text(f.feature) for f in covered),  # matplotlib draws raw text
                 matrix=tuple(_coverage_ratios(f) for f in covered),
                 note="1 means the current split fills the bin as the reference does, 0 that it leaves it empty "
                      "(clipped at 2). Tied values merge deciles, so some features have fewer bins (blank cells); "

@@ -165,3 +165,30 @@ def test_cli_exit_codes_for_hostile_inputs(hostile, tables, capsys):
                  "--engine", "serial", "--json", str(report)]) == 1
     assert "Traceback" not in capsys.readouterr().err
     assert json.loads(report.read_text())["verdict"] == "gap"
+
+
+def test_escape_sequences_in_names_are_neutralized_in_console_and_html(tmp_path, serial, photo_splits):
+    import shutil
+    import warnings
+
+    from gapcheck.report.formats import ReportFormat, render
+
+    rng = np.random.default_rng(0)
+    evil = "\x1b[2J\x1b[31mevil"
+    pd.DataFrame({evil: rng.normal(size=400), "<b>x</b>": rng.normal(size=400)}).to_csv(tmp_path / "r.csv", index=False)
+    pd.DataFrame({evil: rng.normal(size=400) + 1, "<b>x</b>": rng.normal(size=400)}).to_csv(tmp_path / "c.csv",
+                                                                                           index=False)
+    result = drift(str(tmp_path / "r.csv"), str(tmp_path / "c.csv"), engine=serial)
+    assert [f.subject.output for f in result.findings if f.code == "drift"] == [evil]  # the JSON keeps the name
+    val = tmp_path / "val"
+    val.mkdir()
+    shutil.copy(photo_splits["train"] / "astronaut.png", val / "\x1b]0;title\x07copy.png")
+    leaks = leakage([f"train={photo_splits['train']}", f"val={val}"], engine=serial)
+    for report in (result, leaks):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # matplotlib warns about glyphs it cannot draw: labels must be clean
+            html = render(ReportFormat.HTML, report)
+        console = render(ReportFormat.CONSOLE, report)
+        assert "\x1b" not in html and "\x07" not in html and "<b>x</b>" not in html
+        assert "\x1b" not in console and "\x07" not in console
+        assert "\\x1b" in console and "\\x1b" in html
