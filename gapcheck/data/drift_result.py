@@ -66,11 +66,11 @@ class DriftResult(ResultBase):
             note=f"p-values and KS D from a seeded sample of ≤ {self.options.sample_size} rows per side "
                  f"(CDF error ≤ {self.sample_bound:.4f} at 95%); the sketch column is ±{2 * self.sketch_rank_error:.3f}."))
         covered = [f for f in self.features if f.coverage]
-        if covered:
+        if covered:  # labels neutralized here: matplotlib draws raw text
             width = max(len(f.coverage) for f in covered)
             views.append(Chart(
                 title="Coverage: current share ÷ reference share in each reference decile", kind="heatmap",
-                x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(safe_text(f.feature) for f in covered),  # matplotlib draws raw text
+                x=tuple(f"bin {i + 1}" for i in range(width)), y=tuple(safe_text(f.feature) for f in covered),
                 matrix=tuple(_coverage_ratios(f) for f in covered),
                 note="1 means the current split fills the bin as the reference does, 0 that it leaves it empty "
                      "(clipped at 2). Tied values merge deciles, so some features have fewer bins (blank cells); "
