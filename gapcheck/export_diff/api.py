@@ -23,7 +23,6 @@ from gapcheck.export_diff.runner import (
     export_diff,
     obtain_onnx,
 )
-from gapcheck.export_diff.server_layers import compare_on_server
 from gapcheck.findings import Finding, Subject
 from gapcheck.inputs import (
     DEFAULT_MAX_ELEMENTS,
@@ -195,6 +194,8 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
         raise UsageError("--triton-layers needs --triton-url and --triton-model")
     if not audited_ok:
         return result  # the audit found config gaps; they are the findings to fix first
+    from gapcheck.export_diff.server_layers import compare_on_server  # imports the Triton client: only when asked
+
     progress.start("comparing layers on the Triton server (twin model)", None)
     rows, findings = compare_on_server(
         result, module, sample, _policy(request), endpoint=target.endpoint, model=target.model,
@@ -221,9 +222,8 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
     if reference is None:
         # In the mode the comparison uses, restored afterwards: the training_mode finding still sees the caller's mode.
         with evaluation_mode(module, request.keep_train_mode):
-            names = _check_model_accepts(module, samples[0])
-            exported = obtain_onnx(module, samples[0], names, exporter=request.exporter, opset=request.opset,
-                                   cache=cache, progress=progress)
+            exported, _ = obtain_onnx(module, samples[0], exporter=request.exporter, opset=request.opset,
+                                      cache=cache, progress=progress)
         reference = exported.model
     progress.start("auditing the Triton deployment", None)
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,

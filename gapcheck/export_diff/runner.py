@@ -111,28 +111,32 @@ def evaluation_mode(module: torch.nn.Module, keep_train_mode: bool) -> Iterator[
 def obtain_onnx(
     module: torch.nn.Module,
     sample: dict[str, np.ndarray],
-    output_names: Sequence[str],
     *,
     exporter: str,
     opset: int | None,
     cache=None,
     progress: ProgressReporter | None = None,
-) -> ExportResult:
-    """Export ``module`` (already in the mode to compare), or take it from ``cache`` (an ExportCache) when given."""
+) -> tuple[ExportResult, list[str]]:
+    """The model's ONNX export and its output names: from ``cache`` (an ExportCache) when it holds it, else exported.
+
+    ``module`` is already in the mode to compare. A fresh export first runs the model once, so inputs that do not
+    fit it are an input error (exit 2) rather than an exporter error; a cached one was made from the same weights,
+    code and input specs, and its graph outputs carry the model's output names.
+    """
     progress = progress or NullProgress()
     if isinstance(module, torch.jit.ScriptModule) and exporter == "dynamo":
         exporter = "torchscript"  # torch.export cannot trace a ScriptModule; the TorchScript exporter reads its graph
-    key = cache.key(module, sample, exporter=exporter, opset=opset, output_names=output_names) if cache else None
-    if key is not None:
-        hit = cache.load(key)
-        if hit is not None:
-            return hit
+    key = cache.key(module, sample, exporter=exporter, opset=opset) if cache else None
+    hit = cache.load(key) if key is not None else None
+    if hit is not None:
+        return hit, [o.name for o in hit.model.graph.output]
+    names = _check_model_accepts(module, sample)
     progress.start("exporting to ONNX", None)
-    exported = export_onnx(module, sample, exporter=exporter, opset=opset, output_names=output_names)
+    exported = export_onnx(module, sample, exporter=exporter, opset=opset, output_names=names)
     progress.finish()
     if key is not None:
         cache.store(key, exported)
-    return exported
+    return exported, names
 
 
 @dataclass(frozen=True)
@@ -183,12 +187,14 @@ def export_diff(
     progress = progress or NullProgress()
     policy = tolerances or TolerancePolicy(precision=precision)
     with evaluation_mode(module, keep_train_mode) as was_training:
-        torch_names = _check_model_accepts(module, samples[0])  # before exporting: bad inputs are exit 2
         if onnx_model is not None:
+            torch_names = _check_model_accepts(module, samples[0])
             exported = ExportResult(onnx_model, "file", None, 0.0)
         elif exported is None:
-            exported = obtain_onnx(module, samples[0], torch_names, exporter=exporter, opset=opset, cache=cache,
-                                   progress=progress)
+            exported, torch_names = obtain_onnx(module, samples[0], exporter=exporter, opset=opset, cache=cache,
+                                                progress=progress)
+        else:
+            torch_names = _check_model_accepts(module, samples[0])
         plan = _plan(module, exported, samples[0], torch_names, precision, from_file=onnx_model is not None)
         torch_backend = TorchBackend(module, list(samples[0]), plan.output_names)
         start = time.perf_counter()

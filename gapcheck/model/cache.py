@@ -6,6 +6,8 @@ The key is the SHA256 of everything the export depends on:
 - the code: the source files of the factory and of every module class in the model;
 - the input specs (names, shapes, dtypes), the exporter, the opset, and the versions of
   torch, onnx, onnxscript and gapcheck.
+export-diff leaves the output names out of the key (the weights and the code decide them, and a cached
+graph's outputs carry them), so a cached run need not run the model before comparing.
 
 Entries are ``<key>.onnx`` plus ``<key>.json`` (exporter, fallback reason, warnings) in the
 cache folder: ``--cache-dir``, else ``$GAPCHECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapcheck/exports``
@@ -20,8 +22,8 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -43,15 +45,15 @@ def default_cache_dir() -> Path:
 
 
 def _versions() -> str:
-    import gapcheck
+    """Versions of what makes the export, read from package metadata (importing onnxscript alone takes seconds)."""
+    from importlib import metadata
 
-    parts = [f"torch={torch.__version__}", f"onnx={onnx.__version__}", f"gapcheck={getattr(gapcheck, '__version__', '?')}"]
-    try:
-        import onnxscript
-
-        parts.append(f"onnxscript={onnxscript.__version__}")
-    except ImportError:
-        pass
+    parts = [f"torch={torch.__version__}", f"onnx={onnx.__version__}"]
+    for package in ("onnxscript", "gapcheck"):
+        try:
+            parts.append(f"{package}={metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{package}=?")
     return ";".join(parts)
 
 
@@ -88,7 +90,8 @@ def export_key(
     add("class", f"{type(module).__module__}.{type(module).__qualname__}".encode())
     for name, array in sample.items():
         add("input", f"{name}:{tuple(array.shape)}:{array.dtype}".encode())
-    add("outputs", "\x00".join(output_names).encode())
+    if output_names:  # a caller that names the outputs itself keys by them too
+        add("outputs", "\x00".join(output_names).encode())
     for path in _source_files(module, factory):
         add("source", path.encode() + b"\x00" + Path(path).read_bytes())
     state = module.state_dict()

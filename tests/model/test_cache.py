@@ -12,7 +12,7 @@ SAMPLE = {"x": torch.zeros(1, 3, 32, 32).numpy()}
 
 
 def _key(module, **overrides):
-    options = {"exporter": "dynamo", "opset": None, "output_names": ("output",)} | overrides
+    options = {"exporter": "dynamo", "opset": None} | overrides
     return export_key(module, SAMPLE, **options)
 
 
