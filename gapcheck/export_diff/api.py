@@ -18,7 +18,6 @@ from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import (
     DEFAULT_MAX_INTERMEDIATE_BYTES,
-    _check_model_accepts,
     evaluation_mode,
     export_diff,
     obtain_onnx,
