@@ -5,7 +5,11 @@ one thread per process), nothing hashed, summarized or compared. Overhead = audi
 in wall time and in CPU time (all processes: the parent and every worker, imports included). On a
 shared, loaded machine the wall times of single rounds swing by tens of percent; CPU time does not.
 
-    python scripts/bench_preprocess.py [--images 256] [--workers 2] [--rounds 3]
+    python scripts/bench_preprocess.py [--images 256] [--workers 2] [--rounds 3] [--traced-images 32]
+
+Then the traced-step overhead: the same failing audit (a callable inference stage with the wrong
+normalization against the training callable) with and without step tracing (the step locators
+switched off), interleaved rounds; tracing runs once per failing pair, in the parent process.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ STAGES = {
     "val": "sample_models.preprocessing:val_transform",
     "infer": "sample_models.preprocessing:infer_equivalent",
 }
+FAILING = {"train": "sample_models.preprocessing:train_transform",
+           "infer": "sample_models.preprocessing:infer_wrong_normalization"}
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png", "ihc.png")
 
 
@@ -67,19 +73,64 @@ def run_audit(folder: Path, n: int, workers: int) -> tuple[float, float]:
     return elapsed, result.cpu_seconds["parent"] + result.cpu_seconds["workers"]
 
 
+def run_failing(folder: Path, n: int, workers: int, traced: bool) -> tuple[float, float]:
+    """The failing pair's audit; without tracing, no step locator runs (the findings are the same, minus the step)."""
+    from gapcheck.preprocess.diagnoses import catalog
+
+    saved = catalog.STEP_LOCATORS
+    catalog.STEP_LOCATORS = saved if traced else ()
+    try:
+        start = time.perf_counter()
+        result = preprocess_audit(folder, FAILING, n=n, workers=workers, repeats=0)
+        elapsed = time.perf_counter() - start
+    finally:
+        catalog.STEP_LOCATORS = saved
+    steps = {f.subject.step for f in result.findings if f.is_gap and f.subject.stage == "train→infer"}
+    assert result.verdict == "gap" and (bool(steps - {None}) == traced), steps
+    return elapsed, result.cpu_seconds["parent"]
+
+
+def traced_overhead(folder: Path, n: int, workers: int, rounds: int) -> None:
+    plain, traced = [], []
+    for _ in range(rounds):
+        plain.append(run_failing(folder, n, workers, traced=False))
+        traced.append(run_failing(folder, n, workers, traced=True))
+    p, t = min(x for x, _ in plain), min(x for x, _ in traced)
+    pcpu, tcpu = min(c for _, c in plain), min(c for _, c in traced)
+    print(f"\ntraced-step overhead: {n} photos, failing callable pair (wrong normalization), best of {rounds}")
+    print("| run | wall s | parent CPU s |")
+    print("|---|---|---|")
+    print(f"| audit, no step tracing | {p:.2f} | {pcpu:.2f} |")
+    print(f"| audit, traced steps | {t:.2f} | {tcpu:.2f} |")
+    print(f"tracing adds: wall {t - p:+.2f} s ({100 * (t / p - 1):+.1f}%), parent CPU {tcpu - pcpu:+.2f} s "
+          f"({100 * (tcpu / pcpu - 1):+.1f}%)")
+    print(f"rounds wall (s): plain {', '.join(f'{x:.2f}' for x, _ in plain)}; traced {', '.join(f'{x:.2f}' for x, _ in traced)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--traced-images", type=int, default=32, help="photos for the traced-step overhead (0: skip)")
+    parser.add_argument("--skip-throughput", action="store_true", help="only the traced-step overhead")
     args = parser.parse_args()
     data = Path(skimage.__file__).parent / "data"
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "photos"
+        folder.mkdir()
         for i in range(args.images):
             source = data / PHOTOS[i % len(PHOTOS)]
             shutil.copy(source, folder / f"{i:05d}{source.suffix}")
         paths = sorted(str(p) for p in folder.iterdir())
+        if args.traced_images:
+            small = Path(tmp) / "traced"
+            small.mkdir()
+            for path in paths[: args.traced_images]:
+                shutil.copy(path, small / Path(path).name)
+            traced_overhead(small, args.traced_images, args.workers, args.rounds)
+        if args.skip_throughput:
+            return
         bare, audit = [], []
         for _ in range(args.rounds):  # interleaved, best of N: both see the same page cache and machine state
             bare.append(run_bare(paths, args.workers))

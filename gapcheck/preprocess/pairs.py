@@ -11,18 +11,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gapcheck.findings import Finding
 from gapcheck.preprocess.diagnoses.base import Evidence, Pair
-from gapcheck.preprocess.diagnoses.catalog import diagnose_pair
+from gapcheck.preprocess.diagnoses.catalog import diagnose_pair, locate_step
 from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
 from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
-from gapcheck.preprocess.diagnoses.steps import first_divergent_step
 from gapcheck.preprocess.result import PairResult
 from gapcheck.preprocess.samples import decode_rgb, read_regular_file
 from gapcheck.preprocess.stages import StageSpec, resolve
@@ -59,9 +57,14 @@ class AuditContext:
             self._outputs[key] = kept
         return self._outputs[key]
 
+    def callable_of(self, stage: str) -> Callable[..., Any]:
+        if stage not in self._callables:
+            self._callables[stage] = resolve(self.specs[stage])
+        return self._callables[stage]
+
     def _rerun(self, stage: str, path: str) -> np.ndarray | None:
         spec = self.specs[stage]
-        fn = self._callables.setdefault(stage, resolve(spec))
+        fn = self.callable_of(stage)
         try:
             data = read_regular_file(path)
             return to_numpy(fn(data if spec.accepts == "bytes" else path))
@@ -157,17 +160,8 @@ class AuditContext:
                     yield ev
 
         pair = Pair(a, b, evidence, tolerance=self.tolerance, observed_max_abs=max_abs, profile_of=self.profile,
-                    more=more)
-        findings = diagnose_pair(pair)
-        ra, rb = self.specs[a].recipe, self.specs[b].recipe
-        divergence = None
-        if ra is not None and rb is not None:
-            divergence = first_divergent_step(ra, rb, records[0].path, records[0].path)
-            if divergence is not None:
-                step = f"step {divergence.step_index}: {divergence.cand_step}"
-                findings = [replace(f, subject=replace(f.subject, step=step), where="",
-                                    evidence={**f.evidence, "first_divergent_step": f"{step} (vs {a}: {divergence.ref_step})"})
-                            for f in findings]
+                    more=more, specs=self.specs, callable_of=self.callable_of)
+        findings, divergence = locate_step(pair, diagnose_pair(pair))
         return findings, divergence
 
     def worst_records(self, pairs: list[PairResult], limit: int = 3) -> list[tuple[PairResult, SampleRecord]]:

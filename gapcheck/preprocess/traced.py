@@ -21,6 +21,7 @@ agreeing (within a tolerance, so equivalent float orderings are not called diver
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -84,10 +85,20 @@ def _format_value(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _constant_text(value: Any) -> str | None:
+    """A small constant tensor operand (a mean, a std) as its values; None for anything else."""
+    if hasattr(value, "numel") and hasattr(value, "detach") and value.numel() <= 8:
+        return _format_value([round(float(v), 6) for v in value.detach().reshape(-1).tolist()])
+    return None
+
+
 def _label(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    shown = {**_SALIENT_DEFAULTS.get(name, {}), **kwargs}
-    scalars = [_format_value(a) for a in args[1:] if isinstance(a, (int, float, bool, str, tuple, list))]
-    params = scalars + [f"{k}={_format_value(v)}" for k, v in shown.items() if not hasattr(v, "shape")]
+    shown = {**_SALIENT_DEFAULTS.get(name, {}),
+             **{k: v for k, v in kwargs.items() if v is not None or k in _SALIENT_DEFAULTS.get(name, {})}}
+    scalars = [_format_value(a) if isinstance(a, (int, float, bool, str, tuple, list)) else _constant_text(a)
+               for a in args[1:]]
+    params = [text for text in scalars if text is not None]
+    params += [f"{k}={_format_value(v)}" for k, v in shown.items() if not hasattr(v, "shape")]
     return f"{name}({', '.join(params)})"
 
 
@@ -103,15 +114,27 @@ def _record_runtime(fn: Callable[[Any], Any], sample: Any) -> tuple[list[tuple[s
 
     recorded: list[tuple[str, np.ndarray]] = []
 
+    constants: dict[int, Any] = {}  # id -> tensor: made from no data (torch.tensor(MEAN), a view of it); kept alive
+
+    def tensors(value: Any) -> list[Any]:
+        if isinstance(value, torch.Tensor):
+            return [value]
+        if isinstance(value, (list, tuple)):
+            return [t for item in value for t in tensors(item)]
+        return []
+
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             kwargs = kwargs or {}
-            if not recorded:  # the boundary: the first tensor torch sees (made from the decoded array)
-                first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-                boundary = as_array(first) if first is not None else None
+            data = [t for t in tensors(list(args)) + tensors(list(kwargs.values())) if id(t) not in constants]
+            if not recorded and data:  # the boundary: the first data tensor torch sees (made from the decoded array)
+                boundary = as_array(data[0])
                 if boundary is not None:
                     recorded.append(("tensor from the decoded array (boundary)", boundary))
             out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and not data:
+                constants[id(out)] = out
+                return out
             name = _func_name(func)
             if isinstance(out, torch.Tensor) and name not in _SKIPPED:
                 array = as_array(out)
@@ -186,7 +209,7 @@ def _trace_composed(items: list[Any], sample: Any) -> StageTrace:
     opaque: list[str] = []
     value = sample
     for item in items:
-        label = " ".join(repr(item).split())
+        label = _item_label(item)
         inner: list[tuple[str, np.ndarray]] = []
         if _is_module(item) and _is_tensor(value):
             try:
@@ -202,6 +225,13 @@ def _trace_composed(items: list[Any], sample: Any) -> StageTrace:
         else:
             opaque.append(f"{label} (its output is a {type(value).__name__}, not an array)")
     return _finish(steps, "compose", tuple(opaque))
+
+
+def _item_label(item: Any) -> str:
+    """A composed item's repr (torchvision's carry their parameters); a plain function by name (no address)."""
+    if inspect.isfunction(item) or inspect.isbuiltin(item) or inspect.ismethod(item):
+        return getattr(item, "__qualname__", getattr(item, "__name__", "function"))
+    return " ".join(repr(item).split())
 
 
 def _finish(steps: list[tuple[str, np.ndarray]], method: str, opaque: tuple[str, ...], reason: str = "") -> StageTrace:

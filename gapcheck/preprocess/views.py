@@ -167,6 +167,29 @@ def worst_sample_chart(worst: "WorstSample") -> Chart:
                  note="each picture is scaled to its own value range; the heatmap is the largest |Δ| over channels")
 
 
+def steps_table(pair: "PairResult") -> Table | None:
+    """Both stages' steps side by side (fingerprint and summary of each output), the divergent one highlighted."""
+    divergence = pair.first_divergent_step
+    if divergence is None or not (divergence.ref_steps or divergence.cand_steps):
+        return None
+    rows: list[tuple[object, ...]] = []
+    highlight: list[int] = []
+    for stage, steps in ((pair.ref, divergence.ref_steps), (pair.cand, divergence.cand_steps)):
+        for step in steps:
+            if stage == pair.cand and step.index == divergence.step_index:
+                highlight.append(len(rows))
+            rows.append((stage, step.index, step.label, "×".join(map(str, step.shape)), step.dtype, fmt(step.min),
+                         fmt(step.max), fmt(step.mean), step.sha256[:12]))
+    note = f"on {Path(divergence.sample).name}; first divergent: {pair.cand} step {divergence.step_index}"
+    if divergence.opaque:
+        note += "; observed only at their boundaries: " + "; ".join(divergence.opaque)
+    if divergence.fallback:
+        note += "; " + "; ".join(divergence.fallback)
+    return Table(f"Steps of {pair.label} ({divergence.method})",
+                 ("stage", "step", "what", "shape", "dtype", "min", "max", "mean", "sha256"), tuple(rows),
+                 tuple(highlight), note=note)
+
+
 def all_views(result: "PreprocessAuditResult") -> list[Table | Chart]:
     # Findings are not a view here: every renderer shows the envelope's findings itself.
     views: list[Table | Chart] = [stage_table(result), pairs_table(result)]
@@ -174,6 +197,7 @@ def all_views(result: "PreprocessAuditResult") -> list[Table | Chart]:
         views.append(ks_table(result))
     if result.bad_samples or result.stage_errors:
         views.append(inputs_table(result))
+    views += [table for table in (steps_table(p) for p in result.pairs) if table is not None]
     views += histograms(result)
     views += [worst_sample_chart(w) for w in result.worst_samples]
     return views

@@ -92,8 +92,8 @@ def test_tensor_function_is_traced_with_fx(photo):
 def test_torchvision_v2_compose_on_real_photo_names_the_step(photo):
     zoo = pytest.importorskip("sample_models.zoo")
     try:
-        zoo.torchvision_models()
-        from torchvision.transforms import v2
+        with zoo.torchvision_models():  # a context: torchvision's definitions from .venv/zoo-site
+            from torchvision.transforms import v2
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"torchvision definitions not installed (scripts/setup_zoo.sh): {exc}")
     image = torch.from_numpy(np.asarray(Image.open(photo).convert("RGB"))).permute(2, 0, 1)

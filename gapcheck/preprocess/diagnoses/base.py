@@ -29,6 +29,7 @@ from gapcheck.preprocess.diagnoses.layout import to_chw
 if TYPE_CHECKING:
     from gapcheck.codes import Code
     from gapcheck.preprocess.diagnoses.geometry import StageProfile
+    from gapcheck.preprocess.stages import StageSpec
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def _finite(array: np.ndarray) -> bool:
 # (stage name, sample, that stage's output on it) -> the stage's replayed profile, cached by the caller
 ProfileFn = Callable[[str, Evidence, np.ndarray], "StageProfile | None"]
 MoreFn = Callable[[], Iterator[Evidence]]
+CallableFn = Callable[[str], Callable[..., Any]]  # stage name -> its callable (loaded once by the caller)
 
 
 class Pair:
@@ -79,13 +81,16 @@ class Pair:
     """
 
     def __init__(self, ref: str, cand: str, evidence: list[Evidence], *, tolerance: float, observed_max_abs: float,
-                 profile_of: ProfileFn, more: MoreFn | None = None) -> None:
+                 profile_of: ProfileFn, more: MoreFn | None = None, specs: "dict[str, StageSpec] | None" = None,
+                 callable_of: CallableFn | None = None) -> None:
         self.ref, self.cand = ref, cand
         self.evidence = evidence
         self.tolerance = tolerance
         self.observed_max_abs = observed_max_abs
         self._profile_of = profile_of
         self._more = more
+        self._specs = specs or {}
+        self._callable_of = callable_of
         self.found: list[Finding] = []
 
     # --- naming ------------------------------------------------------------------------------------
@@ -96,6 +101,15 @@ class Pair:
     def finding(self, code: "Code", message: str, sample: str | None = None, **evidence: Any) -> Finding:
         """A finding about this pair (``Subject.stage`` is the pair, ``sample`` the evidence sample)."""
         return code.finding(message, subject=Subject(stage=self.label, sample=sample), evidence=evidence)
+
+    def spec(self, stage: str) -> "StageSpec | None":
+        """How ``stage`` is defined (None when the caller did not say)."""
+        return self._specs.get(stage)
+
+    def callable_of(self, stage: str) -> Callable[..., Any]:
+        if self._callable_of is None:
+            raise LookupError(f"no callable was given for stage {stage!r}")
+        return self._callable_of(stage)
 
     def has(self, *codes: "Code") -> bool:
         names = {str(c) for c in codes}

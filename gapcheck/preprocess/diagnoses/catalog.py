@@ -5,6 +5,8 @@ A new root cause is one new module with a class that follows
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gapcheck.findings import Finding
 from gapcheck.preprocess.diagnoses.base import Diagnosis, Pair
 from gapcheck.preprocess.diagnoses.channel_order import ChannelOrderDiagnosis
@@ -15,6 +17,8 @@ from gapcheck.preprocess.diagnoses.normalization import NormalizationDiagnosis
 from gapcheck.preprocess.diagnoses.resize import ResizeDiagnosis
 from gapcheck.preprocess.diagnoses.scale import ScaleDiagnosis
 from gapcheck.preprocess.diagnoses.shape import ShapeDiagnosis
+from gapcheck.preprocess.diagnoses.steps import RecipeSteps, StepDivergence, StepLocator
+from gapcheck.preprocess.diagnoses.traced_steps import TracedSteps
 from gapcheck.preprocess.diagnoses.unexplained import UnexplainedDiagnosis
 
 DIAGNOSES: tuple[Diagnosis, ...] = (
@@ -28,6 +32,43 @@ DIAGNOSES: tuple[Diagnosis, ...] = (
     NormalizationDiagnosis(),
     UnexplainedDiagnosis(),  # reads what the others found: keep it last
 )
+
+
+# Which step: the first locator that applies to a failing pair names its first divergent step.
+STEP_LOCATORS: tuple[StepLocator, ...] = (
+    RecipeSteps(),  # two declared step lists
+    TracedSteps(),  # at least one callable: traced (composed items, torch.fx, or recorded at runtime)
+)
+
+
+def locate_step(pair: Pair, findings: list[Finding], locators: tuple[StepLocator, ...] | None = None
+                ) -> tuple[list[Finding], StepDivergence | None]:
+    """The pair's findings with the first divergent step in ``Subject.step``, message and evidence."""
+    chosen = STEP_LOCATORS if locators is None else locators
+    locator = next((loc for loc in chosen if loc.applies(pair)), None)
+    divergence = locator.locate(pair) if locator is not None and findings else None
+    if divergence is None:
+        return findings, None
+    step = f"step {divergence.step_index}: {divergence.cand_step}"
+    said = (f" First divergent step: step {divergence.step_index} `{divergence.cand_step}` in {pair.cand} vs "
+            f"`{divergence.ref_step}` in {pair.ref}")
+    said += f" (max |Δ| {divergence.max_abs:.4g} there)." if divergence.max_abs is not None else "."
+    if divergence.opaque:
+        said += " Observed only at their boundaries: " + "; ".join(divergence.opaque) + "."
+    evidence: dict[str, object] = {"first_divergent_step": f"{step} (vs {pair.ref}: {divergence.ref_step})",
+                "step_method": divergence.method}
+    if divergence.opaque:
+        evidence["opaque_parts"] = list(divergence.opaque)
+    if divergence.fallback:
+        evidence["fx_fallback"] = list(divergence.fallback)
+    annotated = [replace(f, subject=replace(f.subject, step=step), where="", message=_joined(f.message, said),
+                         evidence={**f.evidence, **evidence}) for f in findings]
+    return annotated, divergence
+
+
+def _joined(message: str, said: str) -> str:
+    message = message.rstrip()
+    return message + ("" if message.endswith(".") else ".") + said
 
 
 def diagnose_pair(pair: Pair, diagnoses: tuple[Diagnosis, ...] = DIAGNOSES) -> list[Finding]:

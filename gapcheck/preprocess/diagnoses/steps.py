@@ -1,14 +1,41 @@
-"""Step lists: the first step at which two recipe stages stop producing the same bytes.
+"""Which step: the first step at which two stages stop producing the same values.
 
-Steps that leave the (RGB-ordered) image unchanged, such as the colour conversion after a
-cv2 decode, are skipped before aligning, so the two lists line up by what they do.
+A *step locator* follows the small contract :class:`StepLocator` (``applies(pair)``,
+``locate(pair) -> StepDivergence | None``); :data:`~gapcheck.preprocess.diagnoses.catalog.STEP_LOCATORS`
+lists them and the first that applies annotates the pair's findings with the step.
+:class:`RecipeSteps` handles two declared step lists; ``traced_steps.TracedSteps`` handles
+callables. Both summarize every step's output the same way (:class:`StepSummary`).
+
+For two step lists, steps that leave the (RGB-ordered) image unchanged, such as the colour
+conversion after a cv2 decode, are skipped before aligning, so the lists line up by what they do.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from gapcheck.preprocess.recipe import Recipe
 from gapcheck.tensors import fingerprint
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Pair
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One step's output, fingerprinted and summarized like a stage output."""
+
+    index: int  # 1-based, in the stage's own step list
+    label: str
+    sha256: str
+    shape: tuple[int, ...]
+    dtype: str
+    min: float
+    max: float
+    mean: float
 
 
 @dataclass(frozen=True)
@@ -17,6 +44,35 @@ class StepDivergence:
     ref_step: str
     cand_step: str
     sample: str
+    method: str = "steps"  # how the steps were found: "steps" (declared) or ref/cand trace methods, e.g. "runtime/fx"
+    max_abs: float | None = None  # at the divergent step; None when shapes differ there
+    opaque: tuple[str, ...] = ()  # parts of either stage observed only at their boundaries
+    fallback: tuple[str, ...] = ()  # why torch.fx was not used, per stage ("infer: ...")
+    ref_steps: tuple[StepSummary, ...] = ()
+    cand_steps: tuple[StepSummary, ...] = ()
+
+
+class StepLocator(Protocol):
+    """Finds the first divergent step of a failing pair (see the module docstring)."""
+
+    def applies(self, pair: "Pair") -> bool: ...
+
+    def locate(self, pair: "Pair") -> StepDivergence | None: ...
+
+
+def _number(value: Any) -> float:
+    value = float(value)
+    return value if math.isfinite(value) else float("nan")
+
+
+def summarize(index: int, label: str, output: np.ndarray) -> StepSummary:
+    low = high = mean = float("nan")
+    if output.size and np.issubdtype(output.dtype, np.number) and not np.issubdtype(output.dtype, np.complexfloating):
+        values = output.astype(np.float64)
+        if not np.isnan(values).all():
+            low, high, mean = _number(np.nanmin(values)), _number(np.nanmax(values)), _number(np.nanmean(values))
+    return StepSummary(index, label, fingerprint(output), tuple(int(d) for d in output.shape), str(output.dtype),
+                       low, high, mean)
 
 
 def _effective(trace: list) -> list[tuple[int, str, str]]:
@@ -31,13 +87,33 @@ def _effective(trace: list) -> list[tuple[int, str, str]]:
 
 def first_divergent_step(ref: Recipe, cand: Recipe, sample: str | bytes, sample_name: str) -> StepDivergence | None:
     """Compare intermediate outputs step by step; None when both produce the same sequence of outputs."""
-    ref_steps, cand_steps = _effective(ref.trace(sample, rgb=True)), _effective(cand.trace(sample, rgb=True))
+    ref_trace, cand_trace = ref.trace(sample, rgb=True), cand.trace(sample, rgb=True)
+    summaries = (tuple(summarize(i + 1, label, out) for i, (label, out) in enumerate(ref_trace)),
+                 tuple(summarize(i + 1, label, out) for i, (label, out) in enumerate(cand_trace)))
+    ref_steps, cand_steps = _effective(ref_trace), _effective(cand_trace)
     for (_, ref_label, ref_fp), (cand_index, cand_label, cand_fp) in zip(ref_steps, cand_steps):
         if ref_fp != cand_fp:
-            return StepDivergence(cand_index, ref_label, cand_label, sample_name)
+            return StepDivergence(cand_index, ref_label, cand_label, sample_name, ref_steps=summaries[0],
+                                  cand_steps=summaries[1])
     if len(ref_steps) != len(cand_steps):
         shorter = min(len(ref_steps), len(cand_steps))
         ref_label = ref_steps[shorter][1] if shorter < len(ref_steps) else "(end)"
         cand_index, cand_label = (cand_steps[shorter][0], cand_steps[shorter][1]) if shorter < len(cand_steps) else (len(cand.steps) + 1, "(end)")
-        return StepDivergence(cand_index, ref_label, cand_label, sample_name)
+        return StepDivergence(cand_index, ref_label, cand_label, sample_name, ref_steps=summaries[0],
+                              cand_steps=summaries[1])
     return None
+
+
+class RecipeSteps:
+    """Two declared step lists: replay both on the first evidence sample and compare step by step."""
+
+    def applies(self, pair: "Pair") -> bool:
+        ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
+        return bool(pair.evidence) and ref is not None and cand is not None \
+            and ref.recipe is not None and cand.recipe is not None
+
+    def locate(self, pair: "Pair") -> StepDivergence | None:
+        ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
+        assert ref is not None and cand is not None and ref.recipe is not None and cand.recipe is not None
+        sample = pair.evidence[0].sample
+        return first_divergent_step(ref.recipe, cand.recipe, sample, sample)

@@ -1,0 +1,130 @@
+"""Which step, when a stage is a callable: trace both stages on the sample that shows the difference.
+
+A callable stage has no declared steps, so both stages of a failing pair are split into steps by
+:func:`gapcheck.preprocess.traced.trace_stage` (composed items, torch.fx nodes, or torch calls
+recorded at runtime with the decode part stated as opaque); a declared step list contributes its
+own steps. The two step lists rarely line up one for one (a callable permutes and converts where
+a recipe does not), so they are aligned by *what they produce*: each output in its canonical
+(C, H, W) float view, compared within the audit's tolerance of the reference step's value range.
+The candidate's steps are walked in order, each matched to the earliest later reference step with
+the same values; the first divergent step is the candidate step after the last match, named
+against the reference step after it. Layout and dtype conversions compare equal in that view, so
+they never absorb the divergence (the layout and dtype diagnoses name those).
+
+The stages run again here, in the auditing process, on one sample (as the other diagnoses'
+re-runs do).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gapcheck.errors import one_line
+from gapcheck.preprocess.diagnoses.base import rel_max_abs
+from gapcheck.preprocess.diagnoses.layout import to_chw
+from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
+from gapcheck.preprocess.samples import read_regular_file
+from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+
+logger = logging.getLogger(__name__)
+
+
+def _canonical(output: np.ndarray) -> np.ndarray:
+    chw = to_chw(output) if output.ndim >= 2 else None
+    return chw if chw is not None else output.astype(np.float64)
+
+
+def _agree(cand: np.ndarray, ref: np.ndarray, tolerance: float) -> bool:
+    if cand.shape != ref.shape:
+        return False
+    if not ref.size:
+        return True
+    value_range = float(np.ptp(ref)) or 1.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        return rel_max_abs(cand, ref, value_range) <= tolerance
+
+
+def _distinct(trace: StageTrace, tolerance: float) -> list[tuple[TracedStep, np.ndarray]]:
+    """The steps that change the canonical values (copies, permutes, dtype casts fold into the step before)."""
+    kept: list[tuple[TracedStep, np.ndarray]] = []
+    for step in trace.steps:
+        view = _canonical(step.output)
+        if kept and _agree(view, kept[-1][1], tolerance * 1e-3):
+            continue
+        kept.append((step, view))
+    return kept
+
+
+def align(ref: StageTrace, cand: StageTrace, tolerance: float
+          ) -> tuple[TracedStep | None, TracedStep | None, float | None] | None:
+    """(candidate step, reference step, max |Δ| there) at the first divergence; None when the stages agree.
+
+    A None step means that stage ended there ("(end)").
+    """
+    ref_steps, cand_steps = _distinct(ref, tolerance), _distinct(cand, tolerance)
+    matched, last = -1, -1  # the reference and candidate positions of the last agreement
+    for i, (_, view) in enumerate(cand_steps):
+        k = next((k for k in range(matched + 1, len(ref_steps)) if _agree(view, ref_steps[k][1], tolerance)), None)
+        if k is not None:
+            matched, last = k, i
+    if last == len(cand_steps) - 1 and matched == len(ref_steps) - 1:
+        return None
+    cand_next = cand_steps[last + 1] if last + 1 < len(cand_steps) else None
+    ref_next = ref_steps[matched + 1] if matched + 1 < len(ref_steps) else None
+    max_abs = None
+    if cand_next is not None and ref_next is not None and cand_next[1].shape == ref_next[1].shape:
+        with np.errstate(invalid="ignore", over="ignore"):
+            max_abs = float(np.max(np.abs(cand_next[1] - ref_next[1]))) if cand_next[1].size else 0.0
+    return (cand_next[0] if cand_next else None, ref_next[0] if ref_next else None, max_abs)
+
+
+def _showing_difference(pair: "Pair") -> "Evidence":
+    """The first evidence sample on which the two outputs differ beyond tolerance (the first one otherwise)."""
+    for (ref, cand), value_range, ev in zip(pair.chw, pair.ranges, pair.evidence, strict=True):
+        if ref is None or cand is None or ref.shape != cand.shape or rel_max_abs(ref, cand, value_range) > pair.tolerance:
+            return ev
+    return pair.evidence[0]
+
+
+class TracedSteps:
+    """At least one stage of the pair is a callable: trace both and align their steps by value."""
+
+    def applies(self, pair: "Pair") -> bool:
+        ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
+        return bool(pair.evidence) and ref is not None and cand is not None \
+            and (ref.recipe is None or cand.recipe is None)
+
+    def trace(self, pair: "Pair", stage: str, sample: str) -> StageTrace:
+        spec = pair.spec(stage)
+        assert spec is not None
+        if spec.recipe is not None:
+            steps = spec.recipe.trace(sample, rgb=True)
+            return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), "steps")
+        fn = pair.callable_of(stage)
+        return trace_stage(fn, read_regular_file(sample) if spec.accepts == "bytes" else sample)
+
+    def locate(self, pair: "Pair") -> StepDivergence | None:
+        sample = _showing_difference(pair).sample
+        try:
+            ref, cand = self.trace(pair, pair.ref, sample), self.trace(pair, pair.cand, sample)
+        except Exception as exc:  # noqa: BLE001 - the stage worked in a worker; no step is named, the finding stays
+            logger.warning("could not trace the steps of %s on %s: %s", pair.label, sample, one_line(exc))
+            return None
+        found = align(ref, cand, pair.tolerance)
+        if found is None:
+            return None
+        cand_step, ref_step, max_abs = found
+        opaque = tuple(f"{name}: {part}" for name, trace in ((pair.ref, ref), (pair.cand, cand)) for part in trace.opaque)
+        fallback = tuple(f"{name}: {trace.reason}" for name, trace in ((pair.ref, ref), (pair.cand, cand)) if trace.reason)
+        return StepDivergence(
+            cand_step.index if cand_step is not None else len(cand.steps) + 1,
+            ref_step.label if ref_step is not None else "(end)",
+            cand_step.label if cand_step is not None else "(end)",
+            sample, method=f"{ref.method}/{cand.method}", max_abs=max_abs, opaque=opaque, fallback=fallback,
+            ref_steps=tuple(summarize(s.index, s.label, s.output) for s in ref.steps),
+            cand_steps=tuple(summarize(s.index, s.label, s.output) for s in cand.steps))
