@@ -21,6 +21,12 @@ from gapcheck.errors import InputError
 #: Files larger than this are refused (a generated or vendored file, not a training script).
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
+#: Files with more tokens than this are refused before parsing. CPython's parser needs about 1 KB per
+#: AST node at its peak (a 2.4 MB list literal of 1.2M numbers: 1.2 GB); a token is at most about one
+#: node, so this bounds a worker near 1 GB. torch's largest module (1.4 MB) has 268k tokens.
+MAX_TOKENS = 1_000_000
+_TOKENISH = re.compile(r"\w+|[^\w\s]")
+
 _IGNORE = re.compile(r"#\s*gapcheck:\s*ignore\[([A-Za-z0-9_,\s]+)\](?:\s*--\s*(.*))?")
 
 
@@ -97,6 +103,11 @@ def _read_regular(path: Path, display: str) -> bytes:
 
 
 def parse_source(text: str, path: Path, display: str) -> SourceFile:
+    # a token is at least one character, so only texts longer than the limit are counted (~0.1 s per MB)
+    tokens = _TOKENISH.subn("", text)[1] if len(text) > MAX_TOKENS else 0
+    if tokens > MAX_TOKENS:
+        raise InputError(f"{display}: {tokens} tokens is more than the {MAX_TOKENS} gapcheck lint parses "
+                         "(generated code or data, not a training script)")
     if "\r" in text:  # universal newlines, as Python reads a module: a lone CR ends a line for ast *and* tokenize
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:

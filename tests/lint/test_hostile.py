@@ -219,3 +219,15 @@ def test_suppressions_with_windows_and_old_mac_line_endings(tmp_path: Path, newl
     result = lint_paths([tmp_path / "t.py"], jobs=1)
     assert [(f.code, f.subject.line) for f in result.findings] == [("GC801", 3)]
     assert result.lines == 4
+
+
+def test_token_bomb_is_refused_before_parsing(tmp_path: Path) -> None:
+    from gapcheck.lint.source import MAX_TOKENS
+
+    # a 1.2 MB list literal: well under the byte limit, but parsing it would take about 600 MB
+    (tmp_path / "data.py").write_text("x = [" + ",".join(["1"] * (MAX_TOKENS // 2 + 1)) + "]\n")
+    (tmp_path / "fine.py").write_text(UNSAFE)
+    result = lint_paths([tmp_path], jobs=1)
+    assert [e.path.rsplit(os.sep, 1)[-1] for e in result.errors] == ["data.py"]
+    assert "tokens" in result.errors[0].message
+    assert [f.code for f in result.findings] == ["GC801"]
