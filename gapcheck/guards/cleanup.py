@@ -44,9 +44,11 @@ def _storage_key(tensor: "torch.Tensor") -> tuple[str, int, int] | None:
         return None
     try:
         storage = tensor.untyped_storage()
+        # FakeTensors (left behind by torch.export / the dynamo ONNX exporter elsewhere in the process) have a
+        # storage object whose data pointer raises: they hold no memory, so they are not counted.
+        return (str(tensor.device), storage.data_ptr(), storage.nbytes())
     except (RuntimeError, NotImplementedError):  # tensor subclasses and wrappers without a plain storage
         return None
-    return (str(tensor.device), storage.data_ptr(), storage.nbytes())
 
 
 def _live_storages() -> set[tuple[str, int, int]]:
