@@ -90,15 +90,15 @@ def test_tensor_function_is_traced_with_fx(photo):
 
 
 def test_torchvision_v2_compose_on_real_photo_names_the_step(photo):
-    zoo = pytest.importorskip("sample_models.zoo")
-    try:
-        with zoo.torchvision_models():  # a context: torchvision's definitions from .venv/zoo-site
-            from torchvision.transforms import v2
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"torchvision definitions not installed (scripts/setup_zoo.sh): {exc}")
+    from sample_models.zoo import torchvision_models
+
     image = torch.from_numpy(np.asarray(Image.open(photo).convert("RGB"))).permute(2, 0, 1)
-    train = v2.Compose([v2.Resize(128, antialias=False), v2.CenterCrop(112), v2.ToDtype(torch.float32, scale=True)])
-    infer = v2.Compose([v2.Resize(128, antialias=True), v2.CenterCrop(112), v2.ToDtype(torch.float32, scale=True)])
-    divergence = first_divergent_traced_step(trace_stage(train, image), trace_stage(infer, image))
+    # torchvision's pure-Python definitions (scripts/setup_zoo.sh), imported without its compiled ops.
+    with torchvision_models():
+        from torchvision.transforms import v2
+
+        train = v2.Compose([v2.Resize(128, antialias=False), v2.CenterCrop(112), v2.ToDtype(torch.float32, scale=True)])
+        infer = v2.Compose([v2.Resize(128, antialias=True), v2.CenterCrop(112), v2.ToDtype(torch.float32, scale=True)])
+        divergence = first_divergent_traced_step(trace_stage(train, image), trace_stage(infer, image))
     assert divergence is not None and divergence.step_index == 1
     assert "antialias=True" in divergence.cand_step and "antialias=False" in divergence.ref_step
