@@ -69,7 +69,7 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
     started = time.perf_counter()
     plans = {"reference": plan(as_spec(reference, "reference", options.columns), shard_size),
              "current": plan(as_spec(current, "current", options.columns), shard_size)}
-    if plans["reference"].kind is not plans["current"].kind:
+    if plans["reference"].kind is not plans["current"].kind and all(p.payloads for p in plans.values()):
         raise UsageError(f"cannot compare {plans['reference'].kind.value} with {plans['current'].kind.value}")
     wrapped = [({"side": side, "source": payload, "columns": list(options.columns) if options.columns else None,
                  "seed": options.seed, "k": options.sample_size}, payload)

@@ -143,6 +143,8 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
         if os.path.isdir(path):
             files, bad = _walk_local(path)
             return protocol, files, bad
+        if not os.path.isfile(path):  # a FIFO or device would block the worker that opens it, forever
+            return protocol, [], [BadItem(path, "not a regular file")]
         return protocol, [path], []
     if not fs.exists(path):
         raise InputError(f"{location}: not found")

@@ -192,3 +192,12 @@ def test_escape_sequences_in_names_are_neutralized_in_console_and_html(tmp_path,
         assert "\x1b" not in html and "\x07" not in html and "<b>x</b>" not in html
         assert "\x1b" not in console and "\x07" not in console
         assert "\\x1b" in console and "\\x1b" in html
+
+
+def test_a_fifo_given_as_a_split_is_reported_not_opened(tables, serial):
+    import os
+
+    os.mkfifo(tables / "pipe.csv")  # opening it would block the worker forever
+    result = drift(str(tables / "ok.csv"), str(tables / "pipe.csv"), engine=serial)
+    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]
+    assert "not a regular file" in _reasons(result)
