@@ -132,7 +132,11 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
     fs, path, protocol = _filesystem(location)
     local = protocol in ("file", "local")
     if any(ch in path for ch in "*?["):
-        return protocol, sorted(p for p in fs.glob(path) if fs.isfile(p)), []
+        matched = sorted(fs.glob(path))
+        regular = {p for p in matched if fs.isfile(p)}
+        files = [p for p in matched if p in regular]
+        odd = [BadItem(p, "not a regular file") for p in matched if p not in regular and not fs.isdir(p)]
+        return protocol, files, odd
     if local:
         try:
             os.stat(path)

@@ -201,3 +201,5 @@ def test_a_fifo_given_as_a_split_is_reported_not_opened(tables, serial):
     result = drift(str(tables / "ok.csv"), str(tables / "pipe.csv"), engine=serial)
     assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]
     assert "not a regular file" in _reasons(result)
+    globbed = drift(str(tables / "ok.csv"), str(tables / "p*.csv"), engine=serial)
+    assert "not a regular file" in _reasons(globbed)  # matched by a glob: reported, not skipped silently
