@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import warnings
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,10 @@ import numpy as np
 from gapcheck.tensors import fingerprint
 
 HASH_BITS = 64
-MAX_PIXELS = 20_000 * 20_000  # refuse decompression bombs before decoding
+# Refuse decompression bombs before decoding. 2**27 px (e.g. 16384 x 8192) decodes to ~0.4 GB as RGB and peaks
+# around 1.5-2 GB per worker through hashing; PIL's own limit (~179 Mpx) is higher and its warning at ~89 Mpx would
+# only print to the console, so the size check here is the one that counts and PIL's warning is silenced.
+MAX_PIXELS = 1 << 27
 
 
 def decode_path() -> str:
@@ -38,11 +42,15 @@ def decode_image(data: bytes) -> Any:
     """A decoded PIL image (pixels loaded); raises on corrupt data or an oversized image."""
     from PIL import Image
 
-    image = Image.open(io.BytesIO(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        image = Image.open(io.BytesIO(data))
     width, height = image.size
     if width * height > MAX_PIXELS:
         raise ValueError(f"image of {width}x{height} pixels is larger than the {MAX_PIXELS} pixel limit")
-    image.load()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        image.load()
     return image
 
 

@@ -203,3 +203,20 @@ def test_a_fifo_given_as_a_split_is_reported_not_opened(tables, serial):
     assert "not a regular file" in _reasons(result)
     globbed = drift(str(tables / "ok.csv"), str(tables / "p*.csv"), engine=serial)
     assert "not a regular file" in _reasons(globbed)  # matched by a glob: reported, not skipped silently
+
+
+def test_pixel_limit_is_ours_and_pils_bomb_warning_never_reaches_the_console(tmp_path, serial, monkeypatch, photo_splits):
+    import warnings
+
+    from PIL import Image
+
+    import gapcheck.data.hashing as hashing
+
+    Image.new("RGB", (40, 40), "red").save(tmp_path / "small.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # PIL warns above this (and refuses above twice it)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hashing.decode_image((tmp_path / "small.png").read_bytes()).size == (40, 40)
+    monkeypatch.setattr(hashing, "MAX_PIXELS", 1500)
+    result = leakage([f"train={photo_splits['train']}", f"val={tmp_path}"], engine=serial)
+    assert "image of 40x40 pixels is larger than the 1500 pixel limit" in _reasons(result)
