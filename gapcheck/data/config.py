@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
+from pydantic import Field
+
 from gapcheck.config import Section, register_section
 
 
 class EngineSection(Section):
     name: Literal["serial", "local", "ray"] = "local"
-    workers: Optional[int] = None
+    workers: Optional[int] = Field(None, ge=1)
     address: Optional[str] = None
 
 

@@ -31,6 +31,12 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def max_workers() -> int:
+    """The most worker processes a local pool may start: beyond a few per core they only cost memory, and a
+    typo (``workers = 100000``) must not fork a process per shard."""
+    return max(64, 4 * (os.cpu_count() or 1))
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -39,7 +45,11 @@ class LocalEngine:
     name = "local"
 
     def __init__(self, workers: int | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> None:
-        self.workers = max(1, workers or default_workers())
+        if workers is not None and not 1 <= workers <= max_workers():
+            from gapcheck.errors import UsageError
+
+            raise UsageError(f"the local engine takes 1 to {max_workers()} workers on this machine, got {workers}")
+        self.workers = workers or default_workers()
         self.max_attempts = max(1, max_attempts)
         self._pool: ProcessPoolExecutor | None = None
 

@@ -162,3 +162,13 @@ def test_local_worker_killed_while_idle_does_not_break_the_next_job():
         victim.join(timeout=10)
         run = run_job(engine, tasks.square_sum, _shards(RANGES), empty=int, merge=tasks.add)
     assert run.failures == () and run.merged == EXPECTED
+
+
+def test_local_engine_refuses_worker_counts_that_cannot_be_meant():
+    from gapcheck.engines.local import LocalEngine, max_workers
+    from gapcheck.errors import UsageError
+
+    for workers in (0, -3, max_workers() + 1, 100_000):
+        with pytest.raises(UsageError, match="workers"):
+            LocalEngine(workers=workers)
+    assert LocalEngine(workers=2).workers == 2
