@@ -30,7 +30,7 @@ from gapcheck.codes.padding import MASK_IGNORED, PADDING_DEPENDENCE, PADDING_NOT
 from gapcheck.compare import Tolerance, compare_arrays
 from gapcheck.errors import GapcheckError, UsageError
 from gapcheck.findings import Finding, Subject
-from gapcheck.report.contract import ResultBase, Table
+from gapcheck.report.contract import Check, ResultBase, Table
 
 Feeds = dict[str, np.ndarray]
 RunFn = Callable[[Feeds], Mapping[str, np.ndarray]]
@@ -109,6 +109,20 @@ class PaddingResult(ResultBase):
         failing = tuple(i for i, v in enumerate(self.variants) if not v.passed and v.masked)
         return (Table("Padding invariance", ("backend", "side", "padded to", "mask", "max |err|", "output",
                                              "verdict", "note"), rows, highlight=failing),)
+
+    def checks(self) -> Sequence[Check]:
+        """One JUnit case per padded variant and backend (the all-ones-mask probes are evidence, not cases)."""
+        cases = []
+        for v in self.variants:
+            if not v.masked:
+                continue
+            name = f"{v.backend}:pad {v.side} to {v.length}"
+            if v.max_abs is None:
+                cases.append(Check(name, "export_diff.padding", skipped=v.note or "not run"))
+            else:
+                failure = None if v.passed else f"{v.worst_output} of sample {v.worst_sample} differs, max |err| {v.max_abs:.3g}"
+                cases.append(Check(name, "export_diff.padding", failure, f"max_abs={v.max_abs:.3g}"))
+        return cases
 
 
 def _sequences(options: PadOptions, base: Feeds) -> tuple[list[Feeds], list[int]]:

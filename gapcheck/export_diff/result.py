@@ -140,6 +140,7 @@ class ExportDiffResult:
     batch_checks: tuple[BatchCheck, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     server_layers: tuple[Any, ...] = ()  # ServerLayer rows, when compared on a Triton twin
+    padding: Any = None  # gapcheck.export_diff.padding.PaddingResult, with --pad-check
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the ONNX model compared (onnx.ModelProto)
 
     @property

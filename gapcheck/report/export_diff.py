@@ -59,6 +59,7 @@ def sections(result: ExportDiffResult) -> dict[str, Any]:
             {"sample": i.sample, "name": i.name, "shape": list(i.shape), "dtype": i.dtype, "sha256": dict(i.sha256)}
             for i in result.inputs
         ],
+        "padding": None if result.padding is None else result.padding.sections()["padding"],
     }
 
 
@@ -84,6 +85,8 @@ def views(result: ExportDiffResult) -> tuple[Table | Chart, ...]:
         out.append(batch_table(result))
     if result.server_layers:
         out.append(server_table(result))
+    if result.padding is not None:
+        out.extend(result.padding.views())
     if result.inputs:
         out.append(inputs_table(result))
     return tuple(out)
@@ -226,6 +229,8 @@ def checks(result: ExportDiffResult) -> list[Check]:
     for check in result.batch_checks:
         failure = None if check.status == PASS else (check.error or f"max_abs={num(check.max_abs)} at row {check.worst_row}")
         cases.append(Check(f"batch={check.batch_size}:{check.order}:{check.output}", "export_diff.batch", failure))
+    if result.padding is not None:
+        cases.extend(result.padding.checks())
     whole_model = {TRAINING_MODE.code, BATCH_SIZE_BAKED.code, FP16_OVERFLOW.code}
     for finding in result.findings:
         if finding.is_gap and finding.code in whole_model:

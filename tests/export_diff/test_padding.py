@@ -120,7 +120,8 @@ def test_options_are_validated():
 def test_report_renders():
     result = _check(planted.build_mask_ignored())
     assert '"padding_dependence"' in render(ReportFormat.JSON, result)
-    assert "padding_dependence" in render(ReportFormat.JUNIT, result)
+    junit = render(ReportFormat.JUNIT, result)
+    assert "torch:pad right to" in junit and 'failures="2"' in junit
 
 
 def _gpt2(position_ids_from_mask: bool):
