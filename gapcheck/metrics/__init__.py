@@ -11,8 +11,9 @@ from gapcheck.metrics.check import (
     REFERENCES,
     CaseOutcome,
     MetricCheckResult,
+    MetricTimeout,
     assert_metric_matches,
     check_metric,
 )
 
-__all__ = ["REFERENCES", "CaseOutcome", "MetricCheckResult", "assert_metric_matches", "check_metric"]
+__all__ = ["REFERENCES", "CaseOutcome", "MetricCheckResult", "MetricTimeout", "assert_metric_matches", "check_metric"]

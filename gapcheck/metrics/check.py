@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -82,13 +83,47 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.6g}"
 
 
+class MetricTimeout(UsageError):
+    """The custom metric did not return within the deadline."""
+
+
 def _scalar(value: Any) -> float:
+    """The metric's value as a float; anything that is not one number (None, a string, a vector) is an error."""
     if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        if value.numel() != 1:
+            raise TypeError(f"the metric returned a tensor of shape {tuple(value.shape)}, not one number")
         value = value.detach().cpu().item()
-    return float(np.asarray(value, dtype=np.float64).reshape(()))
+    if value is None or isinstance(value, (str, bytes)):
+        # np.asarray("0.5", float) would quietly parse it; None would become NaN and pass as "undefined"
+        raise TypeError(f"the metric returned {type(value).__name__} {value!r:.40}, not a number")
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise TypeError(f"the metric returned {type(value).__name__} of shape {array.shape}, not one number")
+    return float(array.astype(np.float64).reshape(()))
 
 
-def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, **kwargs: Any) -> tuple[float | None, str]:
+def _call_with_deadline(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Run ``fn`` in a daemon thread and wait at most ``timeout_s``; a hung metric cannot hang the check."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="gapcheck-metric", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():  # the thread cannot be killed; it is a daemon, so it does not keep the process alive
+        raise MetricTimeout(f"{what} did not return within {timeout_s:g} s; raise timeout_s if it is just slow")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, timeout_s: float | None = None,
+         what: str = "", **kwargs: Any) -> tuple[float | None, str]:
     y_true, y_pred = case.y_true, case.y_pred
     if as_torch:  # the user's metric was given tensors: hand it tensors on every case
         import torch
@@ -96,7 +131,13 @@ def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, **kwargs: A
     try:
         with warnings.catch_warnings():  # sklearn's UndefinedMetricWarning, numpy's empty-mean: outcomes, not noise
             warnings.simplefilter("ignore")
-            value = _scalar(fn(y_true, y_pred, **kwargs))
+            if timeout_s is None:
+                value = _scalar(fn(y_true, y_pred, **kwargs))
+            else:
+                value = _scalar(_call_with_deadline(lambda: fn(y_true, y_pred, **kwargs), timeout_s,
+                                                    f"{what} on case '{case.name}'"))
+    except MetricTimeout:
+        raise
     except Exception as exc:  # noqa: BLE001 - a metric that raises is an outcome to report, not a crash
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     return value, ""
@@ -124,8 +165,11 @@ def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:
     n_classes = scores.shape[1] if scores.ndim == 2 else 2
     truth = np.tile(np.arange(n_classes), 4)
     if scores.ndim == 2:
-        confident = np.full((truth.size, n_classes), 0.1 / max(n_classes - 1, 1))
-        confident[np.arange(truth.size), truth] = 0.9
+        # the wrong classes get distinct small scores: a tie here would test tie-breaking (arbitrary for top-k),
+        # not what the case is named after; rows still sum to 1 for log-loss
+        confident = np.tile((np.arange(n_classes) + 1.0) / (10.0 * n_classes * n_classes), (truth.size, 1))
+        confident[np.arange(truth.size), truth] = 0.0
+        confident[np.arange(truth.size), truth] = 1.0 - confident.sum(axis=1)
         tied = np.full((truth.size, n_classes), 1.0 / n_classes)
     else:
         confident = np.where(truth == 1, 0.9, 0.1)
@@ -139,11 +183,12 @@ def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:
 
 
 def _compare(case: Case, reference: Reference, custom: Callable[..., Any], options: dict[str, Any],
-             tol: Tolerance, custom_kwargs: dict[str, Any], as_torch: bool) -> CaseOutcome:
+             tol: Tolerance, custom_kwargs: dict[str, Any], as_torch: bool, timeout_s: float,
+             metric: str) -> CaseOutcome:
     ref_value, ref_error = _run(lambda t, p: reference.compute(t, p, options), case)
     if ref_value is not None and math.isnan(ref_value):
         ref_value, ref_error = None, "NaN"
-    value, error = _run(custom, case, as_torch, **custom_kwargs)
+    value, error = _run(custom, case, as_torch, timeout_s, metric, **custom_kwargs)
     n = int(case.y_true.shape[0])
     if ref_value is None:
         note = f"reference undefined ({ref_error})"
@@ -161,8 +206,11 @@ def _finding(outcome: CaseOutcome, metric: str, reference: str) -> Finding | Non
     evidence = {"case": outcome.case, "n": outcome.n, "reference": outcome.reference, "custom": outcome.custom,
                 "abs_error": outcome.abs_error, "error": outcome.error}
     if not outcome.passed:
-        what = (f"raised {outcome.error}" if outcome.custom is None
-                else f"gives {outcome.custom:.6g}, {reference} gives {outcome.reference:.6g} (|Δ| {outcome.abs_error:.3g})")
+        if outcome.custom is None:
+            what = f"raised {outcome.error}"
+        else:  # abs_error is None when the custom value is NaN/Inf
+            delta = "non-finite" if outcome.abs_error is None else f"{outcome.abs_error:.3g}"
+            what = f"gives {outcome.custom:.6g}, {reference} gives {_fmt(outcome.reference)} (|Δ| {delta})"
         return METRIC_MISMATCH.finding(f"{metric} on '{outcome.case}' (n={outcome.n}): {what}", subject=subject,
                                        evidence=evidence)
     if outcome.reference is None and outcome.custom is not None and not math.isnan(outcome.custom):
@@ -186,12 +234,16 @@ def check_metric(
     average: str = "macro",
     custom_kwargs: dict[str, Any] | None = None,
     name: str | None = None,
+    timeout_s: float = 60.0,
 ) -> MetricCheckResult:
     """Compare ``custom(y_true, y_pred)`` with the reference ``reference`` (a key of :data:`REFERENCES`).
 
     ``y_pred`` holds labels for label metrics and scores/probabilities for score metrics
     (``roc_auc``, ``log_loss``, ``top_k_accuracy``, ``average_precision``). Torch tensors are accepted.
+    ``timeout_s`` bounds each call of ``custom`` (a hung metric raises :class:`MetricTimeout`, a UsageError).
     """
+    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     if reference not in REFERENCES:
         raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
     ref = REFERENCES[reference]
@@ -199,14 +251,14 @@ def check_metric(
                     atol=DEFAULT_TOLERANCE.atol if atol is None else atol)
     as_torch = hasattr(y_true, "detach") or hasattr(y_pred, "detach")
     truth, pred = _as_array(y_true, "y_true"), _as_array(y_pred, "y_pred")
-    if truth.shape[0] != pred.shape[0]:
-        raise UsageError(f"y_true has {truth.shape[0]} samples, y_pred {pred.shape[0]}")
+    _check_shapes(truth, pred, ref)
     cases = [Case("user data", truth, pred)]
     if edge_cases:
         cases += _label_cases(truth, pred) if ref.kind == "labels" else _score_cases(truth, pred)
     options = {"labels": labels, "k": k, "average": average}
     metric = name or getattr(custom, "__name__", "custom metric")
-    outcomes = tuple(_compare(case, ref, custom, options, tol, dict(custom_kwargs or {}), as_torch) for case in cases)
+    outcomes = tuple(_compare(case, ref, custom, options, tol, dict(custom_kwargs or {}), as_torch, timeout_s, metric)
+                     for case in cases)
     findings = tuple(f for f in (_finding(o, metric, reference) for o in outcomes) if f is not None)
     return MetricCheckResult(metric=metric, reference=reference, outcomes=outcomes, findings=findings, tolerance=tol)
 
@@ -214,10 +266,30 @@ def check_metric(
 def _as_array(value: Any, what: str) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:  # ragged nested lists
+        raise UsageError(f"{what} is not a rectangular array: {exc}") from None
     if array.ndim == 0 or array.ndim > 2:
         raise UsageError(f"{what} must be 1-D (labels) or 2-D (scores), got shape {array.shape}")
+    if array.dtype.kind not in "biufU":  # object arrays (None, mixed types) would crash inside numpy/sklearn
+        raise UsageError(f"{what} must hold numbers or strings, got dtype {array.dtype}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        bad = int(np.flatnonzero(~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))[0])
+        raise UsageError(f"{what} holds NaN/Inf (first at sample {bad}); no reference metric is defined on it — "
+                         "drop or fix those samples first")
     return array
+
+
+def _check_shapes(truth: np.ndarray, pred: np.ndarray, ref: Reference) -> None:
+    if truth.shape[0] != pred.shape[0]:
+        raise UsageError(f"y_true has {truth.shape[0]} samples, y_pred {pred.shape[0]}")
+    if truth.ndim != 1:
+        raise UsageError(f"y_true must be 1-D class labels, got shape {truth.shape}"
+                         + (" (one-hot? pass y_true.argmax(1))" if truth.shape[1] > 1 else " (pass y_true.ravel())"))
+    if ref.kind == "labels" and pred.ndim != 1:
+        raise UsageError(f"{ref.name} compares predicted labels: y_pred must be 1-D, got shape {pred.shape}"
+                         + (" (scores? pass y_pred.argmax(1))" if pred.shape[1] > 1 else " (pass y_pred.ravel())"))
 
 
 def assert_metric_matches(custom: Callable[..., Any], reference: str, y_true: Any, y_pred: Any,

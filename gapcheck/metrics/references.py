@@ -51,7 +51,10 @@ def _log_loss(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -
 
 
 def _top_k(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -> float:
-    return float(_sk().top_k_accuracy_score(y_true, scores, k=int(options.get("k", 5)), labels=options.get("labels")))
+    labels = options.get("labels")
+    if labels is None and scores.ndim == 2:  # column i scores class i: a class missing from y_true is still a class
+        labels = np.arange(scores.shape[1])
+    return float(_sk().top_k_accuracy_score(y_true, scores, k=int(options.get("k", 5)), labels=labels))
 
 
 def _average_precision(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -> float:

@@ -127,3 +127,78 @@ def test_report_envelope_and_junit():
     assert all(f["code"] in ("metric_mismatch", "metric_undefined_case") for f in doc["findings"])
     xml = render(ReportFormat.JUNIT, result)
     assert 'failures="' in xml and "single class in y_true" in xml
+
+
+# -- hostile / unlucky input: one clear UsageError or a named mismatch, never a crash inside gapcheck ----------
+
+@pytest.mark.parametrize("returned, said", [(None, "NoneType"), ("0.5", "str"), (np.array([0.5, 0.5]), "shape (2,)")])
+def test_metric_returning_a_non_number_is_a_named_mismatch(returned, said):
+    # None used to crash while formatting the finding; "0.5" used to be parsed quietly as 0.5.
+    result = check_metric(lambda t, p: returned, "accuracy", Y_TRUE, Y_PRED, edge_cases=False)
+    assert result.verdict.value == "gap"
+    (finding,) = result.findings
+    assert finding.code == "metric_mismatch" and said in finding.message and "not" in finding.message
+
+
+def test_metric_returning_nan_where_reference_is_defined_names_the_case():
+    result = check_metric(lambda t, p: float("nan"), "accuracy", Y_TRUE, Y_PRED, edge_cases=False)
+    (finding,) = result.findings
+    assert "gives nan" in finding.message and "non-finite" in finding.message
+
+
+def test_hung_metric_is_stopped_by_the_deadline():
+    import threading
+
+    release = threading.Event()
+    from gapcheck.metrics import MetricTimeout
+
+    with pytest.raises(MetricTimeout, match="did not return within 0.2 s") as info:
+        check_metric(lambda t, p: release.wait(30), "accuracy", Y_TRUE, Y_PRED, timeout_s=0.2)
+    release.set()
+    assert isinstance(info.value, UsageError) and "user data" in str(info.value)
+
+
+@pytest.mark.parametrize("y_true, y_pred, said", [
+    (Y_TRUE, np.where(np.arange(200) == 3, np.nan, Y_PRED), "NaN/Inf (first at sample 3)"),
+    (Y_TRUE[:, None], Y_PRED, "y_true.ravel()"),
+    (np.eye(4)[Y_TRUE], Y_PRED, "one-hot? pass y_true.argmax(1)"),
+    (Y_TRUE, np.eye(4)[Y_PRED], "scores? pass y_pred.argmax(1)"),
+    (Y_TRUE, [None] * 200, "dtype object"),
+])
+def test_bad_inputs_are_usage_errors(y_true, y_pred, said):
+    with pytest.raises(UsageError, match=__import__("re").escape(said)):
+        check_metric(accuracy_correct, "accuracy", y_true, y_pred)
+
+
+def test_top_k_is_defined_when_a_class_is_missing_from_y_true():
+    # Column i scores class i; sklearn needs labels= to know that when y_true lacks a class.
+    scores = RNG.random((60, 4))
+    truth = RNG.integers(0, 3, 60)  # class 3 never occurs
+
+    def top2(y_true, s):
+        return float(np.mean((np.argsort(-s, axis=1)[:, :2] == y_true[:, None]).any(axis=1)))
+
+    result = check_metric(top2, "top_k_accuracy", truth, scores, k=2)
+    assert result.verdict.value == "pass", result.table_text()
+    assert all(o.reference is not None for o in result.outcomes if o.case != "empty input"), result.table_text()
+
+
+def test_rank_auc_from_a_real_classifier_passes_and_the_tie_blind_variant_is_named():
+    from scipy.stats import rankdata
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.naive_bayes import GaussianNB
+
+    x, y = load_breast_cancer(return_X_y=True)
+    scores = GaussianNB().fit(x[:400], y[:400]).predict_proba(x[400:])[:, 1]
+
+    def auc_mann_whitney(y_true, s, rank=rankdata):
+        r = rank(s)
+        pos = int(y_true.sum())
+        return float((r[y_true == 1].sum() - pos * (pos + 1) / 2) / (pos * (len(y_true) - pos)))
+
+    def auc_argsort_ranks(y_true, s):  # as copied from a blog post: ties get distinct ranks
+        return auc_mann_whitney(y_true, s, rank=lambda v: np.argsort(np.argsort(v)) + 1.0)
+
+    assert check_metric(auc_mann_whitney, "roc_auc", y[400:], scores).verdict.value == "pass"
+    result = check_metric(auc_argsort_ranks, "roc_auc", y[400:], scores)
+    assert {f.evidence["case"] for f in result.findings if f.code == "metric_mismatch"} == {"tied scores"}
