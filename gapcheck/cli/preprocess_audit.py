@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from gapcheck.cli.leakage import AddressOpt, EngineOpt
 from gapcheck.cli.options import ConfigOpt, HtmlOpt, JsonOpt, JunitOpt, MaxRowsOpt, ProgressOpt, emit_reports, prepare_reports
 from gapcheck.errors import ExitCode, UsageError
 
@@ -27,6 +28,8 @@ def command(
     p_threshold: Annotated[Optional[float], typer.Option("--p-threshold", help="KS p-value threshold (default 0.01).")] = None,
     min_effect: Annotated[Optional[float], typer.Option("--min-effect", help="Minimum KS statistic D to flag.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Worker processes (default 2).")] = None,
+    engine: EngineOpt = None,
+    engine_address: AddressOpt = None,
     repeats: Annotated[Optional[int], typer.Option(
         "--repeats", min=0, help="Extra runs per stage to detect nondeterminism (default 2).")] = None,
     tolerance: Annotated[Optional[float], typer.Option(
@@ -38,14 +41,17 @@ def command(
     progress: ProgressOpt = True,
 ) -> None:
     """Run the same raw samples through training, validation and inference preprocessing and name what differs."""
+    import gapcheck.data.config  # noqa: F401 - registers the [engine] section
     from gapcheck.cli.rich_progress import RichProgress
     from gapcheck.config import load_config, merge_flags
+    from gapcheck.engines import EngineKind, open_engine
     from gapcheck.preprocess.audit import DEFAULT_TOLERANCE, preprocess_audit
     from gapcheck.preprocess.distribution import DEFAULT_MIN_EFFECT
     from gapcheck.preprocess.stages import parse_stage_option
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
-    cfg = load_config(config).preprocess
+    loaded = load_config(config)
+    cfg = loaded.preprocess
     specs = [parse_stage_option(s) for s in stage] if stage else list(cfg.stages)
     marked = set(augmented or [])
     unknown = marked - {s.name for s in specs}
@@ -60,8 +66,14 @@ def command(
     settings = merge_flags(None, {**chosen, **{k: v for k, v in dict(
         n=n, p_threshold=p_threshold, min_effect=min_effect, workers=workers, repeats=repeats,
         tolerance=tolerance).items() if v is not None}})
-    with RichProgress(enabled=progress) as bar:
-        result = preprocess_audit(sample_source, specs, progress=bar, **settings)
+    section = loaded.section("engine")  # flags win over the [engine] section
+    kind = engine or EngineKind(getattr(section, "name", None) or "local")
+    options: dict[str, Any] = {"workers": settings["workers"]}
+    address = engine_address or getattr(section, "address", None)
+    if address is not None:
+        options["address"] = address
+    with RichProgress(enabled=progress) as bar, open_engine(kind, **options) as opened:
+        result = preprocess_audit(sample_source, specs, progress=bar, engine=opened, **settings)
     _report(result, reports, max_rows)
     raise typer.Exit(ExitCode.for_verdict(result.verdict))
 

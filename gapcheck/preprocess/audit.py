@@ -16,7 +16,7 @@ import pickle
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gapcheck.errors import BackendError, InputError, UsageError
 from gapcheck.findings import Finding, Verdict
@@ -28,8 +28,11 @@ from gapcheck.preprocess.pool import SupervisedPool, describe_exit
 from gapcheck.preprocess.result import PreprocessAuditResult
 from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS, SampleEntry, Screening, discover_samples
 from gapcheck.preprocess.stages import StageSpec, check_stages, make_spec, parse_stage_option
-from gapcheck.preprocess.worker import SampleRecord, WorkerOptions, WorkItem, run_chunk
+from gapcheck.preprocess.worker import SampleRecord, WorkerOptions, WorkItem, init_worker, run_chunk
 from gapcheck.progress import NullProgress, ProgressReporter
+
+if TYPE_CHECKING:
+    from gapcheck.engines import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +127,34 @@ def _work_items(entries: list[SampleEntry], repeats: int) -> tuple[list[WorkItem
     return items, listed
 
 
+def audit_shard(payload: tuple[tuple[StageSpec, ...], tuple[WorkItem, ...], WorkerOptions, bool]) -> list[SampleRecord]:
+    """The engine task: one chunk of samples through every stage (module-level, so every engine can ship it)."""
+    specs, chunk, options, isolated = payload
+    if isolated:  # a worker of its own (ray): decoder guards and one thread, as the supervised workers do
+        init_worker(options.max_pixels)
+    return run_chunk(specs, chunk, options)
+
+
 def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOptions, workers: int, in_process: bool,
-         progress: ProgressReporter) -> tuple[list[SampleRecord], list[Any], float]:
-    """Records, worker deaths, and the CPU seconds the worker processes spent (0 in process)."""
+         progress: ProgressReporter, engine: "Engine | None" = None) -> tuple[list[SampleRecord], list[Any], float, list[Any]]:
+    """Records, worker deaths, the CPU seconds the worker processes spent (0 in process), and failed shards.
+
+    The supervised pool runs the stages unless an engine other than ``local`` is given: only the
+    supervised pool can name the stage that killed a worker on one sample and go on with the rest of
+    its chunk; other engines retry the whole shard and report it when it keeps failing.
+    """
     records: list[SampleRecord] = []
     deaths: list[Any] = []
+    failures: list[Any] = []
     cpu = 0.0
+    if engine is not None and engine.name != "local" and not in_process:
+        from gapcheck.engines import Shard, run_job
+
+        shards = [Shard(i, (specs, chunk, options, engine.name != "serial"), tuple(item.path for item in chunk))
+                  for i, chunk in enumerate(_chunks(items, workers))]
+        run = run_job(engine, audit_shard, shards, empty=list, merge=lambda a, b: a + b, progress=progress,
+                      description="auditing samples")
+        return run.merged, [], 0.0, list(run.failures)
     progress.start("auditing samples", total=len(items))
     try:
         if in_process:
@@ -142,7 +167,7 @@ def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOpt
             deaths, cpu = pool.deaths, pool.cpu_seconds
     finally:
         progress.finish()
-    return records, deaths, cpu
+    return records, deaths, cpu, failures
 
 
 def _audited(records: list[SampleRecord], deaths: list[Any]) -> list[SampleRecord]:
@@ -180,6 +205,7 @@ def preprocess_audit(
     tolerance: float = DEFAULT_TOLERANCE,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     progress: ProgressReporter | None = None,
+    engine: "Engine | None" = None,
 ) -> PreprocessAuditResult:
     """Audit preprocessing stages on the same raw samples.
 
@@ -188,6 +214,11 @@ def preprocess_audit(
     :mod:`gapcheck.preprocess.stages` for what a stage may be. Stages run in worker processes
     (also with ``workers=1``) unless a stage is a callable that cannot be pickled and
     ``workers=1``: then they run in this process, and a stage that kills its process kills the caller.
+
+    ``engine`` (:func:`gapcheck.engines.open_engine`): ``None`` or ``local`` run the supervised worker
+    pool; ``serial`` and ``ray`` run chunks of samples as engine shards (a shard that keeps failing is a
+    ``shard_failed`` finding naming its samples). Records merge in sample order, so the report is the same
+    on every engine (``workers`` still plans the chunks; the engine decides how many run at once).
     """
     started, cpu_started = time.perf_counter(), time.process_time()
     check_settings(n=n, p_threshold=p_threshold, min_effect=min_effect, workers=workers, repeats=repeats,
@@ -198,12 +229,16 @@ def preprocess_audit(
     items, listed = _work_items(discover_samples(samples, n), repeats)
     seconds = {"discover": time.perf_counter() - started}
     options = WorkerOptions(max_pixels, repeats, KS_POINTS)
-    records, deaths, worker_cpu = _run(specs, items, options, max(1, min(workers, len(items))), in_process,
-                                       progress or NullProgress())
+    records, deaths, worker_cpu, failures = _run(specs, items, options, max(1, min(workers, len(items))), in_process,
+                                                 progress or NullProgress(), engine)
     records = sorted(records + listed, key=lambda r: r.index)
     seconds["stages"] = time.perf_counter() - started - seconds["discover"]
     audited = _audited(records, deaths)
     result = _findings_and_result(specs, records, audited, tolerance, max_pixels, p_threshold, min_effect)
+    if failures:
+        from gapcheck.data.common import shard_failure_findings
+
+        result["findings"] = tuple(shard_failure_findings(failures)) + result["findings"]
     seconds["analysis"] = time.perf_counter() - started - seconds["discover"] - seconds["stages"]
     cpu = {"parent": time.process_time() - cpu_started, "workers": worker_cpu}
     settings = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "workers": workers, "repeats": repeats,

@@ -22,7 +22,7 @@ from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
 from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
 from gapcheck.preprocess.result import PairResult
-from gapcheck.preprocess.samples import decode_rgb, read_regular_file
+from gapcheck.preprocess.samples import decode_rgb, local_path, read_regular_file
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.preprocess.worker import SampleRecord
 from gapcheck.tensors import to_numpy
@@ -67,7 +67,8 @@ class AuditContext:
         fn = self.callable_of(stage)
         try:
             data = read_regular_file(path)
-            return to_numpy(fn(data if spec.accepts == "bytes" else path))
+            with local_path(path, data) as local:
+                return to_numpy(fn(data if spec.accepts == "bytes" else local))
         except Exception as exc:  # noqa: BLE001 - it worked in the worker; a failure now is logged, not fatal
             logger.warning("re-running %s on %s failed: %s", stage, path, exc)
             return None

@@ -8,15 +8,18 @@ bomb) are counted and listed, never passed on; unusual but decodable images
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import logging
 import os
+import re
 import stat
+import tempfile
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -35,6 +38,8 @@ from gapcheck.errors import InputError
 logger = logging.getLogger(__name__)
 
 # PIL's own default; also applied to PIL inside workers so stages that decode with PIL are guarded too.
+MAX_SAMPLE_BYTES = 512 * 2**20  # a remote sample larger than this is refused before it is read
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 DEFAULT_MAX_PIXELS = 89_478_485
 
 # Codes for samples that are never passed to a stage.
@@ -68,7 +73,7 @@ class Screening:
 class SampleEntry:
     """A sample found on disk; ``issue`` is set for entries that are never opened (special files, loops, bad links)."""
 
-    path: Path
+    path: Path | str  # a str for an fsspec URL (memory://, s3://), read by the workers
     issue: InputIssue | None = None
 
 
@@ -144,6 +149,8 @@ def discover_samples(samples: str | Path | Iterable[str | Path], n: int) -> list
     """
     if n < 1:
         raise InputError(f"the number of samples must be at least 1 (got {n})")
+    if isinstance(samples, str) and (is_url(samples) or samples.startswith("file://") or any(c in samples for c in "*?[")):
+        return _discover_listed(samples)[:n]
     if isinstance(samples, (str, Path)):
         root = Path(samples)
         issue = classify_entry(root) if os.path.lexists(root) else None
@@ -166,12 +173,74 @@ def discover_samples(samples: str | Path | Iterable[str | Path], n: int) -> list
     return entries[:n]
 
 
+def is_url(location: object) -> bool:
+    """An fsspec URL other than file:// (read with fsspec on the workers)."""
+    return isinstance(location, str) and bool(_URL.match(location)) and not location.startswith("file://")
+
+
+def _discover_listed(location: str) -> list[SampleEntry]:
+    """A glob (local or remote) or an fsspec URL: the listing of gapcheck.data.sources (leakage and drift use it)."""
+    from gapcheck.data.sources import list_files
+
+    protocol, files, odd = list_files(location)
+    local = protocol in ("file", "local")
+    entries: list[SampleEntry] = []
+    for name in files:
+        if PurePosixPath(name).name.startswith("."):
+            continue
+        if local:
+            entries.append(SampleEntry(Path(name), classify_entry(Path(name))))
+        else:  # the URL the workers open (memory paths are listed with a leading "/")
+            entries.append(SampleEntry(f"{protocol}://{name.lstrip('/')}" if protocol == "memory" else f"{protocol}://{name}"))
+    entries += [SampleEntry(item.item if not local else Path(item.item), InputIssue(UNREADABLE, item.reason))
+                for item in odd]
+    if not entries:
+        raise InputError(f"no sample files found in {location}")
+    return sorted(entries, key=lambda e: str(e.path))
+
+
+def _read_url(url: str) -> bytes:
+    import fsspec
+
+    try:
+        with fsspec.open(url, "rb") as handle:
+            size = getattr(handle, "size", None)
+            if size is not None and size > MAX_SAMPLE_BYTES:
+                raise OSError(errno.EFBIG, f"{size} bytes exceeds the limit of {MAX_SAMPLE_BYTES}: not read")
+            data = handle.read(MAX_SAMPLE_BYTES + 1)
+    except (ImportError, ValueError) as exc:  # no backend for the protocol, or a malformed URL
+        raise OSError(errno.EINVAL, f"cannot open {url}: {exc}") from exc
+    if len(data) > MAX_SAMPLE_BYTES:
+        raise OSError(errno.EFBIG, f"more than {MAX_SAMPLE_BYTES} bytes: not read")
+    return data
+
+
+@contextlib.contextmanager
+def local_path(path: str, data: bytes) -> Iterator[str]:
+    """A path a stage can open: the sample's own path, or (for a URL) a private temporary copy of ``data``."""
+    if not is_url(path):
+        yield path
+        return
+    suffix = PurePosixPath(path).suffix[:16]
+    handle, name = tempfile.mkstemp(prefix="gapcheck-sample-", suffix=suffix)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        yield name
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
 def read_regular_file(path: str) -> bytes:
     """Read a sample that discovery found to be a regular file, without ever blocking on a FIFO.
 
     ``O_NONBLOCK`` makes opening a FIFO (swapped in since discovery) return at once, and the
-    ``fstat`` on the open descriptor refuses anything that is not a regular file.
+    ``fstat`` on the open descriptor refuses anything that is not a regular file. An fsspec URL is
+    read with fsspec, at most ``MAX_SAMPLE_BYTES``.
     """
+    if is_url(path):
+        return _read_url(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode

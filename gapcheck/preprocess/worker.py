@@ -24,6 +24,7 @@ from gapcheck.preprocess.samples import (
     decode_rgb,
     full_decode_issue,
     guard_decoders,
+    local_path,
     read_regular_file,
     screen_bytes,
 )
@@ -182,15 +183,16 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
     observations: list[StageObservation] = []
     outputs: dict[str, tuple[np.ndarray, ArraySummary]] = {}
     dead = dict(item.dead)
-    for position, (spec, fn) in enumerate(stages):
-        if spec.name in dead:
-            observations.append(StageObservation(spec.name, False, dead[spec.name]))
-            continue
-        mark(item.index, position)
-        observation, output = _observe(spec, fn, item, data, options)
-        observations.append(observation)
-        if output is not None:
-            outputs[spec.name] = (output, observation.stats)
+    with local_path(item.path, data) as path:  # a URL's bytes in a private temporary file, for stages that take a path
+        for position, (spec, fn) in enumerate(stages):
+            if spec.name in dead:
+                observations.append(StageObservation(spec.name, False, dead[spec.name]))
+                continue
+            mark(item.index, position)
+            observation, output = _observe(spec, fn, item, path, data, options)
+            observations.append(observation)
+            if output is not None:
+                outputs[spec.name] = (output, observation.stats)
 
     mark(item.index, ANALYSING)
     issue = screening.issue
@@ -212,11 +214,11 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
                         profile)
 
 
-def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, data: bytes,
+def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str, data: bytes,
              options: WorkerOptions) -> tuple[StageObservation, np.ndarray | None]:
     """Run one stage on one sample: its observation (summary, layout, repeats, KS values) and its output."""
     try:
-        output = _call(spec, fn, item.path, data)
+        output = _call(spec, fn, path, data)
     except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
         return StageObservation(spec.name, False, _error_text(exc)), None
     info = detect_layout(output.shape)
@@ -226,7 +228,7 @@ def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, data: byte
         repeat_list = []
         for _ in range(options.repeats):
             try:
-                repeat_list.append(fingerprint(_call(spec, fn, item.path, data)))
+                repeat_list.append(fingerprint(_call(spec, fn, path, data)))
             except Exception as exc:  # noqa: BLE001 - a stage that fails only sometimes is nondeterministic too
                 repeat_list.append(f"error: {_error_text(exc)}")
         repeats = tuple(repeat_list)

@@ -115,5 +115,7 @@ class RecipeSteps:
     def locate(self, pair: "Pair") -> StepDivergence | None:
         ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
         assert ref is not None and cand is not None and ref.recipe is not None and cand.recipe is not None
+        from gapcheck.preprocess.samples import read_regular_file
+
         sample = pair.evidence[0].sample
-        return first_divergent_step(ref.recipe, cand.recipe, sample, sample)
+        return first_divergent_step(ref.recipe, cand.recipe, read_regular_file(sample), sample)

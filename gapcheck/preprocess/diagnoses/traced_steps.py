@@ -25,7 +25,7 @@ from gapcheck.errors import one_line
 from gapcheck.preprocess.diagnoses.base import rel_max_abs
 from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
-from gapcheck.preprocess.samples import read_regular_file
+from gapcheck.preprocess.samples import local_path, read_regular_file
 from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage
 
 if TYPE_CHECKING:
@@ -102,11 +102,15 @@ class TracedSteps:
     def trace(self, pair: "Pair", stage: str, sample: str) -> StageTrace:
         spec = pair.spec(stage)
         assert spec is not None
+        data = read_regular_file(sample)
         if spec.recipe is not None:
-            steps = spec.recipe.trace(sample, rgb=True)
+            steps = spec.recipe.trace(data, rgb=True)
             return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), "steps")
         fn = pair.callable_of(stage)
-        return trace_stage(fn, read_regular_file(sample) if spec.accepts == "bytes" else sample)
+        if spec.accepts == "bytes":
+            return trace_stage(fn, data)
+        with local_path(sample, data) as path:
+            return trace_stage(fn, path)
 
     def locate(self, pair: "Pair") -> StepDivergence | None:
         sample = _showing_difference(pair).sample
