@@ -89,6 +89,35 @@ _TwinFile = Annotated[list[Path], typer.Option(
 _CacheDir = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Export cache folder (default: ~/.cache/gapcheck/exports or $GAPCHECK_CACHE_DIR).")]
 _NoCache = Annotated[bool, typer.Option("--no-cache", help="Always export; neither read nor write the export cache.")]
+_PadCheck = Annotated[bool, typer.Option(
+    "--pad-check", help="Check padding invariance: sequences padded to other lengths/sides must give the same outputs.")]
+_PadSide = Annotated[str, typer.Option("--pad-side", help="Padding side(s) to check: right, left or both.")]
+_PadLengths = Annotated[Optional[str], typer.Option(
+    "--pad-lengths", help="Padded lengths, e.g. 64,96,128 (default: two lengths up to the input's length).")]
+_PadInputs = Annotated[Optional[str], typer.Option(
+    "--pad-inputs", help="TOKENS[,MASK] input names (default: the first integer input, and an input named *mask*).")]
+
+
+def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str | None) -> Any:
+    """The padding-check request from the --pad-* flags (None when --pad-check is not given)."""
+    if not enabled:
+        if lengths or inputs or side != "right":
+            raise UsageError("--pad-side, --pad-lengths and --pad-inputs need --pad-check")
+        return None
+    from gapcheck.export_diff.api import PadCheckRequest
+
+    sides = {"right": ("right",), "left": ("left",), "both": ("right", "left")}.get(side)
+    if sides is None:
+        raise UsageError(f"--pad-side must be right, left or both, not {side!r}")
+    try:
+        parsed = tuple(int(part) for part in (lengths or "").split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"--pad-lengths must be comma-separated integers, got {lengths!r}") from None
+    names = [part.strip() for part in (inputs or "").split(",") if part.strip()]
+    if len(names) > 2:
+        raise UsageError(f"--pad-inputs takes TOKENS[,MASK], got {inputs!r}")
+    return PadCheckRequest(sides=sides, lengths=parsed, token_input=names[0] if names else None,
+                           mask_input=names[1] if len(names) > 1 else None)
 
 
 #: flag parameter -> [export_diff] key, and -> [triton] key (file < environment < flags)
@@ -140,6 +169,10 @@ def command(
     twin_file: _TwinFile = [],  # noqa: B006
     cache_dir: _CacheDir = None,
     no_cache: _NoCache = False,
+    pad_check: _PadCheck = False,
+    pad_side: _PadSide = "right",
+    pad_lengths: _PadLengths = None,
+    pad_inputs: _PadInputs = None,
     progress: ProgressOpt = True,
     config: ConfigOpt = None,
 ) -> None:
@@ -150,6 +183,7 @@ def command(
     from gapcheck.report.formats.console_format import print_result
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
+    padding = parse_pad_check(pad_check, pad_side, pad_lengths, pad_inputs)
     given = locals()
     settings = _settings(ctx, config, given)
     tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)
@@ -162,7 +196,7 @@ def command(
         precision=Precision(settings["precision"]).value, keep_train_mode=keep_train_mode,
         max_intermediate_bytes=settings["max_intermediate_mb"] * 1024 * 1024, deployment=_deployment(settings, given),
         server_layers=triton_layers, twin_files=tuple(twin_file), save_onnx=save_onnx, cache_dir=cache_dir,
-        no_cache=no_cache,
+        no_cache=no_cache, pad_check=padding,
     )
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)

@@ -50,6 +50,17 @@ class DeploymentTarget:
 
 
 @dataclass(frozen=True)
+class PadCheckRequest:
+    """Padding invariance (see :mod:`gapcheck.export_diff.padding`); None names are found from the inputs."""
+
+    sides: tuple[str, ...] = ("right",)
+    lengths: tuple[int, ...] = ()
+    token_input: str | None = None
+    mask_input: str | None = None
+    n_sequences: int = 4
+
+
+@dataclass(frozen=True)
 class ExportDiffRequest:
     """Everything ``gapcheck export-diff`` can be asked, as one value."""
 
@@ -78,6 +89,7 @@ class ExportDiffRequest:
     cache_dir: Path | None = None  # export cache folder (default: gapcheck.model.cache.default_cache_dir())
     no_cache: bool = False  # always export; neither read nor write the cache
     max_input_elements: int = DEFAULT_MAX_ELEMENTS  # per drawn input: larger shapes are refused before allocating
+    pad_check: PadCheckRequest | None = None  # also check padding invariance on every backend
 
 
 def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
@@ -171,6 +183,10 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         )
         if request.server_layers:
             result = _with_server_layers(request, result, loaded.module, compare_samples[0], bool(deployed), progress)
+        if request.pad_check is not None:
+            from gapcheck.export_diff.pad_run import with_padding  # only when asked
+
+            result = with_padding(request, result, loaded.module, samples[0], deployed, progress)
     if request.save_onnx is not None:
         save_onnx(result.onnx_model, request.save_onnx)
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result

@@ -36,6 +36,7 @@ Feeds = dict[str, np.ndarray]
 RunFn = Callable[[Feeds], Mapping[str, np.ndarray]]
 SIDES = ("right", "left")
 DEFAULT_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
+MAX_PADDED_LENGTH = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ class PadOptions:
             raise UsageError(f"padding side must be one of {', '.join(SIDES)}, not {', '.join(bad)}")
         if self.max_length < 4:
             raise UsageError(f"padding needs a sequence length of at least 4, got {self.max_length}")
-        if any(length < 1 or length > self.max_length for length in self.lengths):
-            raise UsageError(f"padded lengths must be between 1 and {self.max_length}: {self.lengths}")
+        if any(length < 1 or length > MAX_PADDED_LENGTH for length in self.lengths):
+            raise UsageError(f"padded lengths must be between 1 and {MAX_PADDED_LENGTH}: {self.lengths}",
+                             parameter="pad_lengths")
         if self.n_sequences < 1:
             raise UsageError("padding needs at least one sequence")
 
@@ -277,7 +279,7 @@ def _dependence_finding(variant: Variant, module: str | None, outputs: Mapping[s
     where = f" — first appears at module {module}" if module else ""
     positions = f" at valid positions {list(variant.positions)}" if variant.positions else ""
     message = (f"{variant.backend}: padding sequences to {variant.length} on the {variant.side} changes "
-               f"{variant.worst_output} of sample {variant.worst_sample} (length {lengths[variant.worst_sample]})"
+               f"output {variant.worst_output!r} of sample {variant.worst_sample} (length {lengths[variant.worst_sample]})"
                f"{positions}, max |err| {variant.max_abs:.3g}{where}")
     return PADDING_DEPENDENCE.finding(
         message, subject=Subject(endpoint=variant.backend, module=module, output=variant.worst_output,

@@ -112,7 +112,7 @@ def test_options_are_validated():
     with pytest.raises(UsageError, match="side"):
         PadOptions(token_input="ids", mask_input="mask", max_length=T, sides=("top",))
     with pytest.raises(UsageError, match="lengths"):
-        PadOptions(token_input="ids", mask_input="mask", max_length=T, lengths=(T + 1,))
+        PadOptions(token_input="ids", mask_input="mask", max_length=T, lengths=(0,))
     with pytest.raises(UsageError, match="token input"):
         check_padding(PadOptions(token_input="tokens", mask_input="mask", max_length=T), _base(), lambda f: {})
 
@@ -160,3 +160,25 @@ def test_real_gpt2_left_padded_without_position_ids_is_a_padding_dependence():
                            localize=localize)
     finding = next(f for f in result.findings if f.code == "padding_dependence")
     assert finding.subject.module and "wpe" in finding.subject.module  # the position embedding is where it starts
+
+
+def test_cli_pad_check_on_planted_and_clean_models(tmp_path, capsys):
+    import json
+
+    from gapcheck.cli.app import main
+
+    args = ["export-diff", "--input", "ids:1x32:int64:1,100", "--input", "mask:1x32:int64:1,2", "--pad-check",
+            "--pad-side", "both", "--no-progress", "--no-cache"]
+    report = tmp_path / "r.json"
+    assert main([*args, "--model", "sample_models.padding:build_mask_ignored", "--json", str(report)]) == 1
+    doc = json.loads(report.read_text())
+    codes = {f["code"] for f in doc["findings"]}
+    assert {"padding_dependence", "mask_ignored"} <= codes
+    assert {v["backend"] for v in doc["padding"]["variants"]} == {"torch", "onnxruntime"}
+    # the ONNX graph fixes the sequence axis: other lengths are "not checked" (info), never a gap
+    assert any(f["code"] == "padding_not_checked" and f["severity"] == "info" for f in doc["findings"])
+    capsys.readouterr()
+    assert main([*args, "--model", "sample_models.padding:build_clean"]) == 0
+    assert main([*args[:-4], "--pad-side", "top", "--model", "sample_models.padding:build_clean"]) == 2
+    assert main(["export-diff", "--model", "sample_models.padding:build_clean", "--input", "ids:1x32:int64:1,100",
+                 "--input", "mask:1x32:int64:1,2", "--pad-lengths", "40", "--no-progress"]) == 2  # needs --pad-check

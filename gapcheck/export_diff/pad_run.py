@@ -1,0 +1,77 @@
+"""``export-diff --pad-check``: the padding-invariance check on every backend of an export-diff run.
+
+Reuses what the run already has — the model, the exported ONNX graph, the deployed backends — so the
+cost is the padding variants' forwards on each backend, never a re-export (see
+:mod:`gapcheck.export_diff.padding` for the check itself).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from gapcheck.errors import UsageError
+from gapcheck.export_diff.padding import DEFAULT_TOLERANCE, PadOptions, check_padding, torch_localizer
+from gapcheck.export_diff.result import ExportDiffResult
+from gapcheck.progress import ProgressReporter
+
+
+def _token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str | None) -> tuple[str, str | None]:
+    sequences = [name for name, array in sample.items() if array.ndim == 2 and np.issubdtype(array.dtype, np.integer)]
+    if token is None:
+        candidates = [name for name in sequences if "mask" not in name.lower() and "type" not in name.lower()]
+        if not candidates:
+            raise UsageError("the padding check needs an integer token input of shape 1xT (e.g. ids:1x64:int64:0,30522)",
+                             parameter="pad_inputs")
+        token = candidates[0]
+    if token not in sample:
+        raise UsageError(f"the padding check's token input {token!r} is not a model input ({', '.join(sample)})",
+                         parameter="pad_inputs")
+    if mask is None:
+        mask = next((name for name in sequences if "mask" in name.lower()), None)
+    elif mask not in sample:
+        raise UsageError(f"the padding check's mask input {mask!r} is not a model input ({', '.join(sample)})",
+                         parameter="pad_inputs")
+    return token, mask
+
+
+def _token_range(input_specs: Sequence[str], token: str) -> tuple[int, int]:
+    from gapcheck.inputs import parse_input_spec
+
+    for text in input_specs:
+        spec = parse_input_spec(text)
+        if spec.name == token and spec.low is not None and spec.high is not None:
+            low = max(int(spec.low), 1)  # 0 is the usual padding id: real tokens are drawn above it
+            return low, max(int(spec.high), low + 1)
+    return 1, 100
+
+
+def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: dict[str, np.ndarray],
+                 deployed: Sequence[Any], progress: ProgressReporter) -> ExportDiffResult:
+    """Run the padding check on torch, ONNX Runtime and every deployed backend; add its findings and section."""
+    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+    from gapcheck.backends.torch_eager import TorchBackend
+    from gapcheck.compare import Tolerance
+    from gapcheck.export_diff.runner import evaluation_mode
+
+    pad = request.pad_check
+    token, mask = _token_and_mask(sample, pad.token_input, pad.mask_input)
+    tolerance = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if request.rtol is None else request.rtol,
+                          atol=DEFAULT_TOLERANCE.atol if request.atol is None else request.atol)
+    options = PadOptions(token_input=token, mask_input=mask, max_length=int(sample[token].shape[1]), lengths=pad.lengths,
+                         sides=pad.sides, n_sequences=pad.n_sequences, seed=request.seed,
+                         token_range=_token_range(request.input_specs, token), tolerance=tolerance)
+    input_names = list(sample)
+    output_names = [output.name for output in result.onnx_model.graph.output]
+    backends = {"onnxruntime": OnnxRuntimeBackend(result.onnx_model).infer}
+    backends.update({backend.name: backend.infer for backend in deployed})
+    progress.start("checking padding invariance", None)
+    try:
+        with evaluation_mode(module, request.keep_train_mode):
+            torch_run = TorchBackend(module, input_names, output_names).infer
+            localize = torch_localizer(module, input_names, output_names, tolerance)
+            padding = check_padding(options, sample, torch_run, backends=backends, localize=localize)
+    finally:
+        progress.finish()
+    return dataclasses.replace(result, padding=padding, findings=result.findings + padding.findings)
