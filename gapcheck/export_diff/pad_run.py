@@ -7,7 +7,8 @@ cost is the padding variants' forwards on each backend, never a re-export (see
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
