@@ -49,6 +49,17 @@ def _stat_buffers(model: "torch.nn.Module") -> dict[str, "torch.Tensor"]:
     return {name: buf for name, buf in model.named_buffers() if name.rsplit(".", 1)[-1] in _STAT_BUFFERS}
 
 
+def _same(now: "torch.Tensor", before: "torch.Tensor") -> bool:
+    """Bit-for-bit unchanged, NaN equal to NaN: statistics that were already NaN did not change in validation."""
+    import torch
+
+    if now.shape != before.shape or now.dtype != before.dtype:
+        return False
+    if not now.is_floating_point():
+        return torch.equal(now, before)
+    return bool(((now == before) | (now.isnan() & before.isnan())).all())
+
+
 class EvalGuard:
     """``with EvalGuard(model): validate(...)``: eval + no_grad inside, BN statistics and modes checked on exit."""
 
@@ -87,11 +98,10 @@ class EvalGuard:
             self.ledger.report(*self._findings(report))
 
     def _inspect(self) -> EvalReport:
-        import torch
 
         current = _stat_buffers(self.model)
         changed = tuple(name for name, before in self._snapshot.items()
-                        if name in current and not torch.equal(current[name], before))
+                        if name in current and not _same(current[name], before))
         expected = {id(m): (False if self.set_eval else training) for m, training in self._modes}
         # With set_eval=False a module that trains by design is no finding; one switched to train inside is.
         train_mode = tuple(name or type(module).__name__ for name, module in self.model.named_modules()

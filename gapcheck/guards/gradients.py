@@ -99,6 +99,7 @@ class GradientHealth:
             raise UsageError(f"{type(model).__name__} has no parameter that requires grad")
         self._handles: list[Any] = []
         self._queued = False
+        self._queued_task: int | None = None
         self._backwards = 0
         self._reported_missing: frozenset[str] = frozenset()
         self.last: GradientReport | None = None
@@ -123,11 +124,14 @@ class GradientHealth:
         self._handles = []
 
     def _on_grad(self, _param: Any) -> None:
-        if self._queued:
-            return
         import torch
 
-        self._queued = True
+        # A backward that raised never runs its queued callback; keyed by the graph task, the next backward
+        # queues its own instead of finding the flag stuck (which would switch the guard off for good).
+        task = torch._C._current_graph_task_id() if hasattr(torch._C, "_current_graph_task_id") else None
+        if self._queued and (task is None or task == self._queued_task):
+            return
+        self._queued, self._queued_task = True, task
         torch.autograd.Variable._execution_engine.queue_callback(self._after_backward)
 
     def _after_backward(self) -> None:

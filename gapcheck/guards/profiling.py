@@ -24,7 +24,7 @@ import dataclasses
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +82,7 @@ def move_to(batch: Any, device: "torch.device", non_blocking: bool) -> Any:
     return batch
 
 
-def _batches(loader: Iterable[Any]) -> Iterator[tuple[Any, bool]]:
+def _batches(loader: Iterable[Any]) -> Generator[tuple[Any, bool], None, None]:
     """Endless (batch, new_epoch) pairs: a fresh iterator whenever one ends; an empty loader is an error."""
     while True:
         empty = True
@@ -102,10 +102,21 @@ def _label(enabled: bool, name: str) -> contextlib.AbstractContextManager[Any]:
 
 
 def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, bool]], device: Any, non_blocking: bool,
-              sync: Callable[[], None], clock: _OptimizerClock, labels: bool) -> tuple[list[float], bool]:
+              sync: Callable[[], None], clock: _OptimizerClock, labels: bool, index: int = 0,
+              warmup: int = 0) -> tuple[list[float], bool]:
+    where = f"step {index + 1} ({'warm-up' if index < warmup else 'measured'})"
     t0 = time.perf_counter()
     with _label(labels, "gapcheck/data"):
-        batch, new_epoch = next(batches)
+        try:
+            batch, new_epoch = next(batches)
+        except UsageError:
+            raise
+        except Exception as exc:  # a corrupt sample, a worker that died: the user's data, not gapcheck
+            lines = str(exc).strip().splitlines() or [""]
+            # a DataLoader worker's error reads "Caught X in DataLoader worker process 0. <traceback>": its last
+            # line is the original message
+            first = (lines[-1] if lines[0].startswith("Caught ") else lines[0])[:200]
+            raise UsageError(f"the loader raised {type(exc).__name__} while profiling, at {where}: {first}") from exc
     t1 = time.perf_counter()
     if device is not None:
         with _label(labels, "gapcheck/h2d"):
@@ -114,7 +125,13 @@ def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, boo
     t2 = time.perf_counter()
     clock.spans = []
     with _label(labels, "gapcheck/step"):
-        train_step(batch)
+        try:
+            train_step(batch)
+        except Exception as exc:  # the user's own error stays theirs; the note says where profiling was
+            add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+            if add_note is not None:
+                add_note(f"gapcheck.guards.profile_steps: raised by train_step at {where}")
+            raise
     t3 = time.perf_counter()
     sync()
     t4 = time.perf_counter()
@@ -147,8 +164,11 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
     """
     import torch
 
-    if isinstance(steps, bool) or steps < 1 or warmup < 0:
-        raise UsageError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in (steps, warmup)) or steps < 1 or warmup < 0:
+        raise UsageError(f"steps must be an integer >= 1 and warmup an integer >= 0, got steps={steps!r}, "
+                         f"warmup={warmup!r}")
+    if not isinstance(loader, Iterable):
+        raise UsageError(f"loader must be iterable (a DataLoader, a list of batches), got {type(loader).__name__}")
     if max_data_share is not None and not 0.0 < max_data_share < 1.0:
         raise UsageError(f"max_data_share must be within (0, 1), got {max_data_share}")
     ledger = Ledger(Mode.parse(mode), StarvedLoopError)
@@ -164,13 +184,15 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
     measured: list[list[float]] = []
     epochs = 0
     reporter.start("profiling training steps", warmup + steps)
-    with _OptimizerClock(sync) as clock:
-        for _ in range(warmup):
-            epochs += _one_step(train_step, batches, target, non_blocking, sync, clock, False)[1]
+    # closing the generator drops the loader's iterator now, so DataLoader workers stop now (also on error)
+    with contextlib.closing(batches), _OptimizerClock(sync) as clock:
+        for index in range(warmup):
+            epochs += _one_step(train_step, batches, target, non_blocking, sync, clock, False, index, warmup)[1]
             reporter.advance()
         with _profiler(use_profiler, target) as prof:
-            for _ in range(steps):
-                seconds, new_epoch = _one_step(train_step, batches, target, non_blocking, sync, clock, use_profiler)
+            for index in range(warmup, warmup + steps):
+                seconds, new_epoch = _one_step(train_step, batches, target, non_blocking, sync, clock, use_profiler,
+                                               index, warmup)
                 measured.append(seconds)
                 epochs += new_epoch
                 reporter.advance()

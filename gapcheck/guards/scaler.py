@@ -55,8 +55,12 @@ class ScalerStepMonitor:
     def __init__(self, scaler: Any, optimizer: "torch.optim.Optimizer | None" = None, *, window: int = 50,
                  max_skip_fraction: float = 0.5, min_scale: float = 1.0, amp_dtype: "torch.dtype | None" = None,
                  mode: Mode | str = Mode.RAISE) -> None:
-        if window < 1 or not 0.0 <= max_skip_fraction < 1.0:
-            raise UsageError("window must be >= 1 and max_skip_fraction within [0, 1)")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1 \
+                or not 0.0 <= max_skip_fraction < 1.0:
+            raise UsageError(f"window must be an integer >= 1 and max_skip_fraction within [0, 1), "
+                             f"got window={window!r}, max_skip_fraction={max_skip_fraction!r}")
+        if not all(callable(getattr(scaler, name, None)) for name in ("get_scale", "is_enabled")):
+            raise UsageError(f"ScalerStepMonitor needs a torch.amp.GradScaler, got {type(scaler).__name__}")
         self.scaler = scaler
         self.window = window
         self.max_skip_fraction = max_skip_fraction
