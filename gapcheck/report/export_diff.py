@@ -68,7 +68,7 @@ def _layer_json(layer: LayerResult) -> dict[str, Any]:
         "order": layer.order, "module": layer.module, "class": layer.class_name, "op_types": list(layer.op_types),
         "onnx_value": layer.onnx_value, "status": str(layer.status), "source": layer.source, "note": layer.note,
         "worst_sample": layer.worst_sample, "failing_samples": list(layer.failing_samples),
-        "budget_abs": layer.budget_abs, "error": _stats_json(layer.stats),
+        "budget_abs": layer.budget_abs, "noise_floor": layer.noise_floor, "error": _stats_json(layer.stats),
     }
 
 
