@@ -20,7 +20,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import EndpointError
-from gapcheck.tensors import fingerprint
+from gapcheck.tensors import contiguous, fingerprint
 from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class TritonBackend:
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = [spec.name for spec in self._outputs]
-        sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        sent = {name: contiguous(array) for name, array in feeds.items()}  # scalars keep rank 0
         # The SHA256 of the bytes this request carries, so reports show what the server was fed.
         self.last_input_fingerprints = {name: fingerprint(array) for name, array in sent.items()}
         return self.connection.infer(self.model, sent, outputs, self.version)

@@ -42,6 +42,7 @@ from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from gapcheck.errors import EndpointError, one_line
+from gapcheck.tensors import contiguous
 from gapcheck.triton.bounded_http import BoundedHttpClient, ResponseTooLargeError
 from gapcheck.triton.endpoint import (
     PROTOCOLS,
@@ -388,7 +389,7 @@ class TritonConnection:
         module = httpclient if self.protocol == "http" else grpcclient
         inputs = []
         for name, array in feeds.items():
-            array = np.ascontiguousarray(array)
+            array = contiguous(array)  # scalars keep rank 0
             tensor = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
             if self.protocol == "http":
                 tensor.set_data_from_numpy(array, binary_data=True)
