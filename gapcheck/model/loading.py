@@ -284,7 +284,8 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.load(path, map_location="cpu", weights_only=False)
+            # The caller opted in explicitly (unsafe_pickle), and it was logged above.
+            return torch.load(path, map_location="cpu", weights_only=False)  # gapcheck: ignore[GC801] -- opt-in
     except Exception as exc:  # noqa: BLE001 - unpickling can fail in arbitrary ways (missing classes, ...)
         raise CheckpointError(
             f"cannot unpickle {path}: {_one_line(exc)}",
