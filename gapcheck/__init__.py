@@ -31,6 +31,7 @@ _LAZY: dict[str, str] = {
     "export_onnx": "gapcheck.model.export",
     "load_onnx": "gapcheck.model.export",
     "load_model": "gapcheck.model.loading",
+    "check_metric": "gapcheck.metrics.check",
     "preprocess_audit": "gapcheck.preprocess.audit",
     "fingerprint": "gapcheck.tensors",
     "summarize": "gapcheck.tensors",
