@@ -46,14 +46,18 @@ def _roc_auc(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) ->
     return float(_sk().roc_auc_score(y_true, scores, **kwargs))
 
 
+def _column_labels(scores: np.ndarray, options: dict[str, Any]) -> Any:
+    """The user's labels, else column i scores class i: a class missing from y_true is still a class."""
+    labels = options.get("labels")
+    return np.arange(scores.shape[1]) if labels is None and scores.ndim == 2 else labels
+
+
 def _log_loss(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -> float:
-    return float(_sk().log_loss(y_true, scores, labels=options.get("labels")))
+    return float(_sk().log_loss(y_true, scores, labels=_column_labels(scores, options)))
 
 
 def _top_k(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -> float:
-    labels = options.get("labels")
-    if labels is None and scores.ndim == 2:  # column i scores class i: a class missing from y_true is still a class
-        labels = np.arange(scores.shape[1])
+    labels = _column_labels(scores, options)
     return float(_sk().top_k_accuracy_score(y_true, scores, k=int(options.get("k", 5)), labels=labels))
 
 

@@ -202,3 +202,28 @@ def test_rank_auc_from_a_real_classifier_passes_and_the_tie_blind_variant_is_nam
     assert check_metric(auc_mann_whitney, "roc_auc", y[400:], scores).verdict.value == "pass"
     result = check_metric(auc_argsort_ranks, "roc_auc", y[400:], scores)
     assert {f.evidence["case"] for f in result.findings if f.code == "metric_mismatch"} == {"tied scores"}
+
+
+def test_public_spelling_from_the_issue():
+    import gapcheck
+
+    assert gapcheck.check_metric is check_metric
+
+
+def test_sklearn_itself_passes_every_case_of_every_reference_on_a_real_classifier():
+    # the reference against itself on digits: any finding would be a false alarm of the edge-case generator
+    import sklearn.metrics as skm
+    from sklearn.datasets import load_digits
+    from sklearn.naive_bayes import GaussianNB
+
+    x, y = load_digits(return_X_y=True)
+    model = GaussianNB().fit(x[:1000], y[:1000])
+    labels, proba = model.predict(x[1000:]), model.predict_proba(x[1000:])
+    classes = np.arange(10)
+    own = {"f1_macro": (lambda t, p: skm.f1_score(t, p, average="macro", zero_division=0), labels),
+           "accuracy": (skm.accuracy_score, labels),
+           "top_k_accuracy": (lambda t, s: skm.top_k_accuracy_score(t, s, k=5, labels=classes), proba),
+           "log_loss": (lambda t, s: skm.log_loss(t, s, labels=classes), proba)}
+    for reference, (metric, pred) in own.items():
+        result = check_metric(metric, reference, y[1000:], pred)
+        assert result.verdict.value == "pass" and not result.findings, result.table_text()
