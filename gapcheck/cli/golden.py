@@ -11,35 +11,18 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from gapcheck.cli.options import HtmlOpt, JsonOpt, JunitOpt, ReportOptions, emit_reports, parse_overrides, prepare_reports
 from gapcheck.errors import ExitCode, UsageError
-from gapcheck.report.formats import ReportFormat, check_writable, write_report
 
 app = typer.Typer(name="golden", help="Record and verify golden bundles (the released checkpoint's answers).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
-def _overrides(items: list[str]) -> dict[str, tuple[float, float]]:
-    overrides = {}
-    for item in items:
-        pattern, _, numbers = item.partition("=")
-        try:
-            rtol, atol = (float(x) for x in numbers.split(","))
-        except ValueError:
-            raise UsageError(f"--tolerance expects OUTPUT=RTOL,ATOL, got {item!r}") from None
-        if not pattern.strip():
-            raise UsageError(f"--tolerance expects OUTPUT=RTOL,ATOL, got {item!r}")
-        overrides[pattern.strip()] = (rtol, atol)
-    return overrides
-
-
-def _emit(result, json_path: Optional[Path], junit_path: Optional[Path]) -> None:
+def _emit(result, reports: ReportOptions) -> None:
     from gapcheck.report.formats.console_format import print_result
 
     print_result(Console(highlight=False), result)
-    if json_path:
-        write_report(ReportFormat.JSON, json_path, result)
-    if junit_path:
-        write_report(ReportFormat.JUNIT, junit_path, result)
+    emit_reports(result, reports)
 
 
 @app.command("record", no_args_is_help=True)
@@ -65,36 +48,34 @@ def record(
                                              help="Export cache folder (default ~/.cache/gapcheck/exports)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Always export; neither read nor write the export cache."),
     unsafe_pickle: bool = typer.Option(False, "--unsafe-pickle", help="Allow a full pickled module (runs code from the file!)."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
-    junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
+    json_path: JsonOpt = None,
+    junit_path: JunitOpt = None,
+    html_path: HtmlOpt = None,
 ) -> None:
     """Record a golden bundle: inputs, torch and ONNX Runtime outputs, hashes, versions, tolerances."""
     from gapcheck.golden import RecordRequest, record_bundle, recorded_result
 
-    for path in (json_path, junit_path):
-        if path is not None:
-            check_writable(path)
+    reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
     if inputs_file is not None and samples is not None:
         raise UsageError("--inputs and --samples are alternatives: give one")
     request = RecordRequest(out=out, factory=model, checkpoint=checkpoint, input_specs=tuple(input_specs),
                             inputs_file=inputs_file, num_samples=num_samples, seed=seed, samples=samples, stage=stage,
-                            rtol=rtol, atol=atol, overrides=_overrides(tolerance), exporter=exporter, opset=opset,
+                            rtol=rtol, atol=atol, overrides=parse_overrides(tolerance), exporter=exporter, opset=opset,
                             overwrite=overwrite, unsafe_pickle=unsafe_pickle, cache_dir=cache_dir, no_cache=no_cache)
-    _emit(recorded_result(record_bundle(request)), json_path, junit_path)
+    _emit(recorded_result(record_bundle(request)), reports)
     raise typer.Exit(ExitCode.NO_GAP)
 
 
 @app.command("verify", no_args_is_help=True)
 def verify(
     bundle: Path = typer.Argument(..., help="The golden bundle folder."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
-    junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
+    json_path: JsonOpt = None,
+    junit_path: JunitOpt = None,
+    html_path: HtmlOpt = None,
 ) -> None:
     """Verify every file of a golden bundle against the SHA256 in its manifest (exit 2 naming a bad file)."""
     from gapcheck.golden import verify_bundle
 
-    for path in (json_path, junit_path):
-        if path is not None:
-            check_writable(path)
-    _emit(verify_bundle(bundle), json_path, junit_path)
+    reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
+    _emit(verify_bundle(bundle), reports)
     raise typer.Exit(ExitCode.NO_GAP)
