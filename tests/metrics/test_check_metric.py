@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 
+from importlib import resources
+
+import jsonschema
 import numpy as np
 import pytest
 
@@ -10,6 +13,7 @@ from gapcheck.errors import UsageError
 from gapcheck.metrics import assert_metric_matches, check_metric
 from gapcheck.report.formats import ReportFormat, render
 
+SCHEMA = json.loads(resources.files("gapcheck.schemas").joinpath("check-metric.schema.json").read_text())
 RNG = np.random.default_rng(0)
 Y_TRUE = RNG.integers(0, 4, 200)
 Y_PRED = np.where(RNG.random(200) < 0.7, Y_TRUE, RNG.integers(0, 4, 200))
@@ -122,6 +126,7 @@ def test_bad_arguments_are_usage_errors():
 def test_report_envelope_and_junit():
     result = check_metric(f1_macro_over_true_classes_only, "f1_macro", Y_TRUE, Y_PRED)
     doc = json.loads(render(ReportFormat.JSON, result))
+    jsonschema.validate(doc, SCHEMA)
     assert doc["command"] == "check-metric" and doc["verdict"] == "gap"
     assert {c["case"] for c in doc["cases"]} >= {"user data", "empty input"}
     assert all(f["code"] in ("metric_mismatch", "metric_undefined_case") for f in doc["findings"])
@@ -227,3 +232,11 @@ def test_sklearn_itself_passes_every_case_of_every_reference_on_a_real_classifie
     for reference, (metric, pred) in own.items():
         result = check_metric(metric, reference, y[1000:], pred)
         assert result.verdict.value == "pass" and not result.findings, result.table_text()
+
+
+def test_report_with_nan_and_raising_outcomes_is_strict_json_and_validates():
+    result = check_metric(lambda t, p: float("nan") if len(t) > 100 else None, "accuracy", Y_TRUE, Y_PRED)
+    text = render(ReportFormat.JSON, result)
+    doc = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["cases"][0]["custom"] == "nan" and doc["cases"][1]["custom"] is None  # NaN vs raised, told apart
