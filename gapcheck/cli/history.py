@@ -21,6 +21,7 @@ def command(
     last: int = typer.Option(30, "--last", min=1, help="Results per endpoint (most recent)."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON on stdout."),
     html_path: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML page with the trends."),
+    junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here (a case per run)."),
     config: Optional[Path] = typer.Option(None, "--config", help="gapcheck.toml or pyproject.toml (default: discovered)."),
     max_rows: int = typer.Option(0, "--max-rows", min=0, help="Rows of the runs table (0: all)."),
 ) -> None:
@@ -33,8 +34,9 @@ def command(
     from gapcheck.report.formats import ReportFormat, check_writable, render, write_report
     from gapcheck.report.formats.console_format import print_result
 
-    if html_path is not None:
-        check_writable(html_path)
+    for report_path in (html_path, junit_path):
+        if report_path is not None:
+            check_writable(report_path)
     path = history or Path(load_nightly_config(config).history or DEFAULT_HISTORY)
     if not path.is_file():
         raise UsageError(f"no history database at {path}", hint="run `gapcheck nightly` first, or pass --history")
@@ -45,4 +47,6 @@ def command(
         print_result(Console(highlight=False), result, max_rows=max_rows or None)
     if html_path is not None:
         write_report(ReportFormat.HTML, html_path, result)
+    if junit_path is not None:
+        write_report(ReportFormat.JUNIT, junit_path, result)
     raise typer.Exit(ExitCode.NO_GAP if result.verdict.value == "pass" else ExitCode.GAP_FOUND)

@@ -10,6 +10,7 @@ import typer
 
 from gapcheck.cli.options import (
     ConfigOpt,
+    HtmlOpt,
     JsonOpt,
     JunitOpt,
     SarifOpt,
@@ -54,6 +55,7 @@ def command(
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, max=256, help="Worker processes (default: CPUs).")] = None,
     json_path: JsonOpt = None,
     junit_path: JunitOpt = None,
+    html_path: HtmlOpt = None,
     sarif_path: SarifOpt = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -70,7 +72,7 @@ def command(
     from gapcheck.lint import LintSection, lint_paths, make_selection
     from gapcheck.report.formats import check_writable
 
-    reports = prepare_reports(json=json_path, junit=junit_path, sarif=sarif_path)
+    reports = prepare_reports(json=json_path, junit=junit_path, html=html_path, sarif=sarif_path)
     if output is not None:
         check_writable(output, what="--output report")
     section = load_config(config).section("lint")

@@ -157,3 +157,9 @@ def test_environment_overrides_the_file(project: Path, capsys: pytest.CaptureFix
     monkeypatch.setenv("GAPCHECK_LINT__IGNORE", '["GC801", "GC802"]')
     code, out, _ = run(capsys, ".", "--format", "json")
     assert code == 0 and json.loads(out)["diagnostics"] == []
+
+
+def test_html_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, ".", "--html", "out/lint.html")
+    page = (project / "out" / "lint.html").read_text()
+    assert code == 1 and page.lstrip().lower().startswith("<!doctype html") and "GC" in page

@@ -59,9 +59,12 @@ def test_two_passing_nights_cli(served, tiny_golden: Path, tmp_path: Path, capsy
     assert len(runs["runs"]) == 4 and {r["status"] for r in runs["runs"]} == {"pass"}
     assert all({"run_id", "started_at", "endpoint", "status", "verdict", "max_abs_error"} <= set(r) for r in runs["runs"])
     html = tmp_path / "trend.html"
-    assert main(["history", "--history", str(history), "--endpoint", "prod", "--html", str(html)]) == 0
+    junit = tmp_path / "history.xml"
+    assert main(["history", "--history", str(history), "--endpoint", "prod", "--html", str(html),
+                 "--junit", str(junit)]) == 0
     page = html.read_text()
     assert "prod / " in page and page.count("data:image/png;base64,") >= 1 and "<script" not in page
+    assert "<testsuite" in junit.read_text() and 'failures="0"' in junit.read_text()
 
 
 def test_swapped_model_is_a_new_failure_with_a_signed_webhook(served, tiny_golden: Path, golden_onnx, other_onnx,
