@@ -96,13 +96,49 @@ def determinism_findings(specs: tuple[StageSpec, ...], checks: dict[str, "Determ
     return [f for f in found if f is not None]
 
 
+KS_SEED = 13  # the reservoir's hash seed: the same points are kept on every engine and every run
+
+
+def point_priorities(paths: list[str], counts: list[int]) -> np.ndarray:
+    """A seeded 64-bit priority per (sample, point index): the sample's name hash mixed with the index (splitmix64).
+
+    The same as hashing "sample#point" strings for the reservoir's purpose, without hashing 256 strings per sample.
+    """
+    from gapcheck.data.sketches import name_priorities
+
+    base = np.repeat(name_priorities(paths, KS_SEED), counts)
+    index = np.concatenate([np.arange(n, dtype=np.uint64) for n in counts]) if counts else np.zeros(0, np.uint64)
+    with np.errstate(over="ignore"):
+        z = base + (index + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
 def pooled_channel_values(audited: list[SampleRecord], names: list[str]) -> dict[str, np.ndarray]:
+    """Per stage, a (C, ≤ 20,000) sample of every audited sample's KS points, for KS and the histograms.
+
+    A :class:`gapcheck.data.sketches.Reservoir` (bottom-k by a seeded hash of (sample, point), as drift
+    uses) bounds it whatever the number of samples; the same points are kept for every stage, so the two
+    sides of a pair stay paired, and the result does not depend on the order the records arrived in.
+    """
+    from gapcheck.data.sketches import Reservoir
+
     pooled = {}
     for name in names:
-        values = [o.ks_values for r in audited for o in r.stages if o.stage == name and o.ok and o.ks_values is not None]
-        channels = Counter(v.shape[0] for v in values).most_common(1)
-        if channels:
-            pooled[name] = np.concatenate([v for v in values if v.shape[0] == channels[0][0]], axis=1)
+        values = [(r.path, o.ks_values) for r in audited for o in r.stages
+                  if o.stage == name and o.ok and o.ks_values is not None]
+        channels = Counter(v.shape[0] for _, v in values).most_common(1)
+        if not channels:
+            continue
+        kept = [(path, v) for path, v in values if v.shape[0] == channels[0][0]]
+        stacked = np.concatenate([v for _, v in kept], axis=1)
+        priorities = point_priorities([path for path, _ in kept], [v.shape[1] for _, v in kept])
+        columns = {str(c): stacked[c] for c in range(stacked.shape[0])}
+        columns["position"] = np.arange(stacked.shape[1])
+        reservoir = Reservoir(priorities=priorities, columns=columns, seen=len(priorities))._trim()
+        order = np.argsort(reservoir.columns["position"], kind="stable")  # back in sample order: float sums repeat
+        pooled[name] = np.stack([reservoir.columns[str(c)][order] for c in range(channels[0][0])])
     return pooled
 
 
