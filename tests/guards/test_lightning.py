@@ -62,3 +62,29 @@ def test_validation_in_train_mode_is_caught():
     callback = GuardsCallback(mode="warn")
     fit(Module(pollute=True), callback)
     assert {f.code for f in callback.findings} == {"guards_bn_pollution", "guards_eval_train_mode"}
+
+
+def fit_amp(module, callback, accumulate):
+    """fp16 autocast with a real GradScaler on CPU (Lightning refuses precision="16-mixed" on CPU by name)."""
+    from lightning.pytorch.plugins import MixedPrecision
+
+    plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", callbacks=[callback], plugins=[plugin], logger=False,
+                         accumulate_grad_batches=accumulate, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, loader(), loader())
+
+
+def test_gradient_accumulation_is_not_mistaken_for_skipped_scaler_steps():
+    # 4 batches per epoch, accumulate 3: 2 optimizer steps per epoch; the batches in between are no skips
+    callback = GuardsCallback(scaler_window=4)
+    fit_amp(Module(), callback, accumulate=3)
+    assert callback.findings == ()
+    assert callback.monitor.iterations == callback.monitor.optimizer_steps == 6
+
+
+def test_a_scaler_skipping_every_step_is_still_caught_with_accumulation():
+    from gapcheck.guards import ScalerError
+
+    with pytest.raises(ScalerError, match="4 of the last 4 optimizer steps were skipped"):
+        fit_amp(Module(nan=True), GuardsCallback(scaler_window=4), accumulate=2)

@@ -59,7 +59,8 @@ else:
             self.health: Any = None
             self.monitor: Any = None
             self.eval_guard: Any = None
-            self._batches = 0
+            self._batches = 0  # optimizer steps reached (on_before_optimizer_step calls)
+            self._observed_at = 0
             self._eval_findings: list[Finding] = []
 
         def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
@@ -83,7 +84,10 @@ else:
                 self.health.check()
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-            if self.monitor is not None:
+            # Only batches that ended in an optimizer step (taken or skipped by the scaler) are observed: with
+            # accumulate_grad_batches=N the other N-1 batches would otherwise count as skipped steps.
+            if self.monitor is not None and self._batches > self._observed_at:
+                self._observed_at = self._batches
                 self.monitor.observe()
 
         def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
