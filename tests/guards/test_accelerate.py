@@ -54,3 +54,43 @@ def test_validation_in_train_mode():
     with pytest.raises(EvalModeError), AcceleratorGuards(accelerator, model, optimizer).evaluating():
         model.train()
         model(torch.randn(4, 4))
+
+
+def amp_setup(accumulate, nan=False):
+    # Accelerate creates no GradScaler on CPU; handing it a real one before prepare() gives the fp16 code path
+    # (accelerator.backward scales, the prepared optimizer steps through the scaler)
+    accelerator = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=accumulate)
+    accelerator.scaler = torch.amp.GradScaler("cpu")
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    if nan:
+        model[2].bias.register_hook(lambda g: g * float("nan"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(48, 4, generator=g), torch.randn(48, 1, generator=g)), batch_size=4)
+    return (accelerator, *accelerator.prepare(model, optimizer, loader))
+
+
+def run_accumulating(accelerator, model, optimizer, loader, guards):
+    for x, y in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(nn.functional.mse_loss(model(x), y))
+            optimizer.step()
+            guards.after_step()
+            optimizer.zero_grad()
+
+
+def test_gradient_accumulation_is_not_mistaken_for_skipped_scaler_steps():
+    accelerator, model, optimizer, loader = amp_setup(accumulate=3)
+    with AcceleratorGuards(accelerator, model, optimizer, scaler_window=3) as guards:
+        run_accumulating(accelerator, model, optimizer, loader, guards)
+    assert guards.findings == ()
+    assert guards.monitor.iterations == guards.monitor.optimizer_steps == 4  # 12 batches / 3
+
+
+def test_a_scaler_skipping_every_step_is_still_caught_with_accumulation():
+    from gapcheck.guards import ScalerError
+
+    accelerator, model, optimizer, loader = amp_setup(accumulate=2, nan=True)
+    with AcceleratorGuards(accelerator, model, optimizer, scaler_window=3) as guards, \
+            pytest.raises(ScalerError, match="3 of the last 3 optimizer steps were skipped"):
+        run_accumulating(accelerator, model, optimizer, loader, guards)

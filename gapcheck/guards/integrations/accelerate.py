@@ -42,6 +42,7 @@ class AcceleratorGuards:
         from gapcheck.guards.scaler import ScalerStepMonitor
 
         self.mode = Mode.parse(mode)
+        self.accelerator = accelerator
         self.model = accelerator.unwrap_model(model)
         self.scaler = getattr(accelerator, "scaler", None)
         self.health = GradientHealth(self.model, zero_fraction=zero_fraction, every=every, mode=self.mode,
@@ -66,8 +67,14 @@ class AcceleratorGuards:
             self.monitor.close()
 
     def after_step(self) -> Any:
-        """Call after ``optimizer.step()``: observes the GradScaler (when there is one); returns its report."""
-        return self.monitor.observe() if self.monitor is not None else None
+        """Call after ``optimizer.step()``: observes the GradScaler (when there is one); returns its report.
+
+        Under ``accelerator.accumulate(model)`` the prepared optimizer's step is a no-op until the gradients are
+        synchronized; those batches are not observed (they would count as skipped steps), and None is returned.
+        """
+        if self.monitor is None or not getattr(self.accelerator, "sync_gradients", True):
+            return None
+        return self.monitor.observe()
 
     def evaluating(self) -> Any:
         """An :class:`EvalGuard` on the unwrapped model (eval + no_grad, BN statistics and modes checked)."""
