@@ -117,3 +117,18 @@ def test_a_train_step_error_stays_the_users_with_a_note():
 def test_profile_misuse_is_a_usage_error(loader, kwargs, said):
     with pytest.raises(UsageError, match=said):
         profile_steps(lambda batch: None, loader, **kwargs)
+
+
+def test_dataloader_workers_stop_when_profiling_fails():
+    import multiprocessing
+
+    def step(batch):
+        raise RuntimeError("planted failure in the step")
+
+    loader = DataLoader(torch.randn(64, 4), batch_size=4, num_workers=2)
+    before = set(multiprocessing.active_children())
+    with pytest.raises(RuntimeError, match="planted") as info:
+        profile_steps(step, loader, steps=3, warmup=1)
+    # the exception's traceback keeps profile_steps' frame alive; its loader iterator must not keep the workers
+    assert info.value.__traceback__ is not None
+    assert set(multiprocessing.active_children()) - before == set()
