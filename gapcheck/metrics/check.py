@@ -145,8 +145,8 @@ def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, timeout_s: 
 
 def _label_cases(y_true: np.ndarray, y_pred: np.ndarray) -> list[Case]:
     classes = np.unique(np.concatenate([y_true, y_pred])) if y_true.size else np.arange(3)
-    if classes.size < 2:
-        classes = np.array([classes[0], classes[0] + 1]) if classes.size else np.arange(2)
+    if classes.size < 2:  # a second class to confuse with, of the user's label type
+        classes = np.arange(2) if not classes.size else _with_other_class(classes[0])
     truth = np.tile(classes, 4)
     wrong = np.roll(truth, 1)
     absent = truth.copy()
@@ -159,6 +159,14 @@ def _label_cases(y_true: np.ndarray, y_pred: np.ndarray) -> list[Case]:
         Case("single class in y_true", single_truth, truth.copy()),
         Case("empty input", truth[:0], truth[:0]),
     ]
+
+
+def _with_other_class(label: Any) -> np.ndarray:
+    if isinstance(label, (bool, np.bool_)):
+        return np.array([False, True])
+    if isinstance(label, str):  # "cat" -> "cat", "cat_other"
+        return np.array([label, f"{label}_other"])
+    return np.array([label, label + 1])
 
 
 def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:

@@ -41,6 +41,8 @@ def _accuracy(y_true: np.ndarray, y_pred: np.ndarray, options: dict[str, Any]) -
 
 def _roc_auc(y_true: np.ndarray, scores: np.ndarray, options: dict[str, Any]) -> float:
     kwargs: dict[str, Any] = {}
+    if scores.ndim == 2 and scores.shape[1] == 2 and np.unique(y_true).size <= 2:
+        scores = scores[:, 1]  # softmax over two logits: column 1 is the positive class (sklearn wants it 1-D)
     if scores.ndim == 2:
         kwargs = {"multi_class": "ovr", "average": options.get("average", "macro"), "labels": options.get("labels")}
     return float(_sk().roc_auc_score(y_true, scores, **kwargs))

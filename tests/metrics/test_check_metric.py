@@ -239,3 +239,24 @@ def test_report_with_nan_and_raising_outcomes_is_strict_json_and_validates():
     doc = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
     jsonschema.validate(doc, SCHEMA)
     assert doc["cases"][0]["custom"] == "nan" and doc["cases"][1]["custom"] is None  # NaN vs raised, told apart
+
+
+@pytest.mark.parametrize("labels", [["cat"] * 6, [True] * 6, [3] * 6])
+def test_single_class_user_data_of_any_label_type_gets_edge_cases(labels):
+    # string labels of a single class crashed the edge-case generator ("cat" + 1)
+    result = check_metric(lambda t, p: float(np.mean(np.asarray(t) == np.asarray(p))), "accuracy", labels, labels)
+    assert result.verdict.value == "pass", result.table_text()
+    assert len(result.outcomes) == 6
+
+
+def test_binary_roc_auc_from_two_softmax_columns_uses_the_positive_column():
+    y_true = np.array([0, 1, 1, 0, 1, 0])
+    logits = RNG.normal(size=(6, 2))
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+
+    def auc_positive_column(t, p):
+        from sklearn.metrics import roc_auc_score
+        return roc_auc_score(t, p[:, 1])
+
+    result = check_metric(auc_positive_column, "roc_auc", y_true, probs)
+    assert result.verdict.value == "pass" and result.outcomes[0].reference is not None, result.table_text()
