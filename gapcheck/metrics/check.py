@@ -124,7 +124,9 @@ def _call_with_deadline(fn: Callable[[], Any], timeout_s: float, what: str) -> A
 
 def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, timeout_s: float | None = None,
          what: str = "", **kwargs: Any) -> tuple[float | None, str]:
-    y_true, y_pred = case.y_true, case.y_pred
+    # own copies: a metric that works in place (clipping scores, sorting) must not change the caller's arrays
+    # or the next case's
+    y_true, y_pred = case.y_true.copy(), case.y_pred.copy()
     if as_torch:  # the user's metric was given tensors: hand it tensors on every case
         import torch
         y_true, y_pred = torch.from_numpy(np.ascontiguousarray(y_true)), torch.from_numpy(np.ascontiguousarray(y_pred))
@@ -252,6 +254,8 @@ def check_metric(
     """
     if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
         raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if not callable(custom):
+        raise UsageError(f"the custom metric must be a callable (y_true, y_pred) -> number, got {type(custom).__name__}")
     if reference not in REFERENCES:
         raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
     ref = REFERENCES[reference]

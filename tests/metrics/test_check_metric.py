@@ -260,3 +260,22 @@ def test_binary_roc_auc_from_two_softmax_columns_uses_the_positive_column():
 
     result = check_metric(auc_positive_column, "roc_auc", y_true, probs)
     assert result.verdict.value == "pass" and result.outcomes[0].reference is not None, result.table_text()
+
+
+def test_a_metric_that_works_in_place_does_not_change_the_callers_arrays():
+    y_true, y_pred = Y_TRUE.copy(), Y_PRED.copy()
+
+    def clobbering_accuracy(t, p):
+        result = float(np.mean(t == p))
+        t[:] = -1
+        p.sort()
+        return result
+
+    result = check_metric(clobbering_accuracy, "accuracy", y_true, y_pred)
+    assert result.verdict.value == "pass", result.table_text()
+    assert np.array_equal(y_true, Y_TRUE) and np.array_equal(y_pred, Y_PRED)
+
+
+def test_a_non_callable_metric_is_a_usage_error():
+    with pytest.raises(UsageError, match="must be a callable"):
+        check_metric(0.93, "accuracy", Y_TRUE, Y_PRED)
