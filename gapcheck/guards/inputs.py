@@ -78,10 +78,7 @@ class InputContract:
         self.calls += 1
         if (self.calls - 1) % self.every:
             return
-        if isinstance(self.argument, int):
-            value = args[self.argument] if self.argument < len(args) else None
-        else:
-            value = kwargs.get(self.argument)
+        value = self._argument_value(module, args, kwargs)
         problem = self._problem(value)
         if problem is not None:
             what, message = problem
@@ -92,6 +89,26 @@ class InputContract:
                 f"input {self.argument!r} of {name} (call {self.calls}) {message}",
                 subject=Subject(module=name, output=str(self.argument), step=what),
                 evidence={"call": self.calls, "check": what}))
+
+    def _argument_value(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The watched input, whether it came by position or by keyword (HF models are called with keywords)."""
+        if isinstance(self.argument, int):
+            if self.argument < len(args):
+                return args[self.argument]
+            if kwargs:  # model(input_ids=...): position 0 does not exist; the contract was declared by position
+                raise UsageError(
+                    f"input_contract watches positional input {self.argument} of {type(self.model).__name__}, but it "
+                    f"was called with keyword arguments ({', '.join(sorted(kwargs))}): declare "
+                    f"argument={next(iter(kwargs))!r} (the keyword to check)")
+            return None
+        if self.argument in kwargs:
+            return kwargs[self.argument]
+        import inspect
+
+        try:  # model(ids) with the contract declared as argument="input_ids"
+            return inspect.signature(module.forward).bind_partial(*args).arguments.get(self.argument)
+        except (TypeError, ValueError):
+            return None
 
     def _problem(self, value: Any) -> tuple[str, str] | None:
         import torch
@@ -106,12 +123,20 @@ class InputContract:
             if problem:
                 return "layout", problem
         if self.range is not None and value.numel():
-            low, high = (float(v) for v in torch.aminmax(value.detach().float()))
+            if value.is_complex():
+                return "range", "is complex: a range contract needs real values"
+            integer = not value.is_floating_point()
+            # integers (token ids, labels) are compared as they are: through float32 ids above 2^24 would round
+            low, high = (float(v) for v in torch.aminmax(value.detach() if integer and value.dtype != torch.bool
+                                                         else value.detach().float()))
             if not (math.isfinite(low) and math.isfinite(high)):  # NaN propagates into aminmax
                 return "range", "holds NaN or Inf: check the data and the preprocessing for divisions by zero"
             if low < self.range[0] or high > self.range[1]:
-                return "range", (f"spans [{low:g}, {high:g}], the contract says [{self.range[0]:g}, {self.range[1]:g}]:"
-                                 " is the normalization (ToTensor, Normalize, /255) missing or applied twice?")
+                advice = ("ids outside the vocabulary or class range: check the tokenizer's vocab_size, special "
+                          "tokens and the label mapping" if integer
+                          else "is the normalization (ToTensor, Normalize, /255) missing or applied twice?")
+                return "range", (f"spans [{low:g}, {high:g}], the contract says [{self.range[0]:g}, "
+                                 f"{self.range[1]:g}]: {advice}")
         return None
 
     def _layout_problem(self, shape: tuple[int, ...]) -> str | None:

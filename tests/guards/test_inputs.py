@@ -2,6 +2,7 @@ import contextlib
 
 import pytest
 import torch
+from torch import nn
 
 from gapcheck.errors import UsageError
 from gapcheck.guards import InputContractError, input_contract
@@ -62,3 +63,32 @@ def test_bad_declarations_are_usage_errors(cnn):
         input_contract(cnn, range=(3, -3))
     with pytest.raises(UsageError):
         input_contract(cnn, layout="NC HW")
+
+
+class _KeywordModel(nn.Module):
+    """Called the Hugging Face way: model(input_ids=..., attention_mask=...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(100, 4)
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.embed(input_ids)
+
+
+def test_keyword_called_models_are_checked_by_name_either_way():
+    model = _KeywordModel()
+    ids = torch.randint(0, 100, (2, 5))
+    with input_contract(model, dtype=torch.int64, range=(0, 99), argument="input_ids") as contract:
+        model(input_ids=ids)
+        model(ids)  # positional call, contract declared by name: bound through forward's signature
+        with pytest.raises(InputContractError, match=r"spans \[1\d\d\d, .*vocab_size"):
+            model(input_ids=ids + 1000)
+    assert contract.calls == 3
+
+
+def test_a_positional_contract_on_a_keyword_call_says_which_keyword_to_declare():
+    model = _KeywordModel()
+    with input_contract(model, dtype=torch.int64), \
+            pytest.raises(UsageError, match="argument='input_ids'"):
+        model(input_ids=torch.zeros(1, 3, dtype=torch.long))
