@@ -100,6 +100,9 @@ class GradientHealth:
         self._handles: list[Any] = []
         self._queued = False
         self._queued_task: int | None = None
+        import torch
+
+        self._graph_task = getattr(torch._C, "_current_graph_task_id", None)  # private; absent: the old flag alone
         self._backwards = 0
         self._reported_missing: frozenset[str] = frozenset()
         self.last: GradientReport | None = None
@@ -124,13 +127,13 @@ class GradientHealth:
         self._handles = []
 
     def _on_grad(self, _param: Any) -> None:
-        import torch
-
         # A backward that raised never runs its queued callback; keyed by the graph task, the next backward
         # queues its own instead of finding the flag stuck (which would switch the guard off for good).
-        task = torch._C._current_graph_task_id() if hasattr(torch._C, "_current_graph_task_id") else None
+        task = self._graph_task() if self._graph_task is not None else None
         if self._queued and (task is None or task == self._queued_task):
             return
+        import torch
+
         self._queued, self._queued_task = True, task
         torch.autograd.Variable._execution_engine.queue_callback(self._after_backward)
 
