@@ -184,7 +184,8 @@ def direct_costs(kind: str) -> None:
     params = [p for p in loop.model.parameters() if p.requires_grad]
 
     def hooks() -> None:  # what the post-accumulate hooks cost in one backward (the first queues the callback)
-        health._queued = True
+        health._queued = True  # as after the first hook of this backward: same graph task, nothing queued again
+        health._queued_task = health._graph_task() if health._graph_task is not None else None
         for p in params:
             health._on_grad(p)
 
