@@ -14,6 +14,7 @@ walk over the garbage collector's objects costs tens of milliseconds: fine once 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,10 +43,14 @@ class CleanupReport:
 def _storage_key(tensor: "torch.Tensor") -> tuple[str, int, int] | None:
     if tensor.device.type == "meta" or tensor.is_sparse:
         return None
+    # FakeTensors (left behind by torch.export / the dynamo ONNX exporter elsewhere in the process) hold no
+    # memory; asking for their data pointer warns (and will raise in a later torch), so they are skipped by type.
+    # The module is only looked up, never imported: if nothing loaded it, no FakeTensor can exist.
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is not None and issubclass(type(tensor), fake.FakeTensor):
+        return None
     try:
         storage = tensor.untyped_storage()
-        # FakeTensors (left behind by torch.export / the dynamo ONNX exporter elsewhere in the process) have a
-        # storage object whose data pointer raises: they hold no memory, so they are not counted.
         return (str(tensor.device), storage.data_ptr(), storage.nbytes())
     except (RuntimeError, NotImplementedError):  # tensor subclasses and wrappers without a plain storage
         return None
