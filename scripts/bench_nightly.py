@@ -11,6 +11,9 @@ ONNX Runtime; the bundled server has no onnxruntime backend), and, interleaved r
 - ``bare``: a ``tritonclient.grpc`` loop sending the same batches with the same number of requests in
   flight (one client per thread) and keeping the answers, nothing else.
 
+A third nightly row leaves out only the reading and SHA256 verification of the bundle (the bare loop's
+inputs are already in memory): lock, readiness, audit, inference, comparison, history and status stay in.
+
 Prints samples/s per round, the best of each, and the ratio nightly/bare (target >= 0.9). Also times
 ``golden record`` twice into one export cache folder: cold (exports) and warm (the export comes from the cache).
 """
@@ -106,7 +109,10 @@ def main() -> None:
             phase_s = result.endpoints[0].outcome.seconds["inference"]
             if round_ % 2 == 1:
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
-            rows.append((nightly_s, phase_s, bare_s))
+            # The bare loop's inputs are already in memory; this row leaves out the one step that puts the
+            # bundle's there (reading and SHA256-verifying it), and keeps everything else the issue names.
+            served_s = nightly_s - result.seconds["verify_golden"]
+            rows.append((nightly_s, phase_s, bare_s, served_s))
             ep = result.endpoints[0].outcome.seconds
             fixed.append({"verify bundle": result.seconds["verify_golden"], "readiness": ep.get("readiness", 0.0),
                           "inference + comparison": phase_s,
@@ -115,13 +121,16 @@ def main() -> None:
                           - result.seconds["verify_golden"]})
             print(f"round {round_}: bare {args.samples / bare_s:7.0f}/s   nightly inference+compare "
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
-                  f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)")
+                  f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without bundle verification "
+                  f"({bare_s / served_s:.2f}x)")
     print(f"\n{args.samples} samples, batch {args.batch}, {args.in_flight} in flight, {args.rounds} interleaved rounds:")
     print("| path | samples/s (best) | samples/s (median) | ratio to bare (median of the rounds' ratios) | "
           "ratio to bare (best times) |\n|---|---|---|---|---|")
     bare = [r[2] for r in rows]
     for label, index in (("bare tritonclient loop (same batches, same concurrency)", 2),
                          ("nightly: inference + per-sample comparison", 1),
+                         ("nightly, bundle already verified in memory (lock, readiness, audit, inference, comparison, "
+                          "history, status)", 3),
                          ("nightly end to end (verify bundle, lock, readiness, audit, inference, comparison, "
                           "history, status)", 0)):
         times = [r[index] for r in rows]

@@ -133,19 +133,29 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+# Served values buffered before one vectorized comparison (16 MiB of float32): at 16 samples a batch, a
+# dozen numpy calls per batch cost more than the arithmetic, and the main thread is the one reading answers.
+FLUSH_ELEMENTS = 1 << 22
+
+
 class _Accumulator:
-    """Per-output comparison across batches (answers arrive in any order)."""
+    """Per-output comparison across batches (answers arrive in any order).
+
+    Batches are buffered and compared a group at a time; per-sample results are kept as arrays (sample,
+    max_abs, max_rel, mean_abs, mismatch fraction, error ratio, passed), and :class:`SampleError` objects
+    are made only for the worst samples.
+    """
 
     def __init__(self, name: str, rtol: float, atol: float) -> None:
         self.name, self.rtol, self.atol = name, rtol, atol
-        self.samples: list[tuple[SampleError, float, float, float]] = []  # (error, max_rel, mean_abs, mismatch)
+        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self._pending_elements = 0
+        self._columns: list[tuple[np.ndarray, ...]] = []
         self.shape_mismatch = False
         self.type_problem: str | None = None
         self.width_change: str | None = None  # same kind, other width (float16 served for float32): compared
 
     def add(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
-        from gapcheck.compare import Tolerance, compare_arrays
-
         problem = _type_problem(served, golden)
         if problem is not None:
             self.shape_mismatch = self.shape_mismatch or served.shape != golden.shape
@@ -153,32 +163,56 @@ class _Accumulator:
             served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on it
         elif served.dtype != golden.dtype and self.width_change is None:
             self.width_change = f"served {served.dtype}, golden {golden.dtype}"
+        self._pending.append((first, served, golden))
+        self._pending_elements += golden.size
+        if self._pending_elements >= FLUSH_ELEMENTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending, self._pending_elements = self._pending, [], 0
+        if len(pending) > 1:
+            samples = np.concatenate([np.arange(first, first + golden.shape[0]) for first, _, golden in pending])
+            served = np.concatenate([s for _, s, _ in pending])
+            golden = np.concatenate([g for _, _, g in pending])
+            fast = per_sample_stats(served, golden, self.rtol, self.atol)
+            if fast is not None:
+                self._columns.append((samples, *fast))
+                return
+        for first, served, golden in pending:  # one batch, or a group that holds a non-finite value
+            self._compare_batch(first, served, golden)
+
+    def _compare_batch(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
+        from gapcheck.compare import Tolerance, compare_arrays
+
+        samples = np.arange(first, first + golden.shape[0])
         fast = per_sample_stats(served, golden, self.rtol, self.atol)
         if fast is not None:
-            for offset, (max_abs, max_rel, mean_abs, mismatch, ratio, passed) in enumerate(zip(*fast, strict=True)):
-                self.samples.append((SampleError(first + offset, float(max_abs), float(ratio), bool(passed)),
-                                     float(max_rel), float(mean_abs), float(mismatch)))
+            self._columns.append((samples, *fast))
             return
         tol = Tolerance(self.rtol, self.atol)
         ratios = element_ratios(served, golden, self.rtol, self.atol)
-        for offset in range(golden.shape[0]):
-            stats = compare_arrays(served[offset:offset + 1], golden[offset:offset + 1], tol)
-            self.samples.append((SampleError(first + offset, stats.max_abs, float(ratios[offset]), stats.passed),
-                                 stats.max_rel, stats.mean_abs, stats.mismatch_fraction))
+        stats = [compare_arrays(served[i:i + 1], golden[i:i + 1], tol) for i in range(golden.shape[0])]
+        self._columns.append((samples, np.array([s.max_abs for s in stats], dtype=np.float64),
+                              np.array([s.max_rel for s in stats], dtype=np.float64),
+                              np.array([s.mean_abs for s in stats], dtype=np.float64),
+                              np.array([s.mismatch_fraction for s in stats], dtype=np.float64),
+                              np.asarray(ratios, dtype=np.float64), np.array([s.passed for s in stats], dtype=bool)))
 
     def result(self) -> OutputComparison:
-        errors = [s[0] for s in self.samples]
-        worst = tuple(sorted(errors, key=lambda e: (e.passed, -e.error_ratio, -e.max_abs, e.sample))[:WORST_SAMPLES])
-        count = max(len(errors), 1)
+        self._flush()
+        columns = [np.concatenate(c) for c in zip(*self._columns, strict=True)] if self._columns else [np.zeros(0)] * 7
+        sample, max_abs, max_rel, mean_abs, mismatch, ratio = (c.astype(np.float64, copy=False) for c in columns[:6])
+        passed = columns[6].astype(bool, copy=False)
+        # Failing first, then the largest error ratio, the largest |err|, the lowest sample index.
+        order = np.lexsort((sample, -max_abs, -ratio, passed))[:WORST_SAMPLES]
+        worst = tuple(SampleError(int(sample[i]), float(max_abs[i]), float(ratio[i]), bool(passed[i])) for i in order)
+        count = max(len(sample), 1)
         return OutputComparison(
-            output=self.name, passed=all(e.passed for e in errors) and not self.shape_mismatch,
-            max_abs=max((e.max_abs for e in errors), default=0.0),
-            max_rel=max((s[1] for s in self.samples), default=0.0),
-            mean_abs=sum(s[2] for s in self.samples) / count,
-            mismatch_fraction=sum(s[3] for s in self.samples) / count,
-            error_ratio=max((e.error_ratio for e in errors), default=0.0),
-            failing_samples=sum(not e.passed for e in errors), rtol=self.rtol, atol=self.atol, worst=worst,
-            shape_mismatch=self.shape_mismatch, type_problem=self.type_problem)
+            output=self.name, passed=bool(passed.all()) and not self.shape_mismatch,
+            max_abs=float(max_abs.max(initial=0.0)), max_rel=float(max_rel.max(initial=0.0)),
+            mean_abs=float(mean_abs.sum()) / count, mismatch_fraction=float(mismatch.sum()) / count,
+            error_ratio=float(ratio.max(initial=0.0)), failing_samples=int((~passed).sum()), rtol=self.rtol,
+            atol=self.atol, worst=worst, shape_mismatch=self.shape_mismatch, type_problem=self.type_problem)
 
 
 def _kind(dtype: np.dtype) -> str:

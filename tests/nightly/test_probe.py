@@ -32,6 +32,34 @@ def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     assert per_sample_stats(served, golden, 1e-4, 1e-4) is None  # non-finite: compared sample by sample
 
 
+@pytest.mark.parametrize("flush_elements", [1, 10**9])  # every batch alone / all batches in one group
+def test_batches_in_any_order_compare_as_sample_by_sample(monkeypatch, flush_elements: int) -> None:
+    import numpy as np
+
+    from gapcheck.compare import Tolerance, compare_arrays
+    from gapcheck.nightly import probe
+
+    monkeypatch.setattr(probe, "FLUSH_ELEMENTS", flush_elements)
+    rng = np.random.default_rng(1)
+    golden = rng.standard_normal((40, 6)).astype(np.float32)
+    served = golden + rng.standard_normal(golden.shape).astype(np.float32) * np.float32(1e-5)
+    served[7] += 0.5  # failing samples, one of them with a NaN (its batch is compared sample by sample)
+    served[23, 2] = np.nan
+    served[31] += 0.05
+    acc = probe._Accumulator("y", 1e-4, 1e-4)
+    for first in (32, 0, 16, 8, 24):  # answers arrive out of order
+        acc.add(first, served[first:first + 8], golden[first:first + 8])
+    got = acc.result()
+    refs = [compare_arrays(served[i:i + 1], golden[i:i + 1], Tolerance(1e-4, 1e-4)) for i in range(40)]
+    assert got.failing_samples == sum(not r.passed for r in refs) == 3 and not got.passed
+    assert got.max_abs == max(r.max_abs for r in refs) == float("inf")
+    assert np.isclose(got.mean_abs, sum(r.mean_abs for r in refs) / 40)
+    assert np.isclose(got.mismatch_fraction, sum(r.mismatch_fraction for r in refs) / 40)
+    assert [w.sample for w in got.worst[:3]] == [23, 7, 31]  # failing first, by error ratio (NaN counts as inf)
+    assert all(w.passed for w in got.worst[3:])
+    assert got.error_ratio == float("inf")
+
+
 @pytest.mark.parametrize("scheme", ["http", "grpc"])
 def test_a_server_that_never_answers_is_unreachable_within_the_deadline(tiny_golden: Path, tmp_path: Path,
                                                                         scheme: str) -> None:
