@@ -69,6 +69,23 @@ def bare_loop(url: str, model: str, inputs: np.ndarray, outputs: list[str], batc
     return seconds
 
 
+def pin_apart(server_pid: int | None) -> None:
+    """The server (and its backend stubs, every thread) on CPU 0; this process (every thread) on the rest."""
+    import os
+
+    import psutil
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if server_pid is None or len(cpus) < 2:
+        raise SystemExit("--pin needs a running server and at least 2 CPUs")
+    server = psutil.Process(server_pid)
+    for process in (server, *server.children(recursive=True)):
+        for thread in process.threads():
+            os.sched_setaffinity(thread.id, {cpus[0]})
+    for thread in psutil.Process().threads():
+        os.sched_setaffinity(thread.id, set(cpus[1:]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1000)
@@ -76,12 +93,15 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--exporter", default="dynamo", choices=("dynamo", "torchscript"))
+    parser.add_argument("--pin", action="store_true",
+                        help="server on CPU 0, this process on the others, as if the endpoint ran on its own machine")
+    parser.add_argument("--input", default=INPUT, help="the input spec (a larger image makes each sample cost more)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     records = {}
     for label, out in (("cold", work / "golden"), ("warm", work / "golden-again")):  # same model, same cache folder
         tick = time.perf_counter()
-        outcome = record_bundle(RecordRequest(out=out, factory=FACTORY, input_specs=(INPUT,), num_samples=args.samples,
+        outcome = record_bundle(RecordRequest(out=out, factory=FACTORY, input_specs=(args.input,), num_samples=args.samples,
                                               exporter=args.exporter, cache_dir=work / "export-cache"))
         records[label] = (time.perf_counter() - tick, outcome.seconds["export"], outcome.manifest["model"]["export_cached"])
     bundle = load_bundle(work / "golden")
@@ -94,6 +114,8 @@ def main() -> None:
     rows = []
     fixed: list[dict[str, float]] = []
     with LocalTritonServer(work / "repo", workdir=work / "server") as server:
+        if args.pin:
+            pin_apart(server.pid)
         spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
         run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "warmup.sqlite"))
         bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)  # warm-up
@@ -123,7 +145,8 @@ def main() -> None:
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
                   f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without bundle verification "
                   f"({bare_s / served_s:.2f}x)")
-    print(f"\n{args.samples} samples, batch {args.batch}, {args.in_flight} in flight, {args.rounds} interleaved rounds:")
+    print(f"\n{args.samples} samples of {args.input}, batch {args.batch}, {args.in_flight} in flight, "
+          f"{args.rounds} interleaved rounds:")
     print("| path | samples/s (best) | samples/s (median) | ratio to bare (median of the rounds' ratios) | "
           "ratio to bare (best times) |\n|---|---|---|---|---|")
     bare = [r[2] for r in rows]
