@@ -238,11 +238,13 @@ def check_padding(
     findings: list[Finding] = []
     first_module: dict[str, str] = {}
     for backend, run in runs.items():
+        seen: dict[tuple[str, int], Mapping[str, np.ndarray]] = {}  # the mask check reuses a masked variant's outputs
         for side in options.sides:
             for padded in options.padded_lengths(max(lengths)):
                 variant, batch_outputs = _run_variant(backend, run, sequences, lengths, padded, side, options,
                                                       references)
                 variants.append(variant)
+                seen[(side, padded)] = batch_outputs
                 if variant.max_abs is None:
                     findings.append(PADDING_NOT_CHECKED.finding(
                         f"{backend}: padded length {padded} ({side}) not run: {variant.note}",
@@ -253,7 +255,7 @@ def check_padding(
                     module = localize(base, sequences, lengths, padded, side) if localize and backend == "torch" else None
                     first_module[backend] = module or ""
                     findings.append(_dependence_finding(variant, module, batch_outputs, references, lengths, options))
-        findings.extend(_mask_findings(backend, run, sequences, lengths, options, references))
+        findings.extend(_mask_findings(backend, run, sequences, lengths, options, references, seen))
     return PaddingResult(variants=tuple(variants), findings=tuple(_one_per_backend(findings)),
                          sequence_lengths=tuple(lengths), first_module=first_module)
 
@@ -291,7 +293,8 @@ def _dependence_finding(variant: Variant, module: str | None, outputs: Mapping[s
 
 
 def _mask_findings(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], options: PadOptions,
-                   references: list[Mapping[str, np.ndarray]]) -> list[Finding]:
+                   references: list[Mapping[str, np.ndarray]],
+                   masked_outputs: Mapping[tuple[str, int], Mapping[str, np.ndarray]] | None = None) -> list[Finding]:
     """Padding present: does the real mask change anything compared with an all-ones mask?"""
     if options.mask_input is None:
         return []
@@ -303,7 +306,8 @@ def _mask_findings(backend: str, run: RunFn, sequences: list[Feeds], lengths: li
                                           masked=False)
     if unmasked.max_abs is None or unmasked.passed:
         return []  # padding does not matter even unmasked (e.g. right padding in a causal model): nothing to prove
-    masked_out = run(_pad_batch(sequences, lengths, padded[0], side, options))
+    masked_out = (masked_outputs or {}).get((side, padded[0])) or run(_pad_batch(sequences, lengths, padded[0], side,
+                                                                               options))
     identical = all(np.array_equal(masked_out[name], unmasked_out[name]) for name in masked_out)
     if not identical:
         return []
