@@ -397,6 +397,8 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
         # Our own errors are already worded (and redacted); anything else is named by its type.
         message = first_line if isinstance(exc, GapcheckError) and first_line else \
             f"{type(exc).__name__}: {first_line}".rstrip(": ")
+        if isinstance(exc, GapcheckError) and exc.hint:  # e.g. which access header a restricted API expects
+            message = f"{message} ({exc.hint})"
         message = redact(message, tuple(v for v in spec.headers.values() if v))
         finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
                                                subject=Subject(endpoint=spec.name), evidence={"error": message})

@@ -10,6 +10,7 @@ inference according to ``mode``:
 - ``batch``: one sample fewer than were sent
 - ``hang``: the status line and headers, half the body, then silence
 - ``huge``: claims a gigantic output in its JSON header
+- ``restricted_infer``: inference refused as a hardened Triton refuses it without its access header
 - ``evil``: an error whose text holds terminal escapes and a forged line
 """
 from __future__ import annotations
@@ -111,6 +112,10 @@ class FakeTriton:
                 body = self.rfile.read(length)
                 if not self.path.endswith("/infer"):  # repository index, model control: hardened away
                     self._send(403, json.dumps({"error": "This API is restricted"}).encode())
+                    return
+                if fake.mode == "restricted_infer":  # Triton's own words for a restricted API without its header
+                    self._send(403, json.dumps({"error": "This API is restricted, expecting header "
+                                                         "'triton-access-token'"}).encode())
                     return
                 header_len = int(self.headers.get("Inference-Header-Content-Length", length))
                 request = json.loads(body[:header_len])

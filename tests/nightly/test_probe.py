@@ -107,6 +107,17 @@ def test_wrong_dtype_or_shape_is_a_gap_that_says_so(tiny_golden: Path, tmp_path:
     assert [f.code for f in endpoint.findings if f.is_gap] == ["golden_output_type"]
 
 
+def test_a_restricted_inference_api_names_the_header_it_expects(tiny_golden: Path, tmp_path: Path) -> None:
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), "restricted_infer") as fake:
+        result = _one_night(tiny_golden, fake.url, tmp_path / "h.sqlite")
+    endpoint = result.endpoints[0]
+    assert not endpoint.outcome.reachable
+    assert "expects the access header 'triton-access-token'" in endpoint.outcome.error, endpoint.outcome.error
+
+
 def test_a_correct_answer_from_the_fake_server_passes(tiny_golden: Path, tmp_path: Path) -> None:
     """The control for the tests above: the same server answering the reference is a pass."""
     from gapcheck.golden import load_bundle
