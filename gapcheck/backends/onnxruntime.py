@@ -10,8 +10,8 @@ import onnxruntime as ort
 
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import BackendError
-from gapcheck.model.export import condense_error
 from gapcheck.model.mapping import with_extra_outputs
+from gapcheck.model.onnx_file import condense_error
 from gapcheck.tensors import fingerprint
 
 log = logging.getLogger(__name__)

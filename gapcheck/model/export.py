@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import re
 import sys
 import tempfile
 import time
@@ -17,20 +16,20 @@ import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import onnx
 import torch
 
-from gapcheck.errors import ExportError, InputError, UsageError
+from gapcheck.errors import ExportError, UsageError
+
+# Re-exported: callers have imported these from here; they live in the torch-free module now.
+from gapcheck.model.onnx_file import MAX_ONNX_BYTES, condense_error, load_onnx, save_onnx  # noqa: F401
 from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 
 EXPORTERS = ("dynamo", "torchscript")
-# Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
-MAX_ONNX_BYTES = 4 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -42,16 +41,6 @@ class ExportResult:
     warnings: tuple[str, ...] = ()  # exporter warnings worth showing (e.g. TracerWarning: branch baked in)
     batch_baked: bool = False  # a dynamic batch axis was asked for and the exporter fixed it anyway
     cached: bool = False  # taken from the export cache (seconds is then 0)
-
-
-def condense_error(exc: BaseException, limit: int = 400) -> str:
-    """The first meaningful line(s) of an exporter error, without ANSI colours or advice boilerplate."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
-    summary = re.search(r"## Exception summary\s+(.+?)(?:\n\n|$)", text, re.S)
-    if summary:
-        text = summary.group(1)
-    text = " ".join(text.split())
-    return f"{type(exc).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
 
 
 def _batched_for_export(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -262,30 +251,3 @@ def _check_opset(result: ExportResult, opset: int | None) -> ExportResult:
             "(it could not convert the graph to the requested version)"
         )
     return result
-
-
-def load_onnx(path: str | Path) -> onnx.ModelProto:
-    """Load and check an ONNX file, treating it as hostile: size-bounded, parse and checker errors condensed."""
-    target = Path(path)
-    if not target.is_file():
-        raise InputError(f"ONNX file not found: {target}")
-    size = target.stat().st_size
-    if size == 0:
-        raise InputError(f"ONNX file is empty: {target}")
-    if size > MAX_ONNX_BYTES:
-        raise InputError(f"ONNX file is {size / 1024**3:.1f} GiB, over the {MAX_ONNX_BYTES / 1024**3:.0f} GiB limit: {target}")
-    try:
-        model = onnx.load(str(target))
-        onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data errors
-        raise InputError(f"not a valid ONNX model: {target} ({condense_error(exc, 200)})") from exc
-    if not model.graph.node:
-        raise InputError(f"ONNX model has no nodes: {target}")
-    return model
-
-
-def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(target))
-    return target

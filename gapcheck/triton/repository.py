@@ -57,7 +57,7 @@ def load_onnx(onnx_model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
     """The model itself, or the file read the hostile-input way (size-bounded, checked)."""
     if isinstance(onnx_model, onnx.ModelProto):
         return onnx_model
-    from gapcheck.model.export import load_onnx as load_onnx_file  # imports torch: only when a file is read
+    from gapcheck.model.onnx_file import load_onnx as load_onnx_file
 
     return load_onnx_file(onnx_model)
 

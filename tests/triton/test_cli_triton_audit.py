@@ -117,3 +117,18 @@ def test_triton_section_of_the_config_fills_what_flags_leave_out(triton, tiny_on
 def test_old_spellings_still_work(triton, tiny_onnx_path):
     assert main(["triton-audit", "--triton-url", triton.url("grpc"), "--triton-model", "tiny", "--onnx",
                  str(tiny_onnx_path), "--timeout", "5", "--retries", "0", "--header", "x-any:value"]) == 0
+
+
+def test_the_audit_never_imports_torch(triton, tiny_onnx_path, tmp_path):
+    """Reading an ONNX file is torch-free (gapcheck/model/onnx_file.py): a cron's audit starts in a second, not five."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import sys\nfrom gapcheck.cli.app import main\n"
+              f"code = main(['triton-audit', '--triton-url', {triton.url('http')!r}, '--triton-model', 'tiny', "
+              f"'--onnx', {str(tiny_onnx_path)!r}, '--protocol', 'http', '--json', {str(tmp_path / 'a.json')!r}])\n"
+              "print(code, 'torch' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr

@@ -1,0 +1,54 @@
+"""Read and write ONNX files without torch: the hostile-input loader every command shares.
+
+Kept apart from :mod:`gapcheck.model.export` (which imports torch) so that commands that only read an ONNX
+file — ``triton-audit``, ``nightly``'s audit, ``export --triton-repo`` with ``--onnx`` — start in a fraction
+of the time.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx
+
+from gapcheck.errors import InputError
+
+# Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
+MAX_ONNX_BYTES = 4 * 1024**3
+
+
+def condense_error(exc: BaseException, limit: int = 400) -> str:
+    """The first meaningful line(s) of an exporter error, without ANSI colours or advice boilerplate."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    summary = re.search(r"## Exception summary\s+(.+?)(?:\n\n|$)", text, re.S)
+    if summary:
+        text = summary.group(1)
+    text = " ".join(text.split())
+    return f"{type(exc).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Load and check an ONNX file, treating it as hostile: size-bounded, parse and checker errors condensed."""
+    target = Path(path)
+    if not target.is_file():
+        raise InputError(f"ONNX file not found: {target}")
+    size = target.stat().st_size
+    if size == 0:
+        raise InputError(f"ONNX file is empty: {target}")
+    if size > MAX_ONNX_BYTES:
+        raise InputError(f"ONNX file is {size / 1024**3:.1f} GiB, over the {MAX_ONNX_BYTES / 1024**3:.0f} GiB limit: {target}")
+    try:
+        model = onnx.load(str(target))
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data errors
+        raise InputError(f"not a valid ONNX model: {target} ({condense_error(exc, 200)})") from exc
+    if not model.graph.node:
+        raise InputError(f"ONNX model has no nodes: {target}")
+    return model
+
+
+def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(target))
+    return target
