@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -285,6 +286,10 @@ def _validate(model: type[BaseModel], name: str, table: Any, source: Path | None
         raise ConfigError(_describe(exc, name, origin, env_keys)) from None
 
 
+# Keys whose values are never echoed in a configuration error (matched anywhere in the dotted key).
+_SECRET_KEY = re.compile(r"header|token|secret|passw|webhook|url|auth|cookie|credential|api_?key", re.IGNORECASE)
+
+
 def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[str, ...]]) -> str:
     """One line per problem: where it came from, the dotted key, what was expected and what was given."""
     unknown: dict[str, list[str]] = {}
@@ -298,7 +303,13 @@ def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[
             unknown.setdefault(".".join([name, *loc[:-1]]), []).append(loc[-1])
             continue
         message = str(error["msg"]).removeprefix("Value error, ")
-        given = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""
+        value = error.get("input")
+        if _SECRET_KEY.search(key):  # header values, tokens, webhook and endpoint URLs may hold credentials
+            if value is not None and not isinstance(value, (dict, list)) and str(value):
+                message = message.replace(str(value), "<redacted>")
+            given = " (value not shown: it may hold a credential)"
+        else:
+            given = f" (got {value!r})" if "input" in error and not isinstance(value, dict) else ""
         lines.append(f"{came_from}: {key}: {message}{given}")
     for table, keys in unknown.items():
         lines.insert(0, f"{origin}: unknown key(s) in [{table}]: {', '.join(keys)}")

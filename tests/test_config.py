@@ -111,3 +111,19 @@ def test_lazy_section_table_imports_nothing_heavy():
 def test_explicit_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_errors_never_echo_credential_values(tmp_path):
+    """A header, token or webhook value of the wrong type is named by key, never shown (it may be a secret)."""
+    path = tmp_path / "gapcheck.toml"
+    path.write_text('[nightly]\ngolden = "g"\nwebhook = ["https://hooks.example.com/services/T/B/SECRET123"]\n'
+                    '[[nightly.endpoints]]\nname = "prod"\nurl = "http://127.0.0.1:1/m"\n'
+                    'headers = { triton-access-token = 987654321012345 }\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(path).section("nightly")
+    text = str(raised.value)
+    assert "triton-access-token" in text and "webhook" in text, text
+    assert "987654321012345" not in text and "SECRET123" not in text, text
+    with pytest.raises(ConfigError) as raised:
+        load_config(start=tmp_path / "none", environ={"GAPCHECK_NIGHTLY__WEBHOOK": "12345678901234"}).section("nightly")
+    assert "GAPCHECK_NIGHTLY__WEBHOOK" in str(raised.value) and "12345678901234" not in str(raised.value)
