@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from gapcheck.cli.lazy import LazyCommand, lazy_group
 from gapcheck.errors import ExitCode, GapcheckError, exit_code_for, one_line
-from gapcheck.report.text import safe_text
+from gapcheck.report.text import safe_line, safe_text
 
 #: Every command: name -> (module, attribute, one-line help). Modules load only when their command runs,
 #: so `gapcheck --help` and `gapcheck explain` never import torch. A new command is one line here.
@@ -50,12 +50,24 @@ app = typer.Typer(
 )
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Log lines quote outside text (file names, stage errors): one line each, control characters neutralized.
+
+    Only the message is cleaned; a traceback that ``--debug`` adds keeps its own lines.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return safe_line(super().formatMessage(record))
+
+
 @app.callback()
 def root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
 ) -> None:
     """gapcheck: exit 0 no gap, 1 gap found, 2 usage/config/input error, 3 backend/endpoint failure."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLineFormatter("%(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
 
 
 

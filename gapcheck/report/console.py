@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gapcheck.findings import Finding, Severity, Verdict
-from gapcheck.report.text import safe_text
+from gapcheck.report.text import safe_line, safe_text
 
 SEVERITY_STYLE = {Severity.GAP: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -19,6 +19,11 @@ SEVERITY_STYLE = {Severity.GAP: "bold red", Severity.WARNING: "yellow", Severity
 def clean(text: object) -> str:
     """Outside text made safe for a rich console: control characters neutralized, markup escaped."""
     return escape(safe_text(text))
+
+
+def clean_line(text: object) -> str:
+    """Like :func:`clean`, on one line (for findings and verdicts: one line each, whatever the text holds)."""
+    return escape(safe_line(text))
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -32,12 +37,12 @@ def make_console(stderr: bool = False) -> Console:
 def print_findings(console: Console, findings: Sequence[Finding]) -> None:
     for finding in findings:
         style = SEVERITY_STYLE[finding.severity]
-        where = f" [dim]{clean(finding.where)}[/dim]" if finding.where else ""
-        console.print(f"[{style}]{finding.severity.value.upper():7}[/{style}] {clean(finding.code)}{where}: "
-                      f"{clean(finding.message)}")
+        where = f" [dim]{clean_line(finding.where)}[/dim]" if finding.where else ""
+        console.print(f"[{style}]{finding.severity.value.upper():7}[/{style}] {clean_line(finding.code)}{where}: "
+                      f"{clean_line(finding.message)}")
 
 
 def print_verdict(console: Console, verdict: Verdict | str, summary: str) -> None:
     value = Verdict(getattr(verdict, "value", verdict))
     style = "bold green" if value is Verdict.PASS else "bold red"
-    console.print(f"[{style}]{value.value.upper()}[/{style}] {clean(summary)}")
+    console.print(f"[{style}]{value.value.upper()}[/{style}] {clean_line(summary)}")

@@ -32,6 +32,12 @@ def safe_text(text: object) -> str:
     return "".join(out)
 
 
+def safe_line(text: object) -> str:
+    """:func:`safe_text` on one line: newlines and tabs shown as ``\\n`` / ``\\t``, so outside text (a server's
+    message, a file name) cannot start a line of its own that reads like gapcheck's ("PASS all good")."""
+    return safe_text(str(text).replace("\n", "\\n").replace("\t", "\\t"))
+
+
 def format_number(value: float) -> str:
     """Four significant digits; inf/nan spelled out."""
     if isinstance(value, float) and not math.isfinite(value):

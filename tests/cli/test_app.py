@@ -95,3 +95,27 @@ def test_one_line_summaries():
     long = "x" * 200 + ". Advice follows"
     assert one_line(RuntimeError(long)) == "RuntimeError: " + "x" * 200
     assert len(one_line(RuntimeError("y" * 1000))) <= len("RuntimeError: ") + 300
+
+
+def test_log_lines_and_findings_are_one_line_without_control_characters():
+    """Outside text in a log record or a finding cannot repaint the terminal nor forge a line of its own."""
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from gapcheck.findings import Finding, Severity
+    from gapcheck.report.console import print_findings
+
+    evil = "imgs/evil\x1b[2J\x1b[32mPASS\rx.png\nPASS all good\x07"
+    formatter = app_module._OneLineFormatter("%(name)s: %(message)s")
+    record = logging.LogRecord("gapcheck.preprocess.pool", logging.WARNING, __file__, 1,
+                               "stage cand killed its worker on %s", (evil,), None)
+    line = formatter.format(record)
+    assert "\n" not in line and "\x1b" not in line and "\r" not in line and "\x07" not in line, line
+    assert line.startswith("gapcheck.preprocess.pool: stage cand killed its worker on imgs/evil")
+    out = io.StringIO()
+    print_findings(Console(file=out, width=400, color_system=None),
+                   [Finding("golden_output_missing", Severity.GAP, f"output {evil!s} missing", where=evil)])
+    printed = out.getvalue()
+    assert printed.count("\n") == 1 and "\x1b" not in printed, printed
