@@ -138,10 +138,12 @@ def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, timeout_s: 
             else:
                 value = _scalar(_call_with_deadline(lambda: fn(y_true, y_pred, **kwargs), timeout_s,
                                                     f"{what} on case '{case.name}'"))
-    except MetricTimeout:
+    except (MetricTimeout, KeyboardInterrupt):
         raise
-    except Exception as exc:  # noqa: BLE001 - a metric that raises is an outcome to report, not a crash
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    except BaseException as exc:  # noqa: BLE001 - a metric that raises is an outcome to report, not a crash;
+        # BaseException too: a metric calling sys.exit(0) must not end the caller's script (quietly, with status 0)
+        text = str(exc).splitlines()[0][:120] if str(exc) else ""
+        return None, f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return value, ""
 
 
@@ -192,12 +194,17 @@ def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:
     ]
 
 
-def _compare(case: Case, reference: Reference, custom: Callable[..., Any], options: dict[str, Any],
-             tol: Tolerance, custom_kwargs: dict[str, Any], as_torch: bool, timeout_s: float,
-             metric: str) -> CaseOutcome:
+def _reference_value(case: Case, reference: Reference, options: dict[str, Any]) -> tuple[float | None, str]:
+    """The reference's value on ``case``; None (with why) where it is undefined: it raised or gave NaN."""
     ref_value, ref_error = _run(lambda t, p: reference.compute(t, p, options), case)
     if ref_value is not None and math.isnan(ref_value):
-        ref_value, ref_error = None, "NaN"
+        return None, "NaN"
+    return ref_value, ref_error
+
+
+def _compare(case: Case, ref_value: float | None, ref_error: str, custom: Callable[..., Any],
+             tol: Tolerance, custom_kwargs: dict[str, Any], as_torch: bool, timeout_s: float,
+             metric: str) -> CaseOutcome:
     value, error = _run(custom, case, as_torch, timeout_s, metric, **custom_kwargs)
     n = int(case.y_true.shape[0])
     if ref_value is None:
@@ -259,20 +266,57 @@ def check_metric(
     if reference not in REFERENCES:
         raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
     ref = REFERENCES[reference]
+    labels = _checked_labels(labels)
+    k = _checked_k(k)
     tol = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if rtol is None else rtol,
                     atol=DEFAULT_TOLERANCE.atol if atol is None else atol)
     as_torch = hasattr(y_true, "detach") or hasattr(y_pred, "detach")
     truth, pred = _as_array(y_true, "y_true"), _as_array(y_pred, "y_pred")
     _check_shapes(truth, pred, ref)
+    if reference == "top_k_accuracy":
+        n_classes = len(labels) if labels is not None else pred.shape[1] if pred.ndim == 2 else 2
+        if k > n_classes:
+            raise UsageError(f"k={k} is larger than the number of classes ({n_classes}): every sample would be a "
+                             "top-k hit; pass k= at most the number of classes", parameter="k")
     cases = [Case("user data", truth, pred)]
     if edge_cases:
         cases += _label_cases(truth, pred) if ref.kind == "labels" else _score_cases(truth, pred)
     options = {"labels": labels, "k": k, "average": average}
+    references = [_reference_value(case, ref, options) for case in cases]
+    if all(value is None for value, _ in references):
+        # nothing can be compared: a "pass" here would be vacuous (the usual cause is an option the reference
+        # refuses, e.g. labels that do not match the score columns, or an unknown average)
+        first, first_error = cases[0], references[0][1]
+        raise UsageError(f"the reference {reference} could not be computed on any of the {len(cases)} case(s) "
+                         f"(on '{first.name}': {first_error or 'undefined'}), so nothing was compared; check the "
+                         "data and the options (labels, k, average)")
     metric = name or getattr(custom, "__name__", "custom metric")
-    outcomes = tuple(_compare(case, ref, custom, options, tol, dict(custom_kwargs or {}), as_torch, timeout_s, metric)
-                     for case in cases)
+    outcomes = tuple(_compare(case, ref_value, ref_error, custom, tol, dict(custom_kwargs or {}), as_torch, timeout_s,
+                              metric) for case, (ref_value, ref_error) in zip(cases, references, strict=True))
     findings = tuple(f for f in (_finding(o, metric, reference) for o in outcomes) if f is not None)
     return MetricCheckResult(metric=metric, reference=reference, outcomes=outcomes, findings=findings, tolerance=tol)
+
+
+def _checked_labels(labels: Sequence[Any] | None) -> list[Any] | None:
+    """``labels`` as a list (a generator would be used up by the first case); an empty set of labels is refused."""
+    if labels is None:
+        return None
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+        raise UsageError(f"labels must be a sequence of class labels, got {type(labels).__name__} {labels!r:.40}",
+                         parameter="labels")
+    listed = list(np.asarray(labels).reshape(-1)) if hasattr(labels, "shape") else list(labels)
+    if not listed:
+        raise UsageError("labels is empty: no metric is defined over no classes; pass the class labels, or leave "
+                         "labels out to use the classes in the data", parameter="labels")
+    return listed
+
+
+def _checked_k(k: Any) -> int:
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise UsageError(f"k must be a whole number of at least 1, got {type(k).__name__} {k!r:.40}", parameter="k")
+    if k < 1:
+        raise UsageError(f"k must be at least 1 (top-k accuracy over the k best scores), got {k}", parameter="k")
+    return int(k)
 
 
 def _as_array(value: Any, what: str) -> np.ndarray:

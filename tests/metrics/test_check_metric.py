@@ -279,3 +279,80 @@ def test_a_metric_that_works_in_place_does_not_change_the_callers_arrays():
 def test_a_non_callable_metric_is_a_usage_error():
     with pytest.raises(UsageError, match="must be a callable"):
         check_metric(0.93, "accuracy", Y_TRUE, Y_PRED)
+
+
+# -- options the reference cannot use: a UsageError up front, never a vacuous pass -----------------------------
+
+SCORES_4 = RNG.random((40, 4))
+TRUTH_4 = RNG.integers(0, 4, 40)
+
+
+def _top1(y_true, s):
+    return float(np.mean(np.argmax(s, axis=1) == y_true)) if len(y_true) else float("nan")
+
+
+@pytest.mark.parametrize("k, said", [(0, "k must be at least 1"), (-3, "k must be at least 1"),
+                                     (2.5, "k must be a whole number"), (True, "k must be a whole number"),
+                                     (5, "k=5 is larger than the number of classes (4)")])
+def test_top_k_with_an_impossible_k_is_a_usage_error_not_a_pass(k, said):
+    # k=0 / k=-3 made the reference raise on every case, and the verdict was "matches ... on 5 case(s)"
+    with pytest.raises(UsageError, match=__import__("re").escape(said)):
+        check_metric(_top1, "top_k_accuracy", TRUTH_4, SCORES_4, k=k)
+
+
+def test_empty_labels_are_a_usage_error_not_a_pass():
+    with pytest.raises(UsageError, match="labels is empty"):
+        check_metric(f1_macro_correct, "f1_macro", Y_TRUE, Y_PRED, labels=[])
+    with pytest.raises(UsageError, match="labels is empty"):
+        check_metric(f1_macro_correct, "f1_macro", Y_TRUE, Y_PRED, labels=np.array([], dtype=int))
+
+
+def test_a_reference_undefined_on_every_case_is_never_a_pass():
+    # labels that do not match the 4 score columns: sklearn refuses every case, so nothing would be compared
+    calls = []
+
+    def counted(t, s):
+        calls.append(len(t))
+        return 0.5
+
+    with pytest.raises(UsageError, match="could not be computed on any of the 5 case") as info:
+        check_metric(counted, "log_loss", TRUTH_4, SCORES_4, labels=[0, 1])
+    assert "user data" in str(info.value) and not calls  # the custom metric is not even run
+    # one case, undefined (ROC-AUC of a single class): no comparison happened, so no pass either
+    with pytest.raises(UsageError, match="could not be computed on any of the 1 case"):
+        check_metric(lambda t, s: 0.5, "roc_auc", np.ones(10, dtype=int), RNG.random(10), edge_cases=False)
+
+
+def test_labels_given_as_a_generator_are_used_on_every_case():
+    result = check_metric(f1_macro_correct, "f1_macro", Y_TRUE, Y_PRED, labels=(c for c in range(4)))
+    assert all(o.reference is not None for o in result.outcomes if o.case != "empty input"), result.table_text()
+
+
+# -- a metric that exits: reported as raising on that case, never ends the caller's script ---------------------
+
+@pytest.mark.parametrize("exit_with", [lambda: __import__("sys").exit(0), lambda: __import__("sys").exit(),
+                                       lambda: (_ for _ in ()).throw(GeneratorExit("stop"))])
+def test_a_metric_calling_sys_exit_is_reported_as_raising(exit_with):
+    def exits_on_empty(t, p):
+        if len(t) == 0:
+            exit_with()
+        return float(np.mean(t == p))
+
+    def always_exits(t, p):
+        exit_with()
+
+    result = check_metric(always_exits, "accuracy", Y_TRUE, Y_PRED)
+    assert result.verdict.value == "gap"
+    user = result.outcomes[0]
+    assert user.custom is None and not user.passed and user.error.split(":")[0] in ("SystemExit", "GeneratorExit")
+    assert any("raised SystemExit" in f.message or "raised GeneratorExit" in f.message for f in result.findings)
+    # where the reference is undefined too (empty input), exiting is consistent: no gap
+    assert check_metric(exits_on_empty, "accuracy", Y_TRUE, Y_PRED).verdict.value == "pass"
+
+
+def test_a_metric_raising_keyboard_interrupt_still_interrupts():
+    def interrupted(t, p):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check_metric(interrupted, "accuracy", Y_TRUE, Y_PRED)
