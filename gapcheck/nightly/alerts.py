@@ -116,15 +116,27 @@ def _credentials(url: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
     return clean, {"Authorization": f"Basic {token}"}, secrets
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: urllib would follow a 301/302/303 as a GET, without the alert, and with the
+    Basic authorization header, to whatever host the receiver names. Declining leaves the 3xx an HTTPError."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# Built once: an opener holds no per-request state (urlopen's own default opener is shared the same way).
+_OPENER = urllib.request.build_opener(_NoRedirects())
+
+
 def _post(request: urllib.request.Request, timeout_s: float, deadline_s: float) -> tuple[str, Any]:
     """One POST under a total deadline: urllib's timeout bounds each socket operation only, and a receiver
     that trickles a byte at a time would never trip it. The request runs in a daemon thread; past the
-    deadline it is abandoned (its socket timeout ends it)."""
+    deadline it is abandoned (its socket timeout ends it). Redirects are never followed."""
     outcome: list[tuple[str, Any]] = []
 
     def attempt() -> None:
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s) checked
+            with _OPENER.open(request, timeout=timeout_s) as response:
                 response.read(1024)
             outcome.append(("ok", None))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
@@ -158,7 +170,9 @@ def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = Non
         if state == "deadline":
             return Delivery(alert, target, False, attempt, f"no answer within the total deadline of {deadline_s:g}s")
         if isinstance(exc, urllib.error.HTTPError):
-            error = f"HTTP {exc.code}"
+            exc.close()  # the error holds the open response
+            # Where a redirect points is not shown: the receiver chose it, and it may carry a token.
+            error = f"HTTP {exc.code}" + (" (a redirect: not followed)" if 300 <= exc.code < 400 else "")
             if exc.code < 500 and exc.code != 429:
                 return Delivery(alert, target, False, attempt, error)  # the receiver refuses: asking again won't help
         else:

@@ -5,6 +5,8 @@ import hashlib
 import hmac
 import time
 
+import pytest
+
 from gapcheck.nightly.alerts import SIGNATURE_HEADER, TIMESTAMP_HEADER, Alert, send, webhook_target
 from gapcheck.nightly.config import WebhookFormat
 
@@ -122,3 +124,57 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_total_deadline() 
         server.close()
     assert not delivery.delivered and "total deadline of 3s" in str(delivery.error)
     assert elapsed < 6, elapsed
+
+
+class _Recorder:
+    """A local HTTP server that records every request of any method (``.seen``) and answers ``status``
+    with ``location`` (a redirect when it is a 3xx)."""
+
+    def __init__(self, status: int = 200, location: str | None = None) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        recorder = self
+        self.seen: list[dict] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                recorder.seen.append({"method": self.command, "headers": dict(self.headers), "body": body})
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_HEAD = _any  # noqa: N815 - http.server's naming
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "_Recorder":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_never_followed_and_the_credentials_go_nowhere_else(status: int) -> None:
+    """Following a redirect would hand the Basic credentials to whatever host the receiver names, as a
+    GET without the alert, and call that a delivery. A 3xx is a failed delivery instead."""
+    with _Recorder() as elsewhere, _Recorder(status, f"{elsewhere.url}/stolen") as receiver:
+        url = f"http://bob:S3cretPw@{receiver.url.split('//', 1)[1]}/hooks/T0K3N"
+        delivery = send(ALERT, url, WebhookFormat.generic, timeout_s=2.0, attempts=3, backoff_s=0.01)
+    assert elsewhere.seen == []
+    assert not delivery.delivered and f"HTTP {status}" in str(delivery.error)
+    assert "redirect" in str(delivery.error)
+    assert [hook["method"] for hook in receiver.seen] == ["POST"]  # a refusal, not retried
+    for text in (repr(delivery), str(delivery.error), delivery.target):
+        assert "S3cretPw" not in text and "T0K3N" not in text and "stolen" not in text
