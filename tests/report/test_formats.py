@@ -100,6 +100,24 @@ def test_reports_are_written_atomically_and_bad_paths_refused(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["r.html"]  # no temp file left behind
 
 
+def test_report_paths_that_a_rename_would_replace_are_refused(tmp_path):
+    """A link, a FIFO or a device at the report path is refused (exit 2), never replaced by the atomic rename."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "link.html").symlink_to(victim)
+    (tmp_path / "dangling.html").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "fifo.html")
+    for name, says in (("link.html", "symbolic link"), ("dangling.html", "symbolic link"), ("fifo.html", "regular file")):
+        with pytest.raises(UsageError, match=says):
+            write_report(ReportFormat.HTML, tmp_path / name, Demo(charts=False))
+    with pytest.raises(UsageError, match="regular file"):
+        check_writable("/dev/null")
+    assert victim.read_text() == "keep" and (tmp_path / "link.html").is_symlink()
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_images_chart_shows_its_pngs_side_by_side_with_escaped_captions():
     png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 

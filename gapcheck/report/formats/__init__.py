@@ -56,10 +56,15 @@ def render(fmt: ReportFormat, result: "CommandResult") -> str:
 
 
 def check_writable(path: str | Path, what: str = "report") -> Path:
-    """Fail early (UsageError, exit 2) when ``path`` cannot be written: a directory, under a file, an unwritable folder."""
+    """Fail early (UsageError, exit 2) when ``path`` cannot be written: a directory, under a file, an unwritable folder,
+    or a path the atomic rename must not replace (a symbolic link, a device, a FIFO)."""
     target = Path(path)
+    if target.is_symlink():  # the rename would replace the link (or, followed, write where someone else points it)
+        raise UsageError(f"{what} path {target} is a symbolic link; give the file's real path")
     if target.is_dir():
         raise UsageError(f"{what} path {target} is a directory")
+    if target.exists() and not target.is_file():  # a device, FIFO or socket: the rename would replace it
+        raise UsageError(f"{what} path {target} is not a regular file")
     parent = target.parent if str(target.parent) else Path(".")
     for folder in (parent, *parent.parents):
         if folder.exists():
