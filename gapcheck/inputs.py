@@ -7,6 +7,7 @@ no pickles, declared sizes checked before anything is allocated).
 from __future__ import annotations
 
 import logging
+import math
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -153,6 +154,11 @@ def random_samples(
         check_elements(spec, max_elements)
     if num_samples < 1:
         raise UsageError(f"the number of samples must be at least 1, got {num_samples}")
+    # Every draw is kept: the whole set must fit the limit too, before the first one is made.
+    per_sample = sum(math.prod(int(d) for d in spec.shape) for spec in specs)
+    if per_sample * num_samples > max_elements:
+        raise UsageError(f"{num_samples:,} samples of {per_sample:,} elements each are more than the limit of "
+                         f"{max_elements:,} elements; ask for fewer samples (or smaller batch sizes)")
     if not specs:
         raise UsageError("no inputs given: pass --input name:shape:dtype (repeatable) or --inputs file.npz|.pt")
     names = [spec.name for spec in specs]

@@ -31,8 +31,13 @@ def max_elements() -> int:
     try:
         value = int(text)
     except ValueError:
-        return _DEFAULT_MAX_ELEMENTS
-    return value if value > 0 else _DEFAULT_MAX_ELEMENTS
+        value = 0
+    if value <= 0:  # a typo must not silently fall back to the default: the user meant another limit
+        from gapcheck.errors import ConfigError
+
+        raise ConfigError(f"environment GAPCHECK_MAX_ELEMENTS must be a positive whole number of elements, got "
+                          f"{text[:40]!r}")
+    return value
 
 
 def check_elements(count: int, what: str) -> None:

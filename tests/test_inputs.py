@@ -375,3 +375,24 @@ def test_sparse_tensor_in_a_pt_file_is_a_clear_input_error(tmp_path):
     with pytest.raises(InputError, match="sparse tensor .*to_dense") as info:
         load_samples_file(path, ["x"])
     assert exit_code_for(info.value) == ExitCode.USAGE
+
+
+def test_the_whole_set_of_draws_is_checked_before_the_first_one():
+    """A modest shape times an absurd sample count (or batch size) is refused up front, never a MemoryError later."""
+    spec = parse_input_spec("x:1x3x32x32:float32")
+    with pytest.raises(UsageError, match="1,000,000,000,000 samples of 3,072 elements"):
+        random_samples([spec], 10**12)
+    assert len(random_samples([spec], 4, max_elements=4 * 3072)) == 4
+    with pytest.raises(UsageError, match="more than the limit"):
+        random_samples([spec], 5, max_elements=4 * 3072)
+
+
+def test_a_malformed_element_limit_in_the_environment_is_a_config_error(monkeypatch):
+    from gapcheck.errors import ConfigError
+    from gapcheck.limits import max_elements
+
+    monkeypatch.setenv("GAPCHECK_MAX_ELEMENTS", "abc")
+    with pytest.raises(ConfigError, match="GAPCHECK_MAX_ELEMENTS"):
+        max_elements()
+    monkeypatch.setenv("GAPCHECK_MAX_ELEMENTS", "1000")
+    assert max_elements() == 1000
