@@ -19,7 +19,8 @@ def command(
         help=f"SQLite history (default: the nightly config section's history, else {DEFAULT_HISTORY})."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Only this endpoint."),
     last: int = typer.Option(30, "--last", min=1, help="Results per endpoint (most recent)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON on stdout."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
+        help="Write the runs as a JSON report here, as every command does ('-': print it on stdout)."),
     html_path: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML page with the trends."),
     junit_path: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report here (a case per run)."),
     config: Optional[Path] = typer.Option(None, "--config", help="gapcheck.toml or pyproject.toml (default: discovered)."),
@@ -34,17 +35,20 @@ def command(
     from gapcheck.report.formats import ReportFormat, check_writable, render, write_report
     from gapcheck.report.formats.console_format import print_result
 
-    for report_path in (html_path, junit_path):
+    json_file = Path(json_path) if json_path not in (None, "-") else None
+    for report_path in (html_path, junit_path, json_file):
         if report_path is not None:
             check_writable(report_path)
     path = history or Path(load_nightly_config(config).history or DEFAULT_HISTORY)
     if not path.is_file():
         raise UsageError(f"no history database at {path}", hint="run `gapcheck nightly` first, or pass --history")
     result = read_history(path, endpoint=endpoint, last=last)
-    if json_out:
+    if json_path == "-":  # the report is the output: no table around it
         typer.echo(render(ReportFormat.JSON, result), nl=False)
     else:
         print_result(Console(highlight=False), result, max_rows=max_rows or None)
+    if json_file is not None:
+        write_report(ReportFormat.JSON, json_file, result)
     if html_path is not None:
         write_report(ReportFormat.HTML, html_path, result)
     if junit_path is not None:

@@ -53,8 +53,10 @@ def test_two_passing_nights_cli(served, tiny_golden: Path, tmp_path: Path, capsy
         assert {"triton_api_restricted", "audit_limited"} & {f["code"] for f in document["findings"]}
         assert document["verdict"] == "pass"
     capsys.readouterr()
-    assert main(["history", "--history", str(history), "--json"]) == 0
+    assert main(["history", "--history", str(history), "--json", "-"]) == 0
     runs = json.loads(capsys.readouterr().out)
+    assert main(["history", "--history", str(history), "--json", str(tmp_path / "history.json")]) == 0
+    assert json.loads((tmp_path / "history.json").read_text()) == runs  # a file, as every command writes one
     validate_report(runs, "history")
     assert len(runs["runs"]) == 4 and {r["status"] for r in runs["runs"]} == {"pass"}
     assert all({"run_id", "started_at", "endpoint", "status", "verdict", "max_abs_error"} <= set(r) for r in runs["runs"])
