@@ -140,7 +140,29 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> 
             diff = np.abs(a - e)
         if np.isfinite(diff).all():
             return _finite_stats(diff, np.abs(e), tol)
+    if actual.dtype.kind in "iub" and expected.dtype.kind in "iub" and tol.rtol == 0 and tol.atol == 0:
+        return _exact_integer_stats(actual, expected, tol)
     return _general_stats(actual, expected, tol)
+
+
+def _exact_integer_stats(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> ErrorStats:
+    """Integers compared exactly: float64 cannot tell 2**62 from 2**62 + 1, so equality decides, not a difference.
+
+    The sizes reported are the float64 differences, at least 1 where the values differ.
+    """
+    differ = np.not_equal(actual, expected)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    diff = np.where(differ, np.maximum(diff, 1.0), 0.0)
+    abs_e = np.abs(expected.astype(np.float64))
+    rel = np.where(abs_e > 0, diff / np.where(abs_e > 0, abs_e, 1.0), np.where(diff > 0, np.inf, 0.0))
+    mismatches = int(np.count_nonzero(differ))
+    worst_flat = int(np.argmax(diff))
+    return ErrorStats(
+        passed=mismatches == 0, max_abs=float(diff.reshape(-1)[worst_flat]), max_rel=float(rel.max()),
+        mean_abs=float(diff.mean()), mismatch_fraction=mismatches / actual.size,
+        worst_index=tuple(int(i) for i in np.unravel_index(worst_flat, actual.shape)), nonfinite_mismatch=0,
+        shape_mismatch=False, rtol=tol.rtol, atol=tol.atol, expected_absmax=float(abs_e.max()))
 
 
 def _finite_stats(diff: np.ndarray, abs_e: np.ndarray, tol: Tolerance) -> ErrorStats:

@@ -104,3 +104,13 @@ def test_noise_floor_widens_only_the_default_fp32_absolute_tolerance():
     assert TolerancePolicy(precision="fp16").for_name("m", "float32", noise_floor=1.0).atol == 1e-2
     assert policy.for_name("ids", "int64", noise_floor=1.0).atol == 0.0  # integers stay exact
     assert policy.for_name("m", "float32", noise_floor=float("nan")).atol == 1e-4
+
+
+def test_large_integers_are_compared_exactly_not_through_float64():
+    """2**62 and 2**62 + 1 are the same float64: equality must decide (token ids, hashes, counts)."""
+    a = np.array([[2**62 + 1, 7]], dtype=np.int64)
+    e = np.array([[2**62, 7]], dtype=np.int64)
+    stats = compare_arrays(a, e, Tolerance(0.0, 0.0))
+    assert not stats.passed and stats.mismatch_fraction == 0.5 and stats.max_abs >= 1.0
+    assert stats.worst_index == (0, 0)
+    assert compare_arrays(e.copy(), e, Tolerance(0.0, 0.0)).passed
