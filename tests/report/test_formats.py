@@ -118,6 +118,21 @@ def test_report_paths_that_a_rename_would_replace_are_refused(tmp_path):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_an_uncreatable_report_folder_is_refused_before_any_work_and_reports_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    with pytest.raises(UsageError, match="cannot create a file in /proc|/proc is not writable"):
+        check_writable("/proc/gapcheck-report.html")  # root may "access" /proc, but nothing can be created there
+    previous = os.umask(0o022)
+    try:
+        path = write_report(ReportFormat.JSON, tmp_path / "r.json", Demo(charts=False))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # the probe file is gone
+
+
 def test_images_chart_shows_its_pngs_side_by_side_with_escaped_captions():
     png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 

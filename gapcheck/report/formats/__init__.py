@@ -72,8 +72,20 @@ def check_writable(path: str | Path, what: str = "report") -> Path:
                 raise UsageError(f"{what} path {target}: {folder} is not a directory")
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise UsageError(f"{what} path {target}: {folder} is not writable")
+            if folder == parent:
+                _probe_folder(folder, target, what)
             break
     return target
+
+
+def _probe_folder(folder: Path, target: Path, what: str) -> None:
+    """Create and remove a file where the report will go: os.access says yes for root on /proc or a read-only mount."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"{what} path {target}: cannot create a file in {folder} ({exc.strerror})") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
@@ -86,11 +98,18 @@ def write_atomic(path: str | Path, text: str) -> Path:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; a report is as readable as any file
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def write_report(fmt: ReportFormat, path: str | Path, result: "CommandResult") -> Path:
