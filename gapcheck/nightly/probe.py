@@ -289,10 +289,11 @@ def _batches(count: int, size: int) -> list[tuple[int, int]]:
 
 
 class _Inference:
-    """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within a deadline."""
+    """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within the endpoint's
+    deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
 
-    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str], deadline: float) -> None:
-        self.spec, self.endpoint, self.outputs, self.deadline = spec, endpoint, outputs, deadline
+    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str]) -> None:
+        self.spec, self.endpoint, self.outputs = spec, endpoint, outputs
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
@@ -307,11 +308,13 @@ class _Inference:
         return conn
 
     def send(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        from gapcheck.nightly.deadline import DeadlinePassed
         from gapcheck.tensors import fingerprint
 
-        if time.monotonic() > self.deadline:
-            raise EndpointError(f"endpoint {self.spec.display_url}: the total deadline passed before all golden "
-                                "inputs were answered")
+        try:
+            self.endpoint.left()  # a queued batch whose turn comes too late is not sent at all
+        except DeadlinePassed as exc:
+            raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
         sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
         digests = {name: fingerprint(array) for name, array in sent.items()}
         return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version), digests
@@ -371,6 +374,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
                    retries: int = 2, audit: bool = True) -> EndpointOutcome:
     """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception."""
     from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
+    from gapcheck.nightly.deadline import DeadlineEndpoint, deadline_message
 
     start = time.monotonic()
     deadline = start + deadline_s
@@ -378,7 +382,9 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
     findings: list[Finding] = []
     served: tuple[str | None, str | None, int | None] = (None, None, None)
     try:
-        endpoint = spec.triton_endpoint(retries).resolve()  # a bare host:port is probed once, here
+        # Every connection made from this endpoint (readiness, audit, inference) stops at the deadline.
+        bounded = DeadlineEndpoint.of(spec.triton_endpoint(retries), deadline, deadline_s)
+        endpoint = bounded.resolve()  # a bare host:port is probed once, here
         version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)
         served = (version, chash, max_batch)
         timings["readiness"] = time.monotonic() - start
@@ -386,7 +392,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"audit-{spec.name}") as side:
             audited = side.submit(_timed, _audit, spec, endpoint, bundle) if audit else None
             tick = time.monotonic()
-            outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight, deadline,
+            outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight,
                                                    served_outputs, findings)
             timings["inference"] = time.monotonic() - tick
             if audited is not None:
@@ -399,6 +405,10 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
             f"{type(exc).__name__}: {first_line}".rstrip(": ")
         if isinstance(exc, GapcheckError) and exc.hint:  # e.g. which access header a restricted API expects
             message = f"{message} ({exc.hint})"
+        # The last attempt, capped at the time left, fails as a plain timeout ("Deadline Exceeded" on gRPC):
+        # say which deadline it was. (Timers fire within a few milliseconds of it, either side.)
+        if time.monotonic() > deadline - 0.05 and deadline_message(deadline_s) not in message:
+            message = f"{message} ({deadline_message(deadline_s)})"
         message = redact(message, tuple(v for v in spec.headers.values() if v))
         finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
                                                subject=Subject(endpoint=spec.name), evidence={"error": message})
@@ -409,7 +419,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
 
 
 def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, batch: int, max_in_flight: int,
-                       deadline: float, served_outputs: list[str], findings: list[Finding]
+                       served_outputs: list[str], findings: list[Finding]
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING, OUTPUT_TYPE
 
@@ -424,7 +434,7 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, 
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
     requests: list[dict[str, Any]] = []
-    inference = _Inference(spec, endpoint, wanted, deadline)
+    inference = _Inference(spec, endpoint, wanted)
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")

@@ -9,6 +9,7 @@ inference according to ``mode``:
 - ``shape``: a per-sample shape other than the bundle's
 - ``batch``: one sample fewer than were sent
 - ``hang``: the status line and headers, half the body, then silence
+- ``silent``: inference requests are read and never answered (health, metadata and config are)
 - ``huge``: claims a gigantic output in its JSON header
 - ``restricted_infer``: inference refused as a hardened Triton refuses it without its access header
 - ``evil``: an error whose text holds terminal escapes and a forged line
@@ -116,6 +117,9 @@ class FakeTriton:
                 if fake.mode == "restricted_infer":  # Triton's own words for a restricted API without its header
                     self._send(403, json.dumps({"error": "This API is restricted, expecting header "
                                                          "'triton-access-token'"}).encode())
+                    return
+                if fake.mode == "silent":  # a black hole behind a healthy front: no byte of an answer
+                    fake.stop_event.wait(60)
                     return
                 header_len = int(self.headers.get("Inference-Header-Content-Length", length))
                 request = json.loads(body[:header_len])

@@ -81,6 +81,56 @@ def test_a_server_that_never_answers_is_unreachable_within_the_deadline(tiny_gol
     assert elapsed < 30, elapsed
 
 
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_black_hole_before_readiness_ends_at_the_deadline_not_after_every_timeout(tiny_golden: Path, tmp_path: Path,
+                                                                                    scheme: str) -> None:
+    """Accepts and never answers, with a 20 s request timeout and one retry: only the 2 s deadline can end
+    the liveness call in time (without it: 2 x 20 s). The next endpoint still runs."""
+    import socket
+
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly import NightlyRequest, run_nightly
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from tests.nightly.fake_triton import FakeTriton
+
+    with socket.socket() as silent, FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        specs = tuple(endpoint_spec(parse_endpoint_option(option, timeout_s=20.0)) for option in (
+            f"hole={scheme}://127.0.0.1:{silent.getsockname()[1]}/m", f"fine={fake.url}"))
+        start = time.monotonic()
+        result = run_nightly(NightlyRequest(golden=tiny_golden, endpoints=specs, history=tmp_path / "h.sqlite",
+                                            retries=1, deadline_s=2.0))
+        hole_s = result.endpoints[0].outcome.seconds["total"]
+        elapsed = time.monotonic() - start
+    hole, fine = result.endpoints
+    assert hole.status.value == "unreachable" and "total deadline of 2s passed" in str(hole.outcome.error), \
+        hole.outcome.error
+    assert [f.code for f in hole.findings if f.is_gap] == ["endpoint_unreachable"]
+    assert fine.status.value == "pass" and result.exit_code == 3
+    assert hole_s < 10, (hole_s, elapsed)
+
+
+def test_a_black_hole_behind_a_healthy_front_ends_inference_at_the_deadline(tiny_golden: Path, tmp_path: Path) -> None:
+    """Readiness, metadata and config answered, inference never: every request in flight is cut at the 2 s
+    deadline, not at its 20 s timeout (twice, with the retry)."""
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly import NightlyRequest, run_nightly
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), "silent") as fake:
+        spec = endpoint_spec(parse_endpoint_option(f"hole={fake.url}", timeout_s=20.0))
+        start = time.monotonic()
+        result = run_nightly(NightlyRequest(golden=tiny_golden, endpoints=(spec,), history=tmp_path / "h.sqlite",
+                                            retries=1, deadline_s=2.0))
+        elapsed = time.monotonic() - start
+    (hole,) = result.endpoints
+    assert result.exit_code == 3 and hole.status.value == "unreachable"
+    assert "total deadline of 2s passed" in str(hole.outcome.error), hole.outcome.error
+    assert elapsed < 10, elapsed
+
+
 def _one_night(golden: Path, url: str, history: Path, **options):
     from gapcheck.nightly import NightlyRequest, run_nightly
     from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option

@@ -1,0 +1,100 @@
+"""One endpoint's total deadline, carried by every connection made to it.
+
+:class:`gapcheck.triton.client.TritonConnection` bounds each *attempt* by the endpoint's ``timeout_s``
+(gRPC's own deadline, a gevent timer for HTTP) and retries transient failures, so one call may take
+``(retries + 1) * timeout_s``; a night's readiness checks, audit and inference make many calls. A server
+that accepts connections and never answers would hold one endpoint far past ``--deadline``.
+
+Here every attempt runs with ``min(timeout_s, time left)`` as its timeout, and no attempt starts once the
+deadline has passed: the whole endpoint ends within the deadline plus one retry pause (2 s at most).
+The deadline travels on the endpoint value, so every connection made from it (readiness, the audit's
+own, one per inference worker) keeps it without being told.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import TypeVar
+
+from gapcheck.errors import EndpointError, one_line
+from gapcheck.triton.client import TritonConnection
+from gapcheck.triton.endpoint import TritonEndpoint
+from gapcheck.triton.probe import probe_protocol
+from gapcheck.triton.url import clean_text, redact
+
+T = TypeVar("T")
+
+
+class DeadlinePassed(EndpointError):
+    """The endpoint's total deadline passed before the request could start (never retried)."""
+
+
+def deadline_message(deadline_s: float) -> str:
+    return f"the endpoint's total deadline of {deadline_s:g}s passed"
+
+
+@dataclass(frozen=True, repr=False)  # repr=False keeps TritonEndpoint's redacted repr
+class DeadlineEndpoint(TritonEndpoint):
+    """A :class:`TritonEndpoint` whose connections stop at ``deadline`` (a ``time.monotonic()`` value)."""
+
+    deadline: float = float("inf")
+    deadline_s: float = 0.0  # the deadline as the user gave it, for messages
+
+    @classmethod
+    def of(cls, endpoint: TritonEndpoint, deadline: float, deadline_s: float) -> DeadlineEndpoint:
+        values = {f.name: getattr(endpoint, f.name) for f in fields(TritonEndpoint)}
+        return cls(**values, deadline=deadline, deadline_s=deadline_s)
+
+    def left(self) -> float:
+        """Seconds left; DeadlinePassed when none are."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed(deadline_message(self.deadline_s))  # the caller's message names the endpoint
+        return left
+
+    def resolve(self, *, backoff_s: float = 0.2) -> TritonEndpoint:
+        """As :meth:`TritonEndpoint.resolve`, with each probe capped at the time left and none started after it.
+
+        Written out rather than delegated: the base's retry loop cannot be stopped between its attempts.
+        """
+        if self.protocol is not None:
+            return self
+        location, last = self.location, ""
+        for attempt in range(1, self.retries + 2):
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed(f"Triton endpoint {self.display_url}: finding its protocol failed: "
+                                     f"{deadline_message(self.deadline_s)} ({last})")
+            try:
+                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0, left),
+                                          ssl=self.address.ssl, tls=self.tls)
+            except (OSError, TimeoutError) as exc:
+                last = clean_text(redact(one_line(exc), self.secrets))
+            else:
+                if answered is None:
+                    raise EndpointError(f"{self.display_url} answered neither HTTP nor gRPC: is it a Triton port?")
+                return replace(self, protocol=answered)
+            if attempt <= self.retries:
+                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0, max(self.deadline - time.monotonic(), 0.0)))
+        tries = f" after {self.retries + 1} attempts" if self.retries else ""
+        raise EndpointError(f"Triton endpoint {self.display_url}: finding its protocol failed{tries}: {last}")
+
+    def connect(self, *, backoff_s: float = 0.2) -> TritonConnection:
+        return DeadlineConnection(self, backoff_s=backoff_s)
+
+
+class DeadlineConnection(TritonConnection):
+    """A connection whose every attempt is capped at the time left to its :class:`DeadlineEndpoint`."""
+
+    def __init__(self, endpoint: DeadlineEndpoint, *, backoff_s: float = 0.2) -> None:
+        self._bound = endpoint
+        super().__init__(endpoint, backoff_s=backoff_s)
+        self._attempt_timeout_s = self.timeout_s  # the endpoint's own; self.timeout_s is set per attempt
+
+    def _within_deadline(self, fn: Callable[[], T]) -> T:
+        # The one place every attempt passes through: TritonConnection.call's retries, the HTTP timer and
+        # gRPC's client_timeout (read when the request is made, inside fn) all take self.timeout_s from here.
+        # DeadlinePassed is no OSError, so call() does not retry it and names it in its one-line error.
+        self.timeout_s = min(self._attempt_timeout_s, self._bound.left())
+        return super()._within_deadline(fn)
