@@ -50,6 +50,10 @@ EMPTY_SPLIT = define("empty_split", Severity.GAP, F, "A split has no usable item
 SHARD_FAILED = define("shard_failed", Severity.GAP, F, "A shard of work kept failing",
     "The engine retried a shard (a worker died or raised) and it still failed; its items are not in the result.",
     "Read the error; rerun with --engine serial --debug to see the traceback for those items.")
+NEAR_UNCHECKED = define("near_duplicate_unchecked", Severity.INFO, F, "Images too small for perceptual hashes",
+    "Images smaller than 32 pixels on a side were compared for exact duplicates only: pHash resamples to 32x32, "
+    "so distinct tiny images (8x8 digits, icons) hash within a few bits of each other.",
+    "Nothing to fix; near copies of these images are not searched.")
 MIXED_DECODERS = define("mixed_decoders", Severity.WARNING, F, "Workers decoded images with different libraries",
     "The perceptual hashes depend on the decode path (PIL and imagehash versions); some workers used another one, "
     "so near-duplicate distances across their shards are not comparable.",

@@ -193,6 +193,13 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         bad = listing_bad(p) + rec.bad
         bad_all += bad
         findings += bad_input_findings(p.spec.name, bad)
+        small = [name for name, ok in zip(rec.names, rec.hashable.tolist(), strict=True) if not ok] \
+            if rec.kind == "images" else []
+        if small:
+            findings.append(codes.NEAR_UNCHECKED.finding(
+                f"split {p.spec.name}: {len(small)} image(s) under {job.MIN_HASH_SIDE} px on a side compared for exact "
+                f"duplicates only (e.g. {', '.join(small[:3])})", subject=Subject(stage=p.spec.name),
+                evidence={"count": len(small), "min_side": job.MIN_HASH_SIDE, "examples": small[:10]}))
         summaries.append(summary(p, len(rec.names), len(bad)))
         if not rec.names:
             findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",

@@ -23,6 +23,10 @@ NEAR_PERFECT_AUC = 0.99
 AUC_GAP = 0.15  # one split's AUC this much above another's: an encoding fit with that split's labels
 
 
+# pHash works on a 32x32 resample: a smaller image is mostly interpolation, and different tiny images (8x8 digits)
+# land within a few bits of each other. Such images are compared for exact duplicates only.
+MIN_HASH_SIDE = 32
+
 @dataclass(frozen=True)
 class LeakageOptions:
     near: float = 0.9  # perceptual similarity: 0.9 → up to 6 of 64 pHash bits may differ
@@ -78,6 +82,12 @@ class SplitRecords:
         return self.array("dhash")
 
     @property
+    def hashable(self) -> np.ndarray:
+        """Per image: large enough for its perceptual hashes to mean something (see :data:`MIN_HASH_SIDE`)."""
+        flags = self.array("hashable")
+        return flags.astype(bool) if len(flags) == len(self.names) else np.ones(len(self.names), dtype=bool)
+
+    @property
     def row_hash(self) -> np.ndarray:
         return self.array("row_hash")
 
@@ -99,7 +109,7 @@ def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
 def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: list[Any] | None) -> SplitRecords:
     out = SplitRecords(kind="images", decode_paths={decode_path()})
     urls = source.get("urls") or [None] * (source.get("stop", 0) - source.get("start", 0))
-    phash, dhash = [], []
+    phash, dhash, hashable = [], [], []
     for position, (item, url) in enumerate(zip(iter_images(source), urls, strict=True)):
         if item.error:
             out.bad.append((item.name, item.error))
@@ -114,7 +124,9 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
         out.pixel_sha.append(pixel_sha256(rgb_pixels(rgb)))
         phash.append(p)
         dhash.append(d)
-    out.chunks = {"phash": [np.asarray(phash, dtype=np.uint64)], "dhash": [np.asarray(dhash, dtype=np.uint64)]}
+        hashable.append(min(rgb.size) >= MIN_HASH_SIDE)
+    out.chunks = {"phash": [np.asarray(phash, dtype=np.uint64)], "dhash": [np.asarray(dhash, dtype=np.uint64)],
+                  "hashable": [np.asarray(hashable, dtype=np.uint64)]}
     return out
 
 

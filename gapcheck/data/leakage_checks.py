@@ -81,7 +81,9 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
     for j, query_split in enumerate(names):
         for reference_split in names[:j]:
             q, r = splits[query_split], splits[reference_split]
-            qi, ri, dist = search(q.phash, r.phash, limit)
+            q_keep, r_keep = np.flatnonzero(q.hashable), np.flatnonzero(r.hashable)
+            qi, ri, dist = search(q.phash[q_keep], r.phash[r_keep], limit)
+            qi, ri = q_keep[qi], r_keep[ri]
             dh = np.bitwise_count(q.dhash[qi] ^ r.dhash[ri]) if len(qi) else np.zeros(0, np.int64)
             for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist(), strict=True):
                 if (q.names[a], r.names[b]) in known:

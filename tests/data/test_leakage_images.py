@@ -147,3 +147,29 @@ def test_workers_with_another_decoder_are_reported(photo_splits, serial, monkeyp
     result = leakage([f"train={photo_splits['train']}", f"val={photo_splits['clean_val']}"], engine=serial)
     [finding] = [f for f in result.findings if f.code == "mixed_decoders"]
     assert finding.evidence["decode_paths"] == ["PIL 13.0.0 …", "PIL 9.5.0 …"]
+
+
+def test_tiny_real_images_are_not_near_duplicates_of_each_other(serial, tmp_path):
+    """sklearn's 8x8 digits: distinct handwritten digits hash within a few pHash bits (a false alarm before);
+    they are compared for exact duplicates only, said once per split, and a planted exact copy is still found."""
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(digits.images))[:300]
+    for position, index in enumerate(order):
+        split = "train" if position < 240 else "val"
+        folder = tmp_path / split / str(digits.target[index])
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((digits.images[index] * 255 / 16).astype(np.uint8)).save(folder / f"{index}.png")
+    copy = next((tmp_path / "train").rglob("*.png"))
+    (tmp_path / "val" / "copy.png").write_bytes(copy.read_bytes())
+    result = leakage([f"train={tmp_path / 'train'}", f"val={tmp_path / 'val'}"], engine=serial)
+    validate(result)
+    codes = [f.code for f in result.findings]
+    assert "near_duplicate" not in codes, [f.message for f in result.findings][:5]
+    assert codes.count("exact_duplicate") == 1
+    unchecked = [f for f in result.findings if f.code == "near_duplicate_unchecked"]
+    assert {f.subject.stage for f in unchecked} == {"train", "val"} and unchecked[0].severity.value == "info"
