@@ -270,3 +270,20 @@ def test_a_night_never_imports_torch(tiny_golden: Path, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", NO_TORCH_NIGHT, str(tiny_golden), str(tmp_path / "h.sqlite")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_integer_answers_are_compared_exactly() -> None:
+    """Served int64 2**62 + 1 for a golden 2**62 fails (float64 would call them equal), and its ratio says so."""
+    import numpy as np
+
+    from gapcheck.nightly import probe
+
+    golden = np.array([[2**62, 3], [5, 6]], dtype=np.int64)
+    served = golden.copy()
+    served[0, 0] += 1
+    ratios = probe.element_ratios(served, golden, 0.0, 0.0)
+    assert ratios[0] > 1 and ratios[1] == 0
+    acc = probe._Accumulator("ids", 0.0, 0.0)
+    acc.add(0, served, golden)
+    result = acc.result()
+    assert not result.passed and result.failing_samples == 1 and result.worst[0].sample == 0
