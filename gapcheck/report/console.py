@@ -42,7 +42,10 @@ def print_findings(console: Console, findings: Sequence[Finding]) -> None:
                       f"{clean_line(finding.message)}")
 
 
-def print_verdict(console: Console, verdict: Verdict | str, summary: str) -> None:
+def print_verdict(console: Console, verdict: Verdict | str, summary: str, *, incomplete: bool = False) -> None:
+    """The closing line. ``incomplete``: part of the check could not run (exit 3), so the line says so rather
+    than GAP — an endpoint that is down is not a gap in the model."""
     value = Verdict(getattr(verdict, "value", verdict))
-    style = "bold green" if value is Verdict.PASS else "bold red"
-    console.print(f"[{style}]{value.value.upper()}[/{style}] {clean_line(summary)}")
+    label = "INCOMPLETE" if incomplete else value.value.upper()
+    style = "bold green" if value is Verdict.PASS and not incomplete else "bold red"
+    console.print(f"[{style}]{label}[/{style}] {clean_line(summary)}")

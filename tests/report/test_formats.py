@@ -147,3 +147,18 @@ def test_images_chart_shows_its_pngs_side_by_side_with_escaped_captions():
     page = render(ReportFormat.HTML, Pictures())
     assert page.count(f"base64,{png}") == 2 and '<div class="figures">' in page
     assert "<figcaption>train &lt;b&gt;</figcaption>" in page and 'alt="worst samples"' in page
+
+
+def test_a_result_that_could_not_run_fully_closes_with_incomplete_not_gap():
+    """An endpoint that is down (exit 3) is not a gap in the model: the closing line says INCOMPLETE."""
+    from gapcheck.report.formats import console_format
+
+    @dataclass(frozen=True)
+    class Partial(Demo):
+        @property
+        def exit_code(self) -> int:
+            return 3
+
+    finding = LAYER_DIVERGENCE.finding("x", subject=Subject(module="act"))
+    assert console_format.render(Partial(findings=(finding,), charts=False)).splitlines()[-1].startswith("INCOMPLETE")
+    assert console_format.render(Demo(findings=(finding,), charts=False)).splitlines()[-1].startswith("GAP")

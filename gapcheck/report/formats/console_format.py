@@ -66,7 +66,8 @@ def print_result(console: Console, result: "CommandResult", *, max_rows: int | N
     if charts:
         console.print(f"[dim]charts in the HTML report: {clean('; '.join(charts))}[/dim]")
     print_findings(console, list(result.findings))
-    print_verdict(console, result.verdict, result.headline)
+    print_verdict(console, result.verdict, result.headline,
+                  incomplete=int(getattr(result, "exit_code", 0)) == 3)  # 3: ExitCode.BACKEND
 
 
 def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
