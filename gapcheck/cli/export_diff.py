@@ -113,9 +113,14 @@ def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str |
         parsed = tuple(int(part) for part in (lengths or "").split(",") if part.strip())
     except ValueError:
         raise UsageError(f"--pad-lengths must be comma-separated integers, got {lengths!r}") from None
-    names = [part.strip() for part in (inputs or "").split(",") if part.strip()]
-    if len(names) > 2:
-        raise UsageError(f"--pad-inputs takes TOKENS[,MASK], got {inputs!r}")
+    if lengths is not None and not parsed:
+        raise UsageError(f"--pad-lengths must be comma-separated integers, got {lengths!r}")
+    parsed = tuple(sorted(set(parsed)))  # each length runs once
+    names = [part.strip() for part in inputs.split(",")] if inputs is not None else []
+    if len(names) > 2 or any(not name for name in names):
+        raise UsageError(f"--pad-inputs takes TOKENS[,MASK] (two non-empty input names), got {inputs!r}")
+    if len(names) == 2 and names[0] == names[1]:
+        raise UsageError(f"--pad-inputs names {names[0]!r} as both the token and the mask input")
     return PadCheckRequest(sides=sides, lengths=parsed, token_input=names[0] if names else None,
                            mask_input=names[1] if len(names) > 1 else None)
 

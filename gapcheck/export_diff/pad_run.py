@@ -18,7 +18,9 @@ from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.progress import ProgressReporter
 
 
-def _token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str | None) -> tuple[str, str | None]:
+def _token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str | None,
+                    input_specs: Sequence[str] = ()) -> tuple[str, str | None]:
+    """The token and mask input names (found from the inputs when None), refused (UsageError) when unusable."""
     sequences = [name for name, array in sample.items() if array.ndim == 2 and np.issubdtype(array.dtype, np.integer)]
     if token is None:
         candidates = [name for name in sequences if "mask" not in name.lower() and "type" not in name.lower()]
@@ -29,12 +31,37 @@ def _token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str 
     if token not in sample:
         raise UsageError(f"the padding check's token input {token!r} is not a model input ({', '.join(sample)})",
                          parameter="pad_inputs")
+    if token not in sequences:
+        array = sample[token]
+        raise UsageError(f"the padding check's token input {token!r} must be an integer sequence input of shape 1xT "
+                         f"(token ids), got {array.dtype} of shape {'x'.join(map(str, array.shape))}",
+                         parameter="pad_inputs")
     if mask is None:
-        mask = next((name for name in sequences if "mask" in name.lower()), None)
+        mask = next((name for name in sequences if "mask" in name.lower() and name != token), None)
     elif mask not in sample:
         raise UsageError(f"the padding check's mask input {mask!r} is not a model input ({', '.join(sample)})",
                          parameter="pad_inputs")
+    if mask == token:
+        raise UsageError(f"the padding check's token and mask inputs are both {token!r}: name two different inputs "
+                         "(TOKENS,MASK)", parameter="pad_inputs")
+    low_high = _declared_range(input_specs, token)
+    values = (low_high[0], low_high[1] - 1) if low_high else (int(sample[token].min()), int(sample[token].max()))
+    if values[0] >= 0 and values[1] <= 1:  # a 0/1 input is a mask, not token ids (e.g. mask:1xT:int64:1,2)
+        raise UsageError(f"the padding check's token input {token!r} only holds values {values[0]}..{values[1]}: it "
+                         "looks like a mask, not token ids; name the token input first (TOKENS,MASK)",
+                         parameter="pad_inputs")
     return token, mask
+
+
+def _declared_range(input_specs: Sequence[str], name: str) -> tuple[int, int] | None:
+    """[low, high) of ``name``'s --input spec, when it declares one."""
+    from gapcheck.inputs import parse_input_spec
+
+    for text in input_specs:
+        spec = parse_input_spec(text)
+        if spec.name == name and spec.low is not None and spec.high is not None:
+            return int(spec.low), int(spec.high)
+    return None
 
 
 def _token_range(input_specs: Sequence[str], token: str) -> tuple[int, int]:
@@ -57,7 +84,7 @@ def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: di
     from gapcheck.export_diff.runner import evaluation_mode
 
     pad = request.pad_check
-    token, mask = _token_and_mask(sample, pad.token_input, pad.mask_input)
+    token, mask = _token_and_mask(sample, pad.token_input, pad.mask_input, request.input_specs)
     tolerance = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if request.rtol is None else request.rtol,
                           atol=DEFAULT_TOLERANCE.atol if request.atol is None else request.atol)
     options = PadOptions(token_input=token, mask_input=mask, max_length=int(sample[token].shape[1]), lengths=pad.lengths,

@@ -18,6 +18,22 @@ on the way to the server. The check, per backend:
 A backend that refuses a padded length (an ONNX graph with a fixed sequence axis) is reported
 as ``padding_not_checked`` for that variant, never as a gap. Cost: one forward per sequence for
 the reference, then one batched forward per variant and backend (no re-export).
+
+What is refused (:class:`~gapcheck.errors.UsageError`, exit 2) rather than silently passed:
+
+- padded lengths above :data:`PAD_LENGTH_FACTOR` times the declared sequence length (and above
+  :data:`MAX_PADDED_LENGTH`), before anything is allocated; the padded batch is also checked against
+  :mod:`gapcheck.limits`. Duplicate lengths and sides are run once; lengths run in increasing order.
+- padded lengths all shorter than the longest generated sequence (nothing could be padded): the
+  message names them and the shortest usable length. When only some are too short, the others run
+  and the dropped ones are stated in an info ``padding_not_checked`` finding.
+- a token input that is not a 2-D integer sequence input, or that is the mask input itself.
+
+torch is the reference: a torch failure on the unpadded sequences or on a padded variant is an
+error (:class:`~gapcheck.errors.BackendError`, exit 3; exit 2 when the padded length is beyond
+the declared sequence length, i.e. the length asked for is the likely cause), never an info
+``padding_not_checked``. Only the other backends' refusals are info. A check that compared no
+variant at all raises instead of reporting a pass.
 """
 from __future__ import annotations
 
@@ -28,7 +44,7 @@ import numpy as np
 
 from gapcheck.codes.padding import MASK_IGNORED, PADDING_DEPENDENCE, PADDING_NOT_CHECKED
 from gapcheck.compare import Tolerance, compare_arrays
-from gapcheck.errors import GapcheckError, UsageError
+from gapcheck.errors import BackendError, GapcheckError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.report.contract import Check, ResultBase, Table
 
@@ -37,6 +53,9 @@ RunFn = Callable[[Feeds], Mapping[str, np.ndarray]]
 SIDES = ("right", "left")
 DEFAULT_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 MAX_PADDED_LENGTH = 1 << 16
+#: A padded length may be at most this many times the declared sequence length (the input spec's T): padding
+#: far beyond what the model was declared with only measures how much memory attention over it needs.
+PAD_LENGTH_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -58,15 +77,41 @@ class PadOptions:
             raise UsageError(f"padding side must be one of {', '.join(SIDES)}, not {', '.join(bad)}")
         if self.max_length < 4:
             raise UsageError(f"padding needs a sequence length of at least 4, got {self.max_length}")
+        if not self.token_input:
+            raise UsageError("the padding check needs a token input name", parameter="pad_inputs")
+        if self.mask_input is not None and (not self.mask_input or self.mask_input == self.token_input):
+            raise UsageError(f"the padding check's token and mask inputs must be two different inputs, got "
+                             f"{self.token_input!r} and {self.mask_input!r}", parameter="pad_inputs")
         if any(length < 1 or length > MAX_PADDED_LENGTH for length in self.lengths):
             raise UsageError(f"padded lengths must be between 1 and {MAX_PADDED_LENGTH}: {self.lengths}",
                              parameter="pad_lengths")
+        cap = self.length_cap
+        too_long = sorted({length for length in self.lengths if length > cap})
+        if too_long:
+            raise UsageError(f"padded length(s) {', '.join(map(str, too_long))} are longer than {cap}, "
+                             f"{PAD_LENGTH_FACTOR}x the declared sequence length {self.max_length}",
+                             hint="declare a longer sequence input (e.g. ids:1xT) to pad further",
+                             parameter="pad_lengths")
         if self.n_sequences < 1:
             raise UsageError("padding needs at least one sequence")
+        # each length and side runs once (no duplicate variants or JUnit cases), lengths shortest first
+        object.__setattr__(self, "lengths", tuple(sorted(set(self.lengths))))
+        object.__setattr__(self, "sides", tuple(dict.fromkeys(self.sides)))
+
+    @property
+    def length_cap(self) -> int:
+        """The longest padded length accepted: :data:`PAD_LENGTH_FACTOR` x the declared length, at most
+        :data:`MAX_PADDED_LENGTH`."""
+        return min(MAX_PADDED_LENGTH, PAD_LENGTH_FACTOR * self.max_length)
 
     def padded_lengths(self, longest: int) -> tuple[int, ...]:
+        """The lengths to run for sequences up to ``longest``: those that can pad them (see :meth:`dropped_lengths`)."""
         chosen = self.lengths or tuple(sorted({(longest + self.max_length) // 2, self.max_length}))
         return tuple(length for length in chosen if length >= longest)
+
+    def dropped_lengths(self, longest: int) -> tuple[int, ...]:
+        """The asked lengths shorter than ``longest``: they cannot pad the sequences and are not run."""
+        return tuple(length for length in self.lengths if length < longest)
 
 
 @dataclass(frozen=True)
@@ -89,6 +134,8 @@ class PaddingResult(ResultBase):
     findings: tuple[Finding, ...] = ()
     sequence_lengths: tuple[int, ...] = ()
     command: str = "pad-check"
+    # asked lengths shorter than the longest sequence, not run (in the JSON report: the info finding's evidence)
+    dropped_lengths: tuple[int, ...] = ()
     first_module: dict[str, str] = field(default_factory=dict)  # backend -> first diverging module (torch only)
 
     @property
@@ -227,22 +274,44 @@ def check_padding(
     localize: Callable[[Feeds, list[Feeds], list[int], int, str], str | None] | None = None,
 ) -> PaddingResult:
     """Run the padding check; ``torch_run`` is the reference, ``backends`` the others (name -> run)."""
-    if options.token_input not in base:
-        raise UsageError(f"the token input {options.token_input!r} is not among the model inputs {sorted(base)}")
-    if options.mask_input is not None and options.mask_input not in base:
-        raise UsageError(f"the mask input {options.mask_input!r} is not among the model inputs {sorted(base)}")
+    validate_inputs(options, base)
     sequences, lengths = _sequences(options, base)
-    references = [dict(torch_run(seq)) for seq in sequences]
+    longest = max(lengths)
+    padded_lengths = options.padded_lengths(longest)
+    dropped = options.dropped_lengths(longest)
+    if not padded_lengths:
+        raise UsageError(f"padded length(s) {', '.join(map(str, dropped))} are shorter than the longest generated "
+                         f"sequence ({longest}): nothing would be padded; use lengths of at least {longest}",
+                         hint=f"lengths from {max(3, options.max_length // 2)} to {options.length_cap} fit any seed",
+                         parameter="pad_lengths")
+    _check_batch_size(options, sequences, lengths, padded_lengths[-1])
+    references = []
+    for seq, length in zip(sequences, lengths):
+        try:
+            references.append(dict(torch_run(seq)))
+        except GapcheckError as exc:
+            raise BackendError(f"the padding check's reference failed: torch on one unpadded sequence of length "
+                               f"{length}: {_first_line(exc)}",
+                               hint="the padding check needs a model that runs on sequences shorter than the "
+                                    "declared length") from exc
     runs: dict[str, RunFn] = {"torch": torch_run, **dict(backends or {})}
     variants: list[Variant] = []
     findings: list[Finding] = []
+    if dropped:
+        findings.append(PADDING_NOT_CHECKED.finding(
+            f"padded length(s) {', '.join(map(str, dropped))} not run on any backend: shorter than the longest "
+            f"generated sequence ({longest}), they cannot pad it",
+            subject=Subject(step="pad to " + ", ".join(map(str, dropped))),
+            evidence={"dropped_lengths": list(dropped), "longest_sequence": longest}))
     first_module: dict[str, str] = {}
     for backend, run in runs.items():
         seen: dict[tuple[str, int], Mapping[str, np.ndarray]] = {}  # the mask check reuses a masked variant's outputs
         for side in options.sides:
-            for padded in options.padded_lengths(max(lengths)):
+            for padded in padded_lengths:
                 variant, batch_outputs = _run_variant(backend, run, sequences, lengths, padded, side, options,
                                                       references)
+                if variant.max_abs is None and backend == "torch":
+                    _reference_failed(options, padded, side, variant.note)
                 variants.append(variant)
                 seen[(side, padded)] = batch_outputs
                 if variant.max_abs is None:
@@ -256,8 +325,59 @@ def check_padding(
                     first_module[backend] = module or ""
                     findings.append(_dependence_finding(variant, module, batch_outputs, references, lengths, options))
         findings.extend(_mask_findings(backend, run, sequences, lengths, options, references, seen))
+    if not any(v.max_abs is not None for v in variants):  # unreachable while torch failures raise; never a pass
+        raise BackendError("the padding check compared no padded variant on any backend")
     return PaddingResult(variants=tuple(variants), findings=tuple(_one_per_backend(findings)),
-                         sequence_lengths=tuple(lengths), first_module=first_module)
+                         sequence_lengths=tuple(lengths), dropped_lengths=dropped, first_module=first_module)
+
+
+def validate_inputs(options: PadOptions, base: Feeds) -> None:
+    """Refuse (UsageError) token/mask inputs the check cannot use, before anything runs."""
+    names = ", ".join(sorted(base))
+    if options.token_input not in base:
+        raise UsageError(f"the token input {options.token_input!r} is not among the model inputs ({names})",
+                         parameter="pad_inputs")
+    if options.mask_input is not None and options.mask_input not in base:
+        raise UsageError(f"the mask input {options.mask_input!r} is not among the model inputs ({names})",
+                         parameter="pad_inputs")
+    token = base[options.token_input]
+    if token.ndim != 2 or not np.issubdtype(token.dtype, np.integer):
+        raise UsageError(f"the padding check's token input {options.token_input!r} must be an integer sequence of "
+                         f"shape 1xT (token ids), got {token.dtype} of shape {'x'.join(map(str, token.shape))}",
+                         parameter="pad_inputs")
+    if token.shape[1] != options.max_length:
+        raise UsageError(f"the token input {options.token_input!r} has length {token.shape[1]}, the padding check "
+                         f"was set up for {options.max_length}", parameter="pad_inputs")
+    if options.mask_input is not None:
+        mask = base[options.mask_input]
+        if mask.ndim != 2 or mask.shape[1] != token.shape[1]:
+            raise UsageError(f"the mask input {options.mask_input!r} must be a 1xT sequence like the token input "
+                             f"{options.token_input!r} (1x{token.shape[1]}), got shape "
+                             f"{'x'.join(map(str, mask.shape))}", parameter="pad_inputs")
+
+
+def _check_batch_size(options: PadOptions, sequences: list[Feeds], lengths: list[int], padded: int) -> None:
+    """The largest padded batch against :mod:`gapcheck.limits`, before it is built."""
+    from gapcheck.limits import check_elements
+
+    for name, first in sequences[0].items():
+        if first.ndim >= 2 and first.shape[1] == lengths[0]:
+            count = len(sequences) * padded * int(np.prod(first.shape[2:], dtype=np.int64))
+            check_elements(count, f"the padded batch's input {name!r} ({len(sequences)} sequences padded to {padded})")
+
+
+def _first_line(exc: GapcheckError) -> str:
+    return exc.message.splitlines()[0][:300]
+
+
+def _reference_failed(options: PadOptions, padded: int, side: str, note: str) -> None:
+    """torch, the reference, failed on a padded variant: an error, never an info "not checked"."""
+    what = f"torch (the reference) failed on the sequences padded to {padded} ({side}): {note}"
+    if padded > options.max_length:
+        raise UsageError(f"{what}; {padded} is longer than the declared sequence length {options.max_length}",
+                         hint="choose padded lengths the model accepts (e.g. within its position embeddings)",
+                         parameter="pad_lengths")
+    raise BackendError(what)
 
 
 def _run_variant(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], padded: int, side: str,
@@ -298,7 +418,7 @@ def _mask_findings(backend: str, run: RunFn, sequences: list[Feeds], lengths: li
     """Padding present: does the real mask change anything compared with an all-ones mask?"""
     if options.mask_input is None:
         return []
-    padded = options.padded_lengths(max(lengths))[-1:]
+    padded = options.padded_lengths(max(lengths))[-1:]  # the longest (lengths are sorted)
     if not padded:
         return []
     side = options.sides[0]

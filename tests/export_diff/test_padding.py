@@ -182,3 +182,116 @@ def test_cli_pad_check_on_planted_and_clean_models(tmp_path, capsys):
     assert main([*args[:-4], "--pad-side", "top", "--model", "sample_models.padding:build_clean"]) == 2
     assert main(["export-diff", "--model", "sample_models.padding:build_clean", "--input", "ids:1x32:int64:1,100",
                  "--input", "mask:1x32:int64:1,2", "--pad-lengths", "40", "--no-progress"]) == 2  # needs --pad-check
+
+
+# --- refusals instead of silent passes (attacker review: pad-check) -------------------------------------------
+
+def _per_token(feeds):
+    """A padding-invariant stand-in model without torch: one value per position, and a masked sum."""
+    ids, mask = feeds["ids"].astype(np.float64), feeds["mask"].astype(np.float64)
+    return {"hidden": ids[..., None], "logits": (ids * mask).sum(axis=1, keepdims=True)}
+
+
+def _options(**kwargs):
+    return PadOptions(**{"token_input": "ids", "mask_input": "mask", "max_length": T, "n_sequences": 3, **kwargs})
+
+
+def test_lengths_that_cannot_pad_the_sequences_are_refused_not_passed():
+    from gapcheck.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"padded length\(s\) 1 are shorter .* at least \d+") as caught:
+        check_padding(_options(lengths=(1,)), _base(), _per_token)
+    assert caught.value.parameter == "pad_lengths"
+
+
+def test_too_short_lengths_among_usable_ones_are_stated():
+    result = check_padding(_options(lengths=(1, T)), _base(), _per_token, backends={"other": _per_token})
+    assert {v.length for v in result.variants} == {T}
+    assert result.dropped_lengths == (1,)
+    dropped = [f for f in result.findings if f.code == "padding_not_checked" and f.evidence.get("dropped_lengths")]
+    assert len(dropped) == 1 and dropped[0].evidence["dropped_lengths"] == [1]
+    assert "padding_not_checked" in render(ReportFormat.JSON, result)
+
+
+def test_padded_length_is_capped_by_the_declared_length():
+    from gapcheck.export_diff.padding import PAD_LENGTH_FACTOR
+
+    cap = PAD_LENGTH_FACTOR * T
+    with pytest.raises(UsageError, match=f"longer than {cap}") as caught:
+        _options(lengths=(40, 65536))
+    assert caught.value.parameter == "pad_lengths"
+    assert _options(lengths=(cap,)).lengths == (cap,)
+
+
+def test_padded_batch_is_checked_against_the_element_limit_before_it_is_built(monkeypatch):
+    from gapcheck.errors import InputError
+
+    monkeypatch.setenv("GAPCHECK_MAX_ELEMENTS", str(3 * T - 1))
+
+    def run(feeds):
+        assert feeds["ids"].shape[0] == 1, "a padded batch was built and run"
+        return _per_token(feeds)
+
+    with pytest.raises(InputError, match="padded batch"):
+        check_padding(_options(lengths=(T,)), _base(), run)
+
+
+def _fails_when(predicate, message="RuntimeError: CUDA out of memory"):
+    from gapcheck.errors import BackendError
+
+    def run(feeds):
+        if predicate(feeds):
+            raise BackendError(f"the torch model failed to run: {message}")
+        return _per_token(feeds)
+
+    return run
+
+
+def test_torch_failure_on_a_padded_variant_is_an_error_not_an_info_pass():
+    from gapcheck.errors import BackendError, ExitCode
+
+    torch_run = _fails_when(lambda feeds: feeds["ids"].shape[0] > 1)  # the reference runs; every padded batch fails
+    with pytest.raises(BackendError, match="torch \\(the reference\\) failed .* padded to 32") as caught:
+        check_padding(_options(lengths=(T,)), _base(), torch_run, backends={"onnxruntime": torch_run})
+    assert caught.value.exit_code == ExitCode.BACKEND
+    # beyond the declared length, the length asked for is the likely cause: a usage error naming it
+    with pytest.raises(UsageError, match="padded to 100 .* longer than the declared sequence length 32") as caught:
+        check_padding(_options(lengths=(100,)), _base(), torch_run)
+    assert caught.value.parameter == "pad_lengths"
+
+
+def test_torch_failure_on_the_unpadded_reference_is_an_error():
+    from gapcheck.errors import BackendError
+
+    with pytest.raises(BackendError, match="reference failed"):
+        check_padding(_options(), _base(), _fails_when(lambda feeds: True, "shapes cannot be multiplied"))
+
+
+def test_other_backend_refusing_a_length_stays_info_and_torch_still_compares():
+    other = _fails_when(lambda feeds: feeds["ids"].shape[1] != T, "Got invalid dimensions for input")
+    result = check_padding(_options(lengths=(20, T)), _base(), _per_token, backends={"onnxruntime": other})
+    assert result.verdict.value == "pass"
+    skipped = [f for f in result.findings if f.code == "padding_not_checked"]
+    assert [f.subject.endpoint for f in skipped] == ["onnxruntime"] and skipped[0].severity.value == "info"
+    assert all(v.max_abs is not None for v in result.variants if v.backend == "torch")
+
+
+def test_duplicate_lengths_and_sides_run_once():
+    options = _options(lengths=(T, 20, T), sides=("left", "right", "left"))
+    assert options.lengths == (20, T) and options.sides == ("left", "right")
+    result = check_padding(options, _base(), _per_token)
+    names = [check.name for check in result.checks()]
+    assert len(names) == len(set(names)) == 4
+
+
+def test_token_and_mask_inputs_are_validated():
+    with pytest.raises(UsageError, match="two different inputs"):
+        _options(mask_input="ids")
+    with pytest.raises(UsageError, match="token input name"):
+        _options(token_input="")
+    floats = {"ids": np.ones((1, T), dtype=np.float32), "mask": np.ones((1, T), dtype=np.int64)}
+    with pytest.raises(UsageError, match="must be an integer sequence"):
+        check_padding(_options(), floats, _per_token)
+    short_mask = {"ids": np.ones((1, T), dtype=np.int64), "mask": np.ones((1, 8), dtype=np.int64)}
+    with pytest.raises(UsageError, match="mask input 'mask' must be a 1xT sequence"):
+        check_padding(_options(), short_mask, _per_token)
