@@ -18,10 +18,17 @@ Declared step lists (``recipe.py``) name their steps; a stage written as a funct
 Every step's output is kept as an array, so it can be fingerprinted and summarized like a
 declared step; :func:`first_divergent_traced_step` names the first step where two stages stop
 agreeing (within a tolerance, so equivalent float orderings are not called divergent).
+
+What one trace keeps is bounded (:data:`MAX_TRACED_STEPS`, :data:`MAX_TRACED_BYTES`, checked before
+each copy is made): past the cap the stage still runs to its end, but no further output is kept, the
+trace is marked ``truncated`` and an opaque part says "recorded the first N steps; the rest was not
+traced: over the memory cap". The recorded steps are a prefix of the stage, so a divergence among
+them is still named; one past them is not (the stage is then observed only at its output).
 """
 from __future__ import annotations
 
 import inspect
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,6 +41,14 @@ _SALIENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "interpolate": {"mode": "nearest", "antialias": False, "align_corners": None},
     "resize": {"antialias": True},
 }
+# What one stage's trace may keep. Every recorded step is a full copy of an intermediate array, held in the
+# auditing process until both stages are traced and aligned: unbounded, a stage looping ``x = x * 1.0`` 600 times
+# on a 256×256 image doubled the audit's peak memory (417 → 874 MB), and 1000 such ops on a 1024² image would
+# need ~12 GB. Real pipelines have tens of steps; 256 MiB holds ~220 float32 steps of a 3×224×224 image or ~21
+# of a 3×1024×1024 one. (Aligning by value adds float64 views of the distinct steps: up to 2× this for float32.)
+MAX_TRACED_STEPS = 256
+MAX_TRACED_BYTES = 256 * 2**20
+
 _SKIPPED = {"size", "dim", "numel", "__get__", "__len__", "is_floating_point", "is_contiguous", "element_size",
             "stride", "data_ptr", "__bool__", "__format__", "__repr__", "tolist", "item"}
 
@@ -51,6 +66,7 @@ class StageTrace:
     method: str  # "compose" | "fx" | "runtime"
     opaque: tuple[str, ...] = ()  # parts observed only at their boundaries
     reason: str = ""  # why fx was not used, when it was not
+    truncated: bool = False  # over the memory cap: the steps are only the first ones (see MAX_TRACED_STEPS)
 
     def labels(self) -> list[str]:
         return [step.label for step in self.steps]
@@ -62,6 +78,66 @@ class TracedDivergence:
     ref_step: str
     cand_step: str
     max_abs: float | None  # None when shapes/dtypes differ
+
+
+def array_nbytes(value: Any) -> int | None:
+    """What :func:`as_array` would allocate for ``value``, without allocating; None when it is not an array."""
+    if hasattr(value, "detach") and hasattr(value, "numel"):
+        itemsize = 4 if str(value.dtype) == "torch.bfloat16" else int(value.element_size())
+        return int(value.numel()) * itemsize
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if type(value).__module__.startswith("PIL.") and hasattr(value, "getbands"):
+        mode = str(getattr(value, "mode", ""))
+        itemsize = 4 if mode in ("I", "F") else 2 if mode.startswith("I;16") else 1
+        width, height = value.size
+        return int(width) * int(height) * len(value.getbands()) * itemsize
+    return None
+
+
+class _Budget:
+    """How many steps and bytes a trace has kept, against MAX_TRACED_STEPS / MAX_TRACED_BYTES (read when used)."""
+
+    def __init__(self, steps: int | None = None, nbytes: int | None = None) -> None:
+        self.max_steps = MAX_TRACED_STEPS if steps is None else steps
+        self.max_bytes = MAX_TRACED_BYTES if nbytes is None else nbytes
+        self.steps = 0
+        self.bytes = 0
+        self.full = False  # once over the cap, nothing more is kept: the kept steps stay a prefix of the stage
+        self.untraced = 0  # outputs seen after that, not kept
+
+    def admit(self, value: Any) -> np.ndarray | None:
+        """``value`` as an array when it fits (checked before copying); None when it is not an array or is over."""
+        nbytes = array_nbytes(value)
+        if nbytes is None:
+            return None
+        if self.full or self.steps + 1 > self.max_steps or self.bytes + nbytes > self.max_bytes:
+            self.full = True
+            self.untraced += 1
+            return None
+        array = as_array(value)
+        if array is not None:
+            self.steps += 1
+            self.bytes += int(array.nbytes)
+        return array
+
+    def child(self) -> "_Budget":
+        """What is left of this budget, for a trace that may be kept or dropped (see :meth:`absorb`)."""
+        return _Budget(self.max_steps - self.steps, self.max_bytes - self.bytes)
+
+    def absorb(self, child: "_Budget") -> None:
+        self.steps += child.steps
+        self.bytes += child.bytes
+        self.full = self.full or child.full
+        self.untraced += child.untraced
+
+    def note(self) -> str | None:
+        if not self.full:
+            return None
+        more = f" ({self.untraced} more output(s))" if self.untraced else ""
+        return (f"recorded the first {self.steps} steps; the rest{more} was not traced: over the memory cap "
+                f"({MAX_TRACED_STEPS} steps / {MAX_TRACED_BYTES // 2**20} MiB per stage), so it is observed only "
+                "at the stage's output")
 
 
 def as_array(value: Any) -> np.ndarray | None:
@@ -107,14 +183,35 @@ def _func_name(func: Any) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def _record_runtime(fn: Callable[[Any], Any], sample: Any) -> tuple[list[tuple[str, np.ndarray]], Any]:
-    """Run ``fn(sample)`` recording every top-level torch call that returns a tensor."""
+def _record_runtime(fn: Callable[[Any], Any], sample: Any, budget: _Budget | None = None
+                    ) -> tuple[list[tuple[str, np.ndarray]], Any]:
+    """Run ``fn(sample)`` recording every top-level torch call that returns a tensor (within ``budget``)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
     recorded: list[tuple[str, np.ndarray]] = []
+    budget = budget if budget is not None else _Budget()
+    seen_data = False
 
-    constants: dict[int, Any] = {}  # id -> tensor: made from no data (torch.tensor(MEAN), a view of it); kept alive
+    # id -> weak reference: tensors made from no data (torch.tensor(MEAN), a view of it). Weak, so a stage that
+    # makes many (a fresh canvas per call) does not have them all kept alive; a dead one's id is dropped as it dies,
+    # before the id can be reused.
+    constants: dict[int, Any] = {}
+
+    def is_constant(t: Any) -> bool:
+        ref = constants.get(id(t))
+        return ref is not None and (ref() if callable(ref) else ref) is t
+
+    def remember_constant(t: Any) -> None:
+        key = id(t)
+
+        def forget(_ref: Any) -> None:
+            constants.pop(key, None)
+
+        try:
+            constants[key] = weakref.ref(t, forget)
+        except TypeError:  # pragma: no cover - a tensor type without weak references: kept alive, as before
+            constants[key] = t
 
     def tensors(value: Any) -> list[Any]:
         if isinstance(value, torch.Tensor):
@@ -125,19 +222,21 @@ def _record_runtime(fn: Callable[[Any], Any], sample: Any) -> tuple[list[tuple[s
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            nonlocal seen_data
             kwargs = kwargs or {}
-            data = [t for t in tensors(list(args)) + tensors(list(kwargs.values())) if id(t) not in constants]
-            if not recorded and data:  # the boundary: the first data tensor torch sees (made from the decoded array)
-                boundary = as_array(data[0])
+            data = [t for t in tensors(list(args)) + tensors(list(kwargs.values())) if not is_constant(t)]
+            if not seen_data and data:  # the boundary: the first data tensor torch sees (made from the decoded array)
+                seen_data = True
+                boundary = budget.admit(data[0])
                 if boundary is not None:
                     recorded.append(("tensor from the decoded array (boundary)", boundary))
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and not data:
-                constants[id(out)] = out
+                remember_constant(out)
                 return out
             name = _func_name(func)
             if isinstance(out, torch.Tensor) and name not in _SKIPPED:
-                array = as_array(out)
+                array = budget.admit(out)  # None once over the cap: counted there, not copied
                 if array is not None:
                     recorded.append((_label(name, tuple(args), kwargs), array))
             return out
@@ -147,11 +246,12 @@ def _record_runtime(fn: Callable[[Any], Any], sample: Any) -> tuple[list[tuple[s
     return recorded, result
 
 
-def _trace_fx(module: Any, value: Any) -> list[tuple[str, np.ndarray]]:
-    """Each fx graph node of ``module`` applied to ``value`` (a tensor), with its output."""
+def _trace_fx(module: Any, value: Any, budget: _Budget | None = None) -> list[tuple[str, np.ndarray]]:
+    """Each fx graph node of ``module`` applied to ``value`` (a tensor), with its output (within ``budget``)."""
     import torch
     import torch.fx
 
+    budget = budget if budget is not None else _Budget()
     graph_module = module if isinstance(module, torch.fx.GraphModule) else torch.fx.symbolic_trace(module)
     recorded: list[tuple[str, np.ndarray]] = []
 
@@ -164,7 +264,9 @@ def _trace_fx(module: Any, value: Any) -> list[tuple[str, np.ndarray]]:
                     target = f"{node.target}: {type(graph_module.get_submodule(node.target)).__name__}"
                 args = tuple(a for a in node.args if not isinstance(a, torch.fx.Node))
                 kwargs = {k: v for k, v in node.kwargs.items() if not isinstance(v, torch.fx.Node)}
-                recorded.append((_label(target, (None, *args), kwargs), as_array(out)))  # type: ignore[arg-type]
+                array = budget.admit(out)
+                if array is not None:
+                    recorded.append((_label(target, (None, *args), kwargs), array))
             return out
 
     with torch.no_grad():
@@ -191,40 +293,48 @@ def trace_stage(fn: Callable[[Any], Any], sample: Any) -> StageTrace:
     if items is not None:
         return _trace_composed(items, sample)
     if _is_tensor(sample):
+        budget = _Budget()
         try:
-            steps = _trace_fx(fn, sample)
-            return _finish(steps, "fx", ())
+            steps = _trace_fx(fn, sample, budget)
+            return _finish(steps, "fx", (), budget=budget)
         except Exception as exc:  # noqa: BLE001 - fx refuses much real code; we fall back and say why
             reason = f"torch.fx could not trace it: {one_line(exc)}"
     else:
         reason = "its input is not a tensor (a path, bytes or an image), so torch.fx cannot trace it"
-    steps, _ = _record_runtime(fn, sample)
+    budget = _Budget()  # a fresh one: what a failed fx attempt kept is dropped
+    steps, _ = _record_runtime(fn, sample, budget)
     opaque = () if _is_tensor(sample) else ("everything before the first torch call (decoding, PIL/OpenCV steps) "
                                             "is observed only at its end",)
-    return _finish(steps, "runtime", opaque, reason)
+    return _finish(steps, "runtime", opaque, reason, budget)
 
 
 def _trace_composed(items: list[Any], sample: Any) -> StageTrace:
     steps: list[tuple[str, np.ndarray]] = []
     opaque: list[str] = []
+    budget = _Budget()
     value = sample
     for item in items:
         label = _item_label(item)
         inner: list[tuple[str, np.ndarray]] = []
-        if _is_module(item) and _is_tensor(value):
+        inner_budget = budget.child()  # kept only if the item is split into its fx nodes
+        if _is_module(item) and _is_tensor(value) and not budget.full:
             try:
-                inner = _trace_fx(item, value)
+                inner = _trace_fx(item, value, inner_budget)
             except Exception:  # noqa: BLE001 - not traceable: the item stays one step
                 inner = []
         value = item(value)
-        array = as_array(value)
         if len(inner) > 1:
+            budget.absorb(inner_budget)
             steps.extend((f"{label} › {inner_label}", out) for inner_label, out in inner)
-        elif array is not None:
-            steps.append((label, array))
-        else:
+            continue
+        del inner  # not split: the item's output is its one step
+        if array_nbytes(value) is None:
             opaque.append(f"{label} (its output is a {type(value).__name__}, not an array)")
-    return _finish(steps, "compose", tuple(opaque))
+            continue
+        array = budget.admit(value)
+        if array is not None:
+            steps.append((label, array))
+    return _finish(steps, "compose", tuple(opaque), budget=budget)
 
 
 def _item_label(item: Any) -> str:
@@ -234,9 +344,17 @@ def _item_label(item: Any) -> str:
     return " ".join(repr(item).split())
 
 
-def _finish(steps: list[tuple[str, np.ndarray]], method: str, opaque: tuple[str, ...], reason: str = "") -> StageTrace:
-    return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), method, opaque,
-                      reason)
+def _finish(steps: list[tuple[str, np.ndarray]], method: str, opaque: tuple[str, ...], reason: str = "",
+            budget: _Budget | None = None) -> StageTrace:
+    note = budget.note() if budget is not None else None
+    return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), method,
+                      opaque + ((note,) if note else ()), reason, truncated=note is not None)
+
+
+def unrecorded_label(trace: StageTrace) -> str:
+    """What a truncated trace did after its recorded steps, as a step label (see :data:`MAX_TRACED_STEPS`)."""
+    return (f"(no change through its recorded step {len(trace.steps)}; the rest was not traced: over the memory "
+            "cap)")
 
 
 def _is_tensor(value: Any) -> bool:
@@ -279,6 +397,14 @@ def first_divergent_traced_step(ref: StageTrace, cand: StageTrace) -> TracedDive
             return TracedDivergence(cand_step.index, ref_step.label, cand_step.label, max_abs)
     if len(ref_steps) != len(cand_steps):
         shorter = min(len(ref_steps), len(cand_steps))
+        if cand.truncated and shorter == len(cand_steps):
+            return None  # the candidate did not end: it stopped being recorded (memory cap); the rest is unknown
+        if ref.truncated and shorter == len(ref_steps):
+            # the reference stopped being recorded: the candidate's next change is a divergence only within the
+            # reference's recorded depth (through which the reference changed nothing more)
+            if cand_steps[shorter].index > len(ref.steps):
+                return None
+            return TracedDivergence(cand_steps[shorter].index, unrecorded_label(ref), cand_steps[shorter].label, None)
         ref_label = ref_steps[shorter].label if shorter < len(ref_steps) else "(end)"
         cand_index, cand_label = ((cand_steps[shorter].index, cand_steps[shorter].label) if shorter < len(cand_steps)
                                   else (len(cand.steps) + 1, "(end)"))

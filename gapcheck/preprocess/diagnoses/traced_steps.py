@@ -12,7 +12,9 @@ against the reference step after it. Layout and dtype conversions compare equal 
 they never absorb the divergence (the layout and dtype diagnoses name those).
 
 The stages run again here, in the auditing process, on one sample (as the other diagnoses'
-re-runs do).
+re-runs do). What a trace keeps is capped (``traced.MAX_TRACED_STEPS`` / ``MAX_TRACED_BYTES``); a
+truncated trace's note joins the opaque parts, and a divergence that would lie past the recorded
+steps of a truncated trace is not named (the recorded steps all agree there; nothing is known after).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from gapcheck.preprocess.diagnoses.base import rel_max_abs
 from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
 from gapcheck.preprocess.samples import local_path, read_regular_file
-from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage
+from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage, unrecorded_label
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
@@ -76,8 +78,17 @@ def align(ref: StageTrace, cand: StageTrace, tolerance: float
         return None
     cand_next = cand_steps[last + 1] if last + 1 < len(cand_steps) else None
     ref_next = ref_steps[matched + 1] if matched + 1 < len(ref_steps) else None
+    if cand_next is None and cand.truncated:
+        return None  # the candidate did not end there: it stopped being recorded (memory cap); the rest is unknown
+    unrecorded = ref_next is None and ref.truncated
+    if unrecorded:
+        # the reference's recorded steps no longer change the values, the candidate's step does: a divergence when
+        # it lies within the reference's recorded depth; past it, the reference's unrecorded steps might match
+        if cand_next is None or cand_next[0].index > len(ref.steps):
+            return None
+        ref_next = (TracedStep(len(ref.steps) + 1, unrecorded_label(ref), np.empty(0)), np.empty(0))
     max_abs = None
-    if cand_next is not None and ref_next is not None and cand_next[1].shape == ref_next[1].shape:
+    if cand_next is not None and ref_next is not None and not unrecorded and cand_next[1].shape == ref_next[1].shape:
         with np.errstate(invalid="ignore", over="ignore"):
             max_abs = float(np.max(np.abs(cand_next[1] - ref_next[1]))) if cand_next[1].size else 0.0
     return (cand_next[0] if cand_next else None, ref_next[0] if ref_next else None, max_abs)
@@ -121,6 +132,10 @@ class TracedSteps:
             return None
         found = align(ref, cand, pair.tolerance)
         if found is None:
+            capped = [name for name, trace in ((pair.ref, ref), (pair.cand, cand)) if trace.truncated]
+            if capped:
+                logger.warning("no divergent step named for %s: it lies past the recorded steps of %s (over the "
+                               "memory cap)", pair.label, " and ".join(capped))
             return None
         cand_step, ref_step, max_abs = found
         opaque = tuple(f"{name}: {part}" for name, trace in ((pair.ref, ref), (pair.cand, cand)) for part in trace.opaque)
