@@ -125,6 +125,28 @@ def forward_input_names(module: torch.nn.Module, onnx_model: onnx.ModelProto | N
     return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
 
 
+def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
+    """Inputs reach ``forward`` by position: refuse names that are forward's parameters at other positions.
+
+    ``--input input_ids:... --input attention_mask:...`` on GPT-2 would otherwise feed the mask to its second
+    parameter (``past_key_values``) and fail deep inside the model, or silently compute something else.
+    """
+    try:
+        parameters = [p for p in inspect.signature(module.forward).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # builtins, TorchScript modules
+        return
+    order = [p.name for p in parameters]
+    for position, name in enumerate(names):
+        if name in order and order.index(name) != position:
+            shown = ", ".join(order[: max(order.index(name), position) + 1])
+            raise UsageError(
+                f"input {name!r} is parameter {order.index(name) + 1} of {type(module).__name__}.forward({shown}, ...) "
+                f"but is given as input {position + 1}: inputs are passed to forward by position",
+                hint="give the inputs in forward's order (every parameter before the last one you need), or wrap "
+                     "the model in a module whose forward takes exactly these inputs")
+
+
 def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None,
              module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
     specs = [parse_input_spec(text) for text in request.input_specs]
@@ -158,6 +180,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
                                              subject=Subject(path=str(request.checkpoint))))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
     samples = _samples(request, onnx_model, loaded.module)
+    check_input_positions(loaded.module, list(samples[0]))
     compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
     cache = _cache(request)
     with ExitStack() as stack:
