@@ -94,15 +94,18 @@ _PadCheck = Annotated[bool, typer.Option(
 _PadSide = Annotated[str, typer.Option("--pad-side", help="Padding side(s) to check: right, left or both.")]
 _PadLengths = Annotated[Optional[str], typer.Option(
     "--pad-lengths", help="Padded lengths, e.g. 64,96,128 (default: two lengths up to the input's length).")]
+_PadId = Annotated[Optional[int], typer.Option(
+    "--pad-id", min=0, help="Token id padding is filled with (default: the model's config.pad_token_id, else 0).")]
 _PadInputs = Annotated[Optional[str], typer.Option(
     "--pad-inputs", help="TOKENS[,MASK] input names (default: the first integer input, and an input named *mask*).")]
 
 
-def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str | None) -> Any:
+def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str | None,
+                    pad_id: int | None = None) -> Any:
     """The padding-check request from the --pad-* flags (None when --pad-check is not given)."""
     if not enabled:
-        if lengths or inputs or side != "right":
-            raise UsageError("--pad-side, --pad-lengths and --pad-inputs need --pad-check")
+        if lengths or inputs or side != "right" or pad_id is not None:
+            raise UsageError("--pad-side, --pad-lengths, --pad-inputs and --pad-id need --pad-check")
         return None
     from gapcheck.export_diff.api import PadCheckRequest
 
@@ -122,7 +125,7 @@ def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str |
     if len(names) == 2 and names[0] == names[1]:
         raise UsageError(f"--pad-inputs names {names[0]!r} as both the token and the mask input")
     return PadCheckRequest(sides=sides, lengths=parsed, token_input=names[0] if names else None,
-                           mask_input=names[1] if len(names) > 1 else None)
+                           mask_input=names[1] if len(names) > 1 else None, pad_id=pad_id)
 
 
 #: flag parameter -> [export_diff] key, and -> [triton] key (file < environment < flags)
@@ -178,6 +181,7 @@ def command(
     pad_side: _PadSide = "right",
     pad_lengths: _PadLengths = None,
     pad_inputs: _PadInputs = None,
+    pad_id: _PadId = None,
     progress: ProgressOpt = True,
     config: ConfigOpt = None,
 ) -> None:
@@ -188,7 +192,7 @@ def command(
     from gapcheck.report.formats.console_format import print_result
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path)
-    padding = parse_pad_check(pad_check, pad_side, pad_lengths, pad_inputs)
+    padding = parse_pad_check(pad_check, pad_side, pad_lengths, pad_inputs, pad_id)
     given = locals()
     settings = _settings(ctx, config, given)
     tolerances = ToleranceOptions.parse(settings["rtol"], settings["atol"], tolerance)

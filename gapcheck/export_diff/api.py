@@ -58,6 +58,7 @@ class PadCheckRequest:
     token_input: str | None = None
     mask_input: str | None = None
     n_sequences: int = 4
+    pad_id: int | None = None  # the token padding is filled with (None: the model's config.pad_token_id, else 0)
 
 
 @dataclass(frozen=True)

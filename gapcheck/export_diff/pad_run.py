@@ -75,6 +75,17 @@ def _token_range(input_specs: Sequence[str], token: str) -> tuple[int, int]:
     return 1, 100
 
 
+def model_pad_id(module: Any) -> int:
+    """The padding token the model was built for: the first ``config.pad_token_id`` among its modules (Hugging Face
+    models carry one; RoBERTa's is 1 and it derives positions from it, so padding with 0 is not padding there),
+    else 0."""
+    for sub in module.modules():
+        value = getattr(getattr(sub, "config", None), "pad_token_id", None)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return 0
+
+
 def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: dict[str, np.ndarray],
                  deployed: Sequence[Any], progress: ProgressReporter) -> ExportDiffResult:
     """Run the padding check on torch, ONNX Runtime and every deployed backend; add its findings and section."""
@@ -89,7 +100,8 @@ def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: di
                           atol=DEFAULT_TOLERANCE.atol if request.atol is None else request.atol)
     options = PadOptions(token_input=token, mask_input=mask, max_length=int(sample[token].shape[1]), lengths=pad.lengths,
                          sides=pad.sides, n_sequences=pad.n_sequences, seed=request.seed,
-                         token_range=_token_range(request.input_specs, token), tolerance=tolerance)
+                         token_range=_token_range(request.input_specs, token), tolerance=tolerance,
+                         pad_id=pad.pad_id if pad.pad_id is not None else model_pad_id(module))
     input_names = list(sample)
     output_names = [output.name for output in result.onnx_model.graph.output]
     backends = {"onnxruntime": OnnxRuntimeBackend(result.onnx_model).infer}

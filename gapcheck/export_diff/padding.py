@@ -187,8 +187,13 @@ def _sequences(options: PadOptions, base: Feeds) -> tuple[list[Feeds], list[int]
                 feeds[name] = np.ascontiguousarray(array[:1, :length])
             else:
                 feeds[name] = array
-        feeds[options.token_input] = rng.integers(*options.token_range, size=(1, length)).astype(
-            base[options.token_input].dtype)
+        tokens = rng.integers(*options.token_range, size=(1, length))
+        # A real token equal to the pad id would be padding to the model (RoBERTa counts positions past it):
+        # move it to the next id in range, so every drawn token is a real one.
+        first, stop = options.token_range
+        if first <= options.pad_id < stop and stop - first > 1:
+            tokens = np.where(tokens == options.pad_id, first + (options.pad_id - first + 1) % (stop - first), tokens)
+        feeds[options.token_input] = tokens.astype(base[options.token_input].dtype)
         if options.mask_input:
             feeds[options.mask_input] = np.ones((1, length), dtype=base[options.mask_input].dtype)
         sequences.append(feeds)
