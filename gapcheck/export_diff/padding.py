@@ -148,7 +148,10 @@ class PaddingResult(ResultBase):
 
     def sections(self) -> dict[str, Any]:
         return {"padding": {"sequence_lengths": list(self.sequence_lengths),
-                            "variants": [v.__dict__ for v in self.variants], "first_module": dict(self.first_module)}}
+                            # passed is null for a variant that did not run: nothing was compared, so nothing passed
+                            "variants": [{**v.__dict__, "passed": None if v.max_abs is None else v.passed}
+                                         for v in self.variants],
+                            "first_module": dict(self.first_module)}}
 
     def views(self) -> Sequence[Table]:
         rows = tuple((v.backend, v.side, v.length, "yes" if v.masked else "all ones",

@@ -177,6 +177,8 @@ def test_cli_pad_check_on_planted_and_clean_models(tmp_path, capsys):
     assert {v["backend"] for v in doc["padding"]["variants"]} == {"torch", "onnxruntime"}
     # the ONNX graph fixes the sequence axis: other lengths are "not checked" (info), never a gap
     assert any(f["code"] == "padding_not_checked" and f["severity"] == "info" for f in doc["findings"])
+    unrun = [v for v in doc["padding"]["variants"] if v["max_abs"] is None]
+    assert unrun and all(v["passed"] is None for v in unrun)  # nothing compared: neither passed nor failed
     capsys.readouterr()
     assert main([*args, "--model", "sample_models.padding:build_clean"]) == 0
     assert main([*args[:-4], "--pad-side", "top", "--model", "sample_models.padding:build_clean"]) == 2
