@@ -365,6 +365,18 @@ def _strip_wrapper_prefixes(state_dict: Mapping[str, Any], expected: set[str]) -
     return current, (stripped or None)
 
 
+def _tied_to_loaded(key: str, model_state: Mapping[str, Any], loadable: Mapping[str, Any]) -> bool:
+    """``key`` is the same tensor as a key the checkpoint does hold (tied weights: Hugging Face's ``lm_head.weight``
+    is ``wte.weight``, and ``save_pretrained`` stores it once), so loading that key fills this one too."""
+    target = model_state.get(key)
+    if not isinstance(target, torch.Tensor) or target.device.type == "meta" or target.numel() == 0:
+        return False
+    pointer = target.untyped_storage().data_ptr()
+    return any(isinstance(model_state.get(other), torch.Tensor) and other != key
+               and model_state[other].untyped_storage().data_ptr() == pointer
+               and tuple(model_state[other].shape) == tuple(target.shape) for other in loadable)
+
+
 def _load_into(module: torch.nn.Module, state_dict: Mapping[str, Any], *, strict: bool, source: Path) -> KeyReport:
     model_state = module.state_dict()
     expected = set(model_state)
@@ -387,12 +399,14 @@ def _load_into(module: torch.nn.Module, state_dict: Mapping[str, Any], *, strict
                 mismatches.append((key, tuple(value.shape), tuple(target.shape)))
                 continue
         loadable[key] = value
+    missing = [key for key in missing if not _tied_to_loaded(key, model_state, loadable)]
     report = KeyReport(tuple(sorted(missing)), tuple(unexpected), tuple(mismatches), stripped_prefix)
 
     if strict and not report.ok:
         raise CheckpointError(
             f"checkpoint {source} does not fit the model: {report.describe()}",
-            hint="fix the factory or its arguments, or load what fits with strict=False (each mismatch is reported)",
+            hint="fix the factory or its arguments, or load what fits non-strictly (each mismatch is reported)",
+            parameter="strict",
         )
     if not report.ok:
         logger.warning("checkpoint %s loaded partially: %s", source, report.describe())

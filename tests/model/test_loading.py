@@ -469,3 +469,32 @@ def test_bytes_that_only_start_like_a_pickle(tmp_path):
     path.write_bytes(b"\x80\x02" + random.Random(1).randbytes(512))
     with pytest.raises(CheckpointError, match="not a valid PyTorch pickle|cannot read checkpoint"):
         load_model(path, TinyNet, unsafe_pickle=True)
+
+
+def build_tiny_gpt2() -> nn.Module:
+    import transformers
+
+    config = transformers.GPT2Config(vocab_size=100, n_positions=16, n_embd=16, n_layer=1, n_head=2, use_cache=False)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def test_a_hugging_face_checkpoint_with_tied_weights_loads_strictly(tmp_path):
+    """save_pretrained stores the tied lm_head.weight once (as wte); strict loading must not call it missing."""
+    torch.manual_seed(1)
+    trained = build_tiny_gpt2()
+    trained.save_pretrained(tmp_path / "ck")
+    loaded = load_model(tmp_path / "ck" / "model.safetensors", f"{__name__}:build_tiny_gpt2")
+    model = loaded.module
+    assert loaded.keys is not None and loaded.keys.ok, loaded.keys.describe()
+    assert torch.equal(model.transformer.wte.weight, trained.transformer.wte.weight)
+    assert model.lm_head.weight is model.transformer.wte.weight  # still tied, so it holds the checkpoint's values
+
+
+def test_a_missing_key_that_is_not_tied_is_still_missing_and_names_the_parameter(tmp_path):
+    state = build_tiny_gpt2().state_dict()
+    del state["transformer.ln_f.weight"]
+    save_file({k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}, str(tmp_path / "w.safetensors"))
+    with pytest.raises(CheckpointError, match="missing from checkpoint.*transformer.ln_f.weight") as raised:
+        load_model(tmp_path / "w.safetensors", f"{__name__}:build_tiny_gpt2")
+    assert raised.value.parameter == "strict" and "lm_head.weight" not in str(raised.value)
