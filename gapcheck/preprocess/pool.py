@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import signal
 import time
 from collections import deque
@@ -115,13 +116,25 @@ class _Worker:
         self.conn.close()
 
 
+def process_limit() -> int:
+    """Most worker processes one machine runs: twice its usable cores (stages may wait on I/O)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return 2 * max(1, cores)
+
+
 class SupervisedPool:
     """Runs chunks of work items on ``workers`` supervised processes (see the module docstring)."""
 
     def __init__(self, specs: tuple[StageSpec, ...], options: WorkerOptions, workers: int) -> None:
         self.specs, self.options = specs, options
         self.context = multiprocessing.get_context("forkserver")
-        self.workers = [_Worker(self.context, specs, options) for _ in range(workers)]
+        # A queue feeds the processes, so more chunks than processes is fine; more processes than cores is not
+        # (``--workers 100000`` would start one process per image).
+        processes = max(1, min(workers, process_limit()))
+        self.workers = [_Worker(self.context, specs, options) for _ in range(processes)]
         self.deaths: list[WorkerDeath] = []
         self._succeeded: set[str] = set()  # stages that produced an output at least once
         self._given_up: dict[str, str] = {}  # stage -> why it is no longer run (each death costs a process start)

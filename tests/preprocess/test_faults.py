@@ -166,3 +166,21 @@ def test_fifo_as_the_samples_path_says_what_it_is(tmp_path, capsys):
                  "--stage", f"b={CLEAN['infer']}", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "FIFO" in err and "does not exist" not in err
+
+
+def test_an_absurd_worker_count_starts_no_more_processes_than_the_machine_runs(three_photos, monkeypatch):
+    """--workers 100000 plans that many chunks at most, but the local pool starts process_limit() processes."""
+    from gapcheck.preprocess import pool
+
+    started = []
+    real_worker = pool._Worker
+
+    def counting_worker(*args, **kwargs):
+        started.append(1)
+        return real_worker(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "process_limit", lambda: 2)
+    monkeypatch.setattr(pool, "_Worker", counting_worker)
+    result = preprocess_audit(three_photos, {"train": stage("train_transform"), "val": stage("val_transform")},
+                              workers=100_000, repeats=0)
+    assert len(started) == 2 and len(result.samples) == 3
