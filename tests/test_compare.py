@@ -114,3 +114,22 @@ def test_large_integers_are_compared_exactly_not_through_float64():
     assert not stats.passed and stats.mismatch_fraction == 0.5 and stats.max_abs >= 1.0
     assert stats.worst_index == (0, 0)
     assert compare_arrays(e.copy(), e, Tolerance(0.0, 0.0)).passed
+
+
+def test_the_noise_ceiling_fails_errors_far_above_a_layers_noise_and_size():
+    """A 1% weight change in a layer with tiny activations stays under atol=1e-4; the ceiling catches it, while
+    an error that is small next to the layer's own values (rel < 1e-4) is never flagged by it."""
+    from gapcheck.compare import NOISE_CEILING_FACTOR, NOISE_CEILING_REL
+
+    tiny = np.full((1, 8), 1e-3, dtype=np.float32)
+    shifted = tiny + np.float32(1e-5)  # 1% of the values, 1e-5 absolute: under the 1e-4 floor
+    policy = TolerancePolicy()
+    with_noise = policy.for_name("layer", np.float32, noise_floor=1e-10)
+    assert with_noise.noise_ceiling == NOISE_CEILING_FACTOR * 1e-10
+    assert compare_arrays(shifted, tiny, policy.for_name("layer", np.float32)).passed  # no noise measured: as before
+    stats = compare_arrays(shifted, tiny, with_noise)
+    assert not stats.passed and stats.error_ratio > 1 and stats.budget == pytest.approx(NOISE_CEILING_REL * 1e-3)
+    big = np.full((1, 8), 1e3, dtype=np.float32)
+    assert compare_arrays(big + np.float32(0.06), big, with_noise).passed  # rel 6e-5: noise of a large layer
+    assert policy.for_name("layer", np.float32, noise_floor=0.0).noise_ceiling is None  # exact in torch: no claim
+    assert TolerancePolicy(atol=1e-3).for_name("layer", np.float32, noise_floor=1e-10).noise_ceiling is None

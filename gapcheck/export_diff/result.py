@@ -64,10 +64,11 @@ class LayerResult:
 
     @property
     def budget_abs(self) -> float | None:
-        """The largest absolute error the tolerance allows at the worst element (atol + rtol·max|expected|)."""
+        """The largest absolute error the tolerance allows at the worst element (atol + rtol·max|expected|, under
+        the noise ceiling)."""
         if self.stats is None:
             return None
-        return self.stats.atol + self.stats.rtol * self.stats.expected_absmax
+        return self.stats.budget
 
 
 @dataclass(frozen=True)
