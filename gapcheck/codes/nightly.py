@@ -58,3 +58,9 @@ REFERENCE_DISAGREES = define(
     """At record time the exported ONNX model, run in ONNX Runtime, differed from torch beyond the tolerances;
     a served ONNX model will then fail the golden check although it serves exactly the export.""",
     "Run `gapcheck export-diff` on the checkpoint to find the layer, or loosen the bundle's tolerances.")
+INSENSITIVE = define(
+    "golden_insensitive", Severity.WARNING, F, "The golden outputs hardly depend on the golden inputs",
+    """At record time every golden sample's output agreed with the first sample's within the bundle's tolerance:
+    a deployment that feeds the model wrong inputs (channels swapped, another normalization, even a constant)
+    would pass the nightly check. Typical of a model with untrained weights or inputs that are all alike.""",
+    "Record from the released checkpoint with real, varied inputs (--samples / --inputs), or tighten the tolerances.")

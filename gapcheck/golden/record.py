@@ -163,6 +163,27 @@ def _tolerances(request: RecordRequest, outputs: dict[str, np.ndarray]) -> dict[
             for name, t in ((n, policy.for_name(n, a.dtype)) for n, a in outputs.items())}
 
 
+def _insensitive_outputs(reference: dict[str, np.ndarray], tolerances: dict[str, dict[str, float]]) -> list[Finding]:
+    """Outputs on which every sample agrees with sample 0 within the tolerance: a check they cannot fail on inputs."""
+    from gapcheck.codes.nightly import INSENSITIVE
+    from gapcheck.compare import Tolerance, compare_arrays
+
+    findings = []
+    for name, values in reference.items():
+        if values.ndim == 0 or values.shape[0] < 2 or values.dtype.kind != "f":
+            continue
+        tol = Tolerance(rtol=tolerances[name]["rtol"], atol=tolerances[name]["atol"])
+        first = np.broadcast_to(values[:1], values.shape)
+        stats = compare_arrays(values, first, tol)
+        if stats.passed:
+            findings.append(INSENSITIVE.finding(
+                f"output {name}: all {values.shape[0]} golden samples agree with the first within the tolerance "
+                f"(max spread {stats.max_abs:.3g}): a deployment fed wrong inputs would still pass",
+                subject=Subject(output=name), evidence={"max_spread": stats.max_abs, "samples": int(values.shape[0]),
+                                                        **tolerances[name]}))
+    return findings
+
+
 def _check_same_batching(samples: Sequence[dict[str, np.ndarray]]) -> None:
     first = samples[0]
     for index, sample in enumerate(samples):
@@ -219,6 +240,8 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
                 f"output {name}: ONNX Runtime differs from torch by max |err| {stats.max_abs:.3g} at record time",
                 subject=Subject(output=name), evidence={"max_abs": stats.max_abs, "max_rel": stats.max_rel,
                                                         "mismatch_fraction": stats.mismatch_fraction, **tolerances[name]}))
+
+    findings += _insensitive_outputs(reference, tolerances)
 
     onnx_bytes = exported.model.SerializeToString()
     checkpoint = None

@@ -209,3 +209,34 @@ def test_outputs_are_named_as_the_model_and_gapcheck_export_name_them(tmp_path: 
     import onnx
 
     assert sorted(o.name for o in onnx.load(str(bundle.onnx_path)).graph.output) == names
+
+
+class _IgnoresMostOfItsInput(torch.nn.Module):
+    """Untrained-like: its output moves by ~1e-6 whatever the input (as random-weight nets in deep layers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3 * 8 * 8, 5)
+        with torch.no_grad():
+            self.fc.weight.mul_(1e-7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.flatten(1))
+
+
+def build_insensitive() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return _IgnoresMostOfItsInput().eval()
+
+
+def test_a_bundle_whose_outputs_ignore_the_inputs_is_flagged_at_record_time(tmp_path: Path) -> None:
+    """A nightly check against such a bundle could not catch a deployment fed the wrong inputs (a BGR swap)."""
+    from gapcheck.golden import RecordRequest, record_bundle
+
+    outcome = record_bundle(RecordRequest(out=tmp_path / "g", factory=f"{__name__}:build_insensitive",
+                                          input_specs=("x:1x3x8x8:float32",), num_samples=4, exporter="torchscript"))
+    assert [f.code for f in outcome.findings] == ["golden_insensitive"]
+    assert "all 4 golden samples agree" in outcome.findings[0].message
+    varied = record_bundle(RecordRequest(out=tmp_path / "v", factory=FACTORY, input_specs=(INPUT,), num_samples=4,
+                                         exporter="torchscript"))
+    assert "golden_insensitive" not in [f.code for f in varied.findings]
