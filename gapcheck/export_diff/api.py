@@ -148,6 +148,19 @@ def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
                      "the model in a module whose forward takes exactly these inputs")
 
 
+def _sequence_inputs(request: ExportDiffRequest, sample: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """With --pad-check and gapcheck's own export: the inputs exported with a dynamic sequence axis (every input
+    shaped like the token input, as the padding check pads them), so ONNX Runtime can run every padded length."""
+    if request.pad_check is None or request.onnx_file is not None:
+        return ()
+    from gapcheck.export_diff.pad_run import _token_and_mask
+
+    token, _ = _token_and_mask(sample, request.pad_check.token_input, request.pad_check.mask_input,
+                               request.input_specs)
+    length = sample[token].shape[1]
+    return tuple(name for name, array in sample.items() if array.ndim >= 2 and array.shape[1] == length)
+
+
 def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None,
              module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
     specs = [parse_input_spec(text) for text in request.input_specs]
@@ -182,11 +195,12 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
     samples = _samples(request, onnx_model, loaded.module)
     check_input_positions(loaded.module, list(samples[0]))
+    sequence_inputs = _sequence_inputs(request, samples[0])  # also checks --pad-inputs before any work
     compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
     cache = _cache(request)
     with ExitStack() as stack:
         deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, onnx_model, samples,
-                                                              progress, cache)
+                                                              progress, cache, sequence_inputs)
         extra.extend(audit_findings)
         result = export_diff(
             loaded.module,
@@ -204,6 +218,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             max_intermediate_bytes=request.max_intermediate_bytes,
             progress=progress,
             batch_pool=samples,
+            sequence_inputs=sequence_inputs,
         )
         if request.server_layers:
             result = _with_server_layers(request, result, loaded.module, compare_samples[0], bool(deployed), progress)
@@ -244,7 +259,8 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
     return dataclasses.replace(result, server_layers=rows, findings=result.findings + tuple(findings))
 
 
-def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress, cache=None):
+def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress, cache=None,
+                     sequence_inputs: tuple[str, ...] = ()):
     """Audit the deployment's config first; compare its outputs only when nothing in the config blocks inference.
 
     Returns the deployed backends, the audit's findings, and the export made for the audit (None with an
@@ -262,7 +278,7 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
         # In the mode the comparison uses, restored afterwards: the training_mode finding still sees the caller's mode.
         with evaluation_mode(module, request.keep_train_mode):
             exported, _ = obtain_onnx(module, samples[0], exporter=request.exporter, opset=request.opset,
-                                      cache=cache, progress=progress)
+                                      cache=cache, progress=progress, sequence_inputs=sequence_inputs)
         reference = exported.model
     progress.start("auditing the Triton deployment", None)
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,

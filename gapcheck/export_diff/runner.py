@@ -116,6 +116,7 @@ def obtain_onnx(
     opset: int | None,
     cache=None,
     progress: ProgressReporter | None = None,
+    sequence_inputs: Sequence[str] = (),
 ) -> tuple[ExportResult, list[str]]:
     """The model's ONNX export and its output names: from ``cache`` (an ExportCache) when it holds it, else exported.
 
@@ -126,13 +127,14 @@ def obtain_onnx(
     progress = progress or NullProgress()
     if isinstance(module, torch.jit.ScriptModule) and exporter == "dynamo":
         exporter = "torchscript"  # torch.export cannot trace a ScriptModule; the TorchScript exporter reads its graph
-    key = cache.key(module, sample, exporter=exporter, opset=opset) if cache else None
+    key = cache.key(module, sample, exporter=exporter, opset=opset, sequence_inputs=sequence_inputs) if cache else None
     hit = cache.load(key) if key is not None else None
     if hit is not None:
         return hit, [o.name for o in hit.model.graph.output]
     names = _check_model_accepts(module, sample)
     progress.start("exporting to ONNX", None)
-    exported = export_onnx(module, sample, exporter=exporter, opset=opset, output_names=names)
+    exported = export_onnx(module, sample, exporter=exporter, opset=opset, output_names=names,
+                           sequence_inputs=sequence_inputs)
     progress.finish()
     if key is not None:
         cache.store(key, exported)
@@ -170,6 +172,7 @@ def export_diff(
     progress: ProgressReporter | None = None,
     batch_pool: Sequence[dict[str, np.ndarray]] | None = None,
     cache=None,
+    sequence_inputs: Sequence[str] = (),
 ) -> ExportDiffResult:
     """Compare ``module`` (torch eager, the reference) with its ONNX export in ONNX Runtime, module by module.
 
@@ -178,7 +181,8 @@ def export_diff(
     ``exported`` is an export already made from this module (e.g. for a deployment audit).
     ``deployed`` backends (e.g. Triton) are compared on the final outputs. Batch checks
     draw their rows from ``batch_pool`` (default: ``samples``). ``cache`` (an
-    :class:`~gapcheck.model.cache.ExportCache`) reuses an earlier identical export.
+    :class:`~gapcheck.model.cache.ExportCache`) reuses an earlier identical export. ``sequence_inputs`` are
+    exported with a dynamic sequence axis (for the padding check).
     The model is compared in eval mode (unless ``keep_train_mode``) and handed back as it came.
     """
     if not samples:
@@ -192,7 +196,7 @@ def export_diff(
             exported = ExportResult(onnx_model, "file", None, 0.0)
         elif exported is None:
             exported, torch_names = obtain_onnx(module, samples[0], exporter=exporter, opset=opset, cache=cache,
-                                                progress=progress)
+                                                progress=progress, sequence_inputs=sequence_inputs)
         else:
             torch_names = _check_model_accepts(module, samples[0])
         plan = _plan(module, exported, samples[0], torch_names, precision, from_file=onnx_model is not None)

@@ -76,6 +76,7 @@ def export_key(
     opset: int | None,
     output_names: Sequence[str] = (),
     factory: Callable | None = None,
+    sequence_inputs: Sequence[str] = (),
 ) -> str:
     """SHA256 over weights, code, input specs, exporter, opset and versions (see the module docstring)."""
     digest = hashlib.sha256()
@@ -87,6 +88,8 @@ def export_key(
     add("format", _FORMAT.encode())
     add("versions", _versions().encode())
     add("exporter", f"{exporter}:{opset}".encode())
+    if sequence_inputs:  # a dynamic sequence axis makes another graph (absent: the keys of earlier versions hold)
+        add("sequence", ",".join(sorted(sequence_inputs)).encode())
     add("class", f"{type(module).__module__}.{type(module).__qualname__}".encode())
     for name, array in sample.items():
         add("input", f"{name}:{tuple(array.shape)}:{array.dtype}".encode())
@@ -153,8 +156,10 @@ class ExportCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.factory = factory
 
-    def key(self, module, sample, *, exporter: str, opset: int | None, output_names: Sequence[str] = ()) -> str:
-        return export_key(module, sample, exporter=exporter, opset=opset, output_names=output_names, factory=self.factory)
+    def key(self, module, sample, *, exporter: str, opset: int | None, output_names: Sequence[str] = (),
+            sequence_inputs: Sequence[str] = ()) -> str:
+        return export_key(module, sample, exporter=exporter, opset=opset, output_names=output_names, factory=self.factory,
+                          sequence_inputs=sequence_inputs)
 
     def load(self, key: str) -> ExportResult | None:
         return load_cached(self.directory, key)

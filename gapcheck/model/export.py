@@ -6,6 +6,7 @@ integer shapes, the dynamo exporter refuses them.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -54,13 +55,16 @@ def _batched_for_export(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, ..
     return tuple(tensors)
 
 
-def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool):
+def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool,
+                   sequence: tuple[str, ...] = ()):
     names = list(sample)
     args = _batched_for_export(sample) if dynamic_batch else tuple(torch.from_numpy(a) for a in sample.values())
     dynamic_shapes = None
-    if dynamic_batch:
-        batch = torch.export.Dim("batch")
-        dynamic_shapes = tuple({0: batch} if a.dim() > 0 else {} for a in args)  # {} (not None): a scalar input
+    if dynamic_batch or sequence:
+        batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
+        dynamic_shapes = tuple(
+            {**({0: batch} if dynamic_batch else {}), **({1: length} if name in sequence and a.dim() > 1 else {})}
+            if a.dim() > 0 else {} for name, a in zip(names, args, strict=True))  # {} (not None): a scalar input
     quiet = io.StringIO()  # the exporter prints progress and, on failure, whole graphs
     with redirect_stdout(quiet), redirect_stderr(quiet), warnings.catch_warnings(), _quiet_torch_logging():
         warnings.simplefilter("ignore")
@@ -116,7 +120,8 @@ def static_batch_inputs(model: onnx.ModelProto) -> dict[str, int]:
     return baked
 
 
-def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool):
+def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool,
+                        sequence: tuple[str, ...] = ()):
     from gapcheck.backends.torch_eager import named_tensor_leaves
 
     names = list(sample)
@@ -126,10 +131,19 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         warnings.simplefilter("always")
         # Output names are unknown before tracing; mark every output's axis 0 dynamic by position.
         with torch.no_grad():
-            n_outputs = len(named_tensor_leaves(module(*args)))
-        output_names = [f"output_{i}" for i in range(n_outputs)]
+            leaves = [leaf for _, leaf in named_tensor_leaves(module(*args))]
+        output_names = [f"output_{i}" for i in range(len(leaves))]
         batched = [n for n, a in zip(names, args, strict=True) if a.dim() > 0] + output_names  # a scalar input has no batch axis
-        dynamic_axes = {n: {0: "batch"} for n in batched} if dynamic_batch else None
+        dynamic_axes: dict[str, dict[int, str]] | None = {n: {0: "batch"} for n in batched} if dynamic_batch else None
+        if sequence:
+            length = next(int(a.shape[1]) for n, a in zip(names, args, strict=True) if n in sequence and a.dim() > 1)
+            axes = dynamic_axes if dynamic_axes is not None else {}
+            per_position = [n for n, a in zip(names, args, strict=True) if n in sequence and a.dim() > 1]
+            per_position += [n for n, leaf in zip(output_names, leaves, strict=True)
+                             if leaf.dim() > 1 and leaf.shape[1] == length]  # outputs with a position axis
+            for n in per_position:
+                axes[n] = {**axes.get(n, {}), 1: "sequence"}
+            dynamic_axes = axes
         torch.onnx.export(
             module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
             dynamic_axes=dynamic_axes, opset_version=opset or 17,
@@ -168,17 +182,29 @@ def export_onnx(
     dynamic_batch: bool = True,
     fallback: bool = True,
     output_names: Sequence[str] | None = None,
+    sequence_inputs: Sequence[str] = (),
 ) -> ExportResult:
     """Export ``module`` fed ``sample`` (inputs in forward's positional order) to an in-memory ONNX model.
 
     With ``exporter="dynamo"`` and ``fallback=True``, a dynamo failure falls back to
     the TorchScript exporter and the reason is kept in ``fallback_reason``. ``output_names``
     (the model's own key paths, see ``named_tensor_leaves``) name the graph outputs when their
-    number matches.
+    number matches. ``sequence_inputs`` also get a dynamic axis 1 (one shared sequence length), so padded
+    variants of other lengths can run (``export-diff --pad-check``); when the exporter refuses it, the export is
+    made again with that axis fixed and a note says why.
     """
     if exporter not in EXPORTERS:
         raise UsageError(f"unknown exporter {exporter!r}; choose one of {', '.join(EXPORTERS)}")
-    result = _export(module, sample, exporter, opset, dynamic_batch, fallback)
+    if sequence_inputs:
+        try:
+            result = _export(module, sample, exporter, opset, dynamic_batch, fallback=False,
+                             sequence=tuple(sequence_inputs))
+        except ExportError as exc:
+            result = _export(module, sample, exporter, opset, dynamic_batch, fallback)
+            result = dataclasses.replace(result, warnings=(*result.warnings, "the sequence axis of "
+                                         f"{', '.join(sequence_inputs)} stays fixed: {exc.message[:300]}"))
+    else:
+        result = _export(module, sample, exporter, opset, dynamic_batch, fallback)
     if output_names:
         rename_outputs(result.model, output_names)
     return result
@@ -211,12 +237,13 @@ def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> bool:
     return True
 
 
-def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: bool, fallback: bool) -> ExportResult:
+def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: bool, fallback: bool,
+            sequence: tuple[str, ...] = ()) -> ExportResult:
     start = time.perf_counter()
     fallback_reason = None
     if exporter == "dynamo":
         try:
-            model, notes = _export_dynamo(module, sample, opset, dynamic_batch)
+            model, notes = _export_dynamo(module, sample, opset, dynamic_batch, sequence)
             baked = static_batch_inputs(model) if dynamic_batch else {}
             if baked:
                 # The exporter specialized the batch axis (e.g. a Python loop over the batch): export again at the
@@ -230,7 +257,7 @@ def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: boo
                 raise ExportError(f"the dynamo exporter failed: {fallback_reason}") from exc
             log.info("dynamo exporter failed, falling back to TorchScript: %s", fallback_reason)
     try:
-        model, notes = _export_torchscript(_scripted_if_holding_scripts(module), sample, opset, dynamic_batch)
+        model, notes = _export_torchscript(_scripted_if_holding_scripts(module), sample, opset, dynamic_batch, sequence)
     except Exception as exc:  # noqa: BLE001
         prefix = f"the dynamo exporter failed ({fallback_reason}) and " if fallback_reason else ""
         raise ExportError(f"{prefix}the TorchScript exporter failed: {condense_error(exc)}") from exc

@@ -84,6 +84,8 @@ def test_onnx_with_fixed_sequence_axis_is_not_checked_not_a_gap():
     skipped = [f for f in result.findings if f.code == "padding_not_checked"]
     assert skipped and all(f.subject.endpoint == "onnxruntime" for f in skipped)
     assert any(v.backend == "onnxruntime" and v.length == T and v.passed for v in result.variants)
+    unrun = [v for v in result.sections()["padding"]["variants"] if v["max_abs"] is None]
+    assert unrun and all(v["passed"] is None for v in unrun)  # nothing compared: neither passed nor failed
 
 
 def test_real_bert_from_config_is_padding_invariant_on_the_right():
@@ -175,10 +177,16 @@ def test_cli_pad_check_on_planted_and_clean_models(tmp_path, capsys):
     codes = {f["code"] for f in doc["findings"]}
     assert {"padding_dependence", "mask_ignored"} <= codes
     assert {v["backend"] for v in doc["padding"]["variants"]} == {"torch", "onnxruntime"}
-    # the ONNX graph fixes the sequence axis: other lengths are "not checked" (info), never a gap
-    assert any(f["code"] == "padding_not_checked" and f["severity"] == "info" for f in doc["findings"])
-    unrun = [v for v in doc["padding"]["variants"] if v["max_abs"] is None]
-    assert unrun and all(v["passed"] is None for v in unrun)  # nothing compared: neither passed nor failed
+    # with --pad-check, gapcheck's own export keeps the sequence axis dynamic: ONNX Runtime runs every padded length
+    assert all(v["max_abs"] is not None for v in doc["padding"]["variants"])
+    assert not any(f["code"] == "padding_not_checked" for f in doc["findings"])
+    import onnx
+
+    saved = tmp_path / "seq.onnx"
+    assert main([*args, "--model", "sample_models.padding:build_clean", "--save-onnx", str(saved)]) == 0
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in onnx.load(str(saved)).graph.input}
+    assert all(isinstance(dims[name][1], str) for name in ("ids", "mask")), dims  # symbolic, not 32
     capsys.readouterr()
     assert main([*args, "--model", "sample_models.padding:build_clean"]) == 0
     assert main([*args[:-4], "--pad-side", "top", "--model", "sample_models.padding:build_clean"]) == 2

@@ -64,3 +64,31 @@ def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("GAPCHECK_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert default_cache_dir() == tmp_path / "x" / "gapcheck" / "exports"
+
+
+def test_a_dynamic_sequence_axis_changes_the_key_and_a_refusal_falls_back_to_a_fixed_axis(monkeypatch):
+    """--pad-check exports with a dynamic sequence axis; when the exporter refuses it, the fixed-axis export is used
+    and a note says why (the padding check then reports the other lengths as not checked on ONNX Runtime)."""
+    import numpy as np
+    import torch
+
+    from gapcheck.errors import ExportError
+    from gapcheck.model import export as export_module
+    from gapcheck.model.cache import export_key
+
+    module = torch.nn.Embedding(10, 4)
+    sample = {"ids": np.ones((1, 6), dtype=np.int64)}
+    plain = export_key(module, sample, exporter="dynamo", opset=None)
+    assert export_key(module, sample, exporter="dynamo", opset=None, sequence_inputs=("ids",)) != plain
+    assert export_key(module, sample, exporter="dynamo", opset=None, sequence_inputs=()) == plain  # old keys hold
+
+    real = export_module._export
+
+    def refuse_sequence(*args, sequence=(), **kwargs):
+        if sequence:
+            raise ExportError("Constraints violated (sequence)!")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(export_module, "_export", refuse_sequence)
+    result = export_module.export_onnx(module, sample, exporter="torchscript", sequence_inputs=("ids",))
+    assert any("the sequence axis of ids stays fixed: Constraints violated" in w for w in result.warnings)
