@@ -114,7 +114,7 @@ class _OverBudget(BaseException):  # BaseException: no rule's own handler may sw
 
 
 @contextmanager
-def _cpu_budget(seconds: float) -> Iterator[None]:
+def _cpu_budget(seconds: float, fired: list[bool] | None = None) -> Iterator[None]:
     """Raise :class:`_OverBudget` after ``seconds`` of this process's CPU time (ITIMER_PROF).
 
     CPU time, not wall time, so a loaded machine does not turn into reported files. Only where a
@@ -127,6 +127,8 @@ def _cpu_budget(seconds: float) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: object) -> None:
+        if fired is not None:
+            fired.append(True)
         raise _OverBudget
 
     previous = signal.signal(signal.SIGPROF, expire)
@@ -141,10 +143,15 @@ def _cpu_budget(seconds: float) -> Iterator[None]:
 def lint_file(path: Path, display: str, selection: Selection, program: Program | None = None) -> FileOutcome:
     """Lint one file; a file that cannot be read, parsed or analysed in time is reported, never raised."""
     program = program or _PROGRAM or Program([path.parent])
+    fired: list[bool] = []
     try:
-        with _cpu_budget(FILE_CPU_SECONDS):
+        with _cpu_budget(FILE_CPU_SECONDS, fired):
             return _lint_file(path, display, selection, program)
-    except _OverBudget:
+    except (_OverBudget, SystemError) as exc:
+        # The timer's exception can land inside CPython's parser, which then reports its own broken state as a
+        # SystemError ("AST constructor recursion depth mismatch"): that is the budget too, nothing else is.
+        if isinstance(exc, SystemError) and not fired:
+            raise
         program.clear_caches()
         return FileOutcome(error=FileError(path=display, message=f"{display}: not analysed: more than "
                                            f"{FILE_CPU_SECONDS:g} CPU seconds (a generated or adversarial file?)"))
