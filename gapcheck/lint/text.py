@@ -1,17 +1,13 @@
 """The ruff-like text report: ``path:line:col: CODE message``, then a summary line. Formats only.
 
 Every line is one line: a newline or tab inside a file name (or a message quoting the source) is
-shown escaped, and :func:`safe_text` neutralises terminal escapes, so a hostile file name can
+shown escaped, and :func:`~gapcheck.report.text.safe_line` neutralises terminal escapes, so a hostile file name can
 neither recolour the terminal nor forge an extra diagnostic line.
 """
 from __future__ import annotations
 
 from gapcheck.lint.result import FileError, LintResult
-from gapcheck.report.text import safe_text
-
-
-def _line(text: str) -> str:
-    return safe_text(text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r"))
+from gapcheck.report.text import safe_line as _line
 
 
 def _error(error: FileError) -> str:

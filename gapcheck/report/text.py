@@ -33,9 +33,10 @@ def safe_text(text: object) -> str:
 
 
 def safe_line(text: object) -> str:
-    """:func:`safe_text` on one line: newlines and tabs shown as ``\\n`` / ``\\t``, so outside text (a server's
-    message, a file name) cannot start a line of its own that reads like gapcheck's ("PASS all good")."""
-    return safe_text(str(text).replace("\n", "\\n").replace("\t", "\\t"))
+    """:func:`safe_text` on one line: newlines, carriage returns and tabs shown as ``\\n`` / ``\\r`` / ``\\t``,
+    so outside text (a server's message, a file name) cannot start a line of its own that reads like gapcheck's
+    ("PASS all good")."""
+    return safe_text(str(text).replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r"))
 
 
 def format_number(value: float) -> str:
