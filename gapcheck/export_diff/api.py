@@ -153,9 +153,9 @@ def _sequence_inputs(request: ExportDiffRequest, sample: dict[str, np.ndarray]) 
     shaped like the token input, as the padding check pads them), so ONNX Runtime can run every padded length."""
     if request.pad_check is None or request.onnx_file is not None:
         return ()
-    from gapcheck.export_diff.pad_run import _token_and_mask
+    from gapcheck.export_diff.pad_run import token_and_mask
 
-    token, _ = _token_and_mask(sample, request.pad_check.token_input, request.pad_check.mask_input,
+    token, _ = token_and_mask(sample, request.pad_check.token_input, request.pad_check.mask_input,
                                request.input_specs)
     length = sample[token].shape[1]
     return tuple(name for name, array in sample.items() if array.ndim >= 2 and array.shape[1] == length)

@@ -18,7 +18,7 @@ from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.progress import ProgressReporter
 
 
-def _token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str | None,
+def token_and_mask(sample: dict[str, np.ndarray], token: str | None, mask: str | None,
                     input_specs: Sequence[str] = ()) -> tuple[str, str | None]:
     """The token and mask input names (found from the inputs when None), refused (UsageError) when unusable."""
     sequences = [name for name, array in sample.items() if array.ndim == 2 and np.issubdtype(array.dtype, np.integer)]
@@ -95,7 +95,7 @@ def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: di
     from gapcheck.export_diff.runner import evaluation_mode
 
     pad = request.pad_check
-    token, mask = _token_and_mask(sample, pad.token_input, pad.mask_input, request.input_specs)
+    token, mask = token_and_mask(sample, pad.token_input, pad.mask_input, request.input_specs)
     tolerance = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if request.rtol is None else request.rtol,
                           atol=DEFAULT_TOLERANCE.atol if request.atol is None else request.atol)
     options = PadOptions(token_input=token, mask_input=mask, max_length=int(sample[token].shape[1]), lengths=pad.lengths,

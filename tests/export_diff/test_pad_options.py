@@ -6,7 +6,7 @@ import pytest
 
 from gapcheck.cli.export_diff import parse_pad_check
 from gapcheck.errors import UsageError
-from gapcheck.export_diff.pad_run import _token_and_mask
+from gapcheck.export_diff.pad_run import token_and_mask
 
 T = 32
 SPECS = ("ids:1x32:int64:1,100", "mask:1x32:int64:1,2")
@@ -40,19 +40,19 @@ def test_pad_lengths_are_deduplicated_and_sorted():
 ])
 def test_unusable_token_or_mask_inputs_are_refused(token, mask, match):
     with pytest.raises(UsageError, match=match):
-        _token_and_mask(_sample(), token, mask, SPECS)
+        token_and_mask(_sample(), token, mask, SPECS)
 
 
 def test_a_mask_like_token_is_found_from_the_values_without_a_declared_range():
     with pytest.raises(UsageError, match="looks like a mask"):
-        _token_and_mask(_sample(), "mask", "ids")
-    assert _token_and_mask(_sample(), None, None, SPECS) == ("ids", "mask")
+        token_and_mask(_sample(), "mask", "ids")
+    assert token_and_mask(_sample(), None, None, SPECS) == ("ids", "mask")
 
 
 def test_a_float_token_input_is_refused():
     sample = {"x": np.zeros((1, 8), dtype=np.float32)}
     with pytest.raises(UsageError, match="must be an integer sequence input"):
-        _token_and_mask(sample, "x", None)
+        token_and_mask(sample, "x", None)
 
 
 def _cli(*extra: str) -> int:
