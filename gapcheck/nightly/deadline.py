@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from gapcheck.errors import EndpointError, one_line
+from gapcheck.errors import EndpointError
 from gapcheck.triton.client import TritonConnection
 from gapcheck.triton.endpoint import TritonEndpoint
-from gapcheck.triton.probe import probe_protocol
-from gapcheck.triton.url import clean_text, redact
 
 T = TypeVar("T")
 
@@ -46,39 +44,15 @@ class DeadlineEndpoint(TritonEndpoint):
         values = {f.name: getattr(endpoint, f.name) for f in fields(TritonEndpoint)}
         return cls(**values, deadline=deadline, deadline_s=deadline_s)
 
-    def left(self) -> float:
-        """Seconds left; DeadlinePassed when none are."""
+    def time_left(self, last_error: str = "") -> float:
+        """Seconds left; DeadlinePassed when none are (each probe of :meth:`resolve` and each connection's attempt
+        is capped at this, and none starts after it)."""
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise DeadlinePassed(deadline_message(self.deadline_s))  # the caller's message names the endpoint
+            detail = f" ({last_error})" if last_error else ""
+            # The caller's message names the endpoint.
+            raise DeadlinePassed(deadline_message(self.deadline_s) + detail)
         return left
-
-    def resolve(self, *, backoff_s: float = 0.2) -> TritonEndpoint:
-        """As :meth:`TritonEndpoint.resolve`, with each probe capped at the time left and none started after it.
-
-        Written out rather than delegated: the base's retry loop cannot be stopped between its attempts.
-        """
-        if self.protocol is not None:
-            return self
-        location, last = self.location, ""
-        for attempt in range(1, self.retries + 2):
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise DeadlinePassed(f"Triton endpoint {self.display_url}: finding its protocol failed: "
-                                     f"{deadline_message(self.deadline_s)} ({last})")
-            try:
-                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0, left),
-                                          ssl=self.address.ssl, tls=self.tls)
-            except (OSError, TimeoutError) as exc:
-                last = clean_text(redact(one_line(exc), self.secrets))
-            else:
-                if answered is None:
-                    raise EndpointError(f"{self.display_url} answered neither HTTP nor gRPC: is it a Triton port?")
-                return replace(self, protocol=answered)
-            if attempt <= self.retries:
-                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0, max(self.deadline - time.monotonic(), 0.0)))
-        tries = f" after {self.retries + 1} attempts" if self.retries else ""
-        raise EndpointError(f"Triton endpoint {self.display_url}: finding its protocol failed{tries}: {last}")
 
     def connect(self, *, backoff_s: float = 0.2) -> TritonConnection:
         return DeadlineConnection(self, backoff_s=backoff_s)
@@ -96,5 +70,5 @@ class DeadlineConnection(TritonConnection):
         # The one place every attempt passes through: TritonConnection.call's retries, the HTTP timer and
         # gRPC's client_timeout (read when the request is made, inside fn) all take self.timeout_s from here.
         # DeadlinePassed is no OSError, so call() does not retry it and names it in its one-line error.
-        self.timeout_s = min(self._attempt_timeout_s, self._bound.left())
+        self.timeout_s = min(self._attempt_timeout_s, self._bound.time_left())
         return super()._within_deadline(fn)

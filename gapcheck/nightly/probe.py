@@ -316,7 +316,7 @@ class _Inference:
         from gapcheck.tensors import fingerprint
 
         try:
-            self.endpoint.left()  # a queued batch whose turn comes too late is not sent at all
+            self.endpoint.time_left()  # a queued batch whose turn comes too late is not sent at all
         except DeadlinePassed as exc:
             raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
         sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}

@@ -163,8 +163,9 @@ class TritonEndpoint:
             return self
         location, last = self.location, ""
         for attempt in range(1, self.retries + 2):
+            left = self.time_left(last)
             try:
-                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0),
+                answered = probe_protocol(location.host, location.port, timeout_s=min(self.timeout_s, 5.0, left),
                                           ssl=self.address.ssl, tls=self.tls)
             except (OSError, TimeoutError) as exc:
                 last = clean_text(redact(one_line(exc), self.secrets))
@@ -174,9 +175,14 @@ class TritonEndpoint:
                 logger.info("%s answered %s", self.display_url, _protocol_name(answered))
                 return replace(self, protocol=answered)
             if attempt <= self.retries:
-                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0))
+                time.sleep(min(backoff_s * 2 ** (attempt - 1), 2.0, self.time_left(last)))
         tries = f" after {self.retries + 1} attempts" if self.retries else ""
         raise EndpointError(f"Triton endpoint {self.display_url}: finding its protocol failed{tries}: {last}")
+
+    def time_left(self, last_error: str = "") -> float:
+        """Seconds this endpoint may still spend (no limit here; a subclass with a total deadline raises when
+        none are left). ``last_error``: what the previous attempt said, for that message."""
+        return float("inf")
 
     def connect(self, *, backoff_s: float = 0.2) -> TritonConnection:
         """A client for this endpoint (close it, or use it as a context manager)."""
