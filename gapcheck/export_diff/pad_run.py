@@ -65,14 +65,11 @@ def _declared_range(input_specs: Sequence[str], name: str) -> tuple[int, int] | 
 
 
 def _token_range(input_specs: Sequence[str], token: str) -> tuple[int, int]:
-    from gapcheck.inputs import parse_input_spec
-
-    for text in input_specs:
-        spec = parse_input_spec(text)
-        if spec.name == token and spec.low is not None and spec.high is not None:
-            low = max(int(spec.low), 1)  # 0 is the usual padding id: real tokens are drawn above it
-            return low, max(int(spec.high), low + 1)
-    return 1, 100
+    declared = _declared_range(input_specs, token)
+    if declared is None:
+        return 1, 100
+    low = max(declared[0], 1)  # 0 is the usual padding id: real tokens are drawn above it
+    return low, max(declared[1], low + 1)
 
 
 def model_pad_id(module: Any) -> int:
