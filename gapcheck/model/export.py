@@ -136,14 +136,8 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         batched = [n for n, a in zip(names, args, strict=True) if a.dim() > 0] + output_names  # a scalar input has no batch axis
         dynamic_axes: dict[str, dict[int, str]] | None = {n: {0: "batch"} for n in batched} if dynamic_batch else None
         if sequence:
-            length = next(int(a.shape[1]) for n, a in zip(names, args, strict=True) if n in sequence and a.dim() > 1)
-            axes = dynamic_axes if dynamic_axes is not None else {}
-            per_position = [n for n, a in zip(names, args, strict=True) if n in sequence and a.dim() > 1]
-            per_position += [n for n, leaf in zip(output_names, leaves, strict=True)
-                             if leaf.dim() > 1 and leaf.shape[1] == length]  # outputs with a position axis
-            for n in per_position:
-                axes[n] = {**axes.get(n, {}), 1: "sequence"}
-            dynamic_axes = axes
+            dynamic_axes = _with_sequence_axes(dynamic_axes or {}, dict(zip(names, args, strict=True)),
+                                               dict(zip(output_names, leaves, strict=True)), sequence)
         torch.onnx.export(
             module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
             dynamic_axes=dynamic_axes, opset_version=opset or 17,
@@ -152,6 +146,18 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught if "Tracer" in w.category.__name__})
     )
     return onnx.load_from_string(buffer.getvalue()), notes
+
+
+def _with_sequence_axes(axes: dict[str, dict[int, str]], inputs: dict[str, torch.Tensor],
+                        outputs: dict[str, torch.Tensor], sequence: tuple[str, ...]) -> dict[str, dict[int, str]]:
+    """``axes`` plus axis 1 as "sequence" on the sequence inputs and on every output with a position axis of
+    their length (the TorchScript exporter declares output shapes from names, not by tracing them)."""
+    named = {n: a for n, a in inputs.items() if n in sequence and a.dim() > 1}
+    if not named:
+        return axes
+    length = next(iter(named.values())).shape[1]
+    per_position = [*named, *(n for n, leaf in outputs.items() if leaf.dim() > 1 and leaf.shape[1] == length)]
+    return {**axes, **{n: {**axes.get(n, {}), 1: "sequence"} for n in per_position}}
 
 
 def _scripted_if_holding_scripts(module: torch.nn.Module) -> torch.nn.Module:

@@ -305,3 +305,17 @@ def test_token_and_mask_inputs_are_validated():
     short_mask = {"ids": np.ones((1, T), dtype=np.int64), "mask": np.ones((1, 8), dtype=np.int64)}
     with pytest.raises(UsageError, match="mask input 'mask' must be a 1xT sequence"):
         check_padding(_options(), short_mask, _per_token)
+
+
+def test_torchscript_export_keeps_the_sequence_axis_dynamic_too(tmp_path):
+    import json
+
+    from gapcheck.cli.app import main
+
+    report = tmp_path / "r.json"
+    assert main(["export-diff", "--input", "ids:1x32:int64:1,100", "--input", "mask:1x32:int64:1,2", "--pad-check",
+                 "--pad-side", "both", "--no-progress", "--no-cache", "--exporter", "torchscript",
+                 "--model", "sample_models.padding:build_clean", "--json", str(report)]) == 0
+    variants = json.loads(report.read_text())["padding"]["variants"]
+    assert {v["backend"] for v in variants} == {"torch", "onnxruntime"}
+    assert all(v["max_abs"] is not None and v["passed"] for v in variants)  # every length ran on ONNX Runtime
