@@ -55,7 +55,7 @@ def render(fmt: ReportFormat, result: "CommandResult") -> str:
     return renderer(fmt).render(result)
 
 
-def check_writable(path: str | Path, what: str = "report") -> Path:
+def check_writable(path: str | Path, what: str = "report", *, probe: bool = True) -> Path:
     """Fail early (UsageError, exit 2) when ``path`` cannot be written: a directory, under a file, an unwritable folder,
     or a path the atomic rename must not replace (a symbolic link, a device, a FIFO)."""
     target = Path(path)
@@ -72,7 +72,7 @@ def check_writable(path: str | Path, what: str = "report") -> Path:
                 raise UsageError(f"{what} path {target}: {folder} is not a directory")
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise UsageError(f"{what} path {target}: {folder} is not writable")
-            if folder == parent:
+            if probe and folder == parent:
                 _probe_folder(folder, target, what)
             break
     return target
@@ -90,7 +90,7 @@ def _probe_folder(folder: Path, target: Path, what: str) -> None:
 
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    target = check_writable(path)
+    target = check_writable(path, probe=False)  # the temp file made next is the probe
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
