@@ -34,6 +34,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.guards",
     "gapcheck.codes.data",
     "gapcheck.codes.lint",
+    "gapcheck.codes.text",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
