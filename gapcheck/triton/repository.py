@@ -7,7 +7,6 @@ export; ``gapcheck triton-audit`` later checks that it stayed that way.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import onnx
 from google.protobuf import text_encoding
 
+from gapcheck.atomic import check_folder, write_atomic
 from gapcheck.errors import InputError, UsageError
 from gapcheck.triton.url import check_model_name
 
@@ -182,9 +182,8 @@ def write_model_repository(
     large = model.ByteSize() > ONNX_PROTOBUF_LIMIT
     onnx.save_model(model, str(target), save_as_external_data=large,
                     location="model.onnx.data" if large else None)
-    from gapcheck.report.formats import write_atomic
-
-    write_atomic(model_dir / "config.pbtxt", config)  # replaces what was there, never writes through it
+    # replaces what was there, never writes through it
+    write_atomic(model_dir / "config.pbtxt", config, what="Triton model config")
     logger.info("wrote Triton model %s (version %d) to %s", name, version, model_dir)
     return model_dir
 
@@ -208,13 +207,7 @@ def check_model_target(repo_dir: str | Path, name: str, version: int) -> None:
 def check_repository_dir(repo_dir: str | Path) -> Path:
     """A repository path that is (or can become) a writable directory; UsageError before any work otherwise."""
     path = Path(repo_dir)
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UsageError(f"model repository {path}: {folder} is not a directory")
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise UsageError(f"model repository {path}: {folder} is not writable")
-            break
+    check_folder(path, f"model repository {path}")
     return path
 
 
