@@ -1,0 +1,97 @@
+"""The JSON reports of export-diff, golden, nightly, history and the data commands on the sample models, recorded
+before the option groups became library objects (issue 18), must stay the same apart from timings.
+
+``GAPCHECK_WRITE_BASELINE=1 pytest tests/cli/test_report_baseline.py`` rewrites ``tests/cli/baseline/*.json``
+(do that only on purpose: the files are the before-picture). Without it, each report is compared with its file
+after the volatile fields (timings, dates, run ids, versions, temporary paths) are blanked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gapcheck.cli.app import main
+from tests.data.conftest import photo_splits, shifted_tables  # noqa: F401 - the fixture is used below
+
+BASELINE = Path(__file__).parent / "baseline"
+WRITE = os.environ.get("GAPCHECK_WRITE_BASELINE") == "1"
+VOLATILE = {"timings", "seconds", "started_at", "finished_at", "run_id", "created_at", "gapcheck_version", "versions",
+            "export_seconds", "waited_s", "lock_wait", "elapsed_s", "last_pass_at", "failing_since", "trend",
+            "export_s", "compare_s", "wall_s", "cpu_s", "history", "bundle_hash", "golden_hash", "sha256",
+            "file_sha256", "export_cached", "cached"}
+FACTORY = "tests/nightly/models.py:build_tiny"
+
+
+def _normalized(value: Any, tmp: str) -> Any:
+    if isinstance(value, dict):
+        return {k: ("<volatile>" if k in VOLATILE else _normalized(v, tmp)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalized(v, tmp) for v in value]
+    if isinstance(value, str):
+        value = value.replace(tmp, "<tmp>")
+        value = re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{8}", "<run>", value)
+        value = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/]+", "<tmp>", value)
+        value = re.sub(r"bundle [0-9a-f]{12}", "bundle <hash>", value)
+        return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", value)
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def _check(name: str, report: Path, tmp: Path) -> None:
+    document = _normalized(json.loads(report.read_text()), str(tmp))
+    stored = BASELINE / f"{name}.json"
+    if WRITE:
+        BASELINE.mkdir(exist_ok=True)
+        stored.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        return
+    assert document == json.loads(stored.read_text()), f"{name}: the report changed"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_export_diff_reports(tmp_path, cache):
+    custom = ["--model", "sample_models.planted:build_custom_op", "--input", "x:1x16:float32", "--exporter",
+              "torchscript", "--no-progress", "--num-samples", "2"]
+    assert main(["export-diff", *custom, "--json", str(tmp_path / "planted.json")]) == 1
+    _check("export_diff_planted", tmp_path / "planted.json", tmp_path)
+    clean = ["--model", FACTORY, "--input", "x:1x3x8x8:float32", "--exporter", "torchscript", "--no-progress"]
+    assert main(["export-diff", *clean, "--json", str(tmp_path / "clean.json")]) == 0
+    _check("export_diff_clean", tmp_path / "clean.json", tmp_path)
+
+
+def test_golden_nightly_and_history_reports(tmp_path, cache):
+    from gapcheck.golden import load_bundle
+    from tests.nightly.fake_triton import FakeTriton
+
+    out = tmp_path / "bundle"
+    assert main(["golden", "record", "--out", str(out), "--model", FACTORY, "--input", "x:1x3x8x8:float32",
+                 "--num-samples", "4", "--exporter", "torchscript", "--json", str(tmp_path / "record.json")]) == 0
+    _check("golden_record", tmp_path / "record.json", tmp_path)
+    assert main(["golden", "verify", str(out), "--json", str(tmp_path / "verify.json")]) == 0
+    _check("golden_verify", tmp_path / "verify.json", tmp_path)
+    history = tmp_path / "history.sqlite"
+    with FakeTriton(load_bundle(out)) as server:
+        assert main(["nightly", "--golden", str(out), "--endpoint", f"ok={server.url}", "--history", str(history),
+                     "--no-audit", "--json", str(tmp_path / "nightly.json")]) == 0
+    _check("nightly_ok", tmp_path / "nightly.json", tmp_path)
+    assert main(["history", "--history", str(history), "--json", str(tmp_path / "history.json")]) == 0
+    _check("history", tmp_path / "history.json", tmp_path)
+
+
+def test_data_reports(tmp_path, photo_splits):  # noqa: F811 - the fixture imported above
+    assert main(["leakage", "--split", f"train={photo_splits['train']}", "--split",
+                 f"val={photo_splits['leaky_val']}", "--engine", "serial", "--json", str(tmp_path / "leakage.json")]) == 1
+    _check("leakage", tmp_path / "leakage.json", tmp_path)
+    reference, current = shifted_tables(tmp_path, rows=2_000)
+    assert main(["drift", "--reference", str(reference), "--current", str(current), "--engine", "serial",
+                 "--json", str(tmp_path / "drift.json")]) == 1
+    _check("drift", tmp_path / "drift.json", tmp_path)
