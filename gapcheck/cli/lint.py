@@ -44,9 +44,13 @@ def render(result, fmt: LintFormat) -> str:  # type: ignore[no-untyped-def]
 
 
 def command(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files and folders to lint (folders: every *.py).")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Files and folders to lint (folders: every *.py and *.ipynb).")] = None,
     select: Annotated[list[str], typer.Option("--select", help="Codes or prefixes to run, e.g. GC1,GC201 (repeatable).")] = [],  # noqa: B006
     ignore: Annotated[list[str], typer.Option("--ignore", help="Codes or prefixes to skip (repeatable).")] = [],  # noqa: B006
+    exclude: Annotated[list[str], typer.Option(
+        "--exclude", help="Glob of paths not to lint when walking folders, e.g. '*.ipynb' (repeatable; adds to "
+        "[lint] exclude).")] = [],  # noqa: B006
     fmt: Annotated[LintFormat, typer.Option("--format", help="Output format on stdout (or in --output).")] = LintFormat.text,
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Write the --format report here instead of stdout.")] = None,
@@ -79,7 +83,7 @@ def command(
     assert isinstance(section, LintSection)
     known = tuple(c.code for c in all_codes() if c.family == "lint")
     selection = make_selection(section, select=_split(select), ignore=_split(ignore), known=known)
-    result = lint_paths(paths, selection, exclude=section.exclude, jobs=jobs or section.jobs)
+    result = lint_paths(paths, selection, exclude=[*section.exclude, *_split(exclude)], jobs=jobs or section.jobs)
     text = render(result, fmt)
     if output is not None:
         from gapcheck.report.formats import write_atomic

@@ -7,8 +7,10 @@ whatever the number of workers.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
+import re
 import signal
 import stat
 import threading
@@ -20,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gapcheck.errors import InputError, UsageError
-from gapcheck.findings import Finding
+from gapcheck.findings import Finding, Subject
 from gapcheck.lint.config import Selection, _matches
 from gapcheck.lint.facts import managed
+from gapcheck.lint.notebook import is_notebook
 from gapcheck.lint.result import FileError, LintResult
 from gapcheck.lint.rules import Context, all_rules
-from gapcheck.lint.source import read_source
+from gapcheck.lint.source import SourceFile, read_source
 from gapcheck.lint.symbols import Program
 
 #: Folders never entered when walking a directory (explicit file arguments are always linted).
@@ -46,7 +49,8 @@ class FileOutcome:
 
 
 def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[tuple[Path, str]]:
-    """(path, display) for every file to lint: explicit files as given, ``*.py`` under folders, sorted, unique."""
+    """(path, display) for every file to lint: explicit files as given, ``*.py`` and ``*.ipynb`` under
+    folders (``exclude`` globs skip some), sorted, unique."""
     found: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
@@ -61,7 +65,7 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[t
                     display = str(item)
                     # A FIFO, socket, device, dangling or looping link named *.py is not source code:
                     # skipped when walking (reading a FIFO would block the run).
-                    if name.endswith(".py") and _kind(item) == "file" and \
+                    if (name.endswith(".py") or is_notebook(name)) and _kind(item) == "file" and \
                             not any(_matches(display, pattern) for pattern in exclude):
                         found.setdefault(_real(item), _display(display))
         elif kind == "missing":
@@ -178,7 +182,36 @@ def _lint_file(path: Path, display: str, selection: Selection, program: Program)
             return FileOutcome(error=FileError(path=display, message=f"{display}: too deeply nested to analyse"))
         findings.extend(f for f in found if not source.suppressed(f.code, f.subject.line or 0))
     module.cache.clear()  # rule memos are per run; the index stays for files that import this one
+    if source.cells is not None:
+        return FileOutcome(findings=tuple(_in_notebook(f, source) for f in _unique(findings)),
+                           lines=len(source.cells.lines))
     return FileOutcome(findings=tuple(_unique(findings)), lines=source.text.count("\n") + 1)
+
+
+_LINE_REF = re.compile(r"\bline (\d+)\b")
+
+
+def _in_notebook(finding: Finding, source: SourceFile) -> Finding:
+    """A finding on the joined cells, placed in its notebook: ``nb.ipynb:cell N:line L`` for people, the
+    line and column of the ``.ipynb`` file for SARIF/JSON, and
+    ``cell``/``cell_line``/``cell_col`` in the evidence. Line numbers inside the message are cell lines too."""
+    cells = source.cells
+    assert cells is not None
+    spot = cells.locate(finding.subject.line or 0)
+    if spot is None:
+        return finding
+
+    def cell_line(line: int) -> str | int:
+        other = cells.locate(line)
+        return f"cell {other.cell}:line {other.line}" if other is not None else line
+
+    evidence = {key: (cell_line(value) if key.endswith("_line") and isinstance(value, int) else value)
+                for key, value in finding.evidence.items()}
+    evidence.update(cell=spot.cell, cell_line=spot.line, cell_col=finding.subject.col)
+    return dataclasses.replace(finding, message=_LINE_REF.sub(lambda m: str(cell_line(int(m.group(1)))), finding.message),
+                               where=f"{source.display}:cell {spot.cell}:line {spot.line}", evidence=evidence,
+                               subject=Subject(path=finding.subject.path, line=spot.file_line,
+                                               col=spot.file_column(finding.subject.col or 1)))
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:
@@ -204,7 +237,7 @@ def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, 
     started = time.perf_counter()
     files = discover(paths, exclude)
     if not files:
-        raise UsageError("no Python files to lint under " + ", ".join(str(p) for p in paths))
+        raise UsageError("no Python files or notebooks to lint under " + ", ".join(str(p) for p in paths))
     work = [(path, display, selection) for path, display in files]
     cpus = os.cpu_count() or 1
     # never more processes than CPUs: the work is CPU-bound, and `jobs = 256` in a repository's own

@@ -44,7 +44,8 @@ class LintResult(ResultBase):
 
     def diagnostics(self) -> list[dict[str, Any]]:
         """The flat, ruff-like list: path, line, col, code, message, severity."""
-        return [{"path": f.subject.path, "line": f.subject.line, "col": f.subject.col, "code": f.code,
+        # a notebook finding's line is the .ipynb file's line (its cell and cell line are in the finding's evidence)
+        return [{"path": f.subject.path, "line": f.subject.line, "col": f.subject.col or 1, "code": f.code,
                  "message": f.message, "severity": f.severity.value} for f in self.findings]
 
     def sections(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gapcheck.errors import InputError
+from gapcheck.lint.notebook import CellMap, is_notebook, join_cells
 
 #: Files larger than this are refused (a generated or vendored file, not a training script).
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -44,6 +45,7 @@ class SourceFile:
     text: str
     tree: ast.Module
     suppressions: dict[int, Suppression] = field(default_factory=dict)
+    cells: CellMap | None = None  # a notebook: where each line of ``text`` comes from
     _statement_span: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def suppressed(self, code: str, line: int) -> bool:
@@ -55,6 +57,13 @@ class SourceFile:
                 return True
         return False
 
+    def where(self, line: int | None) -> str:
+        """``path:line``, or ``nb.ipynb:cell N:line L`` for a line of a notebook."""
+        spot = self.cells.locate(line or 0) if self.cells is not None else None
+        if spot is not None:
+            return f"{self.display}:cell {spot.cell}:line {spot.line}"
+        return f"{self.display}:{line}"
+
 
 def read_source(path: Path, display: str) -> SourceFile:
     """Read and parse ``path``; an unreadable or unparsable file is an :class:`InputError` naming it."""
@@ -64,7 +73,24 @@ def read_source(path: Path, display: str) -> SourceFile:
         text = raw.decode(encoding)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         raise InputError(f"{display}: not a text file in a known encoding ({exc})") from exc
+    if is_notebook(display) or is_notebook(path.name):
+        return parse_notebook(text, path, display)
     return parse_source(text, path, display)
+
+
+def parse_notebook(text: str, path: Path, display: str) -> SourceFile:
+    """A notebook's code cells as one module (see :mod:`gapcheck.lint.notebook`); errors name the cell."""
+    code, cells = join_cells(text, display)
+    try:
+        source = parse_source(code, path, display)
+    except InputError as exc:
+        cause = exc.__cause__
+        spot = cells.locate(cause.lineno or 0) if isinstance(cause, SyntaxError) else None
+        if spot is None or not isinstance(cause, SyntaxError):
+            raise
+        raise InputError(f"{display}:cell {spot.cell}:line {spot.line}: does not parse: {cause.msg}") from cause
+    source.cells = cells
+    return source
 
 
 def _read_regular(path: Path, display: str) -> bytes:

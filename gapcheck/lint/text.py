@@ -6,6 +6,7 @@ neither recolour the terminal nor forge an extra diagnostic line.
 """
 from __future__ import annotations
 
+from gapcheck.findings import Finding
 from gapcheck.lint.result import FileError, LintResult
 from gapcheck.report.text import safe_line as _line
 
@@ -16,6 +17,13 @@ def _error(error: FileError) -> str:
     if message.startswith(f"{error.path}:"):  # "path:line:col: does not parse": already ruff-like
         return _line(message)
     return _line(f"{error.path}: error: {message}")
+
+
+def _position(finding: Finding) -> str:
+    """``path:line:col``; a notebook cell's ``nb.ipynb:cell N:line L`` (its evidence names the cell)."""
+    if "cell" in finding.evidence:
+        return finding.where
+    return f"{finding.subject.path}:{finding.subject.line}:{finding.subject.col}"
 
 
 def summary(result: LintResult) -> list[str]:
@@ -34,7 +42,6 @@ def summary(result: LintResult) -> list[str]:
 
 
 def render(result: LintResult) -> str:
-    lines = [_line(f"{f.subject.path}:{f.subject.line}:{f.subject.col}: {f.code} {f.message}")
-             for f in result.findings]
+    lines = [_line(f"{_position(f)}: {f.code} {f.message}") for f in result.findings]
     lines += [_error(e) for e in result.errors]
     return "\n".join([*lines, *summary(result)]) + "\n"

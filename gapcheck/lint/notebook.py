@@ -1,0 +1,224 @@
+"""Jupyter notebooks: the code cells of an ``.ipynb`` file as one Python module, and the way back.
+
+A notebook runs its cells in the order they were executed, not the order they are shown, so the
+code cells are joined in execution order (``execution_count``; cells never run follow in document
+order). IPython syntax is not Python: a line magic (``%timeit``), a shell line (``!pip install``,
+``files = !ls``) or a help line (``np.mean?``) becomes ``pass`` at the same indentation (the line
+count and the block structure stay), and a cell magic (``%%bash``, ``%%time``) drops the whole cell
+(its body is another language, or is run by the magic). The joined text is linted like any module;
+:class:`CellMap` turns a line of it back into ``cell N, line L`` (N counts every cell of the
+notebook from 1, as ``cells[N-1]`` in its JSON) and into the line of the ``.ipynb`` file that holds
+that source line, so SARIF points at a real line of the real file.
+
+A file that is not a notebook (not JSON, no ``cells`` list, a cell whose source is not text) is an
+input error naming what is wrong: never read as Python, never a silent pass.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from gapcheck.errors import InputError
+
+#: JSON nesting deeper than this is not a notebook (nbformat's deepest is about 6 levels).
+MAX_DEPTH = 64
+_ASSIGNED_MAGIC = re.compile(r"^\s*[\w.,\s\[\]()*]+=\s*[!%]")
+_HELP = re.compile(r"^\s*\??[\w.]+\?{1,2}\s*$|^\s*\?")
+
+
+@dataclass(frozen=True)
+class CellLine:
+    """Where one line of the joined text comes from."""
+
+    cell: int  # 1-based index among all cells of the notebook
+    line: int  # 1-based line inside that cell
+    file_line: int  # 1-based line of the .ipynb file holding it
+    file_col: int = 1  # 1-based column of the line's first character in that file line
+    text: str = ""  # the source line as written in the cell
+
+    def file_column(self, col: int) -> int:
+        """The .ipynb column of 1-based cell column ``col`` (inside a JSON string: escapes widen it)."""
+        return self.file_col + len(json.dumps(self.text[:max(0, col - 1)], ensure_ascii=False)) - 2
+
+
+@dataclass(frozen=True)
+class CellMap:
+    """Joined-text line -> :class:`CellLine` (index 0 is the first line)."""
+
+    lines: tuple[CellLine, ...]
+
+    def locate(self, line: int) -> CellLine | None:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else None
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: int  # 1-based among all cells
+    count: int | None  # execution_count
+    lines: tuple[str, ...]
+    file_spots: tuple[tuple[int, int], ...]  # the .ipynb (line, column) of each source line
+
+
+def is_notebook(name: str) -> bool:
+    return name.lower().endswith(".ipynb")
+
+
+def join_cells(text: str, display: str) -> tuple[str, CellMap]:
+    """The notebook's code as one module and its line map (an :class:`InputError` when not a notebook)."""
+    cells = _code_cells(text, display)
+    executed = sorted((c for c in cells if c.count is not None), key=lambda c: (c.count, c.index))
+    ordered = executed + [c for c in cells if c.count is None]
+    out: list[str] = []
+    where: list[CellLine] = []
+    for cell in ordered:
+        lines = python_lines(cell.lines)
+        if lines is None:
+            continue  # a cell magic: not Python
+        for number, (line, spot, original) in enumerate(zip(lines, cell.file_spots, cell.lines, strict=False), 1):
+            out.append(line)
+            where.append(CellLine(cell.index, number, spot[0], spot[1], original))
+    return "\n".join(out) + ("\n" if out else ""), CellMap(tuple(where))
+
+
+def python_lines(lines: tuple[str, ...]) -> list[str] | None:
+    """The cell's lines with IPython-only lines made ``pass``; None for a cell magic."""
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("%%"):
+        return None
+    out: list[str] = []
+    continued = False
+    for line in lines:
+        stripped = line.strip()
+        magic = continued or stripped.startswith(("%", "!")) or bool(_ASSIGNED_MAGIC.match(line)) or bool(
+            _HELP.match(line))
+        if magic:
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(f"{indent}pass" if not continued else "")
+            continued = stripped.endswith("\\")
+        else:
+            out.append(line)
+    return out
+
+
+def _code_cells(text: str, display: str) -> list[_Cell]:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{display}: not a notebook: the file is not valid JSON ({_short(exc)})") from exc
+    cells = _cell_list(data, display)
+    positions = _source_lines(text, len(cells))
+    found = []
+    for index, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            raise InputError(f"{display}: not a notebook: cell {index} is not an object")
+        if cell.get("cell_type", "code") != "code":
+            continue
+        source = cell.get("source", cell.get("input", ""))
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise InputError(f"{display}: not a notebook: cell {index}'s source is not text")
+        count = cell.get("execution_count", cell.get("prompt_number"))
+        lines = tuple(source.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+        starts = positions.get(index - 1, [])
+        spots = tuple(_file_spot(starts, lines, number) for number in range(len(lines)))
+        found.append(_Cell(index, count if isinstance(count, int) and not isinstance(count, bool) else None,
+                           lines, spots))
+    return found
+
+
+def _cell_list(data: object, display: str) -> list[object]:
+    if isinstance(data, dict) and isinstance(data.get("cells"), list):
+        return data["cells"]  # type: ignore[no-any-return]
+    if isinstance(data, dict) and isinstance(data.get("worksheets"), list):  # nbformat 3
+        cells: list[object] = []
+        for sheet in data["worksheets"]:
+            if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list):
+                cells.extend(sheet["cells"])
+        return cells
+    raise InputError(f"{display}: not a notebook: no 'cells' list at the top level")
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+
+
+def _file_spot(starts: list[tuple[int, int, int]], lines: tuple[str, ...], number: int) -> tuple[int, int]:
+    """The .ipynb (line, column) of source line ``number`` (0-based), from (first source line, file line,
+    column after the opening quote) of each source string. A source kept as one string holds all its
+    lines on one file line: the column then counts the escaped text before it."""
+    if not starts:
+        return 1, 1
+    first, file_line, col = starts[0]
+    for entry in starts:
+        if entry[0] > number:
+            break
+        first, file_line, col = entry
+    before = "".join(line + "\n" for line in lines[first:number])
+    return file_line, col + len(json.dumps(before, ensure_ascii=False)) - 2
+
+
+def _source_lines(text: str, count: int) -> dict[int, list[tuple[int, int, int]]]:
+    """Cell index -> [(first source line of a source string, its file line)] for every code cell.
+
+    A small scanner over the JSON text (the parse above already validated it): it only tracks the
+    path of keys, to find the strings of ``cells[i].source`` and where each starts.
+    """
+    decoder = json.JSONDecoder()
+    found: dict[int, list[tuple[int, int, int]]] = {}
+    path: list[object] = []  # keys and list indexes from the root
+    pending_key: list[str | int | None] = []  # per open container: the key awaiting its value, or the list index
+    position, line, size = 0, 1, len(text)
+    source_line: dict[int, int] = {}
+    while position < size:
+        char = text[position]
+        if char in " \t\r\n,:":
+            line += char == "\n"
+            position += 1
+            continue
+        if char in "{[":
+            if len(path) >= MAX_DEPTH:
+                return {}
+            path.append(pending_key[-1] if pending_key else None)  # the key this container is the value of
+            pending_key.append(0 if char == "[" else None)
+            position += 1
+            continue
+        if char in "}]":
+            path.pop()
+            pending_key.pop()
+            _advance(pending_key)
+            position += 1
+            continue
+        value, end = decoder.raw_decode(text, position)
+        in_object = bool(pending_key) and not isinstance(pending_key[-1], int)
+        if in_object and pending_key[-1] is None and isinstance(value, str) and _is_key(text, end):
+            pending_key[-1] = value
+        else:
+            here = [*path[1:], pending_key[-1] if pending_key else None]
+            if (len(here) >= 3 and here[0] == "cells" and isinstance(here[1], int) and here[2] == "source"
+                    and isinstance(value, str)):
+                cell = here[1]
+                first = source_line.get(cell, 0)
+                column = position - text.rfind("\n", 0, position) + 1  # 1-based, after the quote
+                found.setdefault(cell, []).append((first, line, column))
+                source_line[cell] = first + value.count("\n")
+            _advance(pending_key)
+        line += text.count("\n", position, end)
+        position = end
+    return {k: v for k, v in found.items() if k < count}
+
+
+def _advance(pending: list[str | int | None]) -> None:
+    """After a value: an object waits for its next key, a list moves to its next index."""
+    if not pending:
+        return
+    if isinstance(pending[-1], int):
+        pending[-1] += 1
+    else:
+        pending[-1] = None
+
+
+def _is_key(text: str, end: int) -> bool:
+    rest = text[end:end + 64].lstrip()
+    return rest.startswith(":")
