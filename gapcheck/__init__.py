@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from gapcheck.version import __version__
 
 #: public name -> module that defines it (imported on first access)
 _LAZY: dict[str, str] = {
@@ -47,7 +47,7 @@ _LAZY: dict[str, str] = {
     "Verdict": "gapcheck.findings",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["__version__", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gapcheck.findings import Finding
 from gapcheck.report.contract import CommandResult
+from gapcheck.version import __version__
 
 SCHEMA_VERSION = "2.0"
 _HEAD = ("schema_version", "command", "gapcheck_version", "verdict", "headline", "findings", "timings")
@@ -52,8 +53,6 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 def envelope(result: CommandResult) -> dict[str, Any]:
     """The envelope of ``result`` as plain JSON types."""
-    from gapcheck import __version__
-
     sections = to_jsonable(result.sections())
     clash = sorted(set(sections) & set(_HEAD))
     if clash:

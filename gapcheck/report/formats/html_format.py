@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gapcheck.report.contract import Chart, Table
 from gapcheck.report.text import evidence_items, format_value, safe_text
+from gapcheck.version import __version__
 
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
@@ -71,8 +72,6 @@ def _chart(view: Chart) -> dict[str, Any]:
 
 
 def render(result: "CommandResult") -> str:
-    from gapcheck import __version__
-
     findings = [{"severity": f.severity.value, "code": f.code, "where": f.where, "message": f.message,
                  "evidence": evidence_items(f.evidence)} for f in result.findings]
     views = [_table(v) if isinstance(v, Table) else _chart(v) for v in result.views()]

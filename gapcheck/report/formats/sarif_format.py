@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from gapcheck.codes import lookup
 from gapcheck.findings import Finding, Severity
+from gapcheck.version import __version__
 
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
@@ -101,8 +102,6 @@ def _notifications(result: CommandResult) -> list[dict[str, Any]]:
 
 
 def render(result: CommandResult) -> str:
-    from gapcheck import __version__
-
     codes = sorted({f.code for f in result.findings})
     index = {code: i for i, code in enumerate(codes)}
     notifications = _notifications(result)
