@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.data.hashing import decode_image, image_from_array
+from gapcheck.data.remote import is_remote, open_file, read_all
 from gapcheck.errors import InputError, UsageError
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # an "image" larger than this is refused before it is read
@@ -46,6 +47,11 @@ def read_bytes(url: str) -> bytes:
     if "://" not in url:  # a local path: plain open() is ~10x cheaper per file than fsspec's
         with open(url, "rb") as local:
             data = local.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError(f"over the {MAX_FILE_BYTES} byte limit")
+        return data
+    if is_remote(url):
+        data = read_all(url, MAX_FILE_BYTES)
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"over the {MAX_FILE_BYTES} byte limit")
         return data
@@ -211,12 +217,11 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
     if payload["format"] != "csv":
         yield read_frame(payload)
         return
-    import fsspec
     import pandas as pd
 
     first = 0
     try:
-        with fsspec.open(payload["url"], "rb") as handle:
+        with open_file(payload["url"]) as handle:
             for chunk in pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS):
                 yield _named(chunk, payload, first)
                 first += len(chunk)
@@ -276,15 +281,12 @@ def read_frame(payload: dict[str, Any]) -> Frame:
         return _dataset_frame(payload)
     fmt, url = payload["format"], payload["url"]
     if fmt in ("parquet", "pq"):
-        import fsspec
         import pyarrow.parquet as pq
 
-        with fsspec.open(url, "rb") as handle:
+        with open_file(url) as handle:
             frame = pq.ParquetFile(handle).read_row_group(payload["row_group"]).to_pandas()
     elif fmt == "csv":
-        import fsspec
-
-        with fsspec.open(url, "rb") as handle:
+        with open_file(url) as handle:
             frame = pd.read_csv(handle, low_memory=False)
     elif fmt == "npy":
         frame = _matrix_frame(_load_npy(url, payload["start"], payload["stop"]), payload.get("columns"))
@@ -305,11 +307,9 @@ def _named(frame: Any, payload: dict[str, Any], first: int) -> Frame:
 
 
 def _load_npy(url: str, start: int, stop: int) -> np.ndarray:
-    import fsspec
-
     if "://" not in url:
         return np.asarray(np.load(url, mmap_mode="r", allow_pickle=False)[start:stop])
-    with fsspec.open(url, "rb") as handle:
+    with open_file(url) as handle:
         return np.load(handle, allow_pickle=False)[start:stop]
 
 
@@ -324,10 +324,9 @@ def _matrix_frame(matrix: np.ndarray, columns: list[str] | None) -> Any:
 
 
 def _npz_frame(url: str, columns: list[str] | None) -> Any:
-    import fsspec
     import pandas as pd
 
-    with fsspec.open(url, "rb") as handle, np.load(handle, allow_pickle=False) as archive:
+    with open_file(url) as handle, np.load(handle, allow_pickle=False) as archive:
         arrays = {key: archive[key] for key in archive.files}
     parts = []
     for key, array in arrays.items():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from gapcheck.data.remote import RemoteReadError, filesystem, is_remote, open_file, remote_call, shown
 from gapcheck.errors import InputError, UsageError
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -74,10 +75,8 @@ def parse_split(text: str) -> SourceSpec:
 
 
 def _filesystem(location: str) -> tuple[Any, str, str]:
-    import fsspec
-
     try:
-        fs, path = fsspec.core.url_to_fs(location)
+        fs, path = filesystem(location)
     except (ImportError, ValueError) as exc:
         raise UsageError(f"cannot open {location!r}: {exc}") from exc
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
@@ -85,6 +84,8 @@ def _filesystem(location: str) -> tuple[Any, str, str]:
 
 
 def _url(protocol: str, path: str) -> str:
+    if "://" in path:  # http(s) paths keep their scheme in fsspec
+        return path
     return path if protocol in ("file", "local") else f"{protocol}://{path.lstrip('/')}" if protocol == "memory" \
         else f"{protocol}://{path}"
 
@@ -132,11 +133,7 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
     fs, path, protocol = _filesystem(location)
     local = protocol in ("file", "local")
     if any(ch in path for ch in "*?["):
-        matched = sorted(fs.glob(path))
-        regular = {p for p in matched if fs.isfile(p)}
-        files = [p for p in matched if p in regular]
-        odd = [BadItem(p, "not a regular file") for p in matched if p not in regular and not fs.isdir(p)]
-        return protocol, files, odd
+        return protocol, *_glob(fs, path, location)
     if local:
         try:
             os.stat(path)
@@ -150,11 +147,28 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
         if not os.path.isfile(path):  # a FIFO or device would block the worker that opens it, forever
             return protocol, [], [BadItem(path, "not a regular file")]
         return protocol, [path], []
-    if not fs.exists(path):
-        raise InputError(f"{location}: not found")
-    if fs.isdir(path):
-        return protocol, sorted(fs.find(path)), []
+    if not is_remote(location):
+        if not fs.exists(path):
+            raise InputError(f"{location}: not found")
+        return protocol, sorted(fs.find(path)) if fs.isdir(path) else [path], []
+    try:  # one request under the deadline: fsspec's http exists() reads a timeout as "not there"
+        info = remote_call("listing", location, lambda: fs.info(path))
+    except FileNotFoundError:
+        raise InputError(f"{shown(location)}: not found") from None
+    if info.get("type") == "directory":
+        return protocol, sorted(remote_call("listing", location, lambda: fs.find(path))), []
     return protocol, [path], []
+
+
+def _glob(fs: Any, path: str, location: str) -> tuple[list[str], list[BadItem]]:
+    """Files matched by a glob (one listing call under the remote deadline), and matches that are not files."""
+    def listing() -> tuple[list[str], list[BadItem]]:
+        matched = sorted(fs.glob(path))
+        regular = {p for p in matched if fs.isfile(p)}
+        files = [p for p in matched if p in regular]
+        return files, [BadItem(p, "not a regular file") for p in matched if p not in regular and not fs.isdir(p)]
+
+    return remote_call("listing", location, listing)
 
 
 def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
@@ -207,6 +221,8 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
                 "columns": list(spec.columns) if spec.columns else None}
         try:
             pieces = _table_pieces(url, suffix)
+        except RemoteReadError:
+            raise  # the server, not the table: exit 3 with its one line
         except Exception as exc:  # noqa: BLE001 - a corrupt table is reported like a corrupt image
             bad.append(BadItem(url, f"unreadable table: {type(exc).__name__}: {exc}"))
             continue
@@ -219,17 +235,15 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
 
 def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | None]]:
     """Shards of one table file: parquet row groups, .npy row ranges (from the footer/header), else the whole file."""
-    import fsspec
-
     if suffix in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
-        with fsspec.open(url, "rb") as handle:
+        with open_file(url) as handle:
             meta = pq.ParquetFile(handle).metadata
         return [({"row_group": i, "first_row": sum(meta.row_group(j).num_rows for j in range(i))},
                  meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
     if suffix == ".npy":
-        with fsspec.open(url, "rb") as handle:
+        with open_file(url) as handle:
             shape, declared = _npy_header(handle)
             start = handle.tell()
             size = handle.seek(0, 2)
@@ -266,9 +280,7 @@ def _check_npz(url: str) -> None:
     holds (a zip bomb or a lying header), before any worker decompresses it."""
     import zipfile
 
-    import fsspec
-
-    with fsspec.open(url, "rb") as handle, zipfile.ZipFile(handle) as archive:
+    with open_file(url) as handle, zipfile.ZipFile(handle) as archive:
         total = 0
         for info in archive.infolist():
             if not info.filename.endswith(".npy"):
