@@ -43,6 +43,33 @@ class DriftOptions:
     seed: int = 0
     sample_size: int = SAMPLE_SIZE
 
+    def __post_init__(self) -> None:
+        check_fraction("p_threshold", self.p_threshold, open_low=True, open_high=True)
+        check_finite("min_effect", self.min_effect)
+        check_fraction("min_null_shift", self.min_null_shift)
+        if self.sample_size < 2:
+            from gapcheck.errors import UsageError
+            raise UsageError(f"the sample size must be at least 2, got {self.sample_size}", parameter="sample_size")
+
+
+def check_finite(name: str, value: object, low: float = 0.0) -> None:
+    """``value`` is a finite number ≥ ``low`` (NaN compares false with everything: it would switch a check off)."""
+    from gapcheck.errors import UsageError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
+        raise UsageError(f"{name} must be a finite number ≥ {low:g}, got {value!r}", parameter=name)
+
+
+def check_fraction(name: str, value: object, *, open_low: bool = False, open_high: bool = False) -> None:
+    """``value`` is a finite number in [0, 1] (bounds excluded where asked)."""
+    from gapcheck.errors import UsageError
+
+    check_finite(name, value)
+    number = float(value)  # type: ignore[arg-type]
+    if number > 1 or (open_low and number == 0) or (open_high and number == 1):
+        low, high = "(" if open_low else "[", ")" if open_high else "]"
+        raise UsageError(f"{name} must be in {low}0, 1{high}, got {value!r}", parameter=name)
+
 
 @dataclass(frozen=True)
 class FeatureDrift:

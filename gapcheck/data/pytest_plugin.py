@@ -94,6 +94,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: a data check (leakage/drift); skipped unless --check-data-drift")
+    check_options(config.getoption("gapcheck_p_threshold", 0.01), config.getoption("gapcheck_min_effect", 0.1))
+
+
+def check_options(p_threshold: Any, min_effect: Any) -> None:
+    """Refuse thresholds that would turn the checks off (``nan`` compares false with everything: a 3σ shift
+    passed with ``--gapcheck-min-effect=nan``) as a pytest usage error (exit 4), before any test runs."""
+    import math
+
+    if not isinstance(p_threshold, (int, float)) or not (0.0 < p_threshold < 1.0):
+        raise pytest.UsageError(f"--p-threshold must be a number in (0, 1), got {p_threshold!r}")
+    if not isinstance(min_effect, (int, float)) or not math.isfinite(min_effect) or min_effect < 0:
+        raise pytest.UsageError(f"--gapcheck-min-effect must be a finite number >= 0, got {min_effect!r}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

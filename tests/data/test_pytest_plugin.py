@@ -78,3 +78,16 @@ def test_plugin_imports_nothing_heavy_at_startup(pytester):
     """)
     result = pytester.runpytest_subprocess("-q", "-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:anyio")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("option", ["--gapcheck-min-effect=nan", "--gapcheck-min-effect=inf", "--gapcheck-min-effect=-1",
+                                    "--p-threshold=nan", "--p-threshold nan", "--gapcheck-p-threshold=0",
+                                    "--p-threshold=1.5", "--p-threshold=-0.1", "--gapcheck-min-effect=1e309"])
+def test_nonsense_thresholds_are_a_usage_error_before_any_test(pytester, option):
+    pytester.makepyfile(test_data="""
+        def test_never():
+            raise AssertionError("must not run")
+    """)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:xdist", *option.split())
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*must be a*"])
