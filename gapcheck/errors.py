@@ -5,6 +5,7 @@ Every command raises a subclass of :class:`GapcheckError`; the CLI boundary
 """
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -74,19 +75,41 @@ class EndpointError(BackendError):
     """A remote endpoint (e.g. a Triton server) is unreachable, not ready or answered an error."""
 
 
-def one_line(exc: BaseException, *, limit: int = 300) -> str:
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: the dynamo exporter's long report states the fact under this heading
+_EXCEPTION_SUMMARY = re.compile(r"## Exception summary\s+(.+?)(?:\n\n|$)", re.S)
+#: a DataLoader worker's error reads "Caught X in DataLoader worker process 0." + a traceback: the last line is the fact
+_WORKER_ERROR = re.compile(r"^Caught \w+ in DataLoader worker")
+
+
+def one_line(exc: BaseException, *, limit: int = 300, whole: bool = False) -> str:
     """``Type: the first meaningful line of the message``, the one-line summary every message uses.
 
     torch's and ONNX's messages run long and continue with advice; the first sentence of a long
-    first line is the fact, the rest is cut at ``limit`` characters.
+    first line is the fact, the rest is cut at ``limit`` characters. A DataLoader worker's wrapped error
+    gives its last line (the original message). ``whole=True`` keeps every line, joined by spaces (an
+    exporter's error spreads the fact over several lines; the dynamo exporter's "Exception summary" is kept
+    when there is one). ANSI colour codes are removed either way.
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 160 and ". " in text:
-        text = text.split(". ", 1)[0]
+    text = _ANSI.sub("", str(exc)).strip()
+    if whole:
+        summary = _EXCEPTION_SUMMARY.search(text)
+        text = " ".join((summary.group(1) if summary else text).split())
+    else:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        text = lines[0] if lines else ""
+        if _WORKER_ERROR.match(text):  # the last line reads "ValueError: the original message"
+            text = lines[-1].removeprefix(f"{type(exc).__name__}: ")
+        if len(text) > 160 and ". " in text:
+            text = text.split(". ", 1)[0]
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def condense_error(exc: BaseException, limit: int = 400) -> str:
+    """An exporter's or runtime's error on one line, every line of it kept (:func:`one_line` with ``whole=True``)."""
+    return one_line(exc, limit=limit, whole=True)
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.errors import InputError, UsageError
+from gapcheck.errors import InputError, UsageError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -259,9 +259,9 @@ def _load_numpy(path: Path, expected_names: list[str] | None, max_bytes: int) ->
     except ValueError as exc:
         if "allow_pickle" in str(exc):
             raise InputError(f"inputs file {path} holds pickled Python objects; refusing to load them") from None
-        raise InputError(f"cannot read inputs file {path}: {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path}: {one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - BadZipFile, EOFError, OSError, zlib.error, ...
-        raise InputError(f"cannot read inputs file {path} (corrupt or not an npz archive): {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path} (corrupt or not an npz archive): {one_line(exc)}") from None
     return _split_batched(arrays, path)
 
 
@@ -278,9 +278,9 @@ def _read_npy(path: Path, max_bytes: int) -> np.ndarray:
     except ValueError as exc:
         if "allow_pickle" in str(exc):
             raise InputError(f"inputs file {path} holds pickled Python objects; refusing to load them") from None
-        raise InputError(f"cannot read inputs file {path}: {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path}: {one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001
-        raise InputError(f"cannot read inputs file {path}: {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path}: {one_line(exc)}") from None
 
 
 def _check_npz_sizes(path: Path, max_bytes: int) -> None:
@@ -310,7 +310,7 @@ def _check_npz_sizes(path: Path, max_bytes: int) -> None:
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - BadZipFile, truncated archives, ...
-        raise InputError(f"cannot read inputs file {path} (corrupt or not an npz archive): {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path} (corrupt or not an npz archive): {one_line(exc)}") from None
 
 
 def _declared_npy_bytes(member: Any) -> int | None:
@@ -347,7 +347,7 @@ def _load_torch(path: Path, expected_names: list[str] | None) -> list[dict[str, 
     except EOFError:
         raise InputError(f"inputs file {path} is truncated (unexpected end of file)") from None
     except Exception as exc:  # noqa: BLE001 - corrupt archives raise RuntimeError, ValueError, ...
-        raise InputError(f"cannot read inputs file {path}: {_one_line(exc)}") from None
+        raise InputError(f"cannot read inputs file {path}: {one_line(exc)}") from None
 
     if isinstance(obj, torch.Tensor):
         return _split_batched({_single_name(expected_names, path): _tensor_to_numpy(obj, "input", path)}, path)
@@ -448,15 +448,6 @@ def _check_names(samples: list[dict[str, np.ndarray]], expected_names: list[str]
             f"inputs file {path} names inputs {', '.join(first)}, "
             f"but the model expects {', '.join(expected_names)}"
         )
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 160 and ". " in text:  # torch's messages continue with advice; the first sentence is the fact
-        text = text.split(". ", 1)[0]
-    text = text[:300]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _numpy_compatible_torch_dtypes() -> frozenset:

@@ -1,8 +1,7 @@
 """torch eager backend: the reference. Runs the module and, on request, captures module outputs with hooks.
 
-Outputs are named as the model names them: a dict / ``ModelOutput`` / namedtuple / nested tuple
-output gives one tensor per key path (``logits``, ``last_hidden_state``, ``past_key_values.0.key``);
-a bare tensor is ``output``.
+Outputs are named as the model names them (:func:`gapcheck.model.outputs.named_tensor_leaves`, re-exported
+here): ``logits``, ``last_hidden_state``, ``past_key_values.0.key``; a bare tensor is ``output``.
 
 TorchScript modules take no hooks: a ``ScriptModule`` (or one held inside a Python model) is
 compared at its outputs only, and :attr:`TorchBackend.unobservable` lists what could not be hooked.
@@ -13,16 +12,17 @@ import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import torch
-from torch.utils._pytree import SequenceKey, tree_flatten, tree_flatten_with_path
+from torch.utils._pytree import tree_flatten
 
 from gapcheck.backends.base import TensorSpec
-from gapcheck.errors import BackendError
-from gapcheck.model.export import condense_error
+from gapcheck.errors import BackendError, condense_error
+from gapcheck.model.outputs import named_tensor_leaves
 from gapcheck.tensors import contiguous, fingerprint
+
+__all__ = ["CaptureResult", "ModuleCapture", "TorchBackend", "hookable", "named_tensor_leaves"]
 
 
 @dataclass
@@ -52,49 +52,6 @@ log = logging.getLogger(__name__)
 
 def _tensor_leaves(value) -> list[torch.Tensor]:
     return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
-
-
-def named_tensor_leaves(value: Any, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
-    """Every tensor in a model's output with its key path, in the exporters' flattening order.
-
-    The order is torch's pytree order (what both exporters flatten by): mappings (``ModelOutput``
-    included) by key, namedtuples by field, sequences by index, and any type registered with pytree
-    (e.g. transformers' ``DynamicCache`` once ``register_dynamic_cache_export_support()`` ran) by its
-    own keys. A type pytree does not know that holds per-layer ``keys``/``values`` (a transformers
-    ``Cache``) is named ``<name>.<i>.key`` / ``.value``; None and Python scalars are skipped.
-    """
-    try:
-        flat, _ = tree_flatten_with_path(value)
-    except Exception:  # noqa: BLE001 - a registered type without key support: plain order, positional names
-        flat = [((SequenceKey(i),), leaf) for i, leaf in enumerate(tree_flatten(value)[0])]
-    leaves: list[tuple[str, torch.Tensor]] = []
-    for path, leaf in flat:
-        name = ".".join(filter(None, [prefix, *(_key_name(k) for k in path)]))
-        if isinstance(leaf, torch.Tensor):
-            leaves.append((name or "output", leaf))
-        else:
-            leaves.extend(_cache_leaves(leaf, name))
-    return leaves
-
-
-def _key_name(key: Any) -> str:
-    for attribute in ("key", "idx", "name"):  # MappingKey, SequenceKey, GetAttrKey
-        if hasattr(key, attribute):
-            return str(getattr(key, attribute))
-    return str(key)
-
-
-def _cache_leaves(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
-    layers = getattr(value, "layers", None)  # transformers' Cache: per layer keys and values
-    if not isinstance(layers, (list, tuple)):
-        return []
-    leaves = []
-    for i, layer in enumerate(layers):
-        for part in ("keys", "values"):
-            tensor = getattr(layer, part, None)
-            if isinstance(tensor, torch.Tensor):
-                leaves.append((f"{name}.{i}.{part[:-1]}" if name else f"{i}.{part[:-1]}", tensor))
-    return leaves
 
 
 def hookable(module: torch.nn.Module) -> bool:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import INPUT_STARVED
-from gapcheck.errors import UsageError
+from gapcheck.errors import UsageError, one_line
 from gapcheck.findings import Subject
 from gapcheck.guards.base import GuardError, Ledger, Mode, StarvedLoopError
 from gapcheck.guards.phases import _SYNC_NAMES, PHASES, Phase
@@ -112,11 +112,8 @@ def _one_step(train_step: Callable[[Any], Any], batches: Iterator[tuple[Any, boo
         except UsageError:
             raise
         except Exception as exc:  # a corrupt sample, a worker that died: the user's data, not gapcheck
-            lines = str(exc).strip().splitlines() or [""]
-            # a DataLoader worker's error reads "Caught X in DataLoader worker process 0. <traceback>": its last
-            # line is the original message
-            first = (lines[-1] if lines[0].startswith("Caught ") else lines[0])[:200]
-            raise UsageError(f"the loader raised {type(exc).__name__} while profiling, at {where}: {first}") from exc
+            # one_line reads a DataLoader worker's wrapped error ("Caught X in DataLoader worker ...") by its last line
+            raise UsageError(f"the loader failed while profiling, at {where}: {one_line(exc, limit=200)}") from exc
     t1 = time.perf_counter()
     if device is not None:
         with _label(labels, "gapcheck/h2d"):

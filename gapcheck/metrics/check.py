@@ -11,7 +11,7 @@ import numpy as np
 
 from gapcheck.codes.metrics import METRIC_MISMATCH, METRIC_UNDEFINED
 from gapcheck.compare import Tolerance
-from gapcheck.errors import UsageError
+from gapcheck.errors import UsageError, one_line
 from gapcheck.findings import Finding, Subject
 from gapcheck.metrics.references import REFERENCES, Reference
 from gapcheck.report.contract import Check, ResultBase, Table
@@ -142,8 +142,7 @@ def _run(fn: Callable[..., Any], case: Case, as_torch: bool = False, timeout_s: 
         raise
     except BaseException as exc:  # noqa: BLE001 - a metric that raises is an outcome to report, not a crash;
         # BaseException too: a metric calling sys.exit(0) must not end the caller's script (quietly, with status 0)
-        text = str(exc).splitlines()[0][:120] if str(exc) else ""
-        return None, f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return None, one_line(exc, limit=120)
     return value, ""
 
 

@@ -22,10 +22,11 @@ import numpy as np
 import onnx
 import torch
 
-from gapcheck.errors import ExportError, UsageError
+from gapcheck.errors import ExportError, UsageError, condense_error
 
 # Re-exported: callers have imported these from here; they live in the torch-free module now.
-from gapcheck.model.onnx_file import MAX_ONNX_BYTES, condense_error, load_onnx, save_onnx  # noqa: F401
+from gapcheck.model.onnx_file import MAX_ONNX_BYTES, load_onnx, save_onnx  # noqa: F401
+from gapcheck.model.outputs import named_tensor_leaves
 from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
@@ -122,8 +123,6 @@ def static_batch_inputs(model: onnx.ModelProto) -> dict[str, int]:
 
 def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], opset: int | None, dynamic_batch: bool,
                         sequence: tuple[str, ...] = ()):
-    from gapcheck.backends.torch_eager import named_tensor_leaves
-
     names = list(sample)
     args = tuple(torch.from_numpy(contiguous(a)) for a in sample.values())
     buffer = io.BytesIO()

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from gapcheck.errors import UsageError
+from gapcheck.errors import UsageError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +30,7 @@ _GAPCHECK_ROOT = str(Path(__file__).resolve().parents[1])
 
 def condense_exception(exc: BaseException) -> str:
     """``Type: first line of message (at file:line)`` — enough to act on, without a traceback."""
-    text = str(exc).strip()
-    first_line = text.splitlines()[0] if text else ""
-    summary = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+    summary = one_line(exc)
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     # The innermost frame of the user's own code (not gapcheck, importlib, the standard library
     # or an installed package) is the line they need to look at.

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from gapcheck.errors import CheckpointError, UsageError
+from gapcheck.errors import CheckpointError, UsageError, one_line
 from gapcheck.model.factory import condense_exception, resolve_callable
 from gapcheck.model.pickle_scan import pickled_globals
 
@@ -226,7 +226,7 @@ def _load_torchscript(path: Path) -> torch.nn.Module:
             warnings.simplefilter("ignore", DeprecationWarning)  # TorchScript is deprecated, still widely shipped
             return torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... for bad archives
-        raise CheckpointError(f"cannot load TorchScript archive {path}: {_one_line(exc)}") from None
+        raise CheckpointError(f"cannot load TorchScript archive {path}: {one_line(exc)}") from None
 
 
 def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -235,7 +235,7 @@ def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path), device="cpu")
     except Exception as exc:  # noqa: BLE001 - SafetensorError is a rust-side exception type
-        raise CheckpointError(f"cannot read safetensors file {path}: {_one_line(exc)}") from None
+        raise CheckpointError(f"cannot read safetensors file {path}: {one_line(exc)}") from None
 
 
 def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
@@ -250,13 +250,13 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
     except MemoryError:
         raise CheckpointError(f"checkpoint {path} declares more data than fits in memory") from None
     except Exception as exc:  # noqa: BLE001 - corrupt archives raise RuntimeError, ValueError, KeyError, ...
-        raise CheckpointError(f"cannot read checkpoint {path}: {_one_line(exc)}") from None
+        raise CheckpointError(f"cannot read checkpoint {path}: {one_line(exc)}") from None
 
     # weights_only refused something: either the file pickles Python objects, or it is not a pickle.
     globals_found = pickled_globals(path)
     if globals_found is None:
         raise CheckpointError(
-            f"cannot read checkpoint {path}: not a valid PyTorch pickle ({_one_line(weights_only_error)})"
+            f"cannot read checkpoint {path}: not a valid PyTorch pickle ({one_line(weights_only_error)})"
         )
     hint = (
         f"if you trust where this file came from, pass {UNSAFE_PICKLE_FLAG} (Python API: unsafe_pickle=True); "
@@ -288,7 +288,7 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
             return torch.load(path, map_location="cpu", weights_only=False)  # gapcheck: ignore[GC801] -- opt-in
     except Exception as exc:  # noqa: BLE001 - unpickling can fail in arbitrary ways (missing classes, ...)
         raise CheckpointError(
-            f"cannot unpickle {path}: {_one_line(exc)}",
+            f"cannot unpickle {path}: {one_line(exc)}",
             hint="a pickled model needs its classes importable under the same module names as when it was saved",
         ) from None
 
@@ -302,7 +302,7 @@ def _weights_only_reason(exc: BaseException) -> str:
         reason = after.split("\n\n", 1)[0].strip().split(". ", 1)[0]
         if reason:
             return reason
-    return _one_line(exc)
+    return one_line(exc)
 
 
 # --- matching keys -------------------------------------------------------------------------------
@@ -413,7 +413,7 @@ def _load_into(module: torch.nn.Module, state_dict: Mapping[str, Any], *, strict
     try:
         module.load_state_dict(loadable, strict=False)
     except Exception as exc:  # noqa: BLE001 - custom _load_from_state_dict hooks, impossible dtype casts
-        raise CheckpointError(f"loading {source} into the model failed: {_one_line(exc)}") from None
+        raise CheckpointError(f"loading {source} into the model failed: {one_line(exc)}") from None
     return report
 
 
@@ -424,14 +424,3 @@ def _name_list(names: list[str] | tuple[str, ...]) -> str:
     shown = list(names[:_MAX_NAMES_IN_MESSAGE])
     more = len(names) - len(shown)
     return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
-
-
-def _one_line(exc: BaseException) -> str:
-    """The exception type and the first meaningful line of its message (torch's messages run long)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    if len(text) > 160 and ". " in text:  # torch's messages continue with advice; the first sentence is the fact
-        text = text.split(". ", 1)[0]
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -6,25 +6,16 @@ of the time.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import onnx
 
-from gapcheck.errors import InputError
+from gapcheck.errors import InputError, condense_error
+
+__all__ = ["MAX_ONNX_BYTES", "condense_error", "load_onnx", "save_onnx"]  # condense_error: for its older importers
 
 # Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
 MAX_ONNX_BYTES = 4 * 1024**3
-
-
-def condense_error(exc: BaseException, limit: int = 400) -> str:
-    """The first meaningful line(s) of an exporter error, without ANSI colours or advice boilerplate."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
-    summary = re.search(r"## Exception summary\s+(.+?)(?:\n\n|$)", text, re.S)
-    if summary:
-        text = summary.group(1)
-    text = " ".join(text.split())
-    return f"{type(exc).__name__}: {text[:limit]}{'...' if len(text) > limit else ''}"
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:

@@ -99,7 +99,7 @@ def test_a_loader_that_raises_mid_epoch_is_one_usage_error_naming_the_step(worke
         model(batch).sum().backward()
 
     loader = DataLoader(_CorruptAt(), batch_size=4, num_workers=workers)
-    with pytest.raises(UsageError, match=r"loader raised ValueError .* step 6 \(measured\): .*corrupt sample 20"):
+    with pytest.raises(UsageError, match=r"loader failed while profiling, at step 6 \(measured\): ValueError: corrupt sample 20"):
         profile_steps(step, loader, steps=10, warmup=1)
 
 
