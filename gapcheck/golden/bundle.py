@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -28,17 +27,22 @@ from typing import Any
 import numpy as np
 
 from gapcheck.errors import InputError
+from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names, re-exported
+    FORMAT_VERSION,
+    INPUTS_FILE,
+    KIND,
+    MANIFEST,
+    MAX_MEMBER_BYTES,
+    ONNX_FILE,
+    ORT_FILE,
+    TORCH_FILE,
+    Manifest,
+    validate_manifest,
+)
 
-MANIFEST = "manifest.json"
-KIND = "gapcheck-golden"
-FORMAT_VERSION = 1
-INPUTS_FILE = "inputs.safetensors"
-TORCH_FILE = "reference_torch.safetensors"
-ORT_FILE = "reference_onnxruntime.safetensors"
-ONNX_FILE = "model.onnx"
 # A manifest is small; anything larger is not ours (checked before parsing).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-MAX_ONNX_BYTES = 2 * 1024**3  # protobuf's own limit for one message
+MAX_ONNX_BYTES = MAX_MEMBER_BYTES
 
 
 @dataclass(frozen=True)
@@ -144,79 +148,77 @@ def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | 
     """A bundle file's bytes, read once: a regular file in the folder itself, never through a symbolic link.
 
     A link could point anywhere (another user's file, a device, a file that changes between the hash and
-    the parse); the bytes hashed are the bytes parsed. The size is checked before anything is read.
+    the parse); the bytes hashed are the bytes parsed. The kind and size are checked before anything is read.
     """
     path = folder / name
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise InputError(f"golden bundle {folder}: file {name} is missing") from None
-    except OSError as exc:
-        if os.path.islink(path):
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name (the schema refuses it first)
+        if isinstance(exc, OSError) and os.path.islink(path):
             raise InputError(f"golden bundle {folder}: file {name} is a symbolic link; a bundle holds its "
                              "files itself") from None
-        raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise InputError(f"golden bundle {folder}: file {ascii(name)} cannot be read ({reason})") from None
+    try:
+        info = os.fstat(fd)  # before fdopen: a folder in a file's place is refused here, not as IsADirectoryError
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"golden bundle {folder}: file {name} is not a regular file")
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise InputError(f"golden bundle {folder}: file {name} is {kind}")
         if expected_bytes is not None and info.st_size != expected_bytes:
             raise InputError(f"golden bundle {folder}: file {name} has {info.st_size} bytes, the manifest says "
                              f"{expected_bytes} (truncated or replaced)")
         if info.st_size > max_bytes:
             raise InputError(f"golden bundle {folder}: file {name} is larger than {max_bytes} bytes")
-        data = handle.read(info.st_size + 1)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(info.st_size + 1)
+    except OSError as exc:
+        raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror or exc})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) != info.st_size:
         raise InputError(f"golden bundle {folder}: file {name} changed while it was read")
     return data
 
 
-def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
-    """The parsed manifest and its SHA256; InputError naming the file when it is missing or malformed."""
+def _parse_manifest(folder: Path) -> tuple[dict[str, Any], Manifest, str]:
+    """The manifest as read, as validated, and its SHA256 — before any other file is opened."""
     if not folder.is_dir():
         raise InputError(f"golden bundle {folder} is not a directory")
     data = _read_member(folder, MANIFEST, MAX_MANIFEST_BYTES)
     try:
-        manifest = json.loads(data)
+        raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"golden bundle {folder}: {MANIFEST} is not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
-        raise InputError(f"golden bundle {folder}: {MANIFEST} is not a gapcheck golden manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise InputError(f"golden bundle {folder}: format version {manifest.get('format_version')!r} is not "
-                         f"supported (this gapcheck reads version {FORMAT_VERSION})")
-    for key in ("files", "inputs", "outputs", "samples", "model", "onnx", "tolerances", "versions", "created_at"):
-        if key not in manifest:
-            raise InputError(f"golden bundle {folder}: {MANIFEST} has no '{key}'")
-    return manifest, hashlib.sha256(data).hexdigest()
+    except RecursionError:
+        raise InputError(f"golden bundle {folder}: {MANIFEST} is nested too deeply to be a golden manifest") from None
+    return raw, validate_manifest(folder, raw), hashlib.sha256(data).hexdigest()
 
 
-def verify_files(folder: Path, manifest: dict[str, Any]) -> dict[str, bytes]:
+def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
+    """The parsed manifest (checked against the schema) and its SHA256; InputError saying what is wrong."""
+    raw, _, digest = _parse_manifest(folder)
+    return raw, digest
+
+
+def verify_files(folder: Path, manifest: dict[str, Any] | Manifest) -> dict[str, bytes]:
     """Check every listed file's size and SHA256; InputError naming the first bad file. Returns the files' bytes
     (what was hashed is what gets parsed)."""
-    files = manifest["files"]
-    if not isinstance(files, dict) or not files:
-        raise InputError(f"golden bundle {folder}: {MANIFEST} lists no files")
-    for required in (INPUTS_FILE, TORCH_FILE, ONNX_FILE):
-        if required not in files:
-            raise InputError(f"golden bundle {folder}: {MANIFEST} does not list {required}")
-    contents = {}
-    for name, entry in sorted(files.items()):
-        if not isinstance(entry, dict):
-            raise InputError(f"golden bundle {folder}: {MANIFEST}: the entry of file {name!r} is not an object")
-        if Path(name).name != name or name.startswith(".") or name == MANIFEST:
-            raise InputError(f"golden bundle {folder}: {MANIFEST} lists an unsafe file name {name!r}")
-        size = entry.get("bytes")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise InputError(f"golden bundle {folder}: {MANIFEST}: the size of file {name} is not a byte count "
-                             f"({size!r})")
-        data = _read_member(folder, name, MAX_ONNX_BYTES, size)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != entry.get("sha256"):
-            raise InputError(f"golden bundle {folder}: file {name} does not match its SHA256 in {MANIFEST} "
-                             f"(tampered or corrupt): expected {entry.get('sha256')}, got {actual}")
-        contents[name] = data
-    return contents
+    checked = manifest if isinstance(manifest, Manifest) else validate_manifest(folder, manifest)
+    return {name: _verified_member(folder, name, entry.bytes, entry.sha256)
+            for name, entry in sorted(checked.files.items())}
+
+
+def _verified_member(folder: Path, name: str, size: int, sha256: str) -> bytes:
+    data = _read_member(folder, name, MAX_MEMBER_BYTES, size)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise InputError(f"golden bundle {folder}: file {name} does not match its SHA256 in {MANIFEST} "
+                         f"(tampered or corrupt): expected {sha256}, got {actual}")
+    return data
 
 
 def _load_tensors(folder: Path, name: str, data: bytes, expected: tuple[TensorInfo, ...],
@@ -240,29 +242,24 @@ def _load_tensors(folder: Path, name: str, data: bytes, expected: tuple[TensorIn
 
 
 def load_bundle(path: str | Path) -> GoldenBundle:
-    """Verify every file of the bundle at ``path`` and load it (InputError, exit 2, naming the file otherwise)."""
+    """Verify every file of the bundle at ``path`` and load it (InputError, exit 2, naming the file otherwise).
+
+    The manifest is checked against its schema before any other file is opened."""
     folder = Path(path)
-    manifest, bundle_hash = read_manifest(folder)
+    raw, manifest, bundle_hash = _parse_manifest(folder)
     contents = verify_files(folder, manifest)
-    try:
-        count = int(manifest["samples"]["count"])
-        inputs = tuple(_info(e) for e in manifest["inputs"])
-        outputs = tuple(_info(e) for e in manifest["outputs"])
-        tolerances = {k: OutputTolerance(float(v["rtol"]), float(v["atol"]))
-                      for k, v in manifest["tolerances"]["outputs"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"golden bundle {folder}: {MANIFEST} is malformed ({type(exc).__name__}: {exc})") from None
-    missing = sorted(o.name for o in outputs if o.name not in tolerances)
-    if missing:
-        raise InputError(f"golden bundle {folder}: {MANIFEST} has no tolerance for output(s) {', '.join(missing)}")
-    for name, tol in tolerances.items():
-        # An infinite tolerance would pass anything; a negative or NaN one fails everything.
-        if not all(math.isfinite(v) and v >= 0 for v in (tol.rtol, tol.atol)):
-            raise InputError(f"golden bundle {folder}: {MANIFEST}: the tolerance of output {name!r} (rtol "
-                             f"{tol.rtol}, atol {tol.atol}) is not a finite non-negative number")
+    return _assemble(folder, raw, manifest, bundle_hash, contents)
+
+
+def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
+              contents: dict[str, bytes]) -> GoldenBundle:
+    count = manifest.samples.count
+    inputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.inputs)
+    outputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.outputs)
+    tolerances = {k: OutputTolerance(v.rtol, v.atol) for k, v in manifest.tolerances.outputs.items()}
     ort_reference = _load_tensors(folder, ORT_FILE, contents[ORT_FILE], outputs, count) if ORT_FILE in contents else {}
     return GoldenBundle(
-        path=folder, manifest=manifest, bundle_hash=bundle_hash,
+        path=folder, manifest=raw, bundle_hash=bundle_hash,
         inputs=_load_tensors(folder, INPUTS_FILE, contents[INPUTS_FILE], inputs, count),
         reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
         onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=contents[ONNX_FILE],

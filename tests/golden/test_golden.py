@@ -13,26 +13,8 @@ from gapcheck.cli.app import main
 from gapcheck.errors import InputError
 from gapcheck.golden import load_bundle
 from gapcheck.golden.bundle import file_sha256
-from tests.nightly.conftest import FACTORY, INPUT, validate_report
+from tests.nightly.conftest import FACTORY, INPUT
 from tests.nightly.models import build_tiny
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    torch.save(build_tiny(seed=3).state_dict(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def recorded(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("rec") / "golden"
-    report = out.parent / "record.json"
-    assert main(["golden", "record", "--checkpoint", str(checkpoint), "--model", FACTORY, "--input", INPUT,
-                 "--num-samples", "6", "--exporter", "torchscript", "--tolerance", "*=1e-3,1e-5", "--out", str(out),
-                 "--json", str(report)]) == 0
-    validate_report(json.loads(report.read_text()), "golden")
-    return out
 
 
 def test_manifest_records_versions_hashes_specs_and_tolerances(recorded: Path, checkpoint: Path) -> None:
@@ -76,7 +58,7 @@ def test_reference_is_the_checkpoint_and_onnxruntime_agrees(recorded: Path, chec
     (lambda b: _edit(b, lambda m: [t.update(rtol=float("inf")) for t in m["tolerances"]["outputs"].values()]),
      "tolerance"),
     (lambda b: _edit(b, lambda m: [t.update(atol=-1.0) for t in m["tolerances"]["outputs"].values()]), "tolerance"),
-    (lambda b: _edit(b, lambda m: m["samples"].update(count=10**15)), "the manifest says"),
+    (lambda b: _edit(b, lambda m: m["samples"].update(count=10**15)), "samples.count"),
 ])
 def test_a_damaged_bundle_is_refused_with_exit_2_naming_the_file(recorded: Path, tmp_path: Path, damage, named,
                                                                   capsys: pytest.CaptureFixture) -> None:
