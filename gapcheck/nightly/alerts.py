@@ -16,13 +16,14 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from gapcheck.errors import UsageError
 from gapcheck.nightly.config import WebhookFormat
@@ -56,14 +57,31 @@ class Delivery:
 
 def webhook_target(url: str) -> str:
     """What may be shown of a webhook URL: scheme and host (the path and query often hold the token)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}{':' + str(parts.port) if parts.port else ''}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        host = parts.hostname or "?"
+    except ValueError:  # a port that is not a number, a bracket left open: nothing of it is shown
+        return "(an unparsable URL)"
+    scheme = parts.scheme if parts.scheme.isascii() and parts.scheme.isalnum() else "?"
+    shown = f"{scheme}://{host}{':' + str(port) if port else ''}"
+    return shown if shown.isprintable() and shown.isascii() else f"{scheme}://?"
 
 
 def check_webhook_url(url: str) -> None:
-    parts = urlsplit(url)
+    """Refuse, before any work, a URL no delivery could use: a delivery failure would name what it choked on,
+    and that part of a webhook URL is the token. The message shows scheme://host only."""
+    target = webhook_target(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise UsageError(f"the webhook URL cannot be parsed (shown as {target})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"the webhook must be an http(s) URL (got {webhook_target(url)})")
+        raise UsageError(f"the webhook must be an http(s) URL (got {target})")
+    if not url.isascii() or any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise UsageError(f"the webhook URL for {target} holds a control character, a space or a non-ASCII "
+                         "character (percent-encode it)", hint="the URL itself is never shown: it holds the token")
 
 
 def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:
@@ -151,10 +169,20 @@ def _post(request: urllib.request.Request, timeout_s: float, deadline_s: float) 
 def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = None, timeout_s: float = 10.0,
          attempts: int = 3, backoff_s: float = 0.5, deadline_s: float = 30.0) -> Delivery:
     """POST the alert; retried on network errors and 5xx/429, all attempts within ``deadline_s``; a Delivery
-    (never an exception) either way."""
-    body = json.dumps(payload(alert, fmt), sort_keys=True).encode()
+    (never an exception) either way. Every error text goes through :func:`redact_url` first."""
     target = webhook_target(url)
-    clean_url, auth, secrets = _credentials(url)
+    try:
+        check_webhook_url(url)
+        return _deliver(alert, url, fmt, target, secret=secret, timeout_s=timeout_s, attempts=attempts,
+                        backoff_s=backoff_s, deadline_s=deadline_s)
+    except Exception as exc:  # noqa: BLE001 - a delivery never raises; what it says is redacted
+        return Delivery(alert, target, False, 0, redact_url(_describe(exc), url))
+
+
+def _deliver(alert: Alert, url: str, fmt: WebhookFormat, target: str, *, secret: str | None, timeout_s: float,
+             attempts: int, backoff_s: float, deadline_s: float) -> Delivery:
+    body = json.dumps(payload(alert, fmt), sort_keys=True).encode()
+    clean_url, auth, _ = _credentials(url)
     end = time.monotonic() + deadline_s
     error = None
     for attempt in range(1, attempts + 1):
@@ -176,8 +204,7 @@ def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = Non
             if exc.code < 500 and exc.code != 429:
                 return Delivery(alert, target, False, attempt, error)  # the receiver refuses: asking again won't help
         else:
-            reason = getattr(exc, "reason", exc)
-            error = _redact(f"{type(reason).__name__}: {reason}", (url, clean_url), secrets, target)
+            error = redact_url(_describe(exc), url)
         wait = backoff_s * 2 ** (attempt - 1)
         if attempt < attempts and time.monotonic() + wait < end:
             time.sleep(wait)
@@ -186,9 +213,50 @@ def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = Non
     return Delivery(alert, target, False, attempts, error)
 
 
-def _redact(text: str, urls: tuple[str, ...], secrets: tuple[str, ...], target: str) -> str:
-    for url in urls:
-        text = text.replace(url, target)
-    for value in secrets:
-        text = text.replace(value, "***")
-    return text
+def _describe(exc: BaseException | None) -> str:
+    """``Type: reason`` of a failed attempt, one line (URLError's own reason when it has one)."""
+    if exc is None:
+        return "unknown error"
+    reason = getattr(exc, "reason", None) if isinstance(exc, urllib.error.URLError) else exc
+    reason = exc if reason is None else reason
+    text = " ".join(str(reason).split())[:300]
+    return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
+
+
+def _url_secrets(url: str) -> list[str]:
+    """Every piece of a webhook URL that may hold its token, as written, decoded and escaped, longest first:
+    the whole URL, its path, query and fragment, their segments, and user and password."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        parts, user, password = None, None, None
+    pieces = {url, url.strip()}
+    if parts is not None:
+        tail = parts.path + ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
+        pieces |= {tail, parts.path, parts.query, parts.fragment, user or "", password or ""}
+        for text in (tail, unquote(tail)):
+            pieces |= set(re.split(r"[/?&=#;:@,+\s\x00-\x1f\x7f]+", text))
+    else:
+        pieces |= set(re.split(r"[/?&=#;:@,+\s\x00-\x1f\x7f]+", url))
+    variants: set[str] = set()
+    for piece in pieces:
+        for form in (piece, unquote(piece), repr(piece)[1:-1], ascii(piece)[1:-1], quote(piece, safe="/")):
+            if len(form) >= 3:
+                variants.add(form)
+    return sorted(variants, key=len, reverse=True)
+
+
+def redact_url(text: str, url: str) -> str:
+    """``text`` with every part of ``url`` beyond scheme://host replaced (``***``); the host stays readable."""
+    target = webhook_target(url)
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        host = ""
+    keep = {host, target, "http", "https", "http:", "https:"}
+    text = text.replace(url, target)
+    for piece in _url_secrets(url):
+        if piece not in keep and piece not in target:
+            text = text.replace(piece, "***")
+    return " ".join(text.split())
