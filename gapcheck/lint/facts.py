@@ -74,8 +74,39 @@ def _named(node: ast.AST | None, *words: str) -> bool:
     return bool(name) and bool(tokens(name) & set(words))
 
 
+GRAD_SCALERS = ("GradScaler", "ShardedGradScaler")
+
+
 def is_scaler(module: ModuleIndex, node: ast.AST | None) -> bool:
-    return module.bound_to(node, "GradScaler", "ShardedGradScaler") or _named(node, "scaler")
+    """A GradScaler: built as one, or (built from nothing gapcheck can see) named ``scaler``/``grad_scaler``.
+
+    The name must end in "scaler": ``scaler_meter = AverageMeter()`` is not one, nor a name bound to
+    anything else (``scaler = StandardScaler()``).
+    """
+    constructors = module.constructors(dotted(node))
+    if constructors:
+        return any(c.split(".")[-1] in GRAD_SCALERS for c in constructors)
+    name = last_name(node)
+    words = tokens(name) if name else frozenset()
+    return bool(name) and name.lower().rstrip("_").endswith("scaler") and "meter" not in words
+
+
+#: Loss-scaler objects whose call is backward + (unscale + clip) + step + update (timm's ``NativeScaler`` /
+#: ``ApexScaler``, DeiT/MAE/Swin/ConvNeXt copies named ``NativeScalerWithGradNormCount``).
+LOSS_SCALER_CLASSES = ("NativeScaler", "ApexScaler", "NativeScalerWithGradNormCount")
+
+
+def is_loss_scaler_call(module: ModuleIndex, call: ast.Call) -> bool:
+    """``loss_scaler(loss, optimizer, ...)`` on an object gapcheck cannot read (an installed timm, a parameter):
+    built by a known loss-scaler class, or, unbound, named ``loss_scaler``/``*_scaler`` and given a loss and an
+    optimizer."""
+    if not isinstance(call.func, (ast.Name, ast.Attribute)) or len(call.args) < 2:
+        return False
+    constructors = module.constructors(dotted(call.func))
+    if constructors:
+        return any(c.split(".")[-1] in LOSS_SCALER_CLASSES for c in constructors)
+    name = last_name(call.func) or ""
+    return name.lower().endswith("scaler") and "meter" not in tokens(name) and is_optimizer(module, call.args[1])
 
 
 def is_scheduler(module: ModuleIndex, node: ast.AST | None) -> bool:
@@ -117,6 +148,8 @@ def is_scaler_call(module: ModuleIndex, call: ast.Call, name: str) -> bool:
 def is_clip(module: ModuleIndex, call: ast.Call) -> bool:
     """torch.nn.utils.clip_grad_norm_/clip_grad_value_ (not a framework's own clipping method)."""
     name = module.callee(call)
+    if name.split(".")[-1] == "dispatch_clip_grad":  # timm's clip dispatcher (norm, value or AGC)
+        return True
     return name.split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_") and (
         "nn.utils" in name or name in ("clip_grad_norm_", "clip_grad_value_")
         or module.imports.get(name.split(".")[0], "").startswith("torch"))

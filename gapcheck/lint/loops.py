@@ -42,42 +42,52 @@ class Event:
         return self.step.node
 
 
-def classify(module: ModuleIndex, node: ast.AST) -> Kind | None:
+def classify(module: ModuleIndex, node: ast.AST) -> tuple[Kind, ...]:
+    """What ``node`` does to the training step (usually one kind; a loss-scaler object call is several)."""
     if isinstance(node, ast.Assign):  # p.grad = None clears gradients like zero_grad
         if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets) and \
                 isinstance(node.value, ast.Constant) and node.value.value is None:
-            return Kind.ZERO_GRAD
-        return None
+            return (Kind.ZERO_GRAD,)
+        return ()
     if not isinstance(node, ast.Call):
-        return None
+        return ()
     method = facts.method(node)
     if method == "backward":
-        return Kind.BACKWARD
+        return (Kind.BACKWARD,)
     if method == "zero_grad":
-        return Kind.ZERO_GRAD
+        return (Kind.ZERO_GRAD,)
     if method == "set_epoch":
-        return Kind.SET_EPOCH
+        return (Kind.SET_EPOCH,)
     if facts.is_mode_call(node, "eval"):
-        return Kind.EVAL
+        return (Kind.EVAL,)
     if facts.is_mode_call(node, "train"):
-        return Kind.TRAIN
+        return (Kind.TRAIN,)
     if facts.is_clip(module, node):
-        return Kind.CLIP
+        return (Kind.CLIP,)
     if method in ("step", "update", "unscale_") and facts.is_scaler(module, facts.receiver(node)):
-        return {"step": Kind.SCALER_STEP, "update": Kind.SCALER_UPDATE, "unscale_": Kind.UNSCALE}[method]
+        return ({"step": Kind.SCALER_STEP, "update": Kind.SCALER_UPDATE, "unscale_": Kind.UNSCALE}[method],)
     if method == "step" and facts.is_scheduler(module, facts.receiver(node)):
-        return Kind.SCHED_STEP
+        return (Kind.SCHED_STEP,)
     if method == "step" and facts.is_optimizer(module, facts.receiver(node)):
-        return Kind.OPT_STEP
-    return None
+        return (Kind.OPT_STEP,)
+    if facts.is_loss_scaler_call(module, node):
+        return OPAQUE_SCALER_CALL
+    return ()
+
+
+#: ``loss_scaler(loss, optimizer, clip_grad=...)`` on timm's NativeScaler (or an object gapcheck cannot read that is
+#: named so): a scaled backward and a scaler step, seen from outside.
+OPAQUE_SCALER_CALL = (Kind.BACKWARD, Kind.SCALER_STEP)
 
 
 def events(program: Program, module: ModuleIndex, roots: Iterable[ast.AST]) -> list[Event]:
-    found = []
+    found: list[Event] = []
     for step in flow(program, module, roots):
-        kind = classify(step.module, step.node)
-        if kind is not None:
-            found.append(Event(kind, step))
+        kinds = classify(step.module, step.node)
+        if kinds is OPAQUE_SCALER_CALL and program.resolve(
+                step.module, step.node, within=step.module.enclosing_function(step.node)) is not None:  # type: ignore[arg-type]
+            continue  # the class is project code: flow walks its __call__ and sees the real events
+        found.extend(Event(kind, step) for kind in kinds)
     return found
 
 

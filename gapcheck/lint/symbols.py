@@ -310,6 +310,9 @@ def unwrap(value: ast.AST) -> ast.AST:
     return value
 
 
+#: What a call resolves to: the module and the function it runs.
+Resolved = tuple["ModuleIndex", ast.FunctionDef | ast.AsyncFunctionDef]
+
 #: Imported modules larger than this are not followed (generated or vendored code, not a training loop).
 MAX_FOLLOW_BYTES = 512 * 1024
 
@@ -385,11 +388,44 @@ class Program:
             if func.value.id == "self" and within is not None:
                 owner = module.owner.get(id(within))
                 target = module.functions.get(f"{owner}.{func.attr}") if owner else None
-                return (module, target) if target is not None else None
+                if target is not None:
+                    return module, target
             origin = module.imports.get(func.value.id)
             if origin:
                 return self._imported(module, f"{origin}.{func.attr}")
+        return self._object_call(module, func)
+
+    def _object_call(self, module: ModuleIndex, func: ast.expr) -> Resolved | None:
+        """A call on an object built from a project class, one level: ``loss_scaler(loss, opt)`` runs
+        ``NativeScaler.__call__``, ``trainer.fit_step(b)`` runs ``Trainer.fit_step`` (the class in this module
+        or imported from a module of the project)."""
+        if isinstance(func, (ast.Name, ast.Attribute)) and dotted(func) in module.bindings:
+            holder, method = dotted(func), "__call__"
+        elif isinstance(func, ast.Attribute) and dotted(func.value) in module.bindings:
+            holder, method = dotted(func.value), func.attr
+        else:
+            return None
+        for constructor in sorted(module.constructors(holder)):
+            found = self.method_of(module, constructor, method)
+            if found is not None:
+                return found
         return None
+
+    def method_of(self, module: ModuleIndex, constructor: str,
+                  method: str) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """``Class.method`` for a class named as ``module`` names it (defined there or imported from the project)."""
+        if constructor in module.classes:
+            target = module.functions.get(f"{constructor}.{method}")
+            return (module, target) if target is not None else None
+        module_name, _, name = constructor.rpartition(".")  # qualified through the imports: util.misc.NativeScaler
+        path = self._find_module(module.source.path, module_name) if module_name else None
+        if path is None or not self.within_roots(path):
+            return None
+        target_module = self.load(path)
+        if target_module is None or name not in target_module.classes:
+            return None
+        function = target_module.functions.get(f"{name}.{method}")
+        return (target_module, function) if function is not None else None
 
     def _imported(self, module: ModuleIndex, origin: str) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         module_name, _, attr = origin.rpartition(".")

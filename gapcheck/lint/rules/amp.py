@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect, is_scaler_call
-from gapcheck.lint.loops import Kind, belongs, loop_events
+from gapcheck.lint.loops import Event, Kind, belongs, events, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import ModuleIndex, dotted, keyword, literal
 
@@ -54,9 +54,20 @@ class ScalerWithBf16(Rule):
             return
         for scaler in scalers(ctx.module):
             enabled = keyword(scaler, "enabled")
-            if enabled is None or literal(enabled) is True:
+            if enabled is None or literal(enabled) is True or (literal(enabled) is ... and not _tied_to_fp16(enabled)):
                 yield ctx.finding(self.code, scaler, "GradScaler with bfloat16 autocast: bf16 does not underflow, "
                                   "loss scaling only skips steps")
+
+
+def _tied_to_fp16(expr: ast.AST) -> bool:
+    """``enabled=(dtype == "float16")`` / ``enabled=args.fp16``: the scaler switches itself on for float16 only.
+    Any other flag (``enabled=args.amp``) turns it on under the module's bfloat16 autocast."""
+    for node in ast.walk(expr):
+        text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
+            node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+        if any(word in text.lower() for word in ("16", "half", "dtype", "precision")):
+            return True
+    return False
 
 
 class Fp16WithoutScaler(Rule):
@@ -91,28 +102,82 @@ class DeprecatedCudaAmp(Rule):
 
 
 class ClipWithoutUnscale(Rule):
+    """Reads each function (and the module body) as one pass in source order, inner loops and the
+    functions and loss-scaler objects it calls included, so a backward inside a gradient-accumulation
+    loop, a ``backward(loss, scaler)`` helper or a ``NativeScaler.__call__`` all count. Branches of one
+    ``if``/``else`` are alternatives: one path that scales is enough, and a clip on the other path is
+    not measured against it."""
+
     code = codes.CLIP_WITHOUT_UNSCALE
     aspect = Aspect.AMP
     needs = ("clip_grad",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop in ctx.module.loops:
-            found = [e for e in loop_events(ctx.program, ctx.module, loop) if belongs(e, loop)]
+        module = ctx.module
+        for unit in (module.tree, *module.functions.values(), *module.nested_functions):
+            body = [s for s in unit.body if not isinstance(s, _DEFS)] if unit is module.tree else unit.body
+            found = unit_events(ctx, unit, body)
             if not any(e.kind is Kind.SCALER_STEP for e in found):
                 continue
-            unscaled = scaled = False
+            scaled_by: Event | None = None
+            unscaled = False
             for event in found:
+                apart = scaled_by is not None and exclusive(module, scaled_by, event)
                 if event.kind is Kind.BACKWARD:
-                    target = event.node.func.value  # type: ignore[attr-defined]
-                    scaled = isinstance(target, ast.Call) and is_scaler_call(event.step.module, target, "scale")
-                    unscaled = False
-                elif event.kind is Kind.UNSCALE:
+                    if _scaled_backward(event):
+                        scaled_by, unscaled = event, False
+                    elif not apart:
+                        scaled_by = None
+                elif event.kind is Kind.UNSCALE and not apart:
                     unscaled = True
-                elif event.kind is Kind.CLIP and scaled and not unscaled and event.step.module is ctx.module:
+                elif (event.kind is Kind.CLIP and scaled_by is not None and not unscaled and not apart
+                      and event.step.module is module):
                     yield ctx.finding(self.code, event.node, "gradients clipped while still scaled by the GradScaler: "
                                       "call scaler.unscale_(optimizer) first")
-                elif event.kind is Kind.SCALER_STEP:
+                elif event.kind is Kind.SCALER_STEP and not apart:
                     unscaled = False
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def unit_events(ctx: Context, unit: ast.AST, body: list[ast.stmt]) -> list[Event]:
+    key = ("unit_events", id(unit))
+    if key not in ctx.module.cache:
+        ctx.module.cache[key] = events(ctx.program, ctx.module, body)
+    return ctx.module.cache[key]  # type: ignore[no-any-return]
+
+
+def _scaled_backward(event: Event) -> bool:
+    """``scaler.scale(loss).backward()`` or ``scaled = scaler.scale(loss); scaled.backward()``."""
+    node = event.node
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False  # a loss-scaler object gapcheck cannot read: whether it unscales is unknown
+    module, target = event.step.module, node.func.value
+    values = [target] if isinstance(target, ast.Call) else module.bindings.get(dotted(target) or "", [])
+    return any(isinstance(v, ast.Call) and is_scaler_call(module, v, "scale") for v in values)
+
+
+def _branches(module: ModuleIndex, node: ast.AST) -> dict[int, str]:
+    """id(if statement) -> "body"/"orelse": the branch of every enclosing ``if`` that ``node`` is on."""
+    found: dict[int, str] = {}
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If):
+            found[id(parent)] = "body" if any(c is child for c in parent.body) else \
+                "orelse" if any(c is child for c in parent.orelse) else "test"
+        child = parent
+    return found
+
+
+def exclusive(module: ModuleIndex, a: Event, b: Event) -> bool:
+    """``a`` and ``b`` lie on the two branches of one ``if``/``else`` (never both in one pass)."""
+    if a.step.via is b.step.via and a.step.module is b.step.module:
+        where, x, y = a.step.module, a.node, b.node  # same code (or inside the same call)
+    else:
+        where, x, y = module, a.step.via or a.node, b.step.via or b.node  # compare the calls that led there
+    left, right = _branches(where, x), _branches(where, y)
+    return any(key in right and right[key] != side and "test" not in (side, right[key]) for key, side in left.items())
 
 
 class SchedulerAfterSkippedStep(Rule):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.facts import Aspect, is_model_name, method
-from gapcheck.lint.loops import Kind, events, loop_events
+from gapcheck.lint.loops import Event, Kind, events, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.rules.ddp import is_epoch_loop
 from gapcheck.lint.symbols import (
@@ -187,27 +187,50 @@ _FROZEN_WORDS = {"teacher", "ema", "target", "frozen", "ref", "reference", "mome
 
 
 class TrainModeNotRestored(Rule):
+    """An epoch loop, or any loop that calls backward and steps an optimizer (``while True``,
+    ``for it in range(max_iter)``), that switches to eval mode and trains again without ``.train()``.
+
+    A function that calls ``.eval()`` itself before its own backward trains in eval mode on purpose
+    (a linear probe on frozen features keeps BatchNorm statistics fixed): not reported. Each
+    ``.eval()`` is reported once, at the outermost loop it breaks.
+    """
+
     code = codes.TRAIN_MODE_NOT_RESTORED
     aspect = Aspect.EVAL_MODE
-    needs = ("epoch",)  # the eval() may be in a function of another module
+    needs = ("epoch", "backward", "scaler", "step(")  # the eval() may be in a function of another module
 
     def check(self, ctx: Context) -> Iterator[Finding]:
+        reported: set[tuple[int, int]] = set()  # the eval() and the call in this module that led there
         for loop in ctx.module.loops:
-            if not is_epoch_loop(loop):
-                continue
             found = [e for e in loop_events(ctx.program, ctx.module, loop)
                      if not (e.kind is Kind.EVAL and tokens(dotted(e.node.func.value) or "") & _FROZEN_WORDS)]  # type: ignore[attr-defined]
             kinds = [e.kind for e in found]
             if Kind.EVAL not in kinds or Kind.BACKWARD not in kinds:
                 continue
+            if not (is_epoch_loop(loop) or Kind.OPT_STEP in kinds or Kind.SCALER_STEP in kinds):
+                continue
             last_eval = len(kinds) - 1 - kinds[::-1].index(Kind.EVAL)
             first_backward = kinds.index(Kind.BACKWARD)
             if Kind.TRAIN in kinds[last_eval:] or Kind.TRAIN in kinds[:first_backward]:
                 continue
+            if _trains_in_eval_mode(ctx.module, found, first_backward):
+                continue
             where = found[last_eval]
+            if (id(where.node), id(where.step.via)) in reported:
+                continue
+            reported.add((id(where.node), id(where.step.via)))
             line = where.node.lineno if where.step.module is ctx.module else where.step.via.lineno  # type: ignore[union-attr]
-            yield ctx.finding(self.code, loop, f"the epoch loop switches to eval mode (line {line}) and trains the "
-                              "next epoch without model.train()", eval_line=line)
+            yield ctx.finding(self.code, loop, f"the loop switches to eval mode (line {line}) and trains "
+                              "again without model.train()", eval_line=line)
+
+
+def _trains_in_eval_mode(module: ModuleIndex, found: list[Event], first_backward: int) -> bool:
+    """The function that runs the first backward calls ``.eval()`` itself before it: eval-mode training on purpose."""
+    backward = found[first_backward]
+    home = backward.step.module.enclosing_function(backward.node)
+    return any(e.kind is Kind.EVAL and e.step.module is backward.step.module
+               and e.step.module.enclosing_function(e.node) is home and home is not None
+               for e in found[:first_backward])
 
 
 # --- random augmentation ---------------------------------------------------------------------------
