@@ -156,6 +156,8 @@ def _frame_records(shard: Any, source: dict[str, Any], options: dict[str, Any]) 
     if label:
         numeric = {c: features[c].to_numpy(np.float64) for c in features.columns if features[c].dtype.kind in "biuf"}
         numeric["__label__"] = _label_codes(frame[label])
+        if group:  # the sampled rows' groups: target encodings are recomputed for them (leakage_checks.encodings)
+            numeric["__group__"] = frame[group].to_numpy(object)
         out.sample = Reservoir.of(out.names, numeric, options["seed"], options["sample_size"])
     return out
 

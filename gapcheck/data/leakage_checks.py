@@ -175,28 +175,55 @@ def _group_counts(groups: list[Any]) -> dict[Any, int]:
 
 
 def target_leakage(splits: dict[str, SplitRecords]) -> tuple[list[Finding], dict[str, dict[str, float | None]]]:
-    """Single-feature AUC per split and feature; near-perfect or much higher in one split is target leakage."""
-    from gapcheck.codes import data as codes
+    """Target leakage per feature: a per-group label mean reproduced by construction (see
+    :mod:`gapcheck.data.encodings`), else a single-feature AUC near-perfect or much higher in one split."""
+    from gapcheck.data.encodings import encoding_matches
 
     table: dict[str, dict[str, float | None]] = {}
     for split, records in splits.items():
         columns = records.sample.columns
         if "__label__" not in columns:
             continue
-        for feature in sorted(c for c in columns if c != "__label__"):
+        for feature in sorted(c for c in columns if c not in ("__label__", "__group__")):
             table.setdefault(feature, {})[split] = single_feature_auc(columns[feature], columns["__label__"])
-    findings: list[Finding] = []
+    matches: dict[str, list[Any]] = {}
+    for match in encoding_matches(splits):
+        matches.setdefault(match.feature, []).append(match)
+    findings = [_encoding_finding(feature, found, table.get(feature, {})) for feature, found in matches.items()]
     for feature, per_split in table.items():
-        values = {s: v for s, v in per_split.items() if v is not None}
-        if not values:
-            continue
-        best = max(values, key=lambda s: values[s])
-        worst = min(values, key=lambda s: values[s])
-        gap = values[best] - values[worst]
-        if values[best] >= NEAR_PERFECT_AUC or gap >= AUC_GAP:
-            why = (f"near-perfect AUC {values[best]:.3f} in {best}" if values[best] >= NEAR_PERFECT_AUC
-                   else f"AUC {values[best]:.3f} in {best} but {values[worst]:.3f} in {worst}")
-            findings.append(codes.TARGET_LEAKAGE.finding(
-                f"{feature} predicts the label alone: {why}", subject=Subject(output=feature),
-                evidence={"auc": {s: round(v, 6) for s, v in values.items()}}))
+        if feature not in matches:
+            findings += _auc_findings(feature, per_split)
     return findings, table
+
+
+def _encoding_finding(feature: str, matches: list[Any], auc: dict[str, float | None]) -> Finding:
+    from gapcheck.codes import data as codes
+    from gapcheck.data.encodings import DESCRIPTIONS
+
+    kinds = sorted({m.construction for m in matches}, key=lambda c: [m.construction for m in matches].index(c))
+    where = "; ".join(f"{m.split}: {m.shares[m.construction]:.0%} of {m.rows} sampled rows" for m in matches)
+    what = " / ".join(DESCRIPTIONS[k] for k in kinds)
+    return codes.TARGET_LEAKAGE.finding(
+        f"{feature} is a target encoding built with labels it must not see: it equals {what} ({where})",
+        subject=Subject(output=feature),
+        evidence={"construction": {m.split: m.construction for m in matches},
+                  "match_share": {m.split: {k: round(v, 6) for k, v in m.shares.items()} for m in matches},
+                  "rows_compared": {m.split: m.rows for m in matches},
+                  "examples": {m.split: list(m.examples) for m in matches},
+                  "auc": {s: round(v, 6) for s, v in auc.items() if v is not None}})
+
+
+def _auc_findings(feature: str, per_split: dict[str, float | None]) -> list[Finding]:
+    from gapcheck.codes import data as codes
+
+    values = {s: v for s, v in per_split.items() if v is not None}
+    if not values:
+        return []
+    best = max(values, key=lambda s: values[s])
+    worst = min(values, key=lambda s: values[s])
+    if values[best] < NEAR_PERFECT_AUC and values[best] - values[worst] < AUC_GAP:
+        return []
+    why = (f"near-perfect AUC {values[best]:.3f} in {best}" if values[best] >= NEAR_PERFECT_AUC
+           else f"AUC {values[best]:.3f} in {best} but {values[worst]:.3f} in {worst}")
+    return [codes.TARGET_LEAKAGE.finding(f"{feature} predicts the label alone: {why}", subject=Subject(output=feature),
+                                         evidence={"auc": {s: round(v, 6) for s, v in values.items()}})]
