@@ -16,6 +16,7 @@ Concurrent writers are kept out by the nightly lock (:mod:`gapcheck.nightly.lock
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,13 +24,46 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gapcheck.errors import BackendError, ConfigError
+from gapcheck.errors import BackendError, ConfigError, GapcheckError, UsageError
 
 SCHEMA_VERSION = 2
 
 
 class HistoryWriteError(BackendError):
     """The history could not be written (disk full, read-only, I/O error): the night is not recorded (exit 3)."""
+
+
+class HistoryBusy(BackendError):
+    """Another SQLite writer held the history longer than the bounded wait: a transient fault (exit 3, retried)."""
+
+
+class HistoryCorrupt(ConfigError):
+    """The history is a SQLite database but not a usable gapcheck history (tables missing, a row unreadable): exit 2."""
+
+
+# SQLITE_BUSY and SQLITE_LOCKED (primary codes): another connection holds the lock we need.
+_BUSY_CODES = (5, 6)
+READ_BUSY_S = 10.0  # how long a reader (``gapcheck history``) waits for another writer's exclusive lock
+_TABLES = ("runs", "endpoint_results", "output_results", "alerts")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _busy(path: Path, waited_s: float) -> HistoryBusy:
+    return HistoryBusy(f"history {path} is locked by another SQLite writer; gave up after waiting {waited_s:g}s",
+                       hint="another process is writing it (not a gapcheck nightly: that one holds the lock file); "
+                            "the run can be retried, or allow a longer --lock-wait")
+
+
+def _corrupt(path: Path, exc: BaseException) -> HistoryCorrupt:
+    detail = " ".join(str(exc).split())[:200]
+    return HistoryCorrupt(f"history {path} is damaged: {type(exc).__name__}: {detail}",
+                          hint="restore it from a backup, or start a new history with another --history path")
 
 _V1 = """
 CREATE TABLE runs (
@@ -148,6 +182,22 @@ class AlertRecord:
     sent_at: str
 
 
+def _number(value: Any) -> float | None:
+    """A stored statistic: a number or NULL; anything else is a damaged row."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a statistic is {type(value).__name__}, not a number")
+    return float(value)
+
+
+def _json_list(text: Any) -> tuple[dict[str, Any], ...]:
+    items = json.loads(text)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise TypeError("worst_samples is not a list of objects")
+    return tuple(items)
+
+
 def _finite(value: float | None) -> float | None:
     # SQLite stores inf fine but JSON does not; keep inf (a shape mismatch) and drop NaN.
     return None if value is None or value != value else float(value)
@@ -156,7 +206,12 @@ def _finite(value: float | None) -> float | None:
 class History:
     """An open history database (use as a context manager)."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False, busy_timeout_s: float | None = None) -> None:
+        """Open (a writer creates and migrates it). ``busy_timeout_s`` bounds every wait for another SQLite
+        writer's lock (default: the wait of the nightly lock held on this history by this process, else
+        :data:`READ_BUSY_S` for a reader and 60 s for a writer); past it: :class:`HistoryBusy`, exit 3."""
+        from gapcheck.nightly.lock import held_wait_s
+
         self.path = Path(path)
         if readonly and not self.path.is_file():
             raise ConfigError(f"no history database at {self.path}")
@@ -165,12 +220,19 @@ class History:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"history {self.path}: its folder cannot be created ({exc.strerror})") from None
+        wait = busy_timeout_s if busy_timeout_s is not None else held_wait_s(self.path)
+        if wait is None:
+            wait = READ_BUSY_S if readonly else 60.0
+        if not (wait >= 0 and math.isfinite(wait)):
+            raise UsageError(f"the history's lock wait must be a finite number of seconds >= 0, got {wait}")
+        self.busy_timeout_s = float(wait)
         try:
             # quoted: a '?' or '#' in the path would otherwise start the URI's query or fragment
             uri = f"file:{quote(str(self.path))}?mode=ro" if readonly else str(self.path)
             # check_same_thread off: a nightly run hands the connection to a writer thread and back, never
             # using it from two threads at once (see run_nightly)
-            self.db = sqlite3.connect(uri, uri=readonly, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self.db = sqlite3.connect(uri, uri=readonly, timeout=self.busy_timeout_s, isolation_level=None,
+                                      check_same_thread=False)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
             if not readonly:
@@ -178,14 +240,35 @@ class History:
                 self.db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoint, never corrupt
                 self._migrate()
             else:
-                version = self.db.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise ConfigError(f"history {self.path} has schema version {version}, newer than this gapcheck "
-                                      f"({SCHEMA_VERSION})")
-                if version < SCHEMA_VERSION:
-                    raise ConfigError(f"history {self.path} has schema version {version}; a nightly run migrates it")
+                self._check_readable()
+            self._check_tables()
         except sqlite3.DatabaseError as exc:
+            if hasattr(self, "db"):
+                self.db.close()
+            if _is_busy(exc):
+                raise _busy(self.path, self.busy_timeout_s) from None
             raise ConfigError(f"history {self.path} is not a usable SQLite database: {exc}") from None
+        except GapcheckError:
+            if hasattr(self, "db"):
+                self.db.close()
+            raise
+
+    def _check_readable(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(f"history {self.path} has schema version {version}, newer than this gapcheck "
+                              f"({SCHEMA_VERSION})")
+        if version < SCHEMA_VERSION:
+            raise ConfigError(f"history {self.path} has schema version {version}; a nightly run migrates it")
+
+    def _check_tables(self) -> None:
+        """Every table the schema version promises is there (a file stamped v2 by hand has none)."""
+        present = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in _TABLES if t not in present]
+        if missing:
+            raise HistoryCorrupt(f"history {self.path} is damaged: table(s) {', '.join(missing)} missing although "
+                                 f"its schema version is {self.schema_version}",
+                                 hint="restore it from a backup, or start a new history with another --history path")
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -200,7 +283,16 @@ class History:
                 self.db.execute(f"PRAGMA user_version = {target + 1}")
 
     def transaction(self) -> "_Transaction":
-        return _Transaction(self.db, self.path)
+        return _Transaction(self.db, self.path, self.busy_timeout_s)
+
+    def _rows(self, query: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """A read: another writer's lock past the wait is HistoryBusy (exit 3), a damaged file HistoryCorrupt (2)."""
+        try:
+            return self.db.execute(query, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if _is_busy(exc):
+                raise _busy(self.path, self.busy_timeout_s) from None
+            raise _corrupt(self.path, exc) from None
 
     @property
     def schema_version(self) -> int:
@@ -256,11 +348,10 @@ class History:
         if limit is not None:
             query += " LIMIT ?"
             args.append(int(limit))
-        rows = self.db.execute(query, args).fetchall()
-        return [self._record(row) for row in reversed(rows)]
+        return [self._record(row) for row in reversed(self._rows(query, args))]
 
     def endpoints(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT endpoint FROM endpoint_results ORDER BY endpoint")]
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT endpoint FROM endpoint_results ORDER BY endpoint")]
 
     def recent(self, *, endpoint: str | None = None, last: int | None = None) -> list[EndpointRecord]:
         """Endpoint results of the last ``last`` runs (all endpoints or one), oldest first."""
@@ -275,24 +366,34 @@ class History:
         if run_id:
             query, args = query + " WHERE run_id = ?", (run_id,)
         return [AlertRecord(r["run_id"], r["endpoint"], r["status"], r["target"], bool(r["delivered"]), r["attempts"],
-                            r["error"], r["sent_at"]) for r in self.db.execute(query + " ORDER BY id", args)]
+                            r["error"], r["sent_at"]) for r in self._rows(query + " ORDER BY id", args)]
 
     def run_ids(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT run_id FROM runs ORDER BY started_at, run_id")]
+        return [r[0] for r in self._rows("SELECT run_id FROM runs ORDER BY started_at, run_id")]
 
     def _record(self, row: sqlite3.Row) -> EndpointRecord:
-        outputs = tuple(
-            OutputRecord(o["output"], o["verdict"], o["max_abs_error"], o["max_rel_error"], o["mean_abs_error"],
-                         o["mismatch_fraction"], o["error_ratio"], o["rtol"], o["atol"],
-                         tuple(json.loads(o["worst_samples"])), o["cusum"])
-            for o in self.db.execute("SELECT * FROM output_results WHERE endpoint_result_id = ? ORDER BY output",
-                                     (row["id"],)))
-        return EndpointRecord(
-            run_id=row["run_id"], endpoint=row["endpoint"], url=row["url"], model=row["model"],
-            requested_version=row["requested_version"], served_version=row["served_version"],
-            config_hash=row["config_hash"], golden_hash=row["golden_hash"], status=row["status"],
-            verdict=row["verdict"], headline=row["headline"], error=row["error"], samples=row["samples"],
-            started_at=row["started_at"], seconds=row["seconds"], timings=json.loads(row["timings"]), outputs=outputs)
+        """One stored row as a record; a row that does not read back (broken JSON, a wrong type) is HistoryCorrupt."""
+        outputs_rows = self._rows("SELECT * FROM output_results WHERE endpoint_result_id = ? ORDER BY output",
+                                  (row["id"],))
+        try:
+            outputs = tuple(
+                OutputRecord(str(o["output"]), str(o["verdict"]), _number(o["max_abs_error"]),
+                             _number(o["max_rel_error"]), _number(o["mean_abs_error"]), _number(o["mismatch_fraction"]),
+                             _number(o["error_ratio"]), float(o["rtol"]), float(o["atol"]),
+                             _json_list(o["worst_samples"]), _number(o["cusum"]))
+                for o in outputs_rows)
+            timings = json.loads(row["timings"])
+            if not isinstance(timings, dict):
+                raise TypeError("timings is not an object")
+            return EndpointRecord(
+                run_id=str(row["run_id"]), endpoint=str(row["endpoint"]), url=str(row["url"]), model=str(row["model"]),
+                requested_version=row["requested_version"], served_version=row["served_version"],
+                config_hash=row["config_hash"], golden_hash=str(row["golden_hash"]), status=str(row["status"]),
+                verdict=str(row["verdict"]), headline=str(row["headline"]), error=row["error"],
+                samples=int(row["samples"]), started_at=str(row["started_at"]), seconds=float(row["seconds"]),
+                timings=timings, outputs=outputs)
+        except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            raise _corrupt(self.path, exc) from None
 
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -314,8 +415,8 @@ class _Transaction:
     naming the history; the rollback leaves the database as it was before the transaction.
     """
 
-    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
-        self.db, self.path = db, path
+    def __init__(self, db: sqlite3.Connection, path: Path, busy_timeout_s: float = 60.0) -> None:
+        self.db, self.path, self.busy_timeout_s = db, path, busy_timeout_s
 
     def __enter__(self) -> sqlite3.Connection:
         try:
@@ -340,7 +441,11 @@ class _Transaction:
         if exc_type is None:
             raise exc  # type: ignore[misc] - the COMMIT's own error
 
-    def _failed(self, exc: sqlite3.OperationalError) -> HistoryWriteError:
+    def _failed(self, exc: sqlite3.OperationalError) -> GapcheckError:
+        if _is_busy(exc):
+            return _busy(self.path, self.busy_timeout_s)
+        if "no such table" in str(exc) or "no such column" in str(exc):
+            return _corrupt(self.path, exc)
         return HistoryWriteError(f"history {self.path} could not be written: {exc}",
                                  hint="free disk space or make the history writable; this night is not recorded")
 

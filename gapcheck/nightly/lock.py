@@ -3,17 +3,26 @@
 The second run waits up to ``wait_s`` (polling, so the wait is bounded even on filesystems where a
 blocking ``flock`` could hang), then gives up with :class:`LockTimeout` (exit 3: the job did not run).
 The kernel drops an flock when its process dies, so a crashed run never leaves a stale lock.
+
+The same wait bounds the history's own SQLite busy wait while this process holds the lock
+(:func:`held_wait_s`): a history locked by another SQLite writer (not a gapcheck run) is given up on
+after ``wait_s`` too, with exit 3 — one budget, one option (``--lock-wait``).
 """
 from __future__ import annotations
 
 import fcntl
+import math
 import os
+import threading
 import time
 from pathlib import Path
 
-from gapcheck.errors import BackendError, ConfigError
+from gapcheck.errors import BackendError, ConfigError, UsageError
 
 POLL_S = 0.1
+MIN_BUSY_WAIT_S = 0.5  # SQLite's own momentary locks (a reader's checkpoint) are waited out even at --lock-wait 0
+_HELD: dict[Path, float] = {}  # history lock file -> its wait, while this process holds it
+_HELD_GUARD = threading.Lock()
 
 
 class LockTimeout(BackendError):
@@ -30,6 +39,9 @@ class HistoryLock:
     def __init__(self, history: str | Path, wait_s: float = 60.0) -> None:
         self.path = lock_path_for(Path(history))
         self.wait_s = float(wait_s)
+        # NaN would never compare >= and the wait would never end; inf is no bound either.
+        if not (math.isfinite(self.wait_s) and self.wait_s >= 0):
+            raise UsageError(f"the lock wait must be a finite number of seconds >= 0, got {wait_s}")
         self._fd: int | None = None
         self.waited_s = 0.0
 
@@ -58,10 +70,14 @@ class HistoryLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        with _HELD_GUARD:
+            _HELD[_key(self.path)] = max(self.wait_s, MIN_BUSY_WAIT_S)
         return self
 
     def release(self) -> None:
         if self._fd is not None:
+            with _HELD_GUARD:
+                _HELD.pop(_key(self.path), None)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
@@ -79,3 +95,13 @@ def _read_holder(fd: int) -> str:
     except OSError:
         return ""
     return f" (pid {text})" if text.isdigit() else ""
+
+
+def _key(path: Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def held_wait_s(history: str | Path) -> float | None:
+    """The wait of the nightly lock this process holds on ``history`` (None when it holds none)."""
+    with _HELD_GUARD:
+        return _HELD.get(_key(lock_path_for(Path(history))))
