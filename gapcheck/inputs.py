@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.errors import InputError, UsageError, one_line
+from gapcheck.limits import MAX_FILE_BYTES, check_input_file, check_zip_entry
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +30,10 @@ _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "fp64
 # Without a range, integer inputs are drawn from [0, 10): small enough to be a valid index for
 # most embeddings, but give a range ("ids:1x16:int64:0,30522") for real vocabularies.
 DEFAULT_INT_RANGE = (0, 10)
-DEFAULT_MAX_FILE_BYTES = 8 * 2**30
+DEFAULT_MAX_FILE_BYTES = MAX_FILE_BYTES
 # Largest input drawn at random, in elements (2**28 float32 = 1 GiB): a shape that asks for more is refused
 # before anything is allocated (a typo like 1000000x1000000, or an ONNX graph declaring a dim of 1e12).
 DEFAULT_MAX_ELEMENTS = 2**28
-_MAX_COMPRESSION_RATIO = 1000
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,8 @@ def _parse_dtype(dtype_text: str, text: str) -> str:
     if dtype in ("bfloat16", "bf16"):
         raise UsageError(
             f"input spec {text!r}: bfloat16 inputs are not supported (numpy has no bfloat16); "
-            "feed float32 and cast inside the model, or check reduced precision with --precision bf16"
+            "feed float32 and cast inside the model, or check reduced precision with precision bf16",
+            parameter="input_specs",
         )
     if dtype not in SUPPORTED_DTYPES:
         raise UsageError(f"input spec {text!r}: unknown dtype '{dtype_text}'; supported: {', '.join(SUPPORTED_DTYPES)}")
@@ -160,7 +161,8 @@ def random_samples(
         raise UsageError(f"{num_samples:,} samples of {per_sample:,} elements each are more than the limit of "
                          f"{max_elements:,} elements; ask for fewer samples (or smaller batch sizes)")
     if not specs:
-        raise UsageError("no inputs given: pass --input name:shape:dtype (repeatable) or --inputs file.npz|.pt")
+        raise UsageError("no inputs given: give input specs (name:shape:dtype) or an inputs file (.npz or .pt)",
+                         parameter="input_specs")
     names = [spec.name for spec in specs]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -227,12 +229,7 @@ def load_samples_file(
     hold a list of dicts, one per sample, used as they are.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"inputs file not found: {path}")
-    if not path.is_file():
-        raise InputError(f"inputs file is not a file: {path}")
-    if path.stat().st_size == 0:
-        raise InputError(f"inputs file is empty (0 bytes): {path}")
+    check_input_file(path, "inputs file")
     suffix = path.suffix.lower()
     if suffix in (".npz", ".npy"):
         samples = _load_numpy(path, expected_names, max_bytes)
@@ -290,13 +287,7 @@ def _check_npz_sizes(path: Path, max_bytes: int) -> None:
             infos = archive.infolist()
             total = 0
             for info in infos:
-                if info.compress_type == zipfile.ZIP_STORED and info.file_size > path.stat().st_size:
-                    raise InputError(
-                        f"corrupt inputs file {path}: entry '{info.filename}' declares {info.file_size} bytes "
-                        f"but the file has {path.stat().st_size}"
-                    )
-                if info.file_size > _MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
-                    raise InputError(f"refusing inputs file {path}: entry '{info.filename}' expands suspiciously")
+                check_zip_entry(info, path.stat().st_size, f"inputs file {path}")
                 with archive.open(info) as member:
                     declared = _declared_npy_bytes(member)
                 if declared is not None and declared > info.file_size:

@@ -8,6 +8,12 @@ these values *before* allocating. :data:`MAX_ELEMENTS` is configurable through t
 from __future__ import annotations
 
 import os
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gapcheck.errors import InputError
 
 #: A zip (or .npz / torch zip checkpoint) entry may expand at most this many times its compressed size.
 #: One ratio for every reader: real arrays compress 1-20x (all-zero masks up to ~1000x, deflate's ceiling);
@@ -53,3 +59,35 @@ def check_elements(count: int, what: str) -> None:
 def bomb_ratio_exceeded(expanded_bytes: int, compressed_bytes: int) -> bool:
     """True when an archive entry expands more than :data:`MAX_COMPRESSION_RATIO` times."""
     return expanded_bytes > MAX_COMPRESSION_RATIO * max(compressed_bytes, 1)
+
+
+def check_zip_entry(info: zipfile.ZipInfo, archive_bytes: int, what: str,
+                    error: type[InputError] | None = None) -> None:
+    """Refuse a zip entry (of an .npz, a torch zip checkpoint) whose declared size cannot be true or is a bomb, before
+    anything allocates memory for it: a stored entry larger than the whole archive, or an entry expanding more than
+    :data:`MAX_COMPRESSION_RATIO` times. ``what`` names the archive ("checkpoint archive x.pt"); ``error`` is the
+    :class:`~gapcheck.errors.InputError` subclass to raise."""
+    from gapcheck.errors import InputError
+
+    error = error or InputError
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size > archive_bytes:
+        raise error(f"corrupt {what}: entry '{info.filename}' declares {info.file_size} bytes "
+                    f"but the whole file has {archive_bytes}")
+    if bomb_ratio_exceeded(info.file_size, info.compress_size):
+        raise error(f"refusing {what}: entry '{info.filename}' declares {info.file_size} bytes "
+                    f"from {info.compress_size} compressed (a zip bomb?)")
+
+
+def check_input_file(path: Path, what: str, error: type[InputError] | None = None) -> Path:
+    """``path`` when it is a non-empty file; otherwise ``error`` (default :class:`~gapcheck.errors.InputError`)
+    saying "{what} not found", "is not a file" or "is empty", before any reader opens it."""
+    from gapcheck.errors import InputError
+
+    error = error or InputError
+    if not path.exists():
+        raise error(f"{what} not found: {path}")
+    if not path.is_file():
+        raise error(f"{what} is not a file: {path}")
+    if path.stat().st_size == 0:
+        raise error(f"{what} is empty (0 bytes): {path}")
+    return path

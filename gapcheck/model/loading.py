@@ -22,21 +22,18 @@ from typing import Any, Callable
 import torch
 
 from gapcheck.errors import CheckpointError, UsageError, one_line
+from gapcheck.limits import check_input_file, check_zip_entry
 from gapcheck.model.factory import condense_exception, resolve_callable
 from gapcheck.model.pickle_scan import pickled_globals
 
 logger = logging.getLogger(__name__)
 
-UNSAFE_PICKLE_FLAG = "--unsafe-pickle"
-FACTORY_FLAG = "--model module:callable"
 # Where training frameworks nest the weights inside a checkpoint dict, most specific first.
 NESTED_STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module")
 # Prefixes wrappers add to every key: DDP/DataParallel, torch.compile, Lightning's `self.model`.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_NAMES_IN_MESSAGE = 20
-# A zip entry may expand at most this much; torch writes stored (uncompressed) entries.
-_MAX_COMPRESSION_RATIO = 200
 
 
 @dataclass(frozen=True)
@@ -124,8 +121,9 @@ def load_model(
 
     if factory is None:
         raise UsageError(
-            f"{path} holds a state dict ({len(state_dict)} entries) but no model to load it into: "
-            f"{FACTORY_FLAG} is required (e.g. --model mypkg.models:build_model or --model path/to/model.py:Net)"
+            f"{path} holds a state dict ({len(state_dict)} entries) but no model to load it into: a model factory "
+            "is required (e.g. mypkg.models:build_model or path/to/model.py:Net)",
+            parameter="factory",
         )
     module = _build_model(factory, factory_kwargs)
     report = _load_into(module, state_dict, strict=strict, source=path)
@@ -159,13 +157,7 @@ def _pickled_module(module: torch.nn.Module, factory: object, source: str) -> Lo
 
 
 def _check_file(path: Path) -> Path:
-    if not path.exists():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint is not a file: {path}")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"checkpoint is empty (0 bytes): {path}")
-    return path
+    return check_input_file(path, "checkpoint", CheckpointError)
 
 
 def _detect_format(path: Path) -> str:
@@ -199,18 +191,7 @@ def _inspect_zip(path: Path, size: int) -> str:
     names = [info.filename for info in infos]
     # Refuse declared sizes that cannot be true before anything allocates memory for them.
     for info in infos:
-        if info.compress_type == zipfile.ZIP_STORED and info.file_size > size:
-            raise CheckpointError(
-                f"corrupt checkpoint archive {path}: entry '{info.filename}' declares {info.file_size} bytes "
-                f"but the whole file has {size}"
-            )
-        if info.compress_type != zipfile.ZIP_STORED and info.file_size > _MAX_COMPRESSION_RATIO * max(
-            info.compress_size, 1
-        ):
-            raise CheckpointError(
-                f"refusing checkpoint archive {path}: entry '{info.filename}' declares {info.file_size} bytes "
-                f"from {info.compress_size} compressed (a zip bomb?)"
-            )
+        check_zip_entry(info, size, f"checkpoint archive {path}", CheckpointError)
     if any("/code/" in name for name in names) and any(name.endswith("constants.pkl") for name in names):
         return "torchscript"
     if any(name.endswith("data.pkl") for name in names):
@@ -259,8 +240,8 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
             f"cannot read checkpoint {path}: not a valid PyTorch pickle ({one_line(weights_only_error)})"
         )
     hint = (
-        f"if you trust where this file came from, pass {UNSAFE_PICKLE_FLAG} (Python API: unsafe_pickle=True); "
-        "better, save model.state_dict() and give the factory with --model"
+        "if you trust where this file came from, allow unpickling it (unsafe_pickle=True); "
+        "better, save model.state_dict() and give the model's factory"
     )
     risk = "Unpickling runs code from the file, so a malicious checkpoint can execute arbitrary commands on this machine."
     if not unsafe_pickle and globals_found:
@@ -268,18 +249,17 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
         raise CheckpointError(
             f"refusing to unpickle {path}: it holds pickled Python objects ({shown}), not just tensors — "
             f"likely a whole model saved with torch.save(model). {risk}",
-            hint=hint,
+            hint=hint, parameter="unsafe_pickle",
         )
     if not unsafe_pickle:
         raise CheckpointError(
             f"refusing to unpickle {path}: the safe (weights-only) loader rejected it "
             f"({_weights_only_reason(weights_only_error)}). {risk}",
-            hint=hint,
+            hint=hint, parameter="unsafe_pickle",
         )
     logger.warning(
-        "unpickling %s with weights_only=False (%s): this runs code from the file; only do it for trusted files",
+        "unpickling %s with weights_only=False (unsafe_pickle): this runs code from the file; only do it for trusted files",
         path,
-        UNSAFE_PICKLE_FLAG,
     )
     try:
         with warnings.catch_warnings():

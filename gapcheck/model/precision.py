@@ -25,8 +25,9 @@ def to_precision(model: onnx.ModelProto, precision: str) -> onnx.ModelProto:
             return float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
     if precision == "bf16":
         raise UsageError(
-            "--precision bf16 is not available: ONNX Runtime's CPU execution provider has no bfloat16 kernels for "
+            "precision bf16 is not available: ONNX Runtime's CPU execution provider has no bfloat16 kernels for "
             "most operators, so there is no runtime here to run what a bf16 deployment computes",
-            hint="use --precision fp16, or compare on the deployment's own runtime (e.g. a Triton endpoint)",
+            hint="use precision fp16, or compare on the deployment's own runtime (e.g. a Triton endpoint)",
+            parameter="precision",
         )
-    raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}", parameter="precision")

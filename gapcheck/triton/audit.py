@@ -27,7 +27,7 @@ from gapcheck.codes import triton as codes
 from gapcheck.errors import EndpointError
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.triton.audit_result import ServedModel, ServedTensor, TensorSide, TritonAuditResult, fmt_shape
-from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint, connect
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 
 __all__ = ["ServedModel", "ServedTensor", "TritonAuditResult", "audit_deployment"]
@@ -226,7 +226,7 @@ def audit_deployment(
     started = time.perf_counter()
     graph = load_onnx(onnx_model)
     requested = None if version in (None, "") else str(version)
-    with endpoint.connect() as conn:
+    with connect(endpoint) as conn:
         audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module))
         result = audit.run()
     return TritonAuditResult(**result, protocol_detected=conn.detected, duration_s=time.perf_counter() - started,

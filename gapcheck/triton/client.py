@@ -68,7 +68,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError",
            "ResponseTooLargeError", "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions",
-           "TritonConnection", "TritonEndpoint", "parse_url", "redact", "secrets_in"]
+           "TritonConnection", "TritonEndpoint", "connect", "parse_url", "redact", "secrets_in"]
 
 T = TypeVar("T")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
@@ -435,3 +435,11 @@ class TritonConnection:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def connect(endpoint: TritonEndpoint, *, backoff_s: float = 0.2) -> TritonConnection:
+    """A client for ``endpoint`` (close it, or use it as a context manager); the protocol is probed when open.
+
+    A function of this module rather than a method of the light :class:`TritonEndpoint`, so that the value every
+    option group and config builds never imports tritonclient (and the import arrows only point down)."""
+    return TritonConnection(endpoint, backoff_s=backoff_s)

@@ -1,7 +1,8 @@
 """Where a Triton server is and how to talk to it: :class:`TritonEndpoint`, the value every entry point takes.
 
 Light on purpose (no tritonclient, no gevent): options, configs and the CLI build endpoints without
-importing a client. :meth:`TritonEndpoint.connect` returns a :class:`gapcheck.triton.client.TritonConnection`.
+importing a client. :func:`gapcheck.triton.client.connect` (endpoint) returns a
+:class:`~gapcheck.triton.client.TritonConnection`.
 A URL without a scheme leaves the protocol open; :meth:`TritonEndpoint.resolve` probes for it
 (:mod:`gapcheck.triton.probe`). The errors every Triton call may end in that are not backend failures
 live here too: :class:`RestrictedApiError` and :class:`ProtocolMismatchError` (both exit 2).
@@ -185,7 +186,9 @@ class TritonEndpoint:
         return float("inf")
 
     def connect(self, *, backoff_s: float = 0.2) -> TritonConnection:
-        """A client for this endpoint (close it, or use it as a context manager)."""
+        """A client for this endpoint. Transitional: call :func:`gapcheck.triton.client.connect` instead. This method
+        is the one import from this light module up to the client (an import circle); it goes when its last callers
+        (nightly/probe.py, backends/triton.py, their tests) have switched."""
         from gapcheck.triton.client import TritonConnection
 
         return TritonConnection(self, backoff_s=backoff_s)

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from gapcheck.errors import EndpointError, UsageError
-from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint, connect
 from gapcheck.triton.repository import load_onnx, onnx_inputs, onnx_outputs
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def compare_intermediates_on_server(
     """
     twin = mark_outputs(load_onnx(onnx_model), value_names)
     twin_name = f"{model}__gapcheck_twin_{uuid.uuid4().hex[:8]}"
-    with endpoint.connect() as conn:
+    with connect(endpoint) as conn:
         try:
             config = twin_config(conn.model_config(model, None if version in (None, "") else str(version)), twin,
                                  twin_name)

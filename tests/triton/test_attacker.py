@@ -16,7 +16,7 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.errors import EndpointError, ExitCode, UsageError
-from gapcheck.triton.client import TritonEndpoint
+from gapcheck.triton.client import TritonEndpoint, connect
 from gapcheck.triton.repository import write_model_repository
 from tests.triton.test_hostile_endpoints import _read_request, fake_server
 
@@ -69,7 +69,7 @@ def test_huge_http_answers_are_cut_off_by_bytes_not_only_by_the_deadline(handler
     with fake_server(handler) as port:
         endpoint = TritonEndpoint(f"http://127.0.0.1:{port}", timeout_s=30, retries=0, max_response_bytes=1 << 20)
         started = time.monotonic()
-        with endpoint.connect() as conn, pytest.raises(EndpointError, match="response size limit of 1048576 bytes"):
+        with connect(endpoint) as conn, pytest.raises(EndpointError, match="response size limit of 1048576 bytes"):
             conn.server_metadata()
         assert time.monotonic() - started < 10  # far inside the deadline: the size, not the timer, stopped it
         code = _audit(f"http://127.0.0.1:{port}", tiny_onnx_path)
@@ -150,7 +150,7 @@ def test_garbage_protobuf_on_the_grpc_port_is_an_endpoint_error_without_retries(
     port = raw_grpc_server(b"\xff\xff\xff\xff\x0f garbage, not a protobuf message")
     endpoint = TritonEndpoint(f"grpc://127.0.0.1:{port}", timeout_s=5, retries=3)
     started = time.monotonic()
-    with endpoint.connect() as conn, pytest.raises(EndpointError, match="server metadata failed:"):
+    with connect(endpoint) as conn, pytest.raises(EndpointError, match="server metadata failed:"):
         conn.server_metadata()
     assert time.monotonic() - started < 1.0  # not retried: garbage does not get better by asking again
     code = _audit(f"grpc://127.0.0.1:{port}", tiny_onnx_path)
@@ -162,7 +162,7 @@ def test_huge_grpc_messages_are_refused_by_size(raw_grpc_server):
     port = raw_grpc_server(b"\x0a\x03abc" + b"\x12" + b"\x80\x80\x80\x01" + b"x" * (2 << 20))  # 2 MiB message
     endpoint = TritonEndpoint(f"grpc://127.0.0.1:{port}", timeout_s=5, retries=3, max_response_bytes=1 << 20)
     started = time.monotonic()
-    with endpoint.connect() as conn, pytest.raises(EndpointError, match="RESOURCE_EXHAUSTED"):
+    with connect(endpoint) as conn, pytest.raises(EndpointError, match="RESOURCE_EXHAUSTED"):
         conn.server_metadata()
     assert time.monotonic() - started < 1.0  # not retried
 

@@ -15,6 +15,7 @@ from gapcheck.backends.triton import TritonBackend
 from gapcheck.cli.app import main
 from gapcheck.compare import TolerancePolicy, compare_arrays
 from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.client import connect
 from gapcheck.triton.local_server import python_backend_copy
 from tests.triton.conftest import model_py_bytes
 
@@ -78,7 +79,7 @@ def test_exported_repository_serves_what_torch_computes(triton, tmp_path, protoc
     onnx_path = model_dir / "1" / "model.onnx"
     files = {"file:1/model.onnx": onnx_path.read_bytes(), "file:1/model.py": model_py_bytes()}
     x = np.random.default_rng(1).standard_normal((3, 3, 8, 8)).astype(np.float32)
-    with triton.endpoint(protocol).connect() as conn:
+    with connect(triton.endpoint(protocol)) as conn:
         conn.load_model(name, config=json.dumps(config), files=files)
         try:
             assert audit_deployment(triton.endpoint(protocol), name, onnx_model=onnx_path).verdict == "pass"
@@ -135,7 +136,7 @@ def test_export_then_export_diff_against_the_deployment_without_onnx_passes(trit
     config["name"] = "exported_flow"
     files = {f"file:1/{name}": (served / "1" / name).read_bytes() for name in ("model.onnx", "model.py")}
     factory = f"{tmp_path / 'netdef.py'}:build"
-    with triton.endpoint("http").connect() as conn:
+    with connect(triton.endpoint("http")) as conn:
         conn.load_model("exported_flow", config=json.dumps(config), files=files)
         try:
             code = main(["export-diff", "--model", factory, "--checkpoint", str(tmp_path / "ckpt.pt"), "--input",

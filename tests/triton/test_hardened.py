@@ -14,7 +14,7 @@ from gapcheck.errors import EndpointError, ExitCode
 from gapcheck.findings import Severity
 from gapcheck.triton import audit
 from gapcheck.triton.audit import audit_deployment
-from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonEndpoint, connect
 from gapcheck.triton.twin import compare_intermediates_on_server
 from tests.triton.conftest import (
     ACCESS_HEADER,
@@ -197,7 +197,7 @@ def test_strict_readiness_a_failed_other_model_is_a_warning_not_a_failure(harden
     broken = python_config("strict_broken", parameters={"fail_to_load": "1"})
     files = {"file:1/model.onnx": tiny_onnx.SerializeToString(), "file:1/model.py": model_py_bytes()}
     endpoint = TritonEndpoint(hardened_triton.url("http"), "http", headers=token, retries=0)
-    with endpoint.connect() as conn:
+    with connect(endpoint) as conn:
         with pytest.raises(EndpointError, match="strict_broken"):
             conn.load_model("strict_broken", config=_config_json(broken), files=files)
         try:
@@ -209,7 +209,7 @@ def test_strict_readiness_a_failed_other_model_is_a_warning_not_a_failure(harden
             assert "triton_server_not_ready" in out and "strict-readiness" in out
         finally:  # an unloaded failed model still counts against readiness: load it healthy instead
             conn.load_model("strict_broken", config=_config_json(python_config("strict_broken")), files=files)
-    with TritonEndpoint(hardened_triton.url("http"), "http").connect() as conn:
+    with connect(TritonEndpoint(hardened_triton.url("http"), "http")) as conn:
         assert conn.server_ready() is True  # the other tests see a ready server again
 
 

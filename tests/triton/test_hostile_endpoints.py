@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 from gapcheck.cli.app import main
 from gapcheck.errors import EndpointError, ExitCode, UsageError
 from gapcheck.triton.audit import audit_deployment
-from gapcheck.triton.client import ProtocolMismatchError, TritonEndpoint
+from gapcheck.triton.client import ProtocolMismatchError, TritonEndpoint, connect
 
 SECRET = "Bearer sk-live-7f3a9b2c"
 
@@ -175,7 +175,7 @@ def test_header_values_with_control_characters_are_refused_naming_only_the_key(t
 
 
 def test_any_client_failure_is_redacted_even_in_escaped_form():
-    conn = TritonEndpoint("http://127.0.0.1:1", headers={"authorization": SECRET}, retries=0).connect(backoff_s=0)
+    conn = connect(TritonEndpoint("http://127.0.0.1:1", headers={"authorization": SECRET}, retries=0), backoff_s=0)
 
     def leaky() -> None:
         raise ValueError(f"invalid value for header field 'authorization': {SECRET!r} (raw {SECRET})")
@@ -199,7 +199,7 @@ def test_total_deadline_holds_in_worker_threads_too():
     def one() -> float:
         started = time.monotonic()
         with pytest.raises(EndpointError, match="total deadline"):
-            TritonEndpoint(f"http://127.0.0.1:{port}", timeout_s=1.5, retries=0).connect().server_metadata()
+            connect(TritonEndpoint(f"http://127.0.0.1:{port}", timeout_s=1.5, retries=0)).server_metadata()
         return time.monotonic() - started
 
     with fake_server(slow_loris) as port, ThreadPoolExecutor(max_workers=2) as pool:

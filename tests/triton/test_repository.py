@@ -13,6 +13,7 @@ from tritonclient.grpc import model_config_pb2
 
 from gapcheck.errors import InputError, UsageError
 from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.client import connect
 from gapcheck.triton.repository import DEFAULT_MAX_BATCH_SIZE, model_config_text, write_model_repository
 from tests.triton.conftest import model_py_bytes
 
@@ -99,7 +100,7 @@ def test_generated_config_is_accepted_and_consistent_on_a_live_server(triton, ti
     config.pop("platform")
     config["backend"] = "python"
     files = {"file:1/model.onnx": (model_dir / "1" / "model.onnx").read_bytes(), "file:1/model.py": model_py_bytes()}
-    with triton.endpoint("http").connect() as conn:
+    with connect(triton.endpoint("http")) as conn:
         conn.load_model("generated", config=json.dumps(config), files=files)
         try:
             result = audit_deployment(triton.endpoint("http"), "generated", onnx_model=model_dir / "1" / "model.onnx")

@@ -7,6 +7,7 @@ import pytest
 
 from gapcheck.compare import Tolerance, compare_arrays
 from gapcheck.errors import EndpointError, UsageError
+from gapcheck.triton.client import connect
 from gapcheck.triton.twin import compare_intermediates_on_server, mark_outputs
 from tests.triton.conftest import model_py_bytes
 
@@ -22,7 +23,7 @@ def local_run(model, names, feeds):
 
 
 def twins_left(triton):
-    with triton.endpoint("http").connect() as conn:
+    with connect(triton.endpoint("http")) as conn:
         return [e for e in conn.repository_index() if "gapcheck_twin" in e["name"] and e.get("state") == "READY"]
 
 
