@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
-from gapcheck.lint.facts import Aspect, is_model_name, method
+from gapcheck.lint.facts import Aspect, is_model_name
 from gapcheck.lint.loops import Event, Kind, events, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.rules.ddp import is_epoch_loop
@@ -52,31 +52,56 @@ def _iter_is_eval(loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
+#: Words of a call that builds, loads or inspects a model rather than running it (``build_model(cfg)``).
+_NOT_FORWARD = frozenset({"build", "get", "load", "create", "make", "init", "save", "export", "summary", "compile",
+                          "wrap", "prepare", "setup", "register", "freeze", "count", "print", "log", "copy", "convert",
+                          "parameters", "state", "dict", "zero", "grad", "named", "apply", "eval", "train", "to"})
+_FORWARD_METHODS = frozenset({"forward", "predict", "generate", "infer", "inference", "forward_features"})
+
+
+def is_forward(module: ModuleIndex, call: ast.Call) -> bool:
+    """``model(x)``, ``self.net(x)``, ``model.module(x)``, ``model.forward(x)``: the model object itself is called.
+
+    Not ``build_model(cfg)`` (a function or class of the module, an import, or a verb in the name) and not
+    ``utils.model_fn(x)`` (an attribute of an imported module).
+    """
+    func = call.func
+    name = last_name(func)
+    if not name:
+        return False
+    if isinstance(func, ast.Attribute) and name in _FORWARD_METHODS:
+        return is_model_name(last_name(func.value))
+    if not is_model_name(name) or tokens(name) & _NOT_FORWARD:
+        return False
+    if isinstance(func, ast.Name):
+        return not (func.id in module.functions or func.id in module.imports or func.id in module.classes)
+    root = dotted(func)
+    head = root.split(".")[0] if root else None
+    return head is None or head not in module.imports
+
+
 def _calls_model(program: Program, module: ModuleIndex, loop: ast.AST) -> bool:
-    """The loop runs a model forward: ``model(x)``, ``self.net(x)`` (not ``build_model()``, a def or an import)."""
-    for step in flow(program, module, loop.body):  # type: ignore[attr-defined]
-        node = step.node
-        if not isinstance(node, ast.Call) or not is_model_name(last_name(node.func)) or method(node) in (
-                "eval", "train", "to", "parameters", "state_dict", "zero_grad"):
-            continue
-        if isinstance(node.func, ast.Name) and (node.func.id in step.module.functions or node.func.id in step.module.imports):
-            continue
-        return True
-    return False
+    """The loop runs a model forward (here or in a function it calls)."""
+    return any(isinstance(step.node, ast.Call) and is_forward(step.module, step.node)
+               for step in flow(program, module, loop.body))  # type: ignore[attr-defined]
 
 
 def eval_loops(ctx: Context) -> Iterator[tuple[ast.For | ast.AsyncFor, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
-    """Loops that evaluate a model on validation/test data without training it."""
+    """Loops that evaluate a model on validation/test data without training it (the outermost one of a nest)."""
+    yielded: set[int] = set()
     for loop in ctx.module.loops:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
+        if any(id(a) in yielded for a in ctx.module.ancestors(loop)):
+            continue  # an inner loop of one already reported
         function = ctx.module.enclosing_function(loop)
         if not (_iter_is_eval(loop) or (function is not None and _is_eval_function(function.name))):
             continue
         kinds = {e.kind for e in loop_events(ctx.program, ctx.module, loop)}
-        if Kind.BACKWARD in kinds or Kind.OPT_STEP in kinds or is_epoch_loop(loop):
+        if Kind.BACKWARD in kinds or Kind.OPT_STEP in kinds or Kind.SCALER_STEP in kinds or is_epoch_loop(loop):
             continue
         if _calls_model(ctx.program, ctx.module, loop):
+            yielded.add(id(loop))
             yield loop, function
 
 
@@ -92,14 +117,40 @@ def _callers(ctx: Context, function: ast.AST) -> list[ast.Call]:
     return table.get(id(function), [])  # type: ignore[no-any-return]
 
 
-def _before(ctx: Context, node: ast.AST, kind: Kind) -> bool:
-    """Whether ``kind`` happens in ``node``'s function (or module body) before ``node``, or inside ``node``'s loop."""
+def _in_eval_mode(ctx: Context, node: ast.AST) -> bool:
+    """Whether the model is in eval mode when ``node`` (a loop) runs: an ``.eval()`` before it in its function (or
+    module body; directly or in a function called there) or inside the loop, and no ``.train()`` after that
+    ``.eval()`` and before the loop. An ``.eval()`` on a branch that returns early does not reach the loop."""
     scope = ctx.module.enclosing_function(node) or ctx.module.tree
     body = [s for s in scope.body if s.lineno <= node.lineno]  # type: ignore[attr-defined]
+    mode = False
     for event in events(ctx.program, ctx.module, body):
-        if event.kind is kind and (event.step.via is not None or getattr(event.node, "lineno", 0) <= node.lineno
-                                   or any(a is node for a in ctx.module.ancestors(event.node))):
-            return True
+        if event.kind not in (Kind.EVAL, Kind.TRAIN):
+            continue
+        inside = any(a is node for a in ctx.module.ancestors(event.node))
+        anchor = event.step.via or event.node
+        if not inside and getattr(anchor, "lineno", 0) > node.lineno:
+            continue
+        if not inside and _returns_before(ctx.module, anchor, node):
+            continue
+        if event.kind is Kind.EVAL:
+            mode = True
+        elif not inside:
+            mode = False
+    return mode
+
+
+def _returns_before(module: ModuleIndex, anchor: ast.AST, node: ast.AST) -> bool:
+    """``anchor`` sits on an ``if`` branch that ends in return/raise and does not hold ``node``."""
+    child = anchor
+    for parent in module.ancestors(anchor):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        if isinstance(parent, ast.If) and not any(a is parent for a in module.ancestors(node)):
+            branch = parent.body if any(c is child for c in parent.body) else parent.orelse
+            if branch and isinstance(branch[-1], (ast.Return, ast.Raise)):
+                return True
+        child = parent
     return False
 
 
@@ -164,7 +215,7 @@ class EvalWithoutEvalMode(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop, function in eval_loops(ctx):
-            if not _covered(ctx, loop, function, lambda node: _before(ctx, node, Kind.EVAL)):
+            if not _covered(ctx, loop, function, lambda node: _in_eval_mode(ctx, node)):
                 yield ctx.finding(self.code, loop, "validation/test loop runs the model without model.eval(): "
                                   "dropout and BatchNorm stay in training mode")
 

@@ -15,6 +15,7 @@ from gapcheck.lint.symbols import (
     is_eval_name,
     is_train_name,
     keyword,
+    last_name,
     ordered,
     tokens,
 )
@@ -57,23 +58,56 @@ def _rows_sliced(node: ast.Subscript) -> bool:
 
 
 def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int) -> ast.AST | None:
-    """The first place after ``line`` in ``scope`` where one of ``names`` is split into train/held-out parts."""
+    """The first place after ``line`` in ``scope`` where the value ``names`` hold is split into train/held-out parts.
+
+    The value is followed, not the names: ``Xs = scaler.transform(X)`` carries it to ``Xs``, and
+    ``X = np.load("other.npy")`` rebinds ``X`` to other data, so a later split of ``X`` is not this one.
+    """
+    holding = set(names)
     for node in module.walk(scope):
         if getattr(node, "lineno", 0) <= line:
             continue
-        if isinstance(node, ast.Call):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            _carry(node, holding)
+        elif isinstance(node, ast.Call):
             callee = module.callee(node).split(".")[-1]
             args = [*node.args, *(k.value for k in node.keywords if k.arg in ("dataset", "arrays"))]
             splits = callee in SPLITTERS or (callee == "split" and method(node) == "split"
                                              and not isinstance(receiver(node), ast.Constant))
-            if splits and any(isinstance(a, ast.Name) and a.id in names for a in args):
+            if splits and any(_root(a) in holding for a in args):
                 return node
-            if callee == "Subset" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+            if callee == "Subset" and node.args and _root(node.args[0]) in holding:
                 return node
-        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in holding
               and isinstance(node.ctx, ast.Load) and _rows_sliced(node)):
             return node
     return None
+
+
+def _carry(node: ast.Assign | ast.AnnAssign, holding: set[str]) -> None:
+    """Update the names that hold the fitted value after ``node``: derived from it, or rebound to something else."""
+    derived = any(isinstance(n, ast.Name) and n.id in holding for n in ast.walk(node.value))  # type: ignore[arg-type]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        for element in (target.elts if isinstance(target, ast.Tuple) else [target]):
+            if isinstance(element, ast.Name):
+                if derived:
+                    holding.add(element.id)
+                else:
+                    holding.discard(element.id)
+
+
+def _root(node: ast.AST | None) -> str | None:
+    """The variable an argument reads: ``X``, ``df`` in ``df[cols]`` / ``df.values`` / ``df[cols].to_numpy()``."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Subscript) and not _rows_sliced(node) or isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+            node = node.func.value  # df[cols].to_numpy(), X.copy()
+        else:
+            return None
 
 
 def _assigned_name(module: ModuleIndex, call: ast.Call) -> str | None:
@@ -81,6 +115,14 @@ def _assigned_name(module: ModuleIndex, call: ast.Call) -> str | None:
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         return parent.targets[0].id
     return None
+
+
+def _assigned_columns(module: ModuleIndex, call: ast.Call) -> set[str]:
+    """``df[cols] = scaler.fit_transform(df[cols])``: the frame now holds the fitted values."""
+    parent = module.parent(call)
+    if isinstance(parent, ast.Assign):
+        return {name for t in parent.targets if (name := _root(t)) is not None}
+    return set()
 
 
 class FitBeforeSplit(Rule):
@@ -91,15 +133,16 @@ class FitBeforeSplit(Rule):
         module = ctx.module
         for scope in _scopes(module):
             for call in module.scope_calls(scope):
-                if method(call) not in _FIT or not call.args or not isinstance(call.args[0], ast.Name):
+                data = _root(call.args[0]) if method(call) in _FIT and call.args else None
+                if data is None:
                     continue
                 if not _built_by(module, receiver(call), TRANSFORMER_SUFFIXES) or \
                         _built_by(module, receiver(call), CATEGORY_ENCODERS):
                     continue
-                data = call.args[0].id
                 if is_train_name(data):
                     continue
                 names = {data} | ({out} if (out := _assigned_name(module, call)) else set())
+                names |= _assigned_columns(module, call)
                 split = split_after(module, scope, names, call.lineno)
                 if split is not None:
                     yield ctx.finding(self.code, call, f"{method(call)} on '{data}' before it is split "
@@ -149,14 +192,68 @@ class DatasetNormalizesAll(Rule):
                 break
 
 
+#: Calls that count tokens or categories into a vocabulary (``Counter(words)``, ``counter.update(words)``).
+COUNTERS = {"Counter", "Vocab", "Dictionary", "FreqDist"}
+_CONCAT = {"concat", "concatenate", "chain", "hstack", "vstack", "cat", "union"}
+
+
+def concatenated_held_out(node: ast.AST | None) -> list[str]:
+    """Held-out names inside a concatenation of splits in ``node``: ``train + valid + test``,
+    ``pd.concat([train, test])``, ``chain(train, test)``, ``[*train, *test]`` (a generator over one included)."""
+    if node is None:
+        return []
+    for part in ast.walk(node):
+        operands: list[ast.AST] = []
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Add):
+            operands = [part.left, part.right]
+        elif isinstance(part, ast.Call) and (dotted(part.func) or "").split(".")[-1] in _CONCAT:
+            operands = [*part.args, *(e for a in part.args if isinstance(a, (ast.List, ast.Tuple)) for e in a.elts)]
+        elif isinstance(part, (ast.List, ast.Tuple)) and any(isinstance(e, ast.Starred) for e in part.elts):
+            operands = list(part.elts)
+        names = [n.id for o in operands for n in ast.walk(o) if isinstance(n, ast.Name)]
+        held_out = sorted({n for n in names if is_eval_name(n)})
+        if held_out and any(not is_eval_name(n) for n in names):
+            return held_out
+    return []
+
+
+def _counted_over_all(module: ModuleIndex, call: ast.Call) -> list[str]:
+    """``Counter(w for s in train + test for w in s)`` or ``counter.update(...)`` inside a loop over train + test."""
+    callee = module.callee(call).split(".")[-1]
+    counts = callee in COUNTERS or (method(call) == "update" and (
+        _built_by(module, receiver(call), tuple(COUNTERS)) or tokens(last_name(receiver(call)) or "") & _VOCAB_WORDS))
+    if not counts:
+        return []
+    found = concatenated_held_out(ast.Tuple(elts=[*call.args, *(k.value for k in call.keywords)], ctx=ast.Load()))
+    for parent in module.ancestors(call):
+        if found or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)):
+            found = concatenated_held_out(parent.iter)
+    return found
+
+
+_VOCAB_WORDS = frozenset({"vocab", "vocabulary", "counter", "counts", "freq", "frequencies", "word2idx", "token2id"})
+
+
 class VocabFromAllSplits(Rule):
+    """A vocabulary, tokenizer, vectorizer, token counter or encoder built over data that includes the
+    held-out splits (by name, or as a concatenation of splits), or over data split afterwards."""
+
     code = codes.VOCAB_FROM_ALL_SPLITS
-    needs = ("vocab", "Vocab", "Vectoriz", "Tokeniz", "fit_on_texts", "adapt", "StringLookup")
+    needs = ("vocab", "Vocab", "Vectoriz", "Tokeniz", "fit_on_texts", "adapt", "StringLookup", "Counter", "Encoder")
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
         for scope in _scopes(module):
             for call in module.scope_calls(scope):
+                counted = _counted_over_all(module, call)
+                if not counted and method(call) in _FIT and _built_by(module, receiver(call), ("Encoder",)):
+                    counted = concatenated_held_out(call.args[0] if call.args else None)
+                if counted:
+                    yield ctx.finding(self.code, call, f"vocabulary/encoder built over the concatenated splits, "
+                                      f"including {', '.join(counted)}", held_out=counted)
+                    continue
                 callee = module.callee(call).split(".")[-1]
                 text_fit = method(call) in _FIT and _built_by(module, receiver(call), TEXT_SUFFIXES)
                 if callee not in VOCAB_FUNCTIONS and not text_fit:

@@ -40,6 +40,11 @@ def entry_points(ctx: Context) -> list[tuple[ast.AST, list[ast.AST]]]:
     return found
 
 
+#: Library set-up functions that seed every generator although their name does not say so
+#: (detectron2's ``default_setup`` calls ``seed_all_rng``; MONAI's ``set_determinism`` seeds torch, numpy, random).
+SEEDING_SETUPS = {"default_setup": "detectron2", "set_determinism": "monai", "init_random_seed": "mmdet"}
+
+
 class EntryPointWithoutSeed(Rule):
     code = codes.ENTRY_POINT_WITHOUT_SEED
 
@@ -62,6 +67,8 @@ class EntryPointWithoutSeed(Rule):
                     trains = True
                 if method(node) == "backward" or name.startswith("torch."):
                     used.add("torch")
+                if short in SEEDING_SETUPS and name.startswith(SEEDING_SETUPS[short]):
+                    generic_seed = True
                 if "seed" in short.lower() and short not in ("initial_seed", "default_rng"):
                     if name in ("numpy.random.seed",):
                         seeded.add("numpy")
