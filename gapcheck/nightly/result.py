@@ -11,6 +11,7 @@ from gapcheck.nightly.alerts import Delivery
 from gapcheck.nightly.probe import EndpointOutcome
 from gapcheck.nightly.status import Classification, Status
 from gapcheck.report.contract import Chart, Check, ResultBase, Series, Table
+from gapcheck.report.text import safe_line
 
 
 def _finite(value: float | None) -> float | None:
@@ -41,14 +42,15 @@ class EndpointReport:
     def trend_charts(self) -> list[Chart]:
         if len(self.trend) < 2:
             return []
-        x = tuple(t[0][5:16].replace("T", " ") for t in self.trend)
+        # Names and times from the bundle and the history, neutralized before any plotting library sees them.
+        x = tuple(safe_line(t[0][5:16].replace("T", " ")) for t in self.trend)
         marks = tuple(i for i, t in enumerate(self.trend) if t[1] != Status.PASS.value)
         outputs = sorted({o for t in self.trend for o in t[2]})
-        return [Chart(title=f"{self.name} / {output}: error over the last {len(x)} nights", kind="line", x=x,
-                      series=(Series("max |err| / tolerance", tuple(_finite(t[2].get(output)) for t in self.trend)),
-                              Series("tolerance", tuple(1.0 for _ in x), style="dashed")),
+        return [Chart(title=safe_line(f"{self.name} / {output}: error over the last {len(x)} nights"), kind="line",
+                      x=x, series=(Series("max |err| / tolerance", tuple(_finite(t[2].get(output)) for t in self.trend)),
+                                   Series("tolerance", tuple(1.0 for _ in x), style="dashed")),
                       y_label="fraction of tolerance", marks=marks,
-                      note=", ".join(f"{x[i]} {self.trend[i][1]}" for i in marks))
+                      note=", ".join(f"{x[i]} {safe_line(self.trend[i][1])}" for i in marks))
                 for output in outputs]
 
     @property

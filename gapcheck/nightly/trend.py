@@ -10,6 +10,7 @@ from gapcheck.errors import UsageError
 from gapcheck.findings import Verdict
 from gapcheck.nightly.history import EndpointRecord, History, records_json
 from gapcheck.report.contract import Chart, Check, ResultBase, Series, Table
+from gapcheck.report.text import safe_line
 
 _GOOD = ("pass", "recovered", "changed", "drifting")
 
@@ -45,21 +46,23 @@ class HistoryResult(ResultBase):
 
     def views(self) -> Sequence[Table | Chart]:
         views: list[Table | Chart] = []
+        # Names and times come from the history file: neutralized here, before any plotting library sees them
+        # (matplotlib warns "Glyph 27 missing" with the raw character on stderr).
         for endpoint in sorted({r.endpoint for r in self.records}):
             mine = [r for r in self.records if r.endpoint == endpoint]
             outputs = sorted({o.output for r in mine for o in r.outputs})
-            x = tuple(r.started_at[:16].replace("T", " ") for r in mine)
+            x = tuple(safe_line(r.started_at[:16].replace("T", " ")) for r in mine)
             marks = tuple(i for i, r in enumerate(mine) if r.status not in ("pass",))
             for output in outputs:
                 ratios = tuple(next((o.error_ratio for o in r.outputs if o.output == output), None) for r in mine)
                 errors = tuple(next((o.max_abs_error for o in r.outputs if o.output == output), None) for r in mine)
                 views.append(Chart(
-                    title=f"{endpoint} / {output}", kind="line", x=x,
+                    title=safe_line(f"{endpoint} / {output}"), kind="line", x=x,
                     series=(Series("max |err| / tolerance", _plottable(ratios)), Series("tolerance", tuple(1.0 for _ in x),
                                                                                         style="dashed")),
                     y_label="fraction of tolerance", marks=marks,
-                    note="marked nights: " + ", ".join(f"{x[i]} {mine[i].status}" for i in marks) if marks else
-                    f"max |err| from {_span(errors)}"))
+                    note="marked nights: " + ", ".join(f"{x[i]} {safe_line(mine[i].status)}" for i in marks) if marks
+                    else f"max |err| from {_span(errors)}"))
         rows = tuple((r.run_id, r.started_at[:19].replace("T", " "), r.endpoint, r.status, r.verdict, _max(r),
                       r.served_version or "-", (r.config_hash or "-")[:12], r.error or "") for r in self.records)
         views.append(Table("Runs", ("run", "started", "endpoint", "status", "verdict", "max |err|", "served version",
