@@ -154,7 +154,8 @@ def audit_text(
 
 def _run(specs: tuple[TextStageSpec, ...], loaded: list[LoadedStage], reader: _Reader, repeats: int, probe: int,
          diagnose: int, engine: "Engine | None", reporter: ProgressReporter) -> tuple[ChunkPartial, list[Any]]:
-    merged, failures, first = ChunkPartial(), [], True
+    merged, first = ChunkPartial(), True
+    failures: list[Any] = []
 
     def options() -> ChunkOptions:
         left = max(0, diagnose - max((p.differing for p in merged.pairs.values()), default=0))

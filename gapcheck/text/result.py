@@ -75,14 +75,14 @@ class TextAuditResult(ResultBase):
         }
 
     def views(self) -> Sequence[Table | Chart]:
-        from gapcheck.text import views
+        from gapcheck.text.views import all_views
 
-        return views.all_views(self)
+        return all_views(self)
 
     def checks(self) -> Sequence[Check]:
-        from gapcheck.text import views
+        from gapcheck.text.views import checks
 
-        return views.checks(self)
+        return checks(self)
 
 
 def _divergence_json(d: Divergence) -> dict[str, Any]:

@@ -371,7 +371,7 @@ def tokenizer_info(tokenizer: Any, backend: str, call: dict[str, Any], folder: P
     if truncating and max_length is None:
         limit = getattr(tokenizer, "model_max_length", None)
         max_length = int(limit) if isinstance(limit, int) and limit < 10**9 else None
-    added = getattr(tokenizer, "get_added_vocab", lambda: {})()
+    added: dict[str, int] = getattr(tokenizer, "get_added_vocab", dict)()
     return StageInfo(
         backend=backend, files=str(folder.resolve()) if folder else "", vocab_sha256=digest.hexdigest(),
         vocab_size=max(vocab.values(), default=-1) + 1, unk_id=_int_or_none(getattr(tokenizer, "unk_token_id", None)),
