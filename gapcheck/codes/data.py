@@ -8,6 +8,16 @@ EXACT_DUPLICATE = define("exact_duplicate", Severity.GAP, F, "The same sample is
     "Two splits hold an identical item: the same file bytes, the same decoded pixels (a lossless re-save or an "
     "EXIF-stripped copy), or the same canonicalized table row or key. Validation scores on it measure memory.",
     "Deduplicate before splitting (split by content hash), then re-split.")
+DUPLICATE_WITHIN = define("duplicate_within_split", Severity.GAP, F, "The same sample is in one split twice",
+    "A split checked within (validation and test splits by default) holds an identical item twice: the same file "
+    "bytes, the same decoded pixels, or the same canonical table row or key. Its score counts that sample twice "
+    "(cleanlab's Datalab and fastdup report these too). Reported apart from duplicates across splits.",
+    "Deduplicate the split (keep one of each group of copies), or split by content hash.")
+NEAR_DUPLICATE_WITHIN = define("near_duplicate_within_split", Severity.GAP, F,
+    "A near copy of a sample is in the same split",
+    "Two images of a split checked within are within the perceptual-hash (pHash) Hamming threshold of each other: "
+    "a re-encode, resize or small crop of one photo counted twice in that split's score.",
+    "Keep one image per group of near copies, or tune --near if the pairs are truly distinct.")
 NEAR_DUPLICATE = define("near_duplicate", Severity.GAP, F, "A near copy of a sample is in another split",
     "An image in one split is within the perceptual-hash (pHash) Hamming threshold of an image in another split: "
     "a JPEG re-encode, a small resize or crop of the same photo.",

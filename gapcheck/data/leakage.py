@@ -35,6 +35,35 @@ class LeakageOptions:
     label_column: str | None = None
     seed: int = 0
     sample_size: int = SAMPLE_SIZE
+    # Duplicates within a split: None checks validation/test splits (by name, see WITHIN_NAMES), True every
+    # split, False none, a tuple of names exactly those splits.
+    within: bool | tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        from gapcheck.data.drift import check_fraction
+
+        check_fraction("near", self.near)
+        if self.sample_size < 2:
+            from gapcheck.errors import UsageError
+            raise UsageError(f"the sample size must be at least 2, got {self.sample_size}", parameter="sample_size")
+        if isinstance(self.within, list):  # from a config file or JSON
+            object.__setattr__(self, "within", tuple(self.within))
+
+
+# Split names checked for duplicates within by default: a name with one of these words (val, test_2024, leaky-val).
+WITHIN_NAMES = frozenset({"val", "valid", "validation", "dev", "test", "testing", "eval", "evaluation", "holdout",
+                          "heldout"})
+
+
+def checks_within(within: bool | tuple[str, ...] | list[str] | None, split: str) -> bool:
+    """Whether ``split`` is searched for duplicates inside itself under the ``within`` option."""
+    import re
+
+    if within is None:
+        return bool(WITHIN_NAMES & set(re.split(r"[^a-z0-9]+", split.lower())))
+    if isinstance(within, bool):
+        return within
+    return split in within
 
 
 @dataclass
@@ -53,10 +82,12 @@ class SplitRecords:
     sample: Reservoir = field(default_factory=Reservoir)
     bad: list[tuple[str, str]] = field(default_factory=list)
     decode_paths: set[str] = field(default_factory=set)  # what the workers decoded with (must be one)
+    within: bool = False  # searched for duplicates inside itself (LeakageOptions.within, decided per split)
 
     def merge(self, other: "SplitRecords") -> "SplitRecords":
         """Append ``other`` to this accumulator (in place; run_job passes a fresh one) and return it."""
         self.kind = self.kind or other.kind
+        self.within = self.within or other.within
         self.decode_paths |= other.decode_paths
         for name in ("names", "urls", "labels", "groups", "file_sha", "pixel_sha", "bad"):
             getattr(self, name).extend(getattr(other, name))
@@ -103,6 +134,7 @@ def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
         records = _image_records(source, payload.get("groups"), payload.get("labels"))
     else:
         records = _table_records(source, payload["options"])
+    records.within = checks_within(payload["options"].get("within"), source["split"])
     return {source["split"]: records}
 
 

@@ -37,7 +37,11 @@ def _missing(label: Any) -> bool:
 
 
 def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
-    """Items of two different splits with the same content hash (strongest hash first: bytes, pixels, row, key)."""
+    """Items with the same content hash (strongest hash first: bytes, pixels, row, key): across two different
+    splits, and inside one split where that split is searched within (``SplitRecords.within``).
+
+    Each copy is paired with the first item holding its hash in another split (across) and with the first
+    item of its own split (within), so n copies give n - 1 pairs, not n²."""
     pairs: list[Pair] = []
     found: set[tuple[str, str]] = set()
     names = list(splits)
@@ -51,20 +55,28 @@ def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
                 if value is not None:
                     owners.setdefault(value, []).append((split, i))
         for items in owners.values():
-            if len({s for s, _ in items}) < 2:
-                continue
-            first_split = items[0][0]
-            anchor = items[0]
-            for split, i in items[1:]:
-                if split == first_split:
-                    continue
-                a, b = splits[anchor[0]], splits[split]
-                key = (a.names[anchor[1]], b.names[i])
-                if key in found:
-                    continue
+            if len(items) > 1:
+                pairs += _hash_pairs(kind, items, splits, found)
+    return pairs
+
+
+def _hash_pairs(kind: str, items: list[tuple[str, int]], splits: dict[str, SplitRecords],
+                found: set[tuple[str, str]]) -> list[Pair]:
+    pairs: list[Pair] = []
+    first_of: dict[str, int] = {}
+    anchor = items[0]
+    for split, i in items:
+        others = [anchor] if split != anchor[0] else []
+        if split in first_of and splits[split].within:
+            others.append((split, first_of[split]))
+        first_of.setdefault(split, i)
+        for other_split, j in others:
+            a, b = splits[other_split], splits[split]
+            key = (b.names[i], a.names[j])
+            if key not in found:
                 found.add(key)
-                pairs.append(Pair(kind, b.names[i], a.names[anchor[1]], split, anchor[0],
-                                  label=b.labels[i], other_label=a.labels[anchor[1]]))
+                pairs.append(Pair(kind, b.names[i], a.names[j], split, other_split, label=b.labels[i],
+                                  other_label=a.labels[j]))
     return pairs
 
 
@@ -79,14 +91,18 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
     pairs: list[Pair] = []
     names = [s for s in splits if splits[s].kind == "images"]
     for j, query_split in enumerate(names):
-        for reference_split in names[:j]:
+        references = names[:j] + ([query_split] if splits[query_split].within else [])
+        for reference_split in references:
             q, r = splits[query_split], splits[reference_split]
             q_keep, r_keep = np.flatnonzero(q.hashable), np.flatnonzero(r.hashable)
             qi, ri, dist = search(q.phash[q_keep], r.phash[r_keep], limit)
             qi, ri = q_keep[qi], r_keep[ri]
+            if query_split == reference_split:  # each unordered pair once, never an image with itself
+                keep = qi > ri
+                qi, ri, dist = qi[keep], ri[keep], dist[keep]
             dh = np.bitwise_count(q.dhash[qi] ^ r.dhash[ri]) if len(qi) else np.zeros(0, np.int64)
             for a, b, d, e in zip(qi.tolist(), ri.tolist(), dist.tolist(), dh.tolist(), strict=True):
-                if (q.names[a], r.names[b]) in known:
+                if (q.names[a], r.names[b]) in known or (r.names[b], q.names[a]) in known:
                     continue
                 pairs.append(Pair("near", q.names[a], r.names[b], query_split, reference_split, distance=d,
                                   dhash_distance=int(e), label=q.labels[a], other_label=r.labels[b]))
@@ -97,13 +113,18 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
     from gapcheck.codes import data as codes
 
     findings: list[Finding] = []
-    for code, pairs in ((codes.EXACT_DUPLICATE, exact), (codes.NEAR_DUPLICATE, near)):
+    across_exact, within_exact = _by_scope(exact)
+    across_near, within_near = _by_scope(near)
+    for code, pairs in ((codes.EXACT_DUPLICATE, across_exact), (codes.NEAR_DUPLICATE, across_near),
+                        (codes.DUPLICATE_WITHIN, within_exact), (codes.NEAR_DUPLICATE_WITHIN, within_near)):
         for pair in pairs[:MAX_FINDINGS_PER_CODE]:
             how = (f"pHash distance {pair.distance}/64 (dHash {pair.dhash_distance})" if pair.kind == "near"
                    else {"file_bytes": "identical file bytes", "pixels": "identical decoded pixels",
                          "row": "identical row", "key": "identical key columns"}[pair.kind])
+            where = (f"within {pair.split}" if pair.split == pair.other_split
+                     else f"across {pair.split} and {pair.other_split}")
             findings.append(code.finding(
-                f"{how} across {pair.split} and {pair.other_split}",
+                f"{how} {where}",
                 subject=Subject(path=pair.item, other=pair.other),
                 evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
                           "splits": [pair.split, pair.other_split]}))
@@ -114,12 +135,26 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
     return findings
 
 
+def _by_scope(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Pair]]:
+    """(pairs across two splits, pairs inside one split)."""
+    return [p for p in pairs if p.split != p.other_split], [p for p in pairs if p.split == p.other_split]
+
+
+def within_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    return _by_scope(pairs)[1]
+
+
+def across_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    return _by_scope(pairs)[0]
+
+
 def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> list[Finding]:
     """Duplicates whose labels differ (across and within splits), and missing labels per split."""
     from gapcheck.codes import data as codes
 
     findings: list[Finding] = []
     conflicts = [p for p in pairs if not _missing(p.label) and not _missing(p.other_label) and p.label != p.other_label]
+    seen = {frozenset((p.item, p.other)) for p in conflicts}
     for split, records in splits.items():  # exact duplicates inside one split with two labels
         by_hash: dict[Any, list[int]] = {}
         hashes: list[Any] = list(records.pixel_sha) or [tuple(v) for v in records.row_hash.tolist()]
@@ -130,6 +165,8 @@ def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> li
             if len(labels) > 1:
                 first = items[0]
                 for i in items[1:]:
+                    if frozenset((records.names[i], records.names[first])) in seen:
+                        continue  # already a within-split pair
                     if str(records.labels[i]) != str(records.labels[first]) and not _missing(records.labels[i]):
                         conflicts.append(Pair("within", records.names[i], records.names[first], split, split,
                                               label=records.labels[i], other_label=records.labels[first]))

@@ -8,7 +8,7 @@ from typing import Any
 
 from gapcheck.data.common import SideSummary, bad_items_section
 from gapcheck.data.leakage import LeakageOptions
-from gapcheck.data.leakage_checks import MAX_PAIRS, Pair
+from gapcheck.data.leakage_checks import MAX_PAIRS, Pair, across_pairs, within_pairs
 from gapcheck.findings import Finding
 from gapcheck.report.contract import Chart, ResultBase, Table
 
@@ -40,19 +40,22 @@ class LeakageResult(ResultBase):
         if not gaps:
             return f"no leakage across {len(self.splits)} split(s) ({sum(s.used for s in self.splits)} items)"
         codes = sorted({f.code for f in gaps})
-        return (f"leakage: {len(self.exact)} exact and {len(self.near)} near duplicate pair(s); "
-                f"codes: {', '.join(codes)}")
+        within = len(within_pairs(self.exact + self.near))
+        inside = f"; {within} duplicate pair(s) within splits" if within else ""
+        return (f"leakage: {len(across_pairs(self.exact))} exact and {len(across_pairs(self.near))} near duplicate "
+                f"pair(s) across splits{inside}; codes: {', '.join(codes)}")
 
     def sections(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)
         options["key_columns"] = list(self.options.key_columns) if self.options.key_columns else None
+        options.pop("within")  # not in leakage.schema.json yet: the within pairs are in "pairs" (split == other_split)
         return {
             "splits": [dataclasses.asdict(s) for s in self.splits],
             "options": options,
             "near_duplicates": {"hash": "phash", "bits": 64, "max_distance": self.near_max_bits,
                                 "decode_path": self.decode_path},
             "pairs": [_pair_json(p) for p in (self.exact + self.near)[:MAX_PAIRS]],
-            "pair_counts": {"exact": len(self.exact), "near": len(self.near)},
+            "pair_counts": {"exact": len(across_pairs(self.exact)), "near": len(across_pairs(self.near))},
             "target_auc": self.auc,
             "bad_items": bad_items_section(self.bad_items),
         }
@@ -61,10 +64,11 @@ class LeakageResult(ResultBase):
         views: list[Table | Chart] = []  # findings are drawn by every format itself
         views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
                            rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits)))
-        if self.exact or self.near:
-            pairs = (self.exact + self.near)[:50]
-            views.append(Table(title="Duplicate pairs across splits", columns=("match", "item", "other", "pHash d"),
-                               rows=tuple((p.kind, p.item, p.other, p.distance) for p in pairs)))
+        for title, pairs in (("Duplicate pairs across splits", across_pairs(self.exact + self.near)),
+                             ("Duplicate pairs within splits", within_pairs(self.exact + self.near))):
+            if pairs:
+                views.append(Table(title=title, columns=("match", "item", "other", "pHash d"),
+                                   rows=tuple((p.kind, p.item, p.other, p.distance) for p in pairs[:50])))
         if self.thumbnails:
             views.append(Chart(title="Near duplicates side by side", kind="images", images=self.thumbnails,
                                note=f"pHash Hamming distance ≤ {self.near_max_bits} of 64 bits"))
