@@ -124,6 +124,20 @@ class Ledger:
             raise self.error(first_gap, hint=entry.fix if entry else None)
 
 
+class Guarded:
+    """What every guard holding a :class:`Ledger` (as ``self.ledger``) answers: its violation count and findings."""
+
+    ledger: Ledger
+
+    @property
+    def violations(self) -> int:
+        return self.ledger.violations
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(self.ledger.findings)
+
+
 def shorten(names: list[str] | tuple[str, ...], limit: int = 5) -> str:
     """``a, b, c (+4 more)``: names in messages stay one line."""
     shown = ", ".join(names[:limit])

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import TRIAL_LEAK
 from gapcheck.findings import Subject
-from gapcheck.guards.base import Ledger, Mode, TrialLeakError
+from gapcheck.guards.base import Guarded, Ledger, Mode, TrialLeakError
 
 if TYPE_CHECKING:
     import torch
@@ -87,7 +87,7 @@ def _nbytes(keys: Iterable[tuple[str, int, int]]) -> int:
     return sum(size for _, _, size in keys)
 
 
-class trial_cleanup:  # noqa: N801 - used like a function: ``with guards.trial_cleanup(model, optimizer):``
+class trial_cleanup(Guarded):  # noqa: N801 - used like a function: ``with guards.trial_cleanup(model, optimizer):``
     """Release a trial's model and optimizer on exit, empty caches, and check nothing else stayed alive."""
 
     def __init__(self, model: "torch.nn.Module", optimizer: "torch.optim.Optimizer | None" = None, *,
@@ -137,10 +137,6 @@ class trial_cleanup:  # noqa: N801 - used like a function: ``with guards.trial_c
             self.optimizer.state.clear()
         if self.release_weights:
             self.model.to_empty(device="meta")
-
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
 
 
 def _cuda_allocated() -> int | None:

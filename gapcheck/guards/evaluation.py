@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import BN_POLLUTION, EVAL_TRAIN_MODE
 from gapcheck.findings import Finding, Subject
-from gapcheck.guards.base import EvalModeError, Ledger, Mode, shorten
+from gapcheck.guards.base import EvalModeError, Guarded, Ledger, Mode, shorten
 
 if TYPE_CHECKING:
     import torch
@@ -60,7 +60,7 @@ def _same(now: "torch.Tensor", before: "torch.Tensor") -> bool:
     return bool(((now == before) | (now.isnan() & before.isnan())).all())
 
 
-class EvalGuard:
+class EvalGuard(Guarded):
     """``with EvalGuard(model): validate(...)``: eval + no_grad inside, BN statistics and modes checked on exit."""
 
     def __init__(self, model: "torch.nn.Module", *, set_eval: bool = True, no_grad: bool = True,
@@ -125,11 +125,3 @@ class EvalGuard:
                 subject=Subject(module=report.train_mode_modules[0], group=model),
                 evidence={"modules": list(report.train_mode_modules[:20])}))
         return found
-
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return tuple(self.ledger.findings)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gapcheck.codes.guards import GRAD_MISSING, GRAD_NONFINITE, GRAD_ZERO
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Severity, Subject
-from gapcheck.guards.base import GradientError, Ledger, Mode, check_every, shorten
+from gapcheck.guards.base import GradientError, Guarded, Ledger, Mode, check_every, shorten
 
 if TYPE_CHECKING:
     import torch
@@ -75,7 +75,7 @@ def _grad_norms(grads: list["torch.Tensor"]) -> list[float]:
     return values
 
 
-class GradientHealth:
+class GradientHealth(Guarded):
     """Check every backward pass of ``model`` for NaN/Inf gradients and mostly-zero gradients.
 
     ``zero_fraction``: the largest share of parameters allowed an all-zero gradient (default 0.8).
@@ -191,11 +191,3 @@ class GradientHealth:
                 severity=Severity.GAP if self.require_all else None))
         return found
 
-    # -- results -----------------------------------------------------------------------------------
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return tuple(self.ledger.findings)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import OUTPUT_NONFINITE
 from gapcheck.errors import UsageError
-from gapcheck.findings import Finding, Subject
-from gapcheck.guards.base import Ledger, Mode, NonFiniteError, shorten
+from gapcheck.findings import Subject
+from gapcheck.guards.base import Guarded, Ledger, Mode, NonFiniteError, shorten
 from gapcheck.guards.gradients import GradientHealth, GradientReport
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def tensors_in(value: Any, path: str = "output", depth: int = 0) -> Iterator[tup
                 yield from tensors_in(item, f"{path}.{key}", depth + 1)
 
 
-class TensorHealth:
+class TensorHealth(Guarded):
     """Finite forward, finite backward, a gradient for every trainable parameter."""
 
     def __init__(self, mode: Mode | str = Mode.RAISE) -> None:
@@ -95,14 +95,6 @@ class TensorHealth:
                 self.ledger.findings += health.ledger.findings
                 self.ledger.violations += health.ledger.violations
         return HealthReport(outputs=len(floats), nonfinite_outputs=nonfinite, gradients=gradients)
-
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return tuple(self.ledger.findings)
 
 
 def _default_loss(floats: list["torch.Tensor"]) -> "torch.Tensor":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gapcheck.codes.guards import INPUT_CONTRACT
 from gapcheck.errors import UsageError
 from gapcheck.findings import Subject
-from gapcheck.guards.base import InputContractError, Ledger, Mode, check_every
+from gapcheck.guards.base import Guarded, InputContractError, Ledger, Mode, check_every
 
 if TYPE_CHECKING:
     import torch
@@ -37,7 +37,7 @@ def _first_conv_channels(model: Any) -> int | None:
     return None
 
 
-class InputContract:
+class InputContract(Guarded):
     """The hook's state: calls seen, breaches, and ``remove()`` (also a context manager)."""
 
     def __init__(self, model: "torch.nn.Module", *, dtype: "torch.dtype | None" = None,
@@ -69,10 +69,6 @@ class InputContract:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
-
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
 
     def _hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.calls += 1

@@ -6,7 +6,7 @@ and the pytest plugin (``torch.profiler`` events of a whole test, sorted into th
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -48,6 +48,23 @@ _ADVICE = {
     Phase.SYNC_WAIT: "remove .item()/.cpu()/print of tensors inside the step; log every N steps",
     Phase.OTHER: "move logging, metrics and checkpointing out of the step, or do them every N steps",
 }
+
+def phase_shares(seconds: Mapping[Phase, float]) -> dict[Phase, float]:
+    """Each phase's share of the total (0 for all when nothing was measured)."""
+    total = sum(seconds.get(phase, 0.0) for phase in PHASES)
+    return {phase: (seconds.get(phase, 0.0) / total if total > 0 else 0.0) for phase in PHASES}
+
+
+def bottleneck_of(seconds: Mapping[Phase, float]) -> Phase:
+    """The phase that took longest (the first in :data:`PHASES` on a tie)."""
+    return max(PHASES, key=lambda phase: seconds.get(phase, 0.0))
+
+
+def bottleneck_headline(seconds: Mapping[Phase, float]) -> str:
+    """``"data loading is 62% of step time: raise num_workers, ..."``: the one sentence every profile leads with."""
+    phase = bottleneck_of(seconds)
+    return f"{phase.label} is {phase_shares(seconds)[phase]:.0%} of step time: {phase.advice}"
+
 
 # torch.profiler names: DataLoader iterators and optimizers label themselves with record_function.
 _DATA_PREFIX = "enumerate(DataLoader)#"

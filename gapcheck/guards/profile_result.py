@@ -11,7 +11,7 @@ from typing import Any
 
 from gapcheck.codes.guards import PROFILE_BOTTLENECK
 from gapcheck.findings import Finding, Severity, Subject
-from gapcheck.guards.phases import PHASES, Phase
+from gapcheck.guards.phases import PHASES, Phase, bottleneck_headline, bottleneck_of, phase_shares
 from gapcheck.report.contract import Chart, ResultBase, Series, Table
 
 COMMAND = "profile-steps"
@@ -55,20 +55,15 @@ class ProfileReport(ResultBase):
 
     @property
     def shares(self) -> dict[Phase, float]:
-        total = self.total
-        return {phase: (value / total if total > 0 else 0.0) for phase, value in self.totals.items()}
+        return phase_shares(self.totals)
 
     @property
     def bottleneck(self) -> Phase:
-        totals = self.totals
-        return max(PHASES, key=lambda phase: totals[phase])
+        return bottleneck_of(self.totals)
 
     @property
     def headline(self) -> str:
-        if not self.steps:
-            return "no step measured"
-        phase = self.bottleneck
-        return f"{phase.label} is {self.shares[phase]:.0%} of step time: {phase.advice}"
+        return bottleneck_headline(self.totals) if self.steps else "no step measured"
 
     @property
     def timings(self) -> Mapping[str, float]:

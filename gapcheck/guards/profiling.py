@@ -170,7 +170,7 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
         raise UsageError(f"max_data_share must be within (0, 1), got {max_data_share}")
     ledger = Ledger(Mode.parse(mode), StarvedLoopError)
     if trace is not None:
-        from gapcheck.report.formats import check_writable
+        from gapcheck.atomic import check_writable
 
         check_writable(trace, "trace")  # before any work
     target = torch.device(device) if device is not None else None

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gapcheck.guards.phases import PHASES, Phase
+from gapcheck.guards.phases import PHASES, Phase, bottleneck_headline, bottleneck_of, phase_shares
 
 _SHORT = {Phase.DATA: "data", Phase.H2D: "h2d", Phase.FORWARD_BACKWARD: "fwd/bwd", Phase.OPTIMIZER: "optim",
           Phase.SYNC_WAIT: "sync", Phase.OTHER: "other"}
@@ -42,15 +42,13 @@ class TestProfile:
 
     @property
     def bottleneck(self) -> Phase:
-        return max(PHASES, key=lambda phase: self.seconds[phase])
+        return bottleneck_of(self.seconds)
 
     def share(self, phase: Phase) -> float:
-        total = sum(self.seconds.values())
-        return self.seconds[phase] / total if total > 0 else 0.0
+        return phase_shares(self.seconds)[phase]
 
     def headline(self) -> str:
-        phase = self.bottleneck
-        return f"{phase.label} is {self.share(phase):.0%} of step time: {phase.advice}"
+        return bottleneck_headline(self.seconds)
 
     def as_json(self) -> str:
         return json.dumps({"source": self.source, "wall_ms": round(1e3 * self.wall_s, 3),

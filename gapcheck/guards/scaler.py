@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gapcheck.codes.guards import SCALER_BF16, SCALER_COLLAPSED, SCALER_SKIPPING
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject
-from gapcheck.guards.base import Ledger, Mode, ScalerError
+from gapcheck.guards.base import Guarded, Ledger, Mode, ScalerError
 
 if TYPE_CHECKING:
     import torch
@@ -49,7 +49,7 @@ class ScalerReport:
         return self.ok
 
 
-class ScalerStepMonitor:
+class ScalerStepMonitor(Guarded):
     """Watch a GradScaler (and optionally its optimizer) for skipped steps, a collapsed scale, bf16 misuse."""
 
     def __init__(self, scaler: Any, optimizer: "torch.optim.Optimizer | None" = None, *, window: int = 50,
@@ -171,15 +171,6 @@ class ScalerStepMonitor:
                        for p in group["params"]):
                     return True
         return False
-
-    # -- results -----------------------------------------------------------------------------------
-    @property
-    def violations(self) -> int:
-        return self.ledger.violations
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return tuple(self.ledger.findings)
 
 
 class SteppedOnly:
