@@ -51,6 +51,9 @@ def command(
     exclude: Annotated[list[str], typer.Option(
         "--exclude", help="Glob of paths not to lint when walking folders, e.g. '*.ipynb' (repeatable; adds to "
         "[lint] exclude).")] = [],  # noqa: B006
+    target_torch: Annotated[str | None, typer.Option(
+        "--target-torch", help="The oldest torch the code runs on, e.g. 2.6 (default: the project's declared torch "
+        "requirement in pyproject.toml / requirements*.txt / setup.cfg / setup.py).")] = None,
     fmt: Annotated[LintFormat, typer.Option("--format", help="Output format on stdout (or in --output).")] = LintFormat.text,
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Write the --format report here instead of stdout.")] = None,
@@ -82,7 +85,8 @@ def command(
     section = load_config(config).section("lint")
     assert isinstance(section, LintSection)
     known = tuple(c.code for c in all_codes() if c.family == "lint")
-    selection = make_selection(section, select=_split(select), ignore=_split(ignore), known=known)
+    selection = make_selection(section, select=_split(select), ignore=_split(ignore), known=known,
+                               target_torch=target_torch)
     result = lint_paths(paths, selection, exclude=[*section.exclude, *_split(exclude)], jobs=jobs or section.jobs)
     text = render(result, fmt)
     if output is not None:

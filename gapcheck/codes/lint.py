@@ -113,11 +113,15 @@ ENTRY_POINT_WITHOUT_SEED = define("GC601", GAP, F, "Training entry point without
     "runs of the same commit initialise and shuffle differently and results cannot be reproduced.",
     "Seed every generator at the start of the entry point: torch.manual_seed, numpy.random.seed, random.seed "
     "(or lightning's seed_everything / transformers' set_seed).")
-WORKERS_WITHOUT_SEEDING = define("GC602", GAP, F, "DataLoader workers without worker_init_fn or generator",
-    "The program seeds its generators, but a DataLoader with num_workers > 0 has neither worker_init_fn nor a "
-    "seeded generator: numpy/random state in the workers is not reproducible and can repeat across workers.",
-    "Pass generator=torch.Generator().manual_seed(seed) and a worker_init_fn that seeds numpy and random "
-    "from torch.initial_seed().")
+WORKERS_WITHOUT_SEEDING = define("GC602", GAP, F, "numpy's global RNG in DataLoader workers on torch < 1.9",
+    "Before torch 1.9 every DataLoader worker started with a copy of the parent's numpy RNG state, so a Dataset or "
+    "transform drawing from numpy's global RNG produced the same 'random' numbers in every worker (and every "
+    "epoch). Since 1.9 the DataLoader seeds numpy, random and torch in each worker from base_seed + worker id "
+    "(base_seed drawn from the main process's torch generator), so the rule only fires for projects that declare "
+    "support for torch < 1.9 (requirements or --target-torch).",
+    "Pass worker_init_fn=lambda i: np.random.seed(torch.initial_seed() % 2**32) (or use a per-sample "
+    "np.random.default_rng), and generator=torch.Generator().manual_seed(seed) for reproducible runs; or require "
+    "torch >= 1.9.")
 BENCHMARK_WITH_DETERMINISM = define("GC603", GAP, F, "cudnn.benchmark on while determinism is claimed",
     "torch.backends.cudnn.benchmark = True picks convolution algorithms by timing them, which differs between "
     "runs; it contradicts cudnn.deterministic / torch.use_deterministic_algorithms(True) set in the same program.",
@@ -136,9 +140,12 @@ TRIAL_PRUNED_WITHOUT_CLEANUP = define("GC702", GAP, F, "TrialPruned caught witho
 
 # --- GC8xx safety and loop hygiene ----------------------------------------------------------------
 TORCH_LOAD_UNSAFE = define("GC801", GAP, F, "torch.load without weights_only=True",
-    "torch.load unpickles the file; without weights_only=True a crafted checkpoint runs arbitrary code "
-    "(and torch < 2.6 defaults to the unsafe mode).",
-    "Call torch.load(path, weights_only=True, map_location=...); load foreign formats with safetensors.")
+    "torch.load unpickles the file; without weights_only=True a crafted checkpoint runs arbitrary code on torch "
+    "< 2.6, where the unsafe mode is the default (and on any version with weights_only=False). Where the project "
+    "requires torch >= 2.6 (its declared requirement or --target-torch) a call that does not pass False is safe by "
+    "default and reported as info only.",
+    "Call torch.load(path, weights_only=True, map_location=...) (gapcheck lint --fix adds it); load foreign "
+    "formats with safetensors.")
 LOSS_ACCUMULATED_WITH_GRAPH = define("GC802", GAP, F, "Loss tensor accumulated across steps without .item()/.detach()",
     "Adding the loss tensor itself to a running total keeps every step's autograd graph alive: memory grows "
     "every step until the epoch ends (or the process runs out).",

@@ -7,6 +7,7 @@ Example::
     ignore = ["GC601"]              # code prefixes to skip
     exclude = ["legacy/*"]          # paths (globs) not to lint when walking folders
     entry-points = ["train.py", "pkg/cli.py::main"]   # files / functions that start a training run
+    target-torch = "2.6"            # the oldest torch the code runs on (default: the project's declared requirement)
     jobs = 4                        # worker processes (default: the machine's CPUs)
 
     [lint.per-file-ignores]
@@ -15,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -23,6 +25,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gapcheck.config import Section
 from gapcheck.errors import ConfigError, UsageError
+from gapcheck.lint.versions import parse_version
 
 
 class LintSection(Section):
@@ -36,6 +39,7 @@ class LintSection(Section):
     per_file_ignores: dict[str, list[str]] = Field(default_factory=dict, alias="per-file-ignores")
     entry_points: list[str] = Field(default_factory=list, alias="entry-points")
     jobs: int | None = Field(default=None, ge=1, le=256)
+    target_torch: str | None = Field(default=None, alias="target-torch", pattern=r"^\d+(\.\d+){0,2}$")
 
     @field_validator("select", "ignore")
     @classmethod
@@ -60,6 +64,7 @@ class Selection:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     entry_points: tuple[str, ...] = ()
+    target_torch: tuple[int, ...] | None = None  # overrides the project's declared torch requirement
 
     def enabled(self, code: str, path: str) -> bool:
         if not any(code.startswith(p) for p in self.select) or any(code.startswith(p) for p in self.ignore):
@@ -83,7 +88,7 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def make_selection(section: LintSection, *, select: list[str] | None = None, ignore: list[str] | None = None,
-                   known: tuple[str, ...] = ()) -> Selection:
+                   known: tuple[str, ...] = (), target_torch: str | None = None) -> Selection:
     """The selection: flags replace ``select`` and add to ``ignore``; a selector matching no code is an error."""
     chosen = tuple(s.strip().upper() for s in select) if select else tuple(section.select)
     skipped = tuple(section.ignore) + tuple(s.strip().upper() for s in ignore or ())
@@ -94,4 +99,9 @@ def make_selection(section: LintSection, *, select: list[str] | None = None, ign
             if not selector or not any(code.startswith(selector) for code in known):
                 raise UsageError(f"unknown lint code or prefix: {selector!r}",
                                  hint="gapcheck explain --list shows every code")
-    return Selection(select=chosen, ignore=skipped, per_file_ignores=per_file, entry_points=tuple(section.entry_points))
+    target = target_torch or section.target_torch
+    version = parse_version(target) if target else None
+    if target and (version is None or not re.fullmatch(r"\d+(\.\d+){0,2}", target.strip())):
+        raise UsageError(f"--target-torch: not a version like 2.6: {target!r}")
+    return Selection(select=chosen, ignore=skipped, per_file_ignores=per_file, entry_points=tuple(section.entry_points),
+                     target_torch=version)

@@ -30,6 +30,7 @@ from gapcheck.lint.result import FileError, LintResult
 from gapcheck.lint.rules import Context, all_rules
 from gapcheck.lint.source import SourceFile, read_source
 from gapcheck.lint.symbols import Program
+from gapcheck.lint.versions import torch_floor
 
 #: Folders never entered when walking a directory (explicit file arguments are always linted).
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules",
@@ -168,7 +169,8 @@ def _lint_file(path: Path, display: str, selection: Selection, program: Program)
         return FileOutcome(error=FileError(path=display, message=exc.message))
     module = program.add(source)
     ctx = Context(program=program, module=module, managed=managed(module),
-                  entry_functions=selection.entry_functions(display))
+                  entry_functions=selection.entry_functions(display),
+                  torch_floor=selection.target_torch or torch_floor(Path(os.path.abspath(path))))
     findings: list[Finding] = []
     for rule in all_rules():
         if not selection.enabled(rule.code.code, display) or (rule.aspect is not None and rule.aspect in ctx.managed):

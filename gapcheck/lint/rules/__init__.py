@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gapcheck.codes import Code
-from gapcheck.findings import Finding, Subject
+from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.symbols import ModuleIndex, Program
 
@@ -40,12 +40,15 @@ class Context:
     module: ModuleIndex
     managed: frozenset[Aspect]
     entry_functions: frozenset[str] = frozenset()
+    #: The oldest torch the project runs on (``--target-torch`` or its declared requirement); None: unknown.
+    torch_floor: tuple[int, ...] | None = None
 
-    def finding(self, code: Code, node: ast.AST, message: str, **evidence: Any) -> Finding:
+    def finding(self, code: Code, node: ast.AST, message: str, severity: Severity | None = None,
+                **evidence: Any) -> Finding:
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0) + 1
         return code.finding(message, subject=Subject(path=self.module.source.display, line=line, col=col),
-                            evidence=evidence)
+                            evidence=evidence, severity=severity)
 
 
 class Rule:

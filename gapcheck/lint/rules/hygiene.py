@@ -5,11 +5,12 @@ import ast
 from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
-from gapcheck.findings import Finding
+from gapcheck.findings import Finding, Severity
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import ModuleIndex, keyword, literal
+from gapcheck.lint.versions import WEIGHTS_ONLY_DEFAULT, format_version
 
 _DETACHING = {"item", "detach", "tolist", "numpy"}
 
@@ -23,8 +24,15 @@ class TorchLoadUnsafe(Rule):
             if ctx.module.callee(call) != "torch.load" or any(k.arg is None for k in call.keywords):
                 continue  # **kwargs may carry weights_only: stay quiet
             value = keyword(call, "weights_only")
-            if value is None:
-                yield ctx.finding(self.code, call, "torch.load without weights_only=True unpickles arbitrary objects")
+            if value is None and ctx.torch_floor is not None and ctx.torch_floor >= WEIGHTS_ONLY_DEFAULT:
+                yield ctx.finding(self.code, call, "torch.load without weights_only: safe by default on the torch "
+                                  f"this project requires (>= {format_version(ctx.torch_floor)}; weights_only=True is "
+                                  "the default from 2.6); pass weights_only=True to keep it safe if that changes",
+                                  severity=Severity.INFO, torch_floor=format_version(ctx.torch_floor))
+            elif value is None:
+                yield ctx.finding(self.code, call, "torch.load without weights_only=True unpickles arbitrary objects"
+                                  + ("" if ctx.torch_floor is None else
+                                     f" on torch {format_version(ctx.torch_floor)}, which this project allows"))
             elif literal(value) is False:
                 yield ctx.finding(self.code, call, "torch.load(weights_only=False) unpickles arbitrary objects")
 

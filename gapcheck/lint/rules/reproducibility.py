@@ -10,6 +10,7 @@ from gapcheck.lint.facts import method
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.rules.loading import loaders
 from gapcheck.lint.symbols import ModuleIndex, dotted, flow, keyword, literal
+from gapcheck.lint.versions import WORKER_SEEDING, format_version
 
 
 def main_guard(module: ModuleIndex) -> ast.If | None:
@@ -104,6 +105,8 @@ class WorkersWithoutSeeding(Rule):
                     owners.setdefault(owner, call.lineno)
         if not owners:
             return  # torch and random are re-seeded per worker; numpy's global state is the one that repeats
+        if ctx.torch_floor is None or ctx.torch_floor >= WORKER_SEEDING:
+            return  # torch >= 1.9 seeds numpy in every worker too (and nothing declared means today's torch)
         for call in loaders(module):
             workers = literal(keyword(call, "num_workers"))
             if keyword(call, "num_workers") is None or workers in (0, None):
@@ -115,8 +118,10 @@ class WorkersWithoutSeeding(Rule):
             if used:
                 line = owners[used[0]]
                 yield ctx.finding(self.code, call, f"DataLoader with worker processes and no worker_init_fn while "
-                                  f"{used[0]} draws from numpy's global RNG (line {line}): workers repeat the same "
-                                  "random numbers", numpy_call_line=line, owner=used[0])
+                                  f"{used[0]} draws from numpy's global RNG (line {line}): on torch "
+                                  f"{format_version(ctx.torch_floor)}, which this project allows, workers repeat the "
+                                  "same random numbers", numpy_call_line=line, owner=used[0],
+                                  torch_floor=format_version(ctx.torch_floor))
 
 
 def _referenced(module: ModuleIndex, call: ast.Call, depth: int = 2) -> set[str]:
