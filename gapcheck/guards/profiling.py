@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from gapcheck.codes.guards import INPUT_STARVED
 from gapcheck.errors import UsageError, one_line
-from gapcheck.findings import Subject
+from gapcheck.findings import Finding, Subject
 from gapcheck.guards.base import GuardError, Ledger, Mode, StarvedLoopError
 from gapcheck.guards.phases import _SYNC_NAMES, PHASES, Phase
 from gapcheck.guards.profile_result import ProfileReport, bottleneck_finding
@@ -161,6 +161,35 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
     """
     import torch
 
+    _check_arguments(loader, steps, warmup, max_data_share)
+    ledger = Ledger(Mode.parse(mode), StarvedLoopError)
+    if trace is not None:
+        from gapcheck.atomic import check_writable
+
+        check_writable(trace, "trace")  # before any work
+    target = torch.device(device) if device is not None else None
+    use_profiler = bool(profiler) or trace is not None
+    measured, epochs, prof = _measure(train_step, loader, steps, warmup, target, non_blocking, use_profiler,
+                                      progress or NullProgress())
+    ops: tuple[tuple[str, float, int], ...] = ()
+    if prof is not None:
+        _move_sync_wait(prof.events(), measured)
+        ops = _top_ops(prof.events(), top_ops)
+        if trace is not None:
+            _export_trace(prof, Path(trace))
+    report = ProfileReport(step_times=tuple(tuple(s) for s in measured), warmup=warmup,
+                           device=str(target or "cpu"), method="timers+profiler" if prof is not None else "timers",
+                           trace_path=str(trace) if trace is not None else None, top_ops=ops, epochs_started=epochs)
+    report = dataclasses.replace(report, findings=_findings(report, max_data_share))
+    try:
+        ledger.report(*report.findings)
+    except GuardError as exc:
+        exc.report = report  # the numbers travel with the error
+        raise
+    return report
+
+
+def _check_arguments(loader: Any, steps: int, warmup: int, max_data_share: float | None) -> None:
     if any(isinstance(n, bool) or not isinstance(n, int) for n in (steps, warmup)) or steps < 1 or warmup < 0:
         raise UsageError(f"steps must be an integer >= 1 and warmup an integer >= 0, got steps={steps!r}, "
                          f"warmup={warmup!r}")
@@ -168,15 +197,13 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
         raise UsageError(f"loader must be iterable (a DataLoader, a list of batches), got {type(loader).__name__}")
     if max_data_share is not None and not 0.0 < max_data_share < 1.0:
         raise UsageError(f"max_data_share must be within (0, 1), got {max_data_share}")
-    ledger = Ledger(Mode.parse(mode), StarvedLoopError)
-    if trace is not None:
-        from gapcheck.atomic import check_writable
 
-        check_writable(trace, "trace")  # before any work
-    target = torch.device(device) if device is not None else None
+
+def _measure(train_step: Callable[[Any], Any], loader: Iterable[Any], steps: int, warmup: int,
+             target: "torch.device | None", non_blocking: bool, use_profiler: bool,
+             reporter: ProgressReporter) -> tuple[list[list[float]], int, Any]:
+    """Seconds per phase of each measured step, the epochs started, and the (finished) profiler or None."""
     sync = _device_sync(target)
-    use_profiler = bool(profiler) or trace is not None
-    reporter = progress or NullProgress()
     batches = _batches(loader)
     measured: list[list[float]] = []
     epochs = 0
@@ -194,15 +221,11 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
                 epochs += new_epoch
                 reporter.advance()
     reporter.finish()
-    ops: tuple[tuple[str, float, int], ...] = ()
-    if prof is not None:
-        _move_sync_wait(prof.events(), measured)
-        ops = _top_ops(prof.events(), top_ops)
-        if trace is not None:
-            _export_trace(prof, Path(trace))
-    report = ProfileReport(step_times=tuple(tuple(s) for s in measured), warmup=warmup,
-                           device=str(target or "cpu"), method="timers+profiler" if prof is not None else "timers",
-                           trace_path=str(trace) if trace is not None else None, top_ops=ops, epochs_started=epochs)
+    return measured, epochs, prof
+
+
+def _findings(report: ProfileReport, max_data_share: float | None) -> tuple[Finding, ...]:
+    """The bottleneck, and a starved input pipeline when data loading + copy exceed ``max_data_share``."""
     findings = [bottleneck_finding(report)]
     starved = report.shares[Phase.DATA] + report.shares[Phase.H2D]
     if max_data_share is not None and starved > max_data_share:
@@ -210,13 +233,7 @@ def profile_steps(train_step: Callable[[Any], Any], loader: Iterable[Any], steps
             f"data loading and the host→device copy take {starved:.0%} of step time (limit {max_data_share:.0%}): "
             f"{Phase.DATA.advice}", subject=Subject(step=Phase.DATA.value),
             evidence={"share": starved, "limit": max_data_share, "steps": report.steps}))
-    report = dataclasses.replace(report, findings=tuple(findings))
-    try:
-        ledger.report(*findings)
-    except GuardError as exc:
-        exc.report = report  # the numbers travel with the error
-        raise
-    return report
+    return tuple(findings)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ import math
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypedDict
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from gapcheck.errors import UsageError, one_line
 from gapcheck.findings import Finding, Subject
 from gapcheck.metrics.references import REFERENCES, Reference
 from gapcheck.report.contract import Check, ResultBase, Table
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 # float64 arithmetic on a few hundred values: differences above this are a different formula, not rounding.
 DEFAULT_TOLERANCE = Tolerance(rtol=1e-6, atol=1e-9)
@@ -236,6 +239,18 @@ def _finding(outcome: CaseOutcome, metric: str, reference: str) -> Finding | Non
     return None
 
 
+class ReferenceOptions(TypedDict, total=False):
+    """The reference metric's own options, passed to scikit-learn: ``labels`` (the class of each score column;
+    default: column i is class i), ``k`` (top-k accuracy, default 5), ``average`` (default ``"macro"``)."""
+
+    labels: Sequence[Any] | None
+    k: int
+    average: str
+
+
+_REFERENCE_OPTIONS = frozenset(ReferenceOptions.__annotations__)
+
+
 def check_metric(
     custom: Callable[..., Any],
     reference: str,
@@ -245,28 +260,21 @@ def check_metric(
     edge_cases: bool = True,
     rtol: float | None = None,
     atol: float | None = None,
-    labels: Sequence[Any] | None = None,
-    k: int = 5,
-    average: str = "macro",
     custom_kwargs: dict[str, Any] | None = None,
     name: str | None = None,
     timeout_s: float = 60.0,
+    **options: Unpack[ReferenceOptions],
 ) -> MetricCheckResult:
     """Compare ``custom(y_true, y_pred)`` with the reference ``reference`` (a key of :data:`REFERENCES`).
 
     ``y_pred`` holds labels for label metrics and scores/probabilities for score metrics
     (``roc_auc``, ``log_loss``, ``top_k_accuracy``, ``average_precision``). Torch tensors are accepted.
     ``timeout_s`` bounds each call of ``custom`` (a hung metric raises :class:`MetricTimeout`, a UsageError).
+    ``labels``, ``k`` and ``average`` (:class:`ReferenceOptions`) go to the reference.
     """
-    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-        raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    if not callable(custom):
-        raise UsageError(f"the custom metric must be a callable (y_true, y_pred) -> number, got {type(custom).__name__}")
-    if reference not in REFERENCES:
-        raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
-    ref = REFERENCES[reference]
-    labels = _checked_labels(labels)
-    k = _checked_k(k)
+    ref = _checked_call(custom, reference, timeout_s, options)
+    labels, k, average = _checked_labels(options.get("labels")), _checked_k(options.get("k", 5)), \
+        options.get("average", "macro")
     tol = Tolerance(rtol=DEFAULT_TOLERANCE.rtol if rtol is None else rtol,
                     atol=DEFAULT_TOLERANCE.atol if atol is None else atol)
     as_torch = hasattr(y_true, "detach") or hasattr(y_pred, "detach")
@@ -294,6 +302,20 @@ def check_metric(
                               metric) for case, (ref_value, ref_error) in zip(cases, references, strict=True))
     findings = tuple(f for f in (_finding(o, metric, reference) for o in outcomes) if f is not None)
     return MetricCheckResult(metric=metric, reference=reference, outcomes=outcomes, findings=findings, tolerance=tol)
+
+
+def _checked_call(custom: Any, reference: str, timeout_s: Any, options: ReferenceOptions) -> Reference:
+    """The reference, once the call's own arguments are sane (UsageError, or TypeError for an unknown option)."""
+    unknown = sorted(set(options) - _REFERENCE_OPTIONS)
+    if unknown:
+        raise TypeError(f"check_metric() got an unexpected keyword argument {unknown[0]!r}")
+    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if not callable(custom):
+        raise UsageError(f"the custom metric must be a callable (y_true, y_pred) -> number, got {type(custom).__name__}")
+    if reference not in REFERENCES:
+        raise UsageError(f"unknown reference metric {reference!r}; known: {', '.join(sorted(REFERENCES))}")
+    return REFERENCES[reference]
 
 
 def _checked_labels(labels: Sequence[Any] | None) -> list[Any] | None:

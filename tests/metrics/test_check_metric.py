@@ -120,6 +120,8 @@ def test_bad_arguments_are_usage_errors():
         check_metric(accuracy_correct, "accuracy", Y_TRUE, Y_PRED[:10])
     with pytest.raises(UsageError):
         check_metric(accuracy_correct, "accuracy", Y_TRUE, Y_PRED, rtol=float("nan"))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'averge'"):  # a typo is not silently ignored
+        check_metric(accuracy_correct, "accuracy", Y_TRUE, Y_PRED, averge="micro")
 
 
 def test_report_envelope_and_junit():
