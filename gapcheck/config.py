@@ -85,6 +85,13 @@ class PreprocessSection(Section):
     stages: dict[str, StageTable] = Field(default_factory=dict)
 
 
+def _tolerance_pairs(data: Any) -> Any:
+    """TOML has arrays, not tuples: ``[1e-3, 1e-4]`` in ``tolerances`` is the (rtol, atol) pair."""
+    if isinstance(data, dict) and isinstance(data.get("tolerances"), dict):
+        data = {**data, "tolerances": {k: tuple(v) if isinstance(v, list) else v for k, v in data["tolerances"].items()}}
+    return data
+
+
 class ExportDiffSection(Section):
     exporter: Optional[Literal["dynamo", "torchscript"]] = None
     opset: Optional[int] = Field(default=None, ge=7)
@@ -100,24 +107,49 @@ class ExportDiffSection(Section):
     @model_validator(mode="before")
     @classmethod
     def _lists_as_tuples(cls, data: Any) -> Any:
-        # TOML has arrays, not tuples: [1e-3, 1e-4] is the (rtol, atol) pair.
-        if isinstance(data, dict) and isinstance(data.get("tolerances"), dict):
-            data = {**data, "tolerances": {k: tuple(v) if isinstance(v, list) else v for k, v in data["tolerances"].items()}}
-        return data
+        return _tolerance_pairs(data)
 
 
 class TritonSection(Section):
+    """``[triton]``: the keys of :class:`gapcheck.groups.TritonTarget` (ranges checked again by the group)."""
+
     url: Optional[str] = None
     model: Optional[str] = None
     version: Optional[str] = None
     protocol: Optional[Literal["grpc", "http"]] = None
-    timeout_s: Optional[float] = Field(default=None, gt=0)
+    timeout_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     retries: Optional[int] = Field(default=None, ge=0)
+    deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+    output_map: Optional[list[str]] = None
     ssl: bool = False
     ssl_root_cert: Optional[str] = None
     ssl_private_key: Optional[str] = None
     ssl_cert_chain: Optional[str] = None
     ssl_insecure: bool = False
+
+
+class GoldenSection(Section):
+    """``[golden]``: the recording defaults of ``gapcheck golden record`` (its groups' keys)."""
+
+    num_samples: Optional[int] = Field(default=None, ge=1)
+    seed: Optional[int] = None
+    rtol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
+    atol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
+    tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # output glob -> [rtol, atol]
+    exporter: Optional[Literal["dynamo", "torchscript"]] = None
+    opset: Optional[int] = Field(default=None, ge=7)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists_as_tuples(cls, data: Any) -> Any:
+        return _tolerance_pairs(data)
+
+
+class CacheSection(Section):
+    """``[cache]``: the export cache (:class:`gapcheck.groups.ExportSpec`'s keys)."""
+
+    dir: Optional[str] = None
+    max_mb: Optional[int] = Field(default=None, ge=1)
 
 
 # --- registration ------------------------------------------------------------------------------
@@ -129,7 +161,9 @@ SECTION_MODELS: dict[str, str] = {
     "triton": "gapcheck.config:TritonSection",
     "lint": "gapcheck.lint.config:LintSection",
     "nightly": "gapcheck.nightly.config:NightlyConfig",
-    "engine": "gapcheck.data.config:EngineSection",
+    "golden": "gapcheck.config:GoldenSection",
+    "cache": "gapcheck.config:CacheSection",
+    "engine": "gapcheck.engines.config:EngineSection",
     "leakage": "gapcheck.data.config:LeakageSection",
     "drift": "gapcheck.data.config:DriftSection",
 }

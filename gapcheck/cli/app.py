@@ -38,6 +38,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "lint": LazyCommand("gapcheck.cli.lint", "command", "Static checks for training code (leakage, DDP, AMP, evaluation, seeds)."),
     "leakage": LazyCommand("gapcheck.cli.leakage", "command", "Find samples shared across data splits: exact/near duplicates, groups, labels, target leakage."),
     "drift": LazyCommand("gapcheck.cli.drift", "command", "Compare a current split's distributions with a reference (KS + effect sizes, BH, coverage)."),
+    "cache": LazyCommand("gapcheck.cli.cache", "app", "Show, trim or empty the export cache (info / prune / clear)."),
 }
 
 app = typer.Typer(

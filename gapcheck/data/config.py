@@ -1,21 +1,16 @@
-"""Config sections of the data checks and the engines: ``[engine]``, ``[leakage]``, ``[drift]`` (file < env < flags)."""
+"""Config sections of the data checks: ``[leakage]``, ``[drift]`` (file < env < flags); ``[engine]`` lives in
+:mod:`gapcheck.engines.config`."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
 from pydantic import Field
 
 from gapcheck.config import Section, register_section
 
 
-class EngineSection(Section):
-    name: Literal["serial", "local", "ray"] = "local"
-    workers: Optional[int] = Field(None, ge=1)
-    address: Optional[str] = None
-
-
 class LeakageSection(Section):
-    near: Optional[float] = None
+    near: Optional[float] = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     key: Optional[list[str]] = None
     group_column: Optional[str] = None
     label_column: Optional[str] = None
@@ -23,11 +18,10 @@ class LeakageSection(Section):
 
 
 class DriftSection(Section):
-    p_threshold: Optional[float] = None
-    min_effect: Optional[float] = None
+    p_threshold: Optional[float] = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    min_effect: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     columns: Optional[list[str]] = None
 
 
-register_section("engine", EngineSection)
 register_section("leakage", LeakageSection)
 register_section("drift", DriftSection)

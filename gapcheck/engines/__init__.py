@@ -2,7 +2,8 @@
 
 One contract (:class:`~gapcheck.engines.base.Engine`: ``map_shards(fn, shards)`` + ``close``);
 jobs run through :func:`~gapcheck.engines.job.run_job` and never know which engine ran them.
-The engine is picked by the caller (flag or the ``[engine]`` config section), never by a job.
+The engine is picked by the caller (:class:`gapcheck.groups.EngineSpec`: a flag or the ``[engine]`` config section,
+:mod:`gapcheck.engines.config`), never by a job.
 Use :func:`open_engine` as a context manager so Ctrl-C and errors always shut workers down.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from gapcheck.engines.base import DEFAULT_ATTEMPTS, Engine, Outcome, Shard
 from gapcheck.engines.job import JobRun, ShardFailure, run_job
 
 __all__ = ["Engine", "EngineKind", "JobRun", "Outcome", "Shard", "ShardFailure", "make_engine", "open_engine",
-           "run_job", "engine_settings"]
+           "run_job"]
 
 
 class EngineKind(str, enum.Enum):
@@ -52,20 +53,3 @@ def open_engine(kind: EngineKind | str = EngineKind.local, **options: Any) -> It
         yield engine
     finally:
         engine.close()
-
-
-def engine_settings(sections: dict[str, Any]) -> dict[str, Any]:
-    """The ``[engine]`` config table (``name``, ``workers``, ``address``), validated; flags override it."""
-    from gapcheck.errors import ConfigError
-
-    table = sections.get("engine", {})
-    if not isinstance(table, dict):
-        raise ConfigError("[engine] must be a table")
-    known = {"name": str, "workers": int, "address": str}
-    unknown = sorted(set(table) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown key(s) in [engine]: {', '.join(unknown)}", hint="known keys: name, workers, address")
-    for key, expected in known.items():
-        if key in table and (not isinstance(table[key], expected) or isinstance(table[key], bool)):
-            raise ConfigError(f"[engine].{key} must be {expected.__name__}")
-    return dict(table)

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ import numpy as np
 from gapcheck.errors import InputError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.golden import bundle as fmt
+from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
+from gapcheck.groups.keywords import with_keywords
 from gapcheck.tensors import fingerprint, sha256_bytes, summarize
 
 logger = logging.getLogger(__name__)
@@ -35,28 +37,40 @@ RECORD_BATCH = 32  # samples per torch / ONNX Runtime call while recording
 MAX_RAW_SAMPLE_BYTES = 256 * 1024 * 1024  # checked before a raw sample is read into memory
 
 
-@dataclass(frozen=True)
+RECORD_SAMPLES = 16  # golden samples recorded by default (the CLI's --num-samples default too)
+
+
+@dataclass(frozen=True, init=False)
 class RecordRequest:
-    """What ``gapcheck golden record`` needs; library terms, no CLI flags."""
+    """What ``gapcheck golden record`` needs, as the groups it is made of plus golden's own options.
+
+    Python callers may pass the groups, or the library keywords they are built from
+    (``RecordRequest(out, "pkg:build", input_specs=("x:1x3x8x8:float32",), num_samples=4)``; see
+    :mod:`gapcheck.groups.keywords`).
+    """
 
     out: Path
-    factory: str | None
-    checkpoint: Path | None = None
-    input_specs: tuple[str, ...] = ()
-    inputs_file: Path | None = None
-    num_samples: int = 16
-    seed: int = 0
+    model: ModelSource
+    inputs: InputSource
+    tolerance: ToleranceSpec
+    export: ExportSpec
     samples: Path | None = None  # raw samples (a folder or a file) for the preprocessing stage
     stage: str | None = None  # "infer=module:callable" turning one raw sample into the model input
-    rtol: float | None = None
-    atol: float | None = None
-    overrides: dict[str, tuple[float, float]] = field(default_factory=dict)  # output glob -> (rtol, atol)
-    exporter: str = "dynamo"
-    opset: int | None = None
     overwrite: bool = False
-    unsafe_pickle: bool = False
-    cache_dir: Path | None = None  # export cache folder (default: gapcheck.model.cache.default_cache_dir())
-    no_cache: bool = False  # always export; neither read nor write the export cache
+
+    def __init__(self, out: Path, factory: str | None = None, *, model: ModelSource | None = None,
+                 inputs: InputSource | None = None, tolerance: ToleranceSpec | None = None,
+                 export: ExportSpec | None = None, samples: Path | None = None, stage: str | None = None,
+                 overwrite: bool = False, **keywords: Any) -> None:
+        groups: dict[Any, Any] = {ModelSource: model or ModelSource(), InputSource: inputs or InputSource(
+            num_samples=RECORD_SAMPLES), ToleranceSpec: tolerance or ToleranceSpec(), ExportSpec: export or ExportSpec()}
+        if factory is not None:
+            keywords["factory"] = factory
+        groups = with_keywords(groups, keywords, "RecordRequest")
+        for name, value in (("out", Path(out)), ("model", groups[ModelSource]), ("inputs", groups[InputSource]),
+                            ("tolerance", groups[ToleranceSpec]), ("export", groups[ExportSpec]), ("samples", samples),
+                            ("stage", stage), ("overwrite", overwrite)):
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -73,18 +87,42 @@ def _versions() -> dict[str, str]:
     import onnxruntime
     import torch
 
-    from gapcheck import __version__
+    from gapcheck.version import __version__
 
     return {"gapcheck": __version__, "torch": torch.__version__, "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
+def is_bundle(folder: Path) -> bool:
+    """Whether ``folder`` holds a gapcheck golden bundle (its manifest says so): the only folder --overwrite replaces."""
+    manifest = folder / fmt.MANIFEST
+    try:
+        if manifest.is_symlink() or not manifest.is_file() or manifest.stat().st_size > fmt.MAX_MANIFEST_BYTES:
+            return False
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and document.get("kind") == fmt.KIND
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Where the bundle goes, checked before any work (UsageError, exit 2): a new or empty folder, or with
+    ``overwrite`` a folder that already holds a gapcheck bundle — never a symbolic link, never any other folder."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UsageError(f"golden bundle path {out} is a symbolic link; give the folder's real path")
     if out.exists() and not out.is_dir():
         raise UsageError(f"golden bundle path {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UsageError(f"golden bundle folder {out} is not empty", hint="choose a new folder or allow overwriting")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise UsageError(f"golden bundle folder {out} is not empty", hint="choose a new folder or allow overwriting")
+        if not is_bundle(out):
+            raise UsageError(f"golden bundle folder {out} is not empty and is not a golden bundle (no gapcheck "
+                             "manifest): --overwrite only replaces a bundle", hint="choose a new folder")
     parent = out.parent if str(out.parent) else Path(".")
+    from gapcheck.atomic import check_folder
+
+    check_folder(parent, f"golden bundle path {out}")
     parent.mkdir(parents=True, exist_ok=True)
 
 
@@ -97,7 +135,7 @@ def _preprocessed(request: RecordRequest, name: str, want_ndim: int) -> tuple[li
     spec = parse_stage_option(request.stage or "")
     fn = resolve(spec)
     assert request.samples is not None  # checked by the caller
-    paths = discover_samples(request.samples, request.num_samples)
+    paths = discover_samples(request.samples, request.inputs.num_samples)
     samples, raw = [], []
     for entry in paths:
         path = Path(getattr(entry, "path", None) or str(entry))  # entries (path + issue), or plain paths
@@ -126,10 +164,7 @@ def _preprocessed(request: RecordRequest, name: str, want_ndim: int) -> tuple[li
 
 
 def _inputs(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, dict | None]:
-    from gapcheck.inputs import load_samples_file, parse_input_spec, random_samples
-
-    specs = [parse_input_spec(s) for s in request.input_specs]
-    names = [s.name for s in specs] or None
+    specs = request.inputs.parsed()
     if request.samples is not None or request.stage is not None:
         if request.samples is None or request.stage is None:
             raise UsageError("raw samples and an inference stage go together")
@@ -137,11 +172,11 @@ def _inputs(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, 
             raise UsageError("with raw samples, give exactly one input spec (the tensor the stage produces)")
         samples, pre = _preprocessed(request, specs[0].name, len(specs[0].shape))
         return samples, {"source": "samples", "samples": str(request.samples)}, pre
-    if request.inputs_file is not None:
-        samples = load_samples_file(request.inputs_file, names)
-        return samples, {"source": "file", "file": Path(request.inputs_file).name,
-                         "file_sha256": fmt.file_sha256(Path(request.inputs_file))}, None
-    return random_samples(specs, request.num_samples, request.seed), {"source": "random", "seed": request.seed}, None
+    file = request.inputs.file
+    if file is not None:
+        return request.inputs.samples(), {"source": "file", "file": Path(file).name,
+                                          "file_sha256": fmt.file_sha256(Path(file))}, None
+    return request.inputs.samples(), {"source": "random", "seed": request.inputs.seed}, None
 
 
 def _run_batches(run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], stacked: dict[str, np.ndarray],
@@ -155,10 +190,7 @@ def _run_batches(run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], 
 
 
 def _tolerances(request: RecordRequest, outputs: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    from gapcheck.compare import Tolerance, TolerancePolicy
-
-    policy = TolerancePolicy(rtol=request.rtol, atol=request.atol,
-                             overrides={k: Tolerance(*v) for k, v in request.overrides.items()})
+    policy = request.tolerance.policy("fp32")
     return {name: {"rtol": t.rtol, "atol": t.atol}
             for name, t in ((n, policy.for_name(n, a.dtype)) for n, a in outputs.items())}
 
@@ -201,20 +233,24 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     from gapcheck.backends.torch_eager import TorchBackend
     from gapcheck.codes.nightly import REFERENCE_DISAGREES
     from gapcheck.compare import Tolerance, compare_arrays
-    from gapcheck.model.loading import load_model
-
     out = Path(request.out)
-    _check_out(out, request.overwrite)
+    check_out(out, request.overwrite)
+    request.model.require()
     timings: dict[str, float] = {}
     tick = time.perf_counter()
     samples, source, preprocess = _inputs(request)
+    if not samples:
+        raise InputError("no golden samples: an empty bundle would pass any deployment",
+                         hint="give --num-samples >= 1, an --inputs file with samples, or a --samples folder with files")
     _check_same_batching(samples)
-    loaded = load_model(request.checkpoint, request.factory, unsafe_pickle=request.unsafe_pickle)
+    loaded = request.model.load()
     module = loaded.module.eval()
     timings["load"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    exported, cached = _export(request, module, samples[0])
+    export = request.export
+    exported, _ = export.obtain(module, samples[0], cache=export.cache(request.model.resolved_factory()))
+    cached = exported.cached
     timings["export"] = time.perf_counter() - tick
     input_names = [i.name for i in exported.model.graph.input]
     output_names = [o.name for o in exported.model.graph.output]
@@ -245,25 +281,24 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
 
     onnx_bytes = exported.model.SerializeToString()
     checkpoint = None
-    if request.checkpoint is not None:
-        checkpoint = {"file": Path(request.checkpoint).name, "sha256": fmt.file_sha256(Path(request.checkpoint)),
+    if request.model.checkpoint is not None:
+        path = Path(request.model.checkpoint)
+        checkpoint = {"file": path.name, "sha256": fmt.file_sha256(path),
                       "kind": loaded.kind}
     manifest: dict[str, Any] = {
         "kind": fmt.KIND, "format_version": fmt.FORMAT_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
-        "model": {"factory": request.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
+        "model": {"factory": request.model.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
                   "fallback_reason": exported.fallback_reason, "export_cached": cached},
         "onnx": {"file": fmt.ONNX_FILE, "sha256": sha256_bytes(onnx_bytes)},
         "inputs": [fmt.TensorInfo(n, str(stacked[n].dtype), (1, *stacked[n].shape[1:])).as_dict() for n in input_names],
-        "input_specs": list(request.input_specs),
+        "input_specs": list(request.inputs.specs),
         "outputs": [fmt.TensorInfo(n, str(reference[n].dtype), (1, *reference[n].shape[1:])).as_dict()
                     for n in output_names],
         "samples": {"count": count, **source,
                     "fingerprints": [{n: fingerprint(s[n]) for n in input_names} for s in samples]},
-        "tolerances": {"rtol": request.rtol, "atol": request.atol,
-                       "overrides": {k: {"rtol": v[0], "atol": v[1]} for k, v in request.overrides.items()},
-                       "outputs": tolerances},
+        "tolerances": {**request.tolerance.as_dict(), "outputs": tolerances},
         "preprocess": preprocess,
         "record_findings": [{"code": f.code, "message": f.message} for f in findings],
     }
@@ -273,40 +308,6 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     return RecordOutcome(out, manifest, bundle_hash, tuple(findings), timings)
 
 
-def _export(request: RecordRequest, module: Any, sample: dict[str, np.ndarray]) -> tuple[Any, bool]:
-    """The ONNX export, from the export cache when an identical one was made before (same weights, code, specs)."""
-    from gapcheck.model.export import export_onnx
-
-    names = _output_names(module, sample)
-    cache = None
-    if not request.no_cache:
-        from gapcheck.model.cache import ExportCache
-        from gapcheck.model.factory import resolve_callable
-
-        cache = ExportCache(request.cache_dir, factory=resolve_callable(request.factory) if request.factory else None)
-        key = cache.key(module, sample, exporter=request.exporter, opset=request.opset, output_names=names)
-        hit = cache.load(key)
-        if hit is not None:
-            return hit, True
-    exported = export_onnx(module, sample, exporter=request.exporter, opset=request.opset, output_names=names)
-    if cache is not None:
-        cache.store(key, exported)
-    return exported, False
-
-
-def _output_names(module: Any, sample: dict[str, np.ndarray]) -> list[str]:
-    """The model's own names for its outputs (``logits``; ``output`` for a bare tensor), as `gapcheck export`
-    and export-diff name the graph's outputs. With the exporter's names (``linear_13``) the bundle would
-    ask a model deployed by `gapcheck export` for outputs it does not have."""
-    import torch
-
-    from gapcheck.backends.torch_eager import named_tensor_leaves
-
-    with torch.no_grad():
-        outputs = module(*(torch.from_numpy(np.ascontiguousarray(v)) for v in sample.values()))
-    return [name for name, _ in named_tensor_leaves(outputs)]
-
-
 def _save_tensors(path: Path, arrays: dict[str, np.ndarray], mode: int) -> None:
     from safetensors.numpy import save_file
 
@@ -314,6 +315,31 @@ def _save_tensors(path: Path, arrays: dict[str, np.ndarray], mode: int) -> None:
     # safetensors creates its files private (0600): a nightly job running as another user (a read-only
     # volume in a pod) could not read them. They get the mode every other bundle file has.
     path.chmod(mode)
+
+
+def _swap_in(staging: Path, out: Path, overwrite: bool) -> None:
+    """Move the finished bundle into place. An existing bundle (checked again: it may have changed while recording)
+    is first renamed aside, then removed: a crash leaves the old bundle or the new one, never a half-deleted one."""
+    if out.is_symlink():
+        raise UsageError(f"golden bundle path {out} became a symbolic link while recording")
+    if not out.exists():
+        staging.rename(out)
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+        staging.rename(out)
+        return
+    if not overwrite or not is_bundle(out):
+        raise UsageError(f"golden bundle folder {out} filled up while recording")
+    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent if str(out.parent) else "."))
+    aside.rmdir()
+    out.rename(aside)
+    try:
+        staging.rename(out)
+    except BaseException:
+        aside.rename(out)  # put the old bundle back
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[str, np.ndarray],
@@ -330,11 +356,7 @@ def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[
                              for name in (fmt.ONNX_FILE, fmt.INPUTS_FILE, fmt.TORCH_FILE, fmt.ORT_FILE)}
         data = (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
         fmt.write_file_atomic(staging / fmt.MANIFEST, data)
-        if out.exists():
-            if any(out.iterdir()) and not overwrite:
-                raise UsageError(f"golden bundle folder {out} filled up while recording")
-            shutil.rmtree(out)
-        staging.rename(out)
+        _swap_in(staging, out, overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -10,30 +10,44 @@ export-diff leaves the output names out of the key (the weights and the code dec
 graph's outputs carry them), so a cached run need not run the model before comparing.
 
 Entries are ``<key>.onnx`` plus ``<key>.json`` (exporter, fallback reason, warnings) in the
-cache folder: ``--cache-dir``, else ``$GAPCHECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapcheck/exports``
-(``~/.cache/gapcheck/exports``). Both files are written atomically; an entry that fails to load is
-ignored and rewritten. Models over 2 GiB (which would need external data) are not cached.
+cache folder: ``--cache-dir``, else ``[cache] dir``, else ``$GAPCHECK_CACHE_DIR``, else
+``$XDG_CACHE_HOME/gapcheck/exports`` (``~/.cache/gapcheck/exports``). Both files are written atomically; an entry
+that fails to load is ignored and rewritten. Models over 2 GiB (which would need external data) are not cached.
+
+The folder is capped (``--cache-max-mb``, ``[cache] max_mb``, default :data:`DEFAULT_MAX_MB`): after each store
+the least recently used entries go until the rest fit (a hit touches its ``.json``, whose modification time is the
+entry's last use). Other processes may use and prune the same folder at the same time: an entry that vanishes
+between listing and reading or removing is a miss, never an error. ``gapcheck cache info|prune|clear`` show and
+trim it; only files named like entries (and their temporary files) are ever removed.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import logging
 import os
-import tempfile
+import re
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import onnx
-import torch
+if TYPE_CHECKING:  # torch and onnx load only when an entry is keyed or read: `gapcheck cache info` stays light
+    import numpy as np
+    import torch
 
-from gapcheck.model.export import ExportResult
+    from gapcheck.model.export import ExportResult
 
 log = logging.getLogger(__name__)
 _MAX_CACHED_BYTES = 2 * 1024**3 - 1
 _FORMAT = "1"
+DEFAULT_MAX_MB = 4096  # the folder's default cap (a nightly over many model versions must not fill a disk)
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.(onnx|json)$")
+_TEMP = re.compile(r"^\.[0-9a-f]{64}\.(onnx|json)\..*\.tmp$")
+_STALE_TEMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 
 
 def default_cache_dir() -> Path:
@@ -47,6 +61,9 @@ def default_cache_dir() -> Path:
 def _versions() -> str:
     """Versions of what makes the export, read from package metadata (importing onnxscript alone takes seconds)."""
     from importlib import metadata
+
+    import onnx
+    import torch
 
     parts = [f"torch={torch.__version__}", f"onnx={onnx.__version__}"]
     for package in ("onnxscript", "gapcheck"):
@@ -79,6 +96,8 @@ def export_key(
     sequence_inputs: Sequence[str] = (),
 ) -> str:
     """SHA256 over weights, code, input specs, exporter, opset and versions (see the module docstring)."""
+    import torch
+
     digest = hashlib.sha256()
 
     def add(label: str, data: bytes) -> None:
@@ -108,53 +127,156 @@ def export_key(
 
 
 def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
+    """The entry, or None when absent, unreadable, or removed by another process while being read."""
+    import onnx
+
+    from gapcheck.model.export import ExportResult
+
     model_path, meta_path = cache_dir / f"{key}.onnx", cache_dir / f"{key}.json"
-    if not (model_path.is_file() and meta_path.is_file()):
-        return None
     try:
         meta = json.loads(meta_path.read_text())
         model = onnx.load(str(model_path))
+    except FileNotFoundError:
+        return None
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign entry is a miss, not an error
         log.info("ignoring unreadable export cache entry %s: %s", model_path, exc)
         return None
+    with contextlib.suppress(OSError):  # removed meanwhile, or a read-only cache: still a hit
+        os.utime(meta_path)  # its last use: least recently used entries are evicted first
     return ExportResult(model, meta["exporter"], meta.get("fallback_reason"), 0.0, tuple(meta.get("warnings", ())),
                         bool(meta.get("batch_baked")), cached=True)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def store(cache_dir: Path, key: str, result: ExportResult, max_bytes: int | None = None) -> bool:
+    """Write an entry, then evict least recently used ones over ``max_bytes``; False (and a log line) when the model
+    is too big for the cache or the folder is not writable."""
+    from gapcheck.atomic import write_atomic
+    from gapcheck.errors import GapcheckError
 
-
-def store(cache_dir: Path, key: str, result: ExportResult) -> bool:
-    """Write an entry; False (and a log line) when the model is too big or the folder is not writable."""
-    data = result.model.SerializeToString() if result.model.ByteSize() <= _MAX_CACHED_BYTES else None
+    limit = DEFAULT_MAX_MB * 1024 * 1024 if max_bytes is None else max_bytes
+    data = result.model.SerializeToString() if result.model.ByteSize() <= min(_MAX_CACHED_BYTES, limit) else None
     if data is None:
         return False
     meta = {"exporter": result.exporter, "fallback_reason": result.fallback_reason, "warnings": list(result.warnings),
             "batch_baked": result.batch_baked, "export_seconds": result.seconds}
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cache_dir / f"{key}.onnx", data)
-        _write_atomic(cache_dir / f"{key}.json", json.dumps(meta).encode())  # written last: marks the entry complete
-    except OSError as exc:
+        write_atomic(cache_dir / f"{key}.onnx", data, what="export cache entry")
+        # written last: marks the entry complete
+        write_atomic(cache_dir / f"{key}.json", json.dumps(meta).encode(), what="export cache entry")
+    except (OSError, GapcheckError) as exc:
         log.warning("export cache not written (%s): %s", cache_dir, exc)
         return False
+    prune(cache_dir, limit, keep=key)
     return True
 
 
-class ExportCache:
-    """The cache folder plus what keys an export beyond the model itself (the factory's source)."""
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    bytes: int
+    last_used: float  # the .json's modification time (0 for an incomplete entry: it goes first)
 
-    def __init__(self, directory: Path | None = None, factory: Callable | None = None) -> None:
+
+@dataclass(frozen=True)
+class CacheInfo:
+    directory: Path
+    entries: int
+    bytes: int
+    max_bytes: int
+    incomplete: int  # .onnx without its .json, stale temporary files
+
+    def lines(self) -> list[str]:
+        return [f"folder      {self.directory}", f"entries     {self.entries}",
+                f"size        {self.bytes / 1024**2:.1f} MB of {self.max_bytes / 1024**2:.0f} MB",
+                f"incomplete  {self.incomplete}"]
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:  # removed by another process meanwhile
+        return None
+
+
+def entries(cache_dir: Path) -> tuple[list[Entry], list[Path]]:
+    """Complete entries (oldest use first) and leftovers (incomplete entries, stale temporary files)."""
+    try:
+        names = os.listdir(cache_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+    found, leftovers = [], []
+    now = time.time()
+    for name in names:
+        path = cache_dir / name
+        if _TEMP.match(name):
+            try:
+                if now - path.stat().st_mtime > _STALE_TEMP_S:
+                    leftovers.append(path)
+            except OSError:
+                pass
+            continue
+        if not _ENTRY.match(name) or not name.endswith(".onnx"):
+            continue
+        meta, key = path.with_suffix(".json"), name[:-5]
+        model_bytes, meta_bytes = _size(path), _size(meta)
+        if model_bytes is None:
+            continue
+        if meta_bytes is None:
+            leftovers.append(path)
+            continue
+        try:
+            used = meta.stat().st_mtime
+        except OSError:
+            continue
+        found.append(Entry(key, model_bytes + meta_bytes, used))
+    return sorted(found, key=lambda e: (e.last_used, e.key)), leftovers
+
+
+def _remove(cache_dir: Path, key: str) -> None:
+    # The .json first: without it the entry is a miss for every reader at once.
+    for suffix in (".json", ".onnx"):
+        (cache_dir / f"{key}{suffix}").unlink(missing_ok=True)
+
+
+def prune(cache_dir: Path, max_bytes: int, *, keep: str | None = None) -> tuple[int, int]:
+    """Remove least recently used entries until the rest fit in ``max_bytes`` (and leftovers); (entries, bytes) freed.
+    ``keep`` (the entry just stored) goes last. Entries other processes remove meanwhile are skipped."""
+    found, leftovers = entries(cache_dir)
+    freed = [0, 0]
+    for path in leftovers:
+        size = _size(path) or 0
+        path.unlink(missing_ok=True)
+        freed[1] += size
+    total = sum(e.bytes for e in found)
+    for entry in sorted(found, key=lambda e: e.key == keep):  # stable: oldest first, the kept one last
+        if total <= max_bytes:
+            break
+        _remove(cache_dir, entry.key)
+        total -= entry.bytes
+        freed[0] += 1
+        freed[1] += entry.bytes
+    return freed[0], freed[1]
+
+
+def clear(cache_dir: Path) -> tuple[int, int]:
+    """Remove every entry and leftover (only files named like them); (entries, bytes) freed."""
+    return prune(cache_dir, -1)
+
+
+def info(cache_dir: Path, max_bytes: int) -> CacheInfo:
+    found, leftovers = entries(cache_dir)
+    return CacheInfo(cache_dir, len(found), sum(e.bytes for e in found), max_bytes, len(leftovers))
+
+
+class ExportCache:
+    """The cache folder, its size cap, and what keys an export beyond the model itself (the factory's source)."""
+
+    def __init__(self, directory: Path | None = None, factory: Callable | None = None,
+                 max_bytes: int | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.factory = factory
+        self.max_bytes = DEFAULT_MAX_MB * 1024 * 1024 if max_bytes is None else max_bytes
 
     def key(self, module, sample, *, exporter: str, opset: int | None, output_names: Sequence[str] = (),
             sequence_inputs: Sequence[str] = ()) -> str:
@@ -165,4 +287,4 @@ class ExportCache:
         return load_cached(self.directory, key)
 
     def store(self, key: str, result: ExportResult) -> bool:
-        return store(self.directory, key, result)
+        return store(self.directory, key, result, self.max_bytes)

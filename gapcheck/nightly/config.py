@@ -37,8 +37,11 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gapcheck.errors import ConfigError, UsageError
+from gapcheck.groups import TritonTarget, check_header
 
 DEFAULT_HISTORY = "gapcheck-history.sqlite"
+DEFAULT_LOCK_WAIT_S = 60.0
+MAX_LOCK_WAIT_S = 86400.0  # a day: longer than any night; nan and inf are refused (they would wait forever)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -59,7 +62,17 @@ class EndpointConfig(_Strict):
     model: Optional[str] = None
     version: Optional[str] = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: Optional[float] = Field(default=None, gt=0, le=86400, allow_inf_nan=False)  # None: the Triton target's
+
+    @field_validator("headers")
+    @classmethod
+    def _safe_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            try:
+                check_header(key, text, "header")
+            except UsageError as exc:
+                raise ValueError(exc.message) from None
+        return value
 
     @field_validator("version", mode="before")
     @classmethod
@@ -69,8 +82,8 @@ class EndpointConfig(_Strict):
 
 class DriftConfig(_Strict):
     baseline_runs: int = Field(default=3, ge=1)
-    slack: float = Field(default=0.05, ge=0)
-    threshold: float = Field(default=0.25, gt=0)
+    slack: float = Field(default=0.05, ge=0, allow_inf_nan=False)
+    threshold: float = Field(default=0.25, gt=0, allow_inf_nan=False)
 
 
 class NightlyConfig(_Strict):
@@ -80,12 +93,47 @@ class NightlyConfig(_Strict):
     webhook_format: WebhookFormat = WebhookFormat.generic
     webhook_secret_env: Optional[str] = None
     report_url: Optional[str] = None
-    lock_wait_s: float = Field(default=60.0, ge=0)
+    lock_wait_s: float = Field(default=DEFAULT_LOCK_WAIT_S, ge=0, le=MAX_LOCK_WAIT_S, allow_inf_nan=False)
     max_in_flight: int = Field(default=4, ge=1, le=64)
-    deadline_s: float = Field(default=600.0, gt=0)
-    retries: int = Field(default=2, ge=0, le=10)
+    # None: [triton]'s, else the Triton target's default (gapcheck.groups.TritonTarget: 600 s, 3 retries)
+    deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+    retries: Optional[int] = Field(default=None, ge=0, le=20)
     drift: DriftConfig = Field(default_factory=DriftConfig)
     endpoints: list[EndpointConfig] = Field(default_factory=list)
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_url(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            try:
+                check_webhook_url(value)
+            except UsageError as exc:
+                raise ValueError(exc.message) from None
+        return value
+
+
+_WEBHOOK_UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")  # control characters, spaces, backslashes
+
+
+def check_webhook_url(url: str) -> str:
+    """A webhook URL fit to POST to, checked before any work (UsageError, exit 2): http(s), a host, no control
+    characters or spaces anywhere. Only ``scheme://host`` is ever shown: the path and query often hold the token."""
+    from urllib.parse import urlsplit
+
+    text = url if isinstance(url, str) else ""
+    shown = "the webhook URL"
+    try:
+        parts = urlsplit(text)
+        shown = f"{parts.scheme}://{parts.hostname}" if parts.scheme and parts.hostname else shown
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        raise UsageError("the webhook must be an http(s) URL (not shown: it may hold a token)") from None
+    if _WEBHOOK_UNSAFE.search(text) or not shown.isprintable():
+        raise UsageError(f"the webhook URL ({'?' if not shown.isprintable() else shown}/...) holds a control "
+                         "character, space or backslash (the rest is not shown: it may hold a token)")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"the webhook must be an http(s) URL with a host (got {shown if parts.hostname else 'no host'})")
+    return url
 
 
 def parse_nightly_section(table: Any, source: Path | None) -> NightlyConfig:
@@ -130,6 +178,7 @@ class EndpointSpec:
     version: str | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = 30.0
+    tls: Any = field(default=None, repr=False)  # gapcheck.triton.url.TlsOptions (CA, client key and chain) or None
 
     @property
     def display_url(self) -> str:
@@ -142,7 +191,7 @@ class EndpointSpec:
 
         scheme = f"{self.protocol}{'s' if self.ssl else ''}://" if self.protocol else ""
         return TritonEndpoint(scheme + self.address, protocol=self.protocol, headers=self.headers, ssl=self.ssl,
-                              timeout_s=self.timeout_s, retries=retries)
+                              tls=self.tls, timeout_s=self.timeout_s, retries=retries)
 
 
 def _resolve_header(name: str, key: str, value: str) -> str:
@@ -154,8 +203,12 @@ def _resolve_header(name: str, key: str, value: str) -> str:
     return os.environ[match.group(1)]
 
 
-def endpoint_spec(config: EndpointConfig) -> EndpointSpec:
-    """Parse ``scheme://host:port[/model][?version=N]`` with the Triton URL parser (model/version may be fields)."""
+def endpoint_spec(config: EndpointConfig, target: TritonTarget | None = None, *,
+                  timeout_s: float | None = None) -> EndpointSpec:
+    """Parse ``scheme://host:port[/model][?version=N]`` with the Triton URL parser (model/version may be fields).
+
+    ``target`` (the Triton group) adds its headers (over the entry's), its TLS files (for a TLS or bare URL) and its
+    timeout when the entry sets none; ``timeout_s`` (a flag) overrides the entry's."""
     from gapcheck.triton.url import check_model_name, parse_endpoint_url
 
     if not _NAME.fullmatch(config.name):  # match() would let a trailing newline through
@@ -168,13 +221,19 @@ def endpoint_spec(config: EndpointConfig) -> EndpointSpec:
     if not model:
         raise UsageError(f"endpoint {config.name!r}: give the model as the URL path (grpc://host:8001/MODEL) or model")
     check_model_name(model)
+    target = target or TritonTarget()
     headers = {k: _resolve_header(config.name, k, v) for k, v in config.headers.items()}
+    for key, value in headers.items():  # a ${VAR} may bring a newline: refused before any request
+        check_header(key, value, f"endpoint {config.name!r}")
+    headers.update(target.header_values())
+    timeout = timeout_s if timeout_s is not None else config.timeout_s if config.timeout_s is not None else target.timeout_s
+    tls = target.tls() if location.ssl or location.protocol is None else None
     return EndpointSpec(name=config.name, address=location.address, protocol=location.protocol, ssl=location.ssl,
                         model=model, version=config.version or location.version, headers=headers,
-                        timeout_s=config.timeout_s)
+                        timeout_s=timeout, tls=tls)
 
 
-def parse_endpoint_option(text: str, timeout_s: float = 30.0) -> EndpointConfig:
+def parse_endpoint_option(text: str, timeout_s: float | None = None) -> EndpointConfig:
     """``NAME=URL`` from the command line."""
     name, sep, url = text.partition("=")
     if not sep or not name.strip() or not url.strip():

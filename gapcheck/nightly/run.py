@@ -8,6 +8,7 @@ crash between endpoints leaves every endpoint recorded so far intact; the run ro
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -17,12 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject, Verdict
 from gapcheck.golden.bundle import GoldenBundle, load_bundle
+from gapcheck.groups import TritonTarget, check_number
 from gapcheck.nightly import alerts as webhook
-from gapcheck.nightly.config import EndpointSpec, WebhookFormat
+from gapcheck.nightly.config import DEFAULT_LOCK_WAIT_S, MAX_LOCK_WAIT_S, EndpointSpec, WebhookFormat, check_webhook_url
 from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord
 from gapcheck.nightly.lock import HistoryLock
 from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
@@ -45,6 +48,9 @@ class WebhookSettings:
     report_url: str | None = None
     deadline_s: float = 30.0  # every attempt of one alert together (a receiver that trickles never times out)
 
+    def __post_init__(self) -> None:
+        check_webhook_url(self.url)  # before any work: exit 2, nothing recorded, the URL's path never shown
+
     @property
     def secret(self) -> str | None:
         if not self.secret_env:
@@ -55,18 +61,44 @@ class WebhookSettings:
         return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class NightlyRequest:
+    """One night: the bundle, the endpoints, how to reach them (``target``: headers, TLS, timeout, retries and the
+    per-endpoint deadline — its URL/model fields are unused, each endpoint names its own), the history and alerts.
+    ``retries=`` and ``deadline_s=`` are accepted as keywords and go into ``target``."""
+
     golden: Path
     endpoints: tuple[EndpointSpec, ...]
     history: Path
+    target: TritonTarget
     webhook: WebhookSettings | None = None
-    lock_wait_s: float = 60.0
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
     max_in_flight: int = 4
-    deadline_s: float = 600.0
-    retries: int = 2
     drift: DriftParameters = DriftParameters()
     audit: bool = True
+
+    def __init__(self, golden: Path, endpoints: tuple[EndpointSpec, ...], history: Path, *,
+                 target: TritonTarget | None = None, webhook: WebhookSettings | None = None,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = 4,
+                 drift: DriftParameters = DriftParameters(), audit: bool = True, retries: int | None = None,
+                 deadline_s: float | None = None) -> None:
+        target = target or TritonTarget()
+        changes: dict[str, Any] = {k: v for k, v in (("retries", retries), ("deadline_s", deadline_s)) if v is not None}
+        target = dataclasses.replace(target, **changes) if changes else target
+        check_number(lock_wait_s, "--lock-wait", high=MAX_LOCK_WAIT_S)
+        check_number(max_in_flight, "--max-in-flight", low=1, high=64)
+        for name, value in (("golden", Path(golden)), ("endpoints", tuple(endpoints)), ("history", Path(history)),
+                            ("target", target), ("webhook", webhook), ("lock_wait_s", lock_wait_s),
+                            ("max_in_flight", max_in_flight), ("drift", drift), ("audit", audit)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def retries(self) -> int:
+        return self.target.retries
+
+    @property
+    def deadline_s(self) -> float:
+        return self.target.deadline_s
 
 
 def _now() -> str:
@@ -154,8 +186,8 @@ def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, histo
 
 def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointReport], None] | None = None) -> NightlyResult:
     """Check every endpoint of ``request`` against the golden bundle and record the night (see the module docstring)."""
-    from gapcheck import __version__
     from gapcheck.codes.nightly import WEBHOOK_FAILED
+    from gapcheck.version import __version__
 
     if not request.endpoints:
         raise UsageError("no endpoints to check: give at least one NAME=URL")
@@ -163,7 +195,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     if len(set(names)) != len(names):
         raise UsageError(f"endpoint names must be unique: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     if request.webhook is not None:
-        webhook.check_webhook_url(request.webhook.url)
+        check_webhook_url(request.webhook.url)
         _ = request.webhook.secret  # a missing secret variable is a configuration error, before any work
     start = time.monotonic()
     bundle = load_bundle(request.golden)

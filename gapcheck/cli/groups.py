@@ -1,0 +1,207 @@
+"""A command is a declaration of the option groups it uses; this module turns the declaration into typer options and
+resolves them, file < environment < flags, in :func:`resolve` — the one place that does.
+
+Modelled on Polygraphy's ``tools/args``: a group registers its flags (here: its ``OPTIONS``), parses them, and
+builds the object the tool uses (here: the group's ``load()``, ``samples()``, ``endpoint()`` ...)::
+
+    @declare(ModelSource, use(InputSource, num_samples=16), ToleranceSpec, use(ExportSpec, skip=("save_onnx",)),
+             ReportTargets, section="golden")
+    def record(groups: Groups, out: Path = typer.Option(..., "--out")) -> None:
+        model = groups[ModelSource].load()
+        ...
+        raise typer.Exit(groups[ReportTargets].emit(result))
+
+The decorated function keeps its own options; ``ctx`` and ``--config`` are added when it does not declare them.
+A value from a flag wins; a flag left alone takes the command's section (``[golden]``), then the group's own section
+(``[triton]``, ``[engine]``, ``[cache]``), then the group's default (or the declaration's, ``use(InputSource, num_samples=16)``).
+Both sections already include ``GAPCHECK_<SECTION>__<KEY>`` from the environment (:mod:`gapcheck.config`).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, TypeVar, get_args, get_origin
+
+import typer
+
+from gapcheck.groups import Group, Opt
+
+G = TypeVar("G", bound=Group)
+_INVERTED = {"strict"}  # fields whose flag is the negative form (--non-strict sets strict=False)
+
+
+@dataclass(frozen=True)
+class Use:
+    """One group in a command's declaration: options it leaves out, and defaults it sets otherwise (listed in
+    ``tests/cli/test_groups_matrix.py``; every other default is the group's own)."""
+
+    group: type[Group]
+    skip: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def options(self) -> list[Opt]:
+        return [opt for opt in self.group.OPTIONS if opt.field not in self.skip]
+
+    def default(self, opt: Opt) -> Any:
+        return self.defaults.get(opt.field, self.group.defaults().get(opt.field))
+
+
+def use(group: type[Group], *, skip: tuple[str, ...] = (), **defaults: Any) -> Use:
+    return Use(group, tuple(skip), dict(defaults))
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The resolved groups of one command run, by class; ``config`` is the loaded configuration; ``flags`` the fields
+    set on the command line and ``given`` those set there or in the configuration (file or environment)."""
+
+    values: Mapping[type[Group], Group]
+    config: Any
+    given: Mapping[type[Group], frozenset[str]]
+    flags: Mapping[type[Group], frozenset[str]]
+
+    def __getitem__(self, cls: type[G]) -> G:
+        value = self.values[cls]
+        assert isinstance(value, cls)
+        return value
+
+    def __contains__(self, cls: object) -> bool:
+        return cls in self.values
+
+
+def param_name(group: type[Group], opt: Opt) -> str:
+    return f"{group.__name__.lower()}__{opt.field}"
+
+
+def _typer_kind(opt: Opt) -> Any:
+    if get_origin(opt.kind) is list:
+        return list[str]
+    return opt.kind
+
+
+def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False) -> inspect.Parameter:
+    kind = _typer_kind(opt)
+    if get_origin(kind) is list:
+        value: Any = []
+    elif opt.field in _INVERTED:
+        value = not default
+    elif hidden:
+        value = False if kind is bool else None
+    else:
+        value = default
+    if hidden and kind is not bool and get_origin(kind) is not list:
+        kind = Optional[kind] if type(None) not in get_args(kind) else kind
+    info = typer.Option(value, flag, help=None if hidden else opt.help, hidden=hidden, metavar=opt.metavar,
+                        show_default=not hidden and value not in (None, [], False))
+    return inspect.Parameter("_", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+
+
+def declare(*declared: Use | type[Group], section: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command: its signature gains every option of the declared groups, and it receives ``groups``."""
+    uses = tuple(u if isinstance(u, Use) else Use(u) for u in declared)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "groups"]
+        names = {p.name for p in own}
+        added: list[inspect.Parameter] = []
+        if "ctx" not in names:
+            added.append(inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context))
+        for u in uses:
+            for opt in u.options():
+                base = param_name(u.group, opt)
+                added.append(_option(opt, u.default(opt), opt.flag).replace(name=base))
+                for i, alias in enumerate(opt.aliases):
+                    added.append(_option(opt, None, alias, hidden=True).replace(name=f"{base}__alias{i}"))
+        if "config" not in names:
+            added.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(
+                None, "--config", help="gapcheck.toml or pyproject.toml (default: discovered from the current "
+                "directory)."), annotation=Optional[Path]))
+        ordered = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty]
+        rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in ordered]
+        ctx_first = [p for p in added if p.name == "ctx"] + ordered
+        params = ctx_first + rest + [p for p in added if p.name != "ctx"]
+
+        @functools.wraps(fn)
+        def command(**values: Any) -> Any:
+            ctx = values["ctx"] if "ctx" in names else values.pop("ctx")
+            config = values["config"] if "config" in names else values.pop("config")
+            group_values = {k: values.pop(k) for k in list(values) if "__" in k}
+            groups = resolve(ctx, uses, group_values, section=section, config=config)
+            return fn(groups=groups, **values)
+
+        del command.__wrapped__  # typer must read the signature below, not fn's
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)  # typer may vendor click: compare the enum by name
+    return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _from_config(opt: Opt, sections: tuple[Any, ...]) -> Any:
+    if opt.key is None:
+        return None
+    for section in sections:
+        value = getattr(section, opt.key, None) if section is not None else None
+        if value is not None and value != {} and value != []:
+            if opt.kind in (Path, Optional[Path]):
+                return Path(value)
+            return tuple(value) if isinstance(value, list) else value
+    return None
+
+
+def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any], *, section: str | None,
+            config: Path | None) -> Groups:
+    """THE resolution: for each declared group, each option from its flag (a hidden older spelling counts as the
+    flag), else the command's config section, else the group's own section, else the default; then the group is
+    built, which validates it (exit 2 before any work)."""
+    from gapcheck.config import load_config
+
+    loaded = load_config(config)
+    command_section = loaded.section(section) if section else None
+    built: dict[type[Group], Group] = {}
+    given_fields: dict[type[Group], frozenset[str]] = {}
+    flag_fields: dict[type[Group], frozenset[str]] = {}
+    for u in uses:
+        own_section = loaded.section(u.group.SECTION) if u.group.SECTION else None
+        fields_: dict[str, Any] = {}
+        from_config: dict[str, Any] = {}
+        given: set[str] = set()
+        flags: set[str] = set()
+        for opt in u.options():
+            name = param_name(u.group, opt)
+            value, is_given = values[name], _given(ctx, name)
+            for i in range(len(opt.aliases)):
+                alias = f"{name}__alias{i}"
+                if not is_given and _given(ctx, alias):
+                    value, is_given = values[alias], True
+            if opt.field in _INVERTED:
+                value = not value
+            from_config[opt.field] = _from_config(opt, (command_section, own_section))
+            if is_given:
+                given.add(opt.field)
+                flags.add(opt.field)
+                fields_[opt.field] = tuple(value) if isinstance(value, list) else value
+            elif from_config[opt.field] is not None:
+                given.add(opt.field)
+                fields_[opt.field] = from_config[opt.field]
+            else:
+                fields_[opt.field] = u.default(opt)
+        from_cli = getattr(u.group, "from_cli", None)
+        if from_cli is not None:
+            fields_ = from_cli(fields_, from_config)
+        built[u.group] = u.group(**fields_)
+        given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
+    return Groups(values=built, config=loaded, given=given_fields, flags=flag_fields)
+
+
+def declared(command: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """A command's parameters as typer sees them (for tests and --help)."""
+    return dict(inspect.signature(command).parameters)

@@ -1,0 +1,119 @@
+"""``ExportSpec``: how the model becomes ONNX — the exporter, the opset, the export cache, where to keep a copy.
+
+:meth:`ExportSpec.obtain` is the one export path (export-diff, its deployment audit, golden record): one cache
+key (weights, code, input specs, exporter, opset, sequence axes — never the output names: a cached graph's
+outputs carry them), one cache (:class:`gapcheck.model.cache.ExportCache`), one run-once check of the inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+from gapcheck.errors import InputError, UsageError, condense_error
+from gapcheck.groups.base import Group, Opt, check_output_file
+
+EXPORTERS = ("dynamo", "torchscript")
+
+
+@dataclass(frozen=True)
+class ExportSpec(Group):
+    exporter: str = "dynamo"
+    opset: int | None = None
+    cache_dir: Path | None = None
+    no_cache: bool = False
+    save_onnx: Path | None = None
+    cache_max_mb: int | None = None  # the cache's size cap (None: [cache] max_mb, else the cache's default)
+
+    SECTION: ClassVar[str | None] = "cache"
+    OPTIONS: ClassVar[tuple[Opt, ...]] = (
+        Opt("exporter", "--exporter", "ONNX exporter: dynamo (falls back to torchscript) or torchscript.", str,
+            key="exporter"),
+        Opt("opset", "--opset", "ONNX opset version.", Optional[int], key="opset", low=7, high=1000),
+        Opt("cache_dir", "--cache-dir", "Export cache folder (default: [cache] dir, $GAPCHECK_CACHE_DIR or "
+            "~/.cache/gapcheck/exports).", Optional[Path], key="dir"),
+        Opt("no_cache", "--no-cache", "Always export; neither read nor write the export cache.", bool),
+        Opt("save_onnx", "--save-onnx", "Write the compared ONNX model here.", Optional[Path]),
+        Opt("cache_max_mb", "--cache-max-mb", "Size cap of the export cache in MB (least recently used entries "
+            "go first).", Optional[int], key="max_mb", low=1),
+    )
+
+    def check(self) -> None:
+        exporter = getattr(self.exporter, "value", self.exporter)
+        if exporter not in EXPORTERS:
+            raise UsageError(f"--exporter must be one of {', '.join(EXPORTERS)}, not {exporter!r}", parameter="exporter")
+        if exporter != self.exporter:
+            object.__setattr__(self, "exporter", exporter)  # an Exporter enum member becomes its value
+        check_output_file(self.save_onnx, "--save-onnx")
+        if self.cache_dir is not None and Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
+            raise UsageError(f"--cache-dir {self.cache_dir} is not a folder")
+
+    def cache(self, factory: Any = None) -> Any:
+        """The export cache (keyed by the factory's source too), or None with ``no_cache``."""
+        if self.no_cache:
+            return None
+        from gapcheck.model.cache import ExportCache
+
+        return ExportCache(self.cache_dir, factory=factory, max_bytes=_bytes(self.cache_max_mb))
+
+    def obtain(self, module: Any, sample: dict[str, Any], *, cache: Any = None, progress: Any = None,
+               sequence_inputs: tuple[str, ...] = ()) -> tuple[Any, list[str]]:
+        """The model's ONNX export and its output names, from ``cache`` when it holds it, else exported (and stored).
+
+        ``module`` is in the mode to export. A fresh export first runs the model once, so inputs that do not fit it
+        are an input error (exit 2) rather than an exporter error, and the graph's outputs get the model's own names
+        (``logits``; ``output`` for a bare tensor) — the names a deployment made by `gapcheck export` serves.
+        """
+        import torch
+
+        from gapcheck.model.export import export_onnx
+        from gapcheck.progress import NullProgress
+
+        progress = progress or NullProgress()
+        exporter = self.exporter
+        if isinstance(module, torch.jit.ScriptModule) and exporter == "dynamo":
+            exporter = "torchscript"  # torch.export cannot trace a ScriptModule; the TorchScript exporter reads its graph
+        key = cache.key(module, sample, exporter=exporter, opset=self.opset, sequence_inputs=sequence_inputs) \
+            if cache is not None else None
+        hit = cache.load(key) if key is not None else None
+        if hit is not None:
+            return hit, [o.name for o in hit.model.graph.output]
+        names = output_names(module, sample)
+        progress.start("exporting to ONNX", None)
+        exported = export_onnx(module, sample, exporter=exporter, opset=self.opset, output_names=names,
+                               sequence_inputs=sequence_inputs)
+        progress.finish()
+        if key is not None:
+            cache.store(key, exported)
+        return exported, names
+
+    def save(self, model: Any) -> None:
+        if self.save_onnx is not None:
+            from gapcheck.model.export import save_onnx
+
+            save_onnx(model, self.save_onnx)
+
+
+def _bytes(megabytes: int | None) -> int | None:
+    return None if megabytes is None else int(megabytes) * 1024 * 1024
+
+
+def output_names(module: Any, sample: dict[str, Any]) -> list[str]:
+    """Run the model once on ``sample``: its own names of its output tensors (``logits``, ``past_key_values.0.key``).
+    Inputs it does not accept are an InputError (exit 2); a model that returns no tensor a UsageError."""
+    import torch
+
+    from gapcheck.model.outputs import named_tensor_leaves
+    from gapcheck.tensors import contiguous
+
+    tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]
+    try:
+        with torch.no_grad():
+            output = module(*tensors)
+    except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
+        shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
+        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}") from exc
+    names = [name for name, _ in named_tensor_leaves(output)]
+    if not names:
+        raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
+    return names
