@@ -135,15 +135,16 @@ def _excerpt(text: str, span: tuple[int, int] | None) -> str:
 def root_cause(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded,
                component: str) -> tuple[str, str, dict[str, Any]]:
     """(code, one sentence, evidence) — structural causes, then vocabularies, then reproduced transforms."""
-    for test in (_padding, _special_tokens, _truncation, _vocabulary):
+    fast_slow = {a.info.backend, b.info.backend} == {"fast", "slow"} and same_files(a.info, b.info)
+    for test in (_padding, _special_tokens, _truncation) if fast_slow else (_padding, _special_tokens, _truncation,
+                                                                           _vocabulary):
         found = test(text, a, b, ea, eb)
         if found is not None:
             return found
     if component != "input_ids":
         return codes.UNEXPLAINED.code, f"the {component} differ while the ids are equal", {}
     reproduced = _reproduce(text, a, b, ea, eb)
-    if a.info.backend in ("fast", "slow") and b.info.backend in ("fast", "slow") and a.info.backend != b.info.backend \
-            and same_files(a.info, b.info):
+    if fast_slow:  # the implementations disagree; a vocabulary difference between them is part of that
         note = f"; reproduced by: {reproduced[1]}" if reproduced else ""
         return (codes.FAST_SLOW.code, f"the {a.info.backend} and {b.info.backend} tokenizers of the same files "
                 f"disagree{note}", {"backends": [a.info.backend, b.info.backend],

@@ -172,12 +172,12 @@ def _jsonl(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
 def _cell_samples(name: str, first: int, values: Any, max_chars: int) -> Iterator[TextSample]:
     for offset, value in enumerate(values):
         sample_id = f"{name}:{first + offset}"
-        if isinstance(value, str):
+        if isinstance(value, str) and value:
             yield checked_text(sample_id, value, max_chars)  # surrogateescape'd bytes are caught there
         elif isinstance(value, bytes):
             yield checked(sample_id, value, max_chars)
         else:
-            yield TextSample(safe_line(sample_id), None, "an empty cell" if value is None or value != value
+            yield TextSample(safe_line(sample_id), None, "an empty cell" if value in (None, "") or value != value
                              else f"not a string ({type(value).__name__})")
 
 

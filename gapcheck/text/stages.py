@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class TextStageSpec:
     name: str
     target: str = ""
     recipe: HfRecipe | None = None
-    function: Callable[[str], Any] | None = field(default=None, compare=False)
+    function: Callable[[str], Any] | None = None  # compared by identity (the load cache keys on the spec)
 
     @property
     def description(self) -> str:
@@ -216,6 +216,8 @@ class StageInfo:
     truncation_side: str = ""
     padding_side: str = ""
     do_lower_case: bool | None = None
+    source: str = ""  # the tokenizer's name_or_path (where its files came from)
+    base_vocab_sha256: str = ""  # the vocabulary less its added tokens (the files, before add_tokens)
 
 
 class LoadedStage:
@@ -260,10 +262,10 @@ class LoadedStage:
 
     def offsets(self, text: str) -> list[tuple[int, int]] | None:
         """Character span of every token of ``text`` (fast tokenizers only; None elsewhere)."""
-        if self._call is None or not getattr(self.tokenizer, "is_fast", False):
+        if not getattr(self.tokenizer, "is_fast", False):
             return None
-        try:
-            out = self.tokenizer(text, return_offsets_mapping=True, **self._call)
+        try:  # a callable's own settings are unknown: its attached tokenizer's defaults (a best effort)
+            out = self.tokenizer(text, return_offsets_mapping=True, **(self._call or {}))
         except Exception:  # noqa: BLE001
             return None
         return [(int(a), int(b)) for a, b in out["offset_mapping"]]
@@ -287,7 +289,8 @@ def load_stage(spec: TextStageSpec) -> LoadedStage:
 
         function = resolve_callable(spec.target, role=f"stage {spec.name!r}")
     tokenizer = getattr(function, "tokenizer", None)
-    info = tokenizer_info(tokenizer, "callable", {}) if tokenizer is not None else StageInfo("callable")
+    backend = "callable" if tokenizer is None else "fast" if getattr(tokenizer, "is_fast", False) else "slow"
+    info = tokenizer_info(tokenizer, backend, {}) if tokenizer is not None else StageInfo(backend)
     return LoadedStage(spec, function, tokenizer, info)
 
 
@@ -372,6 +375,8 @@ def tokenizer_info(tokenizer: Any, backend: str, call: dict[str, Any], folder: P
         limit = getattr(tokenizer, "model_max_length", None)
         max_length = int(limit) if isinstance(limit, int) and limit < 10**9 else None
     added: dict[str, int] = getattr(tokenizer, "get_added_vocab", dict)()
+    base = sorted(((k, v) for k, v in vocab.items() if k not in added and k.lower() not in added), key=lambda kv: kv[1])
+    base_digest = hashlib.sha256(json.dumps(base, ensure_ascii=False).encode()).hexdigest()
     return StageInfo(
         backend=backend, files=str(folder.resolve()) if folder else "", vocab_sha256=digest.hexdigest(),
         vocab_size=max(vocab.values(), default=-1) + 1, unk_id=_int_or_none(getattr(tokenizer, "unk_token_id", None)),
@@ -380,7 +385,8 @@ def tokenizer_info(tokenizer: Any, backend: str, call: dict[str, Any], folder: P
         added_tokens=tuple(sorted(added)), max_length=max_length,
         truncation_side=str(getattr(tokenizer, "truncation_side", "") or ""),
         padding_side=str(getattr(tokenizer, "padding_side", "") or ""),
-        do_lower_case=getattr(tokenizer, "do_lower_case", None))
+        do_lower_case=getattr(tokenizer, "do_lower_case", None), source=str(getattr(tokenizer, "name_or_path", "") or ""),
+        base_vocab_sha256=base_digest)
 
 
 def _vocab(tokenizer: Any) -> dict[str, int]:
@@ -409,5 +415,6 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def same_files(a: StageInfo, b: StageInfo) -> bool:
-    """Two hf stages over the same tokenizer files (the same folder, or the same vocabulary hash)."""
-    return bool(a.vocab_sha256) and (a.files == b.files or a.vocab_sha256 == b.vocab_sha256)
+    """Two stages over the same tokenizer files: the same folder or source, or the same vocabulary hash."""
+    return bool(a.vocab_sha256) and bool((a.files and a.files == b.files) or (a.source and a.source == b.source)
+                                         or a.vocab_sha256 == b.vocab_sha256 or a.base_vocab_sha256 == b.base_vocab_sha256)

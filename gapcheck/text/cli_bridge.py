@@ -1,0 +1,50 @@
+"""What ``gapcheck preprocess-audit`` calls when its samples are text: decide, then run the text audit.
+
+The CLI module stays thin: ``if is_text_audit(samples, stages): result = run_text_audit(...)`` and render the
+result like any other (its envelope's command is ``text-audit``, described by ``text-audit.schema.json``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gapcheck.text.samples import TABLE_SUFFIXES
+
+TEXT_SUFFIXES = {".txt", ".jsonl", ".ndjson"}
+
+
+def is_text_audit(samples: str | Path, stages: Sequence[str] = ()) -> bool:
+    """True when the samples are text (``.txt``, ``file.jsonl:field``, ``file.csv:column``, a folder holding only
+    ``.txt`` files) or any stage is an ``hf:`` tokenizer recipe; image folders and files stay with the image path."""
+    if any(s.partition("=")[2].strip().startswith("hf:") for s in stages):
+        return True
+    text = str(samples)
+    path = Path(text)
+    if not path.exists() and ":" in text:
+        path = Path(text.rpartition(":")[0])
+        return path.suffix.lower() in TEXT_SUFFIXES | set(TABLE_SUFFIXES)
+    if path.is_file():
+        return path.suffix.lower() in TEXT_SUFFIXES
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")]
+        return bool(files) and all(p.suffix.lower() == ".txt" for p in files[:1000])
+    return False
+
+
+def run_text_audit(samples: str | Path, stages: Sequence[str], *, max_samples: int | None = None,
+                   repeats: int = 2, p_threshold: float = 0.01, min_effect: float = 0.1, engine: str | None = None,
+                   workers: int | None = None, address: str | None = None, progress: Any = None) -> Any:
+    """Parsed CLI options -> :class:`~gapcheck.text.result.TextAuditResult` (usage errors raise, exit 2).
+
+    ``engine``: None runs in this process; ``serial``/``local``/``ray`` run chunks as engine shards."""
+    from gapcheck.text.audit import DEFAULT_MAX_SAMPLES, audit_text
+
+    options: dict[str, Any] = dict(max_samples=max_samples or DEFAULT_MAX_SAMPLES, repeats=repeats,
+                                   p_threshold=p_threshold, min_effect=min_effect, progress=progress)
+    if engine is None:
+        return audit_text(str(samples), list(stages), **options)
+    from gapcheck.engines import open_engine
+
+    with open_engine(engine, workers=workers, address=address) as opened:
+        return audit_text(str(samples), list(stages), engine=opened, **options)

