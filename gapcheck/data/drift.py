@@ -42,6 +42,9 @@ class DriftOptions:
     columns: tuple[str, ...] | None = None
     seed: int = 0
     sample_size: int = SAMPLE_SIZE
+    # drift_underpowered (info) marks features whose smallest detectable effect exceeds min_effect; with this set
+    # it is a gap instead (the pytest plugin's --gapcheck-fail-underpowered)
+    fail_underpowered: bool = False
 
     def __post_init__(self) -> None:
         check_fraction("p_threshold", self.p_threshold, open_low=True, open_high=True)
@@ -97,6 +100,29 @@ class FeatureDrift:
     coverage_reference: tuple[float, ...] = ()  # the reference's own share of each bin (ties make bins unequal)
     drift: bool = False
     ks_d_sketch: float | None = None  # from the KLL sketches (views only: KLL is not seeded, see sketches.py)
+    # the smallest effect (KS D or Cramér's V) the test can call significant at the p-threshold with these sample
+    # sizes (see min_detectable_d / min_detectable_v); underpowered: it exceeds the minimum effect
+    min_detectable_effect: float | None = None
+    underpowered: bool = False
+
+
+def min_detectable_d(n: int, m: int, alpha: float) -> float | None:
+    """The smallest two-sample KS D significant at ``alpha`` for sample sizes n and m (the asymptotic critical
+    value ``sqrt(-ln(alpha / 2) / 2) · sqrt((n + m) / (n m))``; a true effect of this size is found about half the
+    time, and Benjamini–Hochberg over many features can only raise it)."""
+    if n < 1 or m < 1:
+        return None
+    return min(1.0, math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m)))
+
+
+def min_detectable_v(total: float, categories: int, alpha: float) -> float | None:
+    """The smallest Cramér's V a 2 × ``categories`` chi-square test calls significant at ``alpha`` with ``total``
+    counted values: ``sqrt(chi2_{1-alpha, k-1} / N)``."""
+    from scipy import stats
+
+    if categories < 2 or total <= 0:
+        return None
+    return min(1.0, math.sqrt(float(stats.chi2.ppf(1 - alpha, categories - 1)) / total))
 
 
 def drift_task(payload: dict[str, Any]) -> dict[str, SidePartial]:
@@ -151,7 +177,8 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
         return dataclasses.replace(moments, kind="numeric", test="ks", statistic=d, p_value=float(ks.pvalue), ks_d=d,
                                    wasserstein_std=w, effect=max(d, w or 0.0), coverage=current_share,
                                    coverage_reference=reference_share,
-                                   ks_d_sketch=kll_ks_distance(ref.kll, cur.kll))
+                                   ks_d_sketch=kll_ks_distance(ref.kll, cur.kll),
+                                   min_detectable_effect=min_detectable_d(len(a), len(b), options.p_threshold))
     if ref.is_numeric != cur.is_numeric:
         return base  # numbers on one side, text on the other: reported by unusable_columns, nothing to test
     counted = dataclasses.replace(base, kind="categorical", n_reference=ref.rows - ref.nulls,
@@ -163,7 +190,8 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     n = float(table.sum())
     chi2, p = (0.0, 1.0) if len(keys) < 2 else stats.chi2_contingency(table, correction=False)[:2]
     v = math.sqrt(chi2 / n) if n else 0.0  # 2 rows: min(r, c) - 1 = 1
-    return dataclasses.replace(counted, test="chi2", statistic=float(chi2), p_value=float(p), cramers_v=v, effect=v)
+    return dataclasses.replace(counted, test="chi2", statistic=float(chi2), p_value=float(p), cramers_v=v, effect=v,
+                               min_detectable_effect=min_detectable_v(n, len(keys), options.p_threshold))
 
 
 def coverage(reference: np.ndarray, current: np.ndarray,
@@ -210,7 +238,8 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
     for i, q in zip(tested, q_values, strict=True):
         f = features[i]
         drift = q < options.p_threshold and (f.effect or 0.0) >= options.min_effect
-        features[i] = dataclasses.replace(f, q_value=q, drift=drift)
+        weak = not drift and f.min_detectable_effect is not None and f.min_detectable_effect > options.min_effect
+        features[i] = dataclasses.replace(f, q_value=q, drift=drift, underpowered=weak)
     return features
 
 
@@ -225,7 +254,7 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
     from gapcheck.codes import data as codes
     from gapcheck.findings import Subject
 
-    findings: list[Finding] = []
+    findings: list[Finding] = underpowered_findings(features, options)
     for f in features:
         subject = Subject(stage="reference→current", output=f.feature)
         if f.drift:
@@ -252,6 +281,40 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 f"(nearly) empty", subject=subject,
                 evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
                           "coverage_reference": list(f.coverage_reference)}))
+    return findings
+
+
+MAX_LISTED_FEATURES = 200  # features named in one underpowered finding's evidence (the count is exact)
+
+
+def underpowered_findings(features: list[FeatureDrift], options: DriftOptions) -> list[Finding]:
+    """``drift_underpowered`` where the test could not have flagged a shift of the minimum effect: one finding per
+    test and pair of sample sizes (features sharing them share the detectable effect), naming every feature;
+    info, or a gap with ``fail_underpowered``."""
+    from gapcheck.codes import data as codes
+    from gapcheck.findings import Severity, Subject
+
+    groups: dict[tuple[str, int, int], list[FeatureDrift]] = {}
+    for f in features:
+        if f.underpowered:
+            groups.setdefault((f.test, f.n_reference, f.n_current), []).append(f)
+    severity = Severity.GAP if options.fail_underpowered else None
+    findings: list[Finding] = []
+    for (test, n_ref, n_cur), weak in groups.items():
+        measure = "KS D" if test == "ks" else "Cramér's V"
+        detectable = {f.feature: round(f.min_detectable_effect or 0.0, 6) for f in weak}
+        low, high = min(detectable.values()), max(detectable.values())
+        span = f"{low:.3f}" if high - low < 5e-4 else f"{low:.3f}–{high:.3f}"
+        names = ", ".join(f.feature for f in weak[:5]) + (f" and {len(weak) - 5} more" if len(weak) > 5 else "")
+        findings.append(codes.DRIFT_UNDERPOWERED.finding(
+            f"{len(weak)} feature(s) ({names}): with {n_ref} reference and {n_cur} current value(s) the {test} test "
+            f"at p < {options.p_threshold:g} detects only {measure} ≥ {span}, above the minimum effect "
+            f"{options.min_effect:g}: a shift that size would pass unseen",
+            subject=Subject(stage="reference→current", output=weak[0].feature if len(weak) == 1 else None),
+            severity=severity,
+            evidence={"test": test, "n_reference": n_ref, "n_current": n_cur, "p_threshold": options.p_threshold,
+                      "min_effect": options.min_effect, "features": len(weak),
+                      "min_detectable_effect": dict(list(detectable.items())[:MAX_LISTED_FEATURES])}))
     return findings
 
 

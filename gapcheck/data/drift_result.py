@@ -38,11 +38,14 @@ class DriftResult(ResultBase):
         if drifted:
             return f"{len(drifted)} of {len(self.features)} feature(s) drifted: {', '.join(drifted[:5])}"
         others = sum(1 for f in self.findings if f.is_gap)
-        return (f"no drift in {len(self.features)} feature(s)" + (f"; {others} other gap(s)" if others else ""))
+        weak = sum(1 for f in self.features if f.underpowered)
+        return (f"no drift in {len(self.features)} feature(s)" + (f"; {others} other gap(s)" if others else "")
+                + (f"; {weak} too few rows to detect the minimum effect" if weak else ""))
 
     def sections(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)
         options["columns"] = list(self.options.columns) if self.options.columns else None
+        options.pop("fail_underpowered")  # not in drift.schema.json yet (the findings carry the verdict)
         return {
             "reference": dataclasses.asdict(self.reference),
             "current": dataclasses.asdict(self.current),
@@ -57,14 +60,18 @@ class DriftResult(ResultBase):
         views: list[Table | Chart] = []  # findings are drawn by every format itself
         rows = tuple((f.feature, f.test, _n(f.p_value, ".2g"), _n(f.q_value, ".2g"), _n(f.ks_d, ".3f"),
                       _sketch(f.ks_d_sketch, self.sketch_rank_error), _n(f.wasserstein_std, ".3f"),
-                      _n(f.cramers_v, ".3f"), f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",
-                      "DRIFT" if f.drift else "") for f in self.features)
+                      _n(f.cramers_v, ".3f"), _n(f.min_detectable_effect, ".3f"),
+                      f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",
+                      "DRIFT" if f.drift else "underpowered" if f.underpowered else "") for f in self.features)
         views.append(Table(
             title="Drift per feature", columns=("feature", "test", "p", "q (BH)", "KS D", "KS D (KLL sketch)",
-                                                "Wasserstein / ref std", "Cramér's V", "missing", "verdict"),
+                                                "Wasserstein / ref std", "Cramér's V", "detectable ≥", "missing",
+                                                "verdict"),
             rows=rows, highlight=tuple(i for i, f in enumerate(self.features) if f.drift),
             note=f"p-values and KS D from a seeded sample of ≤ {self.options.sample_size} rows per side "
-                 f"(CDF error ≤ {self.sample_bound:.4f} at 95%); the sketch column is ±{2 * self.sketch_rank_error:.3f}."))
+                 f"(CDF error ≤ {self.sample_bound:.4f} at 95%); the sketch column is ±{2 * self.sketch_rank_error:.3f}; "
+                 f"'detectable ≥' is the smallest KS D / Cramér's V significant at p < {self.options.p_threshold:g} "
+                 f"with these sample sizes."))
         covered = [f for f in self.features if f.coverage]
         if covered:  # labels neutralized here: matplotlib draws raw text
             width = max(len(f.coverage) for f in covered)
@@ -83,6 +90,8 @@ class DriftResult(ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
+    for key in ("min_detectable_effect", "underpowered"):  # not in drift.schema.json yet: views and findings
+        data.pop(key)
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data

@@ -1,7 +1,8 @@
 """pytest plugin (entry point ``gapcheck-data``): data checks as tests.
 
 Options: ``--check-data-drift`` (run tests marked ``data_check``; they are skipped otherwise),
-``--p-threshold`` and ``--gapcheck-min-effect``, ``--gapcheck-engine`` (serial by default: test data
+``--p-threshold`` and ``--gapcheck-min-effect`` (checked at configure time), ``--gapcheck-fail-underpowered``
+(fail when a split is too small to detect the minimum effect), ``--gapcheck-engine`` (serial by default: test data
 is small), each also spelled ``--gapcheck-*``. Fixture ``gapcheck_data`` and the helpers
 :func:`assert_no_leakage` / :func:`assert_no_drift` raise ``AssertionError`` with the findings table.
 
@@ -26,6 +27,7 @@ class DataChecks:
     p_threshold: float = 0.01
     min_effect: float = 0.1
     engine: str = "serial"
+    fail_underpowered: bool = False  # drift_underpowered fails the assertion only when asked
 
     def assert_no_leakage(self, *splits: str, **options: Any) -> Any:
         __tracebackhide__ = True  # the failure points at the test, not at gapcheck
@@ -35,6 +37,7 @@ class DataChecks:
         __tracebackhide__ = True  # the failure points at the test, not at gapcheck
         options.setdefault("p_threshold", self.p_threshold)
         options.setdefault("min_effect", self.min_effect)
+        options.setdefault("fail_underpowered", self.fail_underpowered)
         return assert_no_drift(reference, current, engine=self.engine, **options)
 
 
@@ -88,6 +91,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="BH-corrected p-value below which (with the minimum effect) a feature drifted")
     group.addoption("--gapcheck-min-effect", type=float, default=0.1, dest="gapcheck_min_effect",
                     help="minimum effect size (KS D, Wasserstein/ref std, Cramér's V)")
+    group.addoption("--gapcheck-fail-underpowered", action="store_true", dest="gapcheck_fail_underpowered",
+                    help="fail a drift check whose splits are too small to detect the minimum effect "
+                         "(drift_underpowered; reported as info otherwise)")
     group.addoption("--gapcheck-engine", default="serial", choices=("serial", "local", "ray"),
                     dest="gapcheck_engine", help="engine for the data checks")
 
@@ -121,4 +127,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def gapcheck_data(request: pytest.FixtureRequest) -> DataChecks:
     config = request.config
     return DataChecks(p_threshold=config.getoption("gapcheck_p_threshold"),
-                      min_effect=config.getoption("gapcheck_min_effect"), engine=config.getoption("gapcheck_engine"))
+                      min_effect=config.getoption("gapcheck_min_effect"), engine=config.getoption("gapcheck_engine"),
+                      fail_underpowered=config.getoption("gapcheck_fail_underpowered"))

@@ -36,7 +36,12 @@ def test_random_splits_of_bundled_datasets_are_clean(tmp_path, serial, name):
     val.to_csv(tmp_path / "val.csv", index=False)
     result = drift(str(tmp_path / "train.parquet"), str(tmp_path / "val.csv"), engine=serial)
     validate(result)
-    assert result.findings == ()
+    # no gap; the small tables (≤ 569 rows: ≤ 143 validation rows) honestly say they cannot see a 0.1 effect
+    if name == "digits":  # 1,347 vs 450 rows: KS D ≥ 0.089 is detectable, under the 0.1 minimum
+        assert result.findings == ()
+    else:
+        assert [f.code for f in result.findings] == ["drift_underpowered"] and not result.findings[0].is_gap
+        assert result.findings[0].evidence["features"] == len(result.features)
     leaks = leakage([f"train={tmp_path / 'train.parquet'}", f"val={tmp_path / 'val.csv'}"],
                     LeakageOptions(label_column="target"), engine=serial)
     validate(leaks)
@@ -50,12 +55,13 @@ def test_time_split_of_diabetes_is_clean_and_a_shift_is_found(tmp_path, serial):
     table = _frame("diabetes")
     table.iloc[:330].to_parquet(tmp_path / "past.parquet")
     table.iloc[330:].to_parquet(tmp_path / "recent.parquet")
-    assert drift(str(tmp_path / "past.parquet"), str(tmp_path / "recent.parquet"), engine=serial).findings == ()
+    clean = drift(str(tmp_path / "past.parquet"), str(tmp_path / "recent.parquet"), engine=serial)
+    assert [f.code for f in clean.findings] == ["drift_underpowered"] and clean.verdict.value == "pass"
     shifted = table.iloc[330:].copy()
     shifted["bmi"] += 0.8 * table["bmi"].std()
     shifted.to_parquet(tmp_path / "shifted.parquet")
     result = drift(str(tmp_path / "past.parquet"), str(tmp_path / "shifted.parquet"), engine=serial)
-    assert [(f.code, f.subject.output) for f in result.findings] == [("drift", "bmi")]
+    assert [(f.code, f.subject.output) for f in result.findings if f.code != "drift_underpowered"] == [("drift", "bmi")]
 
 
 def test_tail_less_current_split_is_a_coverage_gap_on_real_data(tmp_path, serial):

@@ -1,0 +1,90 @@
+"""Statistical power per drift feature: the smallest effect each test can call significant at the p-threshold and
+sample sizes, ``drift_underpowered`` (info) where it exceeds the minimum effect, and the pytest plugin failing on it
+only when asked. A 20-row split against a powered one."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from gapcheck.data.api import drift
+from gapcheck.data.drift import DriftOptions, min_detectable_d, min_detectable_v
+from gapcheck.engines import open_engine
+from tests.data.conftest import validate
+
+pytest_plugins = ["pytester"]
+
+
+def _tables(root, rows: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    paths = []
+    for name in ("reference", "current"):
+        frame = pd.DataFrame({"x": rng.normal(size=rows), "colour": rng.choice(list("rgb"), rows)})
+        frame.to_parquet(root / f"{name}_{rows}.parquet")
+        paths.append(str(root / f"{name}_{rows}.parquet"))
+    return paths
+
+
+def test_critical_values_match_the_tests_they_describe():
+    d = min_detectable_d(2_000, 3_000, 0.01)
+    assert d == pytest.approx(math.sqrt(-math.log(0.005) / 2) * math.sqrt(5_000 / 6e6))
+    # two samples whose KS D is just that large are significant at about the threshold (asymptotic p)
+    n, m = 2_000, 3_000
+    p = stats.kstwobign.sf(d * math.sqrt(n * m / (n + m)))
+    assert p == pytest.approx(0.01, rel=0.02)
+    v = min_detectable_v(40, 3, 0.01)
+    assert v == pytest.approx(math.sqrt(stats.chi2.ppf(0.99, 2) / 40))
+    assert min_detectable_d(0, 10, 0.01) is None and min_detectable_v(10, 1, 0.01) is None
+    assert min_detectable_d(1, 1, 0.01) == 1.0  # capped: nothing short of total separation
+
+
+def test_a_20_row_split_is_underpowered_and_a_powered_one_is_not(tmp_path):
+    with open_engine("serial") as engine:
+        small = drift(*_tables(tmp_path, 20), engine=engine)
+        large = drift(*_tables(tmp_path, 20_000), engine=engine)
+    validate(small)
+    weak = [f for f in small.findings if f.code == "drift_underpowered"]
+    assert small.verdict.value == "pass" and len(weak) == 2 and not any(f.is_gap for f in weak)  # ks and chi2
+    ks = next(f for f in weak if f.evidence["test"] == "ks")
+    assert ks.evidence["n_reference"] == ks.evidence["n_current"] == 20
+    assert ks.evidence["min_detectable_effect"]["x"] == pytest.approx(min_detectable_d(20, 20, 0.01), abs=1e-6)
+    assert ks.evidence["min_detectable_effect"]["x"] > 0.5  # a 20-row split sees only huge shifts
+    assert "too few rows" in small.headline
+    by_name = {f.feature: f for f in small.features}
+    assert by_name["x"].underpowered and by_name["colour"].underpowered
+    assert large.findings == () and not any(f.underpowered for f in large.features)
+    assert {f.feature: f.min_detectable_effect < 0.02 for f in large.features} == {"x": True, "colour": True}
+
+
+def test_fail_underpowered_turns_the_info_into_a_gap(tmp_path):
+    with open_engine("serial") as engine:
+        result = drift(*_tables(tmp_path, 20), DriftOptions(fail_underpowered=True), engine=engine)
+    assert result.verdict.value == "gap" and all(f.is_gap for f in result.findings)
+
+
+def test_a_drifted_feature_is_not_also_underpowered(tmp_path):
+    rng = np.random.default_rng(3)
+    pd.DataFrame({"x": rng.normal(size=60)}).to_parquet(tmp_path / "r.parquet")
+    pd.DataFrame({"x": rng.normal(size=60) + 3}).to_parquet(tmp_path / "c.parquet")
+    with open_engine("serial") as engine:
+        result = drift(str(tmp_path / "r.parquet"), str(tmp_path / "c.parquet"), engine=engine)
+    assert [f.code for f in result.findings] == ["drift"]
+
+
+def test_pytest_plugin_fails_on_underpowered_only_when_asked(pytester, tmp_path):
+    reference, current = _tables(tmp_path, 20)
+    pytester.makepyfile(test_data=f"""
+        import pytest
+
+        @pytest.mark.data_check
+        def test_small(gapcheck_data):
+            gapcheck_data.assert_no_drift({reference!r}, {current!r})
+    """)
+    quiet = pytester.runpytest_subprocess("-q", "-p", "no:xdist", "--check-data-drift")
+    quiet.assert_outcomes(passed=1)
+    strict = pytester.runpytest_subprocess("-q", "-p", "no:xdist", "--check-data-drift", "--gapcheck-fail-underpowered")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*drift_underpowered*"])
