@@ -7,7 +7,9 @@ under :mod:`gapcheck.report.formats`) only format what the result exposes:
 - ``sections()``: the command's own JSON sections (plain JSON types), after the envelope's head;
 - ``views()``: what a person looks at — :class:`Table` and :class:`Chart` values, drawn by the
   console (tables) and HTML (tables and charts) renderers; computed by the result, not the renderer;
-- ``checks()``: one :class:`Check` per compared thing, for JUnit (and any CI dashboard).
+- ``checks()``: one :class:`Check` per compared thing, for JUnit (and any CI dashboard);
+- ``exit_code`` (optional, :class:`ResultBase` derives it from the verdict): ``ExitCode.BACKEND`` when the
+  result is incomplete (a part could not be checked), which the formats say instead of a verdict.
 
 :class:`ResultBase` gives sensible defaults for ``views`` and ``checks`` so a new command only
 implements what it has. This module imports nothing heavy.
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gapcheck.errors import ExitCode
 from gapcheck.findings import Finding, Verdict
 
 
@@ -114,6 +117,12 @@ class ResultBase:
     @property
     def timings(self) -> Mapping[str, float]:
         return {}
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 on a pass, 1 on a gap. A result that can end incomplete (an endpoint that could not be checked)
+        overrides it with :attr:`ExitCode.BACKEND`; every format reads that as "incomplete", never as a gap."""
+        return ExitCode.for_verdict(self.verdict)
 
     def sections(self) -> dict[str, Any]:
         return {}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from gapcheck.errors import ExitCode
 from gapcheck.report.console import clean, print_findings, print_verdict
 from gapcheck.report.contract import Chart, Table
 from gapcheck.report.text import format_value
@@ -67,7 +68,7 @@ def print_result(console: Console, result: "CommandResult", *, max_rows: int | N
         console.print(f"[dim]charts in the HTML report: {clean('; '.join(charts))}[/dim]")
     print_findings(console, list(result.findings))
     print_verdict(console, result.verdict, result.headline,
-                  incomplete=int(getattr(result, "exit_code", 0)) == 3)  # 3: ExitCode.BACKEND
+                  incomplete=getattr(result, "exit_code", None) == ExitCode.BACKEND)
 
 
 def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
