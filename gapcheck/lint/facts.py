@@ -52,6 +52,8 @@ def managed(module: ModuleIndex) -> frozenset[Aspect]:
         found |= {Aspect.AMP}
     if imports("deepspeed", "torch.distributed.autograd", "torch.distributed.rpc"):
         found |= {Aspect.STEP_LOOP}  # DeepSpeed's engine and distributed autograd contexts handle gradients
+    if imports("mxnet", "tensorflow", "keras", "jax", "flax", "paddle", "mindspore", "oneflow") and not imports("torch"):
+        found |= _ALL  # another framework's loop (d2l's mxnet/tensorflow twins): eval()/step/zero_grad mean other things
     if imports("ray.train"):
         found |= {Aspect.SAMPLER_EPOCH}  # prepare_data_loader sets the sampler's epoch
     return frozenset(found)
@@ -163,7 +165,8 @@ def is_mode_call(call: ast.Call, mode: str) -> bool:
     if name == "train" and len(call.args) <= 1 and not call.keywords:
         if call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False:
             return mode == "eval"
-        return mode == "train" and (not call.args or isinstance(call.args[0], ast.Constant))
+        # train(set_training_mode) (DeiT, MAE): a flag that is True in training runs, so it restores train mode
+        return mode == "train"
     return False
 
 

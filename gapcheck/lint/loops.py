@@ -54,8 +54,8 @@ def classify(module: ModuleIndex, node: ast.AST) -> tuple[Kind, ...]:
     method = facts.method(node)
     if method == "backward":
         return (Kind.BACKWARD,)
-    if method == "zero_grad":
-        return (Kind.ZERO_GRAD,)
+    if method == "zero_grad" or (isinstance(node.func, ast.Name) and node.func.id == "zero_grad"):
+        return (Kind.ZERO_GRAD,)  # the method, or a project's zero_grad(params) helper (improved-diffusion)
     if method == "set_epoch":
         return (Kind.SET_EPOCH,)
     if facts.is_mode_call(node, "eval"):

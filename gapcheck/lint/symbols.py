@@ -203,6 +203,9 @@ class ModuleIndex:
         for node in source.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 index.functions[node.name] = node
+        for node in _top_level(source.tree.body):  # defs under `if __name__ == "__main__":` run at module level too
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                index.functions.setdefault(node.name, node)
         known = {id(f) for f in index.functions.values()}
         index.nested_functions = [n for n in order if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                                   and id(n) not in known]
@@ -300,6 +303,16 @@ class ModuleIndex:
 
     def uses_module(self, prefix: str) -> bool:
         return any(origin == prefix or origin.startswith(prefix + ".") for origin in self.imports.values())
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at module level: the body, and the bodies of top-level if/with/try blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.With, ast.Try)):
+            for part in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
+                         *(h.body for h in getattr(node, "handlers", []))):
+                yield from _top_level(part)
 
 
 def unwrap(value: ast.AST) -> ast.AST:

@@ -97,12 +97,29 @@ def eval_loops(ctx: Context) -> Iterator[tuple[ast.For | ast.AsyncFor, ast.Funct
         function = ctx.module.enclosing_function(loop)
         if not (_iter_is_eval(loop) or (function is not None and _is_eval_function(function.name))):
             continue
+        if function is not None and _model_method(ctx.module, function):
+            continue  # a model's own aug_test/inference: its caller decides the mode
         kinds = {e.kind for e in loop_events(ctx.program, ctx.module, loop)}
         if Kind.BACKWARD in kinds or Kind.OPT_STEP in kinds or Kind.SCALER_STEP in kinds or is_epoch_loop(loop):
             continue
         if _calls_model(ctx.program, ctx.module, loop):
             yielded.add(id(loop))
             yield loop, function
+
+
+def _model_method(module: ModuleIndex, function: ast.AST) -> bool:
+    """A method of a network class (it defines ``forward``, or derives from a ``*Module``)."""
+    owner = module.owner.get(id(function))
+    cls = module.classes.get(owner) if owner else None
+    if cls is None:
+        return False
+    return any(f"{owner}.{name}" in module.functions for name in _NETWORK_METHODS) or any(
+        (dotted(b) or "").split(".")[-1].endswith(_NETWORK_BASES) for b in cls.bases)
+
+
+#: A class with one of these methods or bases is a network (mmseg/mmdet-style models included).
+_NETWORK_METHODS = ("forward", "forward_train", "forward_test", "extract_feat", "encode_decode")
+_NETWORK_BASES = ("Module", "Model", "Depther", "Segmentor", "Detector", "Network", "Backbone")
 
 
 def _callers(ctx: Context, function: ast.AST) -> list[ast.Call]:
@@ -254,7 +271,9 @@ class TrainModeNotRestored(Rule):
         reported: set[tuple[int, int]] = set()  # the eval() and the call in this module that led there
         for loop in ctx.module.loops:
             found = [e for e in loop_events(ctx.program, ctx.module, loop)
-                     if not (e.kind is Kind.EVAL and tokens(dotted(e.node.func.value) or "") & _FROZEN_WORDS)]  # type: ignore[attr-defined]
+                     if not (e.kind is Kind.EVAL and (tokens(dotted(e.node.func.value) or "") & _FROZEN_WORDS  # type: ignore[attr-defined]
+                                                      or _foreign_self(ctx.module, loop, e)))
+                     and not (e.kind is Kind.BACKWARD and not _steps_with(e, loop_events(ctx.program, ctx.module, loop)))]
             kinds = [e.kind for e in found]
             if Kind.EVAL not in kinds or Kind.BACKWARD not in kinds:
                 continue
@@ -273,6 +292,27 @@ class TrainModeNotRestored(Rule):
             line = where.node.lineno if where.step.module is ctx.module else where.step.via.lineno  # type: ignore[union-attr]
             yield ctx.finding(self.code, loop, f"the loop switches to eval mode (line {line}) and trains "
                               "again without model.train()", eval_line=line)
+
+
+def _steps_with(backward: Event, found: list[Event]) -> bool:
+    """A training backward: an optimizer/scaler step runs in the same function (not a profiler's timing pass)."""
+    home = (backward.step.module, backward.step.module.enclosing_function(backward.node))
+    return any(e.kind in (Kind.OPT_STEP, Kind.SCALER_STEP)
+               and (e.step.module, e.step.module.enclosing_function(e.node)) == home for e in found)
+
+
+def _foreign_self(module: ModuleIndex, loop: ast.AST, event: Event) -> bool:
+    """``self.x.eval()`` in a method of another class reached through a call (an FID scorer's network, an
+    evaluator's own copy): not the model this loop trains."""
+    target = dotted(event.node.func.value) or ""  # type: ignore[attr-defined]
+    if event.step.via is None or not target.startswith("self."):
+        return False
+    where = event.step.module
+    function = where.enclosing_function(event.node)
+    theirs = where.owner.get(id(function)) if function is not None else None
+    home = module.enclosing_function(loop)
+    ours = module.owner.get(id(home)) if home is not None else None
+    return theirs is not None and (theirs != ours or where is not module)
 
 
 def _trains_in_eval_mode(module: ModuleIndex, found: list[Event], first_backward: int) -> bool:

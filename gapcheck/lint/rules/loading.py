@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.rules.evaluation import _target_name
+from gapcheck.lint.rules.evaluation import _eval_dataset_call, _target_name
 from gapcheck.lint.symbols import (
     ModuleIndex,
     dotted,
@@ -35,14 +35,24 @@ def _dataset_name(call: ast.Call) -> str | None:
     return name.split(".")[-1] if name else None
 
 
+def _held_out_dataset(call: ast.Call) -> bool:
+    """``DataLoader(datasets.MNIST(..., train=False))`` / ``Dataset(split="test")``."""
+    data = dataset_arg(call)
+    return isinstance(data, ast.Call) and _eval_dataset_call(data)
+
+
 def is_eval_loader(module: ModuleIndex, call: ast.Call) -> bool:
     target = _target_name(module, call)
+    if _held_out_dataset(call) and not is_train_name(target):
+        return True
     if target is not None:
         return is_eval_name(target)
     return is_eval_name(_dataset_name(call))
 
 
 def is_train_loader(module: ModuleIndex, call: ast.Call) -> bool:
+    if _held_out_dataset(call):
+        return False
     target = _target_name(module, call)
     if target is not None and (is_eval_name(target) or is_train_name(target)):
         return is_train_name(target)
@@ -66,9 +76,27 @@ class EvalLoaderShuffle(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in loaders(ctx.module):
-            if literal(keyword(call, "shuffle")) is True and is_eval_loader(ctx.module, call):
+            if literal(keyword(call, "shuffle")) is True and is_eval_loader(ctx.module, call) and \
+                    not _only_sampled(ctx.module, call):
                 yield ctx.finding(self.code, call, "validation/test DataLoader with shuffle=True: outputs and "
                                   "order-dependent metrics change between runs")
+
+
+def _only_sampled(module: ModuleIndex, call: ast.Call) -> bool:
+    """Every use of the loader is ``next(iter(loader))``: a random batch drawn on purpose (sample images of a GAN)."""
+    parent = module.parent(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (name := dotted(parent.targets[0]))):
+        return False
+    uses = [n for n in ast.walk(module.tree) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == name
+            and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(_drawn_once(module, n) for n in uses)
+
+
+def _drawn_once(module: ModuleIndex, node: ast.AST) -> bool:
+    wrapper = module.parent(node)
+    outer = module.parent(wrapper) if wrapper is not None else None
+    return (isinstance(wrapper, ast.Call) and dotted(wrapper.func) == "iter" and isinstance(outer, ast.Call)
+            and dotted(outer.func) == "next")
 
 
 class TrainLoaderBatchOfOne(Rule):
