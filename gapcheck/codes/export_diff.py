@@ -90,3 +90,8 @@ UNOBSERVABLE_MODULES = define(
     """TorchScript modules (a torch.jit archive, or a ScriptModule inside the model) take no forward hooks, so their
     outputs are not captured: they are compared through the model's outputs and the modules around them.""",
     "For a module-by-module comparison, pass the Python model (a factory or a state dict) instead of the archive.")
+OUTPUTS_NOT_IN_FILE = define(
+    "outputs_not_in_file", Severity.INFO, F, "The ONNX file has fewer outputs than the model",
+    """The --onnx file keeps only some of the model's outputs, under the model's own names (Optimum saves a BertModel
+    with last_hidden_state and without pooler_output). The outputs the file has are compared; the others are listed.""",
+    "Nothing to fix if the deployment does not need them; export them too to compare them.")

@@ -122,11 +122,14 @@ def layer_divergence(facts: Facts) -> list[Finding]:
         return []
     failing_layer = next(layer for layer in facts.layers if layer.module == fd.module)
     label = "FP16 " if facts.precision != "fp32" else ""
+    fused = f", first member of the fused group {' + '.join(fd.group)}" if fd.fused else ""
+    what = "".join(f"; {d}" for d in fd.differences)
     found = [codes.LAYER_DIVERGENCE.finding(
-        f"{label}first divergence at {fd.module} ({failing_layer.class_name}): it {fd.how}; max |err| {fd.output_max_abs:.3g}",
+        f"{label}first divergence at {fd.module} ({failing_layer.class_name}{fused}): it {fd.how}; "
+        f"max |err| {fd.output_max_abs:.3g}{what}",
         where=f"{fd.module} @ {fd.source}" if fd.source else fd.module, subject=Subject(module=fd.module),
         evidence={"cause": str(fd.cause), "local_max_abs": fd.local_max_abs, "input_max_abs": fd.input_max_abs,
-                  "amplification": fd.amplification,
+                  "amplification": fd.amplification, "fused_group": list(fd.group), "differences": list(fd.differences),
                   "diverging_modules": sum(1 for x in facts.layers if x.status == FAIL), "note": fd.note})]
     if facts.precision == "fp32" and 0 < len(failing_layer.failing_samples) < facts.num_samples:
         found.append(codes.INPUT_DEPENDENT_GAP.finding(

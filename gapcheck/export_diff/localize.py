@@ -17,6 +17,7 @@ from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import TorchBackend
 from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
 from gapcheck.errors import BackendError
+from gapcheck.export_diff.blame import differences
 from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
 from gapcheck.tensors import contiguous
@@ -159,13 +160,18 @@ def module_source(module) -> str | None:
 
 
 def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy,
-                      noise: dict[str, float]) -> FirstDivergence | None:
+                      noise: dict[str, float], groups=None) -> FirstDivergence | None:
+    """Where the first failing module's error comes from; ``groups`` are fused groups by first member
+    (:class:`~gapcheck.export_diff.align.FusedGroup`)."""
     failing = [layer for layer in layers if layer.status == FAIL]
     if not failing:
         return None
     layer = failing[0]
     mapping = mappings[layer.module]
     sample = layer.worst_sample or 0
+    if mapping.how in ("group", "value") or not module_members(index).get(mapping.owner):
+        return _by_values(layer, mappings, index, test_model, torch_backend, samples[sample], sample, policy, noise,
+                          (groups or {}).get(layer.module))
     feeds = samples[sample]
     mapped_paths = [p for p, m in mappings.items() if m.mapped]
     capture = torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
@@ -208,6 +214,8 @@ def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_back
             module = mapping.owner
             owner_source = module_source(dict(torch_backend.module.named_modules())[module])
             source = mappings[module].source or owner_source or source
+    found = differences(index, module_members(index).get(mapping.owner, []), torch_backend.module, module) \
+        if result.cause == "local" else []
     if result.cause == "inherited" and result.culprit_value:
         note += f"; the diverging input is ONNX value {result.culprit_value!r}"
         if result.culprit_source:
@@ -224,4 +232,97 @@ def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_back
         local_max_abs=result.local.max_abs if result.local else None,
         amplification=(output_max / input_max) if input_max else None,
         note=note,
+        differences=tuple(found),
     )
+
+
+def _frontier(index: GraphIndex, value: str, known: set[str], limit: int = 4000) -> tuple[list[str], list[int]]:
+    """Walking back from ``value``: the known values (and graph inputs) that feed it, and the nodes in between."""
+    nodes = index.model.graph.node
+    frontier: list[str] = []
+    needed: list[int] = []
+    stack, seen = [value], set()
+    while stack and len(needed) < limit:
+        name = stack.pop()
+        if not name or name in seen or name in index.initializers:
+            continue
+        seen.add(name)
+        if name != value and (name in known or name in index.graph_inputs):
+            frontier.append(name)
+            continue
+        producer = index.producer.get(name)
+        if producer is None:
+            continue
+        if producer not in needed:
+            needed.append(producer)
+            stack.extend(nodes[producer].input)
+    return frontier, needed
+
+
+def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, target: np.ndarray,
+                       torch_values: dict[str, np.ndarray], ort_values: dict[str, np.ndarray], tol: Tolerance) -> Localization:
+    """Local vs inherited without scopes: cut the graph from ``value`` back to the nearest values torch also has
+    (module outputs matched by name or by value, graph inputs), feed torch's, and compare with ``target``."""
+    frontier, _ = _frontier(index, value, set(torch_values))
+    feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
+    if len(feeds) != len(frontier):
+        return Localization("unknown", None, None, None, None, "cannot tell which torch values feed it")
+    try:
+        sub = extract_subgraph(model, index, feeds, value)
+        result = OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[value]
+    except BackendError as exc:
+        log.debug("value-cut subgraph failed: %s", exc)
+        return Localization("unknown", None, None, None, None, f"its ONNX ops could not be run alone: {exc}")
+    local = compare_arrays(result, target, tol)
+    input_errors = {
+        name: float(np.max(np.abs(ort_values[name].astype(np.float64) - feeds[name].astype(np.float64))))
+        for name in feeds if name in ort_values and ort_values[name].shape == feeds[name].shape
+        and np.issubdtype(feeds[name].dtype, np.floating)}
+    input_max = max(input_errors.values(), default=0.0)
+    if not local.passed:
+        return Localization("local", local, input_max, None, None,
+                            "its ONNX ops disagree with torch even when fed torch's own inputs")
+    culprit = max(input_errors, key=input_errors.get) if input_errors and input_max > 0 else None
+    source = index.sources[index.producer[culprit]] if culprit in index.producer else None
+    return Localization("inherited", local, input_max, culprit, source,
+                        "its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
+
+
+def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, feeds, sample: int,
+               policy, noise: dict[str, float], group) -> FirstDivergence:
+    """Localization for a module matched by value or heading a fused group: the graph is cut at the values torch
+    also has (see :func:`localize_by_values`); a fused group's reference is torch's conv -> batch_norm."""
+    from gapcheck.export_diff.align import group_reference  # the align pass imports this module
+
+    mapping = mappings[layer.module]
+    trusted = [p for p, m in mappings.items() if m.mapped and m.how not in ("unmatched", "group") and p != layer.module]
+    capture = torch_backend.capture(feeds, modules=trusted + [layer.module])
+    torch_values = {name: feeds[name] for name in feeds}
+    for path in trusted:
+        captured = capture.modules.get(path)
+        if captured is not None and captured.output is not None:
+            torch_values.setdefault(mappings[path].value, captured.output)
+    target = capture.modules[layer.module].output
+    if group is not None:
+        target = group_reference(target, dict(torch_backend.module.named_modules())[group.norm])
+    frontier, node_ids = _frontier(index, mapping.value, set(torch_values))
+    wanted = [n for n in frontier if n not in feeds]
+    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
+    tol = policy.for_name(layer.module, target.dtype, noise.get(layer.module))
+    result = localize_by_values(test_model, index, mapping.value, target, torch_values, ort_values, tol)
+    note = result.note
+    if group is not None:
+        note += f"; {group.describe()}"
+    found = differences(index, node_ids, torch_backend.module, layer.module,
+                        group.members if group is not None else ()) if result.cause == "local" else []
+    source = layer.source
+    if result.cause == "inherited" and result.culprit_value:
+        note += f"; the diverging input is ONNX value {result.culprit_value!r}"
+        source = result.culprit_source or source
+    output_max = layer.stats.max_abs if layer.stats else float("nan")
+    return FirstDivergence(
+        module=layer.module, cause=result.cause, source=source, op_types=layer.op_types, sample=sample,
+        output_max_abs=output_max, input_max_abs=result.input_max_abs,
+        local_max_abs=result.local.max_abs if result.local else None,
+        amplification=(output_max / result.input_max_abs) if result.input_max_abs else None, note=note,
+        group=group.members if group is not None else (), differences=tuple(found))

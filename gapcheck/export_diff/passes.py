@@ -73,18 +73,20 @@ def compare_samples(
     precision: str,
     max_intermediate_bytes: int,
     progress: ProgressReporter,
+    compared_outputs: Sequence[str] = (),
 ) -> SampleRun:
     """Per sample: one torch forward with hooks and one ORT run with the mapped values marked as outputs.
 
     When the marked values of one sample exceed ``max_intermediate_bytes``, they are split into groups;
     groups run one after another (outer loop), each with its own session, and each group's values are
     compared and dropped before the next, so memory stays near one group's worth.
-    ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping.
+    ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping. ``compared_outputs`` are the
+    model outputs the ONNX graph has (default: all of torch's).
     """
     module_paths = list(mappings)
     submodules = dict(torch_backend.module.named_modules())
     unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
-    output_names = torch_backend.output_names
+    output_names = list(compared_outputs or torch_backend.output_names)
     try:
         first = torch_backend.capture(
             samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
@@ -114,7 +116,8 @@ def compare_samples(
                 _compare_layer(run.accumulators[path], capture, path, mappings[path].value, values, s, policy, precision,
                                run.noise.get(path))
             if g == 0:
-                _compare_outputs(run, capture, values, session.last_input_fingerprints, feeds, s, deployed, policy)
+                _compare_outputs(run, capture, values, session.last_input_fingerprints, feeds, s, deployed, policy,
+                                 output_names)
             progress.advance()
         if len(groups) == 1:
             run.session = session
@@ -158,7 +161,7 @@ def _compare_layer(acc: LayerAccumulator, capture: CaptureResult, path: str, val
 
 
 def _compare_outputs(run: SampleRun, capture: CaptureResult, ort_values, ort_fed: dict[str, str], feeds, s: int,
-                     deployed, policy) -> None:
+                     deployed, policy, compared: Sequence[str]) -> None:
     """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend.
 
     Each backend reports the SHA256 of what it actually fed; a backend that cannot say is marked "unknown".
@@ -173,7 +176,7 @@ def _compare_outputs(run: SampleRun, capture: CaptureResult, ort_values, ort_fed
             hashes[backend_name] = fed.get(name, "unknown")
         run.input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
     for backend_name, values in [(ORT_NAME, ort_values)] + list(deployed_values.items()):
-        for name in capture.outputs:
+        for name in compared:
             actual = values.get(name)
             if actual is None:
                 raise BackendError(f"{backend_name} returned no output named {name!r} (it returned {sorted(values)})")

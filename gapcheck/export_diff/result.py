@@ -96,6 +96,12 @@ class FirstDivergence:
     local_max_abs: float | None  # error of the module's ONNX ops fed torch's own inputs
     amplification: float | None
     note: str = ""
+    group: tuple[str, ...] = ()  # the fused group this module heads (conv first), when a tool fused it
+    differences: tuple[str, ...] = ()  # what differs from the checkpoint: parameters, padding, epsilon (local only)
+
+    @property
+    def fused(self) -> bool:
+        return len(self.group) > 1
 
     @property
     def how(self) -> str:

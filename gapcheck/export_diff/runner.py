@@ -20,9 +20,16 @@ import torch
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable, named_tensor_leaves
-from gapcheck.codes.export_diff import ATTRIBUTION_FALLBACK, ONNX_MODEL_MISMATCH, UNOBSERVABLE_MODULES
+from gapcheck.codes.export_diff import (
+    ATTRIBUTION_FALLBACK,
+    ONNX_MODEL_MISMATCH,
+    OUTPUTS_NOT_IN_FILE,
+    UNOBSERVABLE_MODULES,
+)
 from gapcheck.compare import DEFAULT_TOLERANCES, NOISE_FACTOR, ErrorStats, TolerancePolicy
 from gapcheck.errors import ExportError, InputError, UsageError
+from gapcheck.export_diff.align import Realignment, realign
+from gapcheck.export_diff.align import apply as apply_realignment
 from gapcheck.export_diff.batch import check_batchable, check_batches
 from gapcheck.export_diff.findings import build_findings
 from gapcheck.export_diff.localize import first_divergence as locate_first_divergence
@@ -153,6 +160,13 @@ class _Plan:
     output_names: list[str]
     fit: ModelFit
     notes: tuple[Finding, ...]
+    compared_outputs: tuple[str, ...] = ()  # the model outputs the ONNX graph has (all of them, usually)
+    precision: str = "fp32"
+
+    @property
+    def test_index(self) -> GraphIndex:
+        """The index of the graph that runs (the FP16 copy has its own value names)."""
+        return self.index if self.test_model is self.exported.model else index_graph(self.test_model, self.module_paths)
 
 
 def export_diff(
@@ -203,10 +217,23 @@ def export_diff(
         torch_backend = TorchBackend(module, list(samples[0]), plan.output_names)
         start = time.perf_counter()
         run = compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, precision,
-                               max_intermediate_bytes, progress)
+                               max_intermediate_bytes, progress, compared_outputs=plan.compared_outputs)
+        realigned = _realign(torch_backend, plan, run, samples, policy)
         compare_s = time.perf_counter() - start
         return _assemble(module, plan, run, torch_backend, samples, policy, precision, batch_sizes, batch_pool,
-                         was_training, keep_train_mode, progress, compare_s)
+                         was_training, keep_train_mode, progress, compare_s, realigned)
+
+
+def _realign(torch_backend, plan: _Plan, run: SampleRun, samples, policy) -> Realignment:
+    """Re-check by value the modules that fail under their name mapping (only then: a passing run does none of it)."""
+    if plan.precision != "fp32" or not plan.fit.fits or torch_backend.module.training:
+        return Realignment()  # FP16 budgets, another model's graph, batch statistics: names are all there is
+    failing_outputs = {name for (backend, name), runs in run.output_stats.items() if backend == ORT_NAME
+                       and any(not st.passed for _, st in runs)}
+    realigned = realign(torch_backend, plan.test_model, plan.test_index, plan.mappings, run.accumulators, samples,
+                        policy, run.noise, failing_outputs)
+    apply_realignment(realigned, plan.mappings, run.accumulators)
+    return realigned
 
 
 def _plan(module, exported: ExportResult, sample, torch_names: list[str], precision: str, from_file: bool) -> _Plan:
@@ -217,7 +244,9 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
     index = index_graph(reference_model, module_paths)
     mappings = map_modules(reference_model, module_paths, index)
     onnx_outputs = list(index.graph_outputs)
-    fit = check_fit(reference_model, module, len(torch_names), index.unknown_scopes) if from_file else ModelFit()
+    subset = bool(onnx_outputs) and len(onnx_outputs) < len(torch_names) and set(onnx_outputs) <= set(torch_names)
+    fit = check_fit(reference_model, module, len(onnx_outputs) if subset else len(torch_names),
+                    index.unknown_scopes) if from_file else ModelFit()
     notes: list[Finding] = []
     if from_file and not index.has_scopes and fit.fits:
         by_weights = attribute_by_weights(reference_model, module, index)
@@ -245,16 +274,34 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
             subject=Subject(module=shown or None), evidence={"unobservable": unobservable}))
         for path in unobservable:
             mappings[path] = ModuleMapping(path, None, (), (), None)
-    if fit.fits and len(onnx_outputs) == len(torch_names):
-        output_names = onnx_outputs
-    else:  # compare the outputs both sides name alike; the finding says the graph does not fit
-        output_names = onnx_outputs if len(onnx_outputs) == len(torch_names) else torch_names
+    output_names, compared = _output_names(onnx_outputs, torch_names, fit)
+    if len(compared) < len(output_names):
+        lacking = [name for name in output_names if name not in compared]
+        notes.append(OUTPUTS_NOT_IN_FILE.finding(
+            f"the ONNX file has {len(compared)} of the model's {len(output_names)} outputs: "
+            f"{', '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not in it and not compared",
+            where="onnx", subject=Subject(other="onnx"), evidence={"not_in_file": lacking, "compared": list(compared)}))
     test_model = to_precision(reference_model, precision)
-    return _Plan(exported, test_model, index, module_paths, mappings, output_names, fit, tuple(notes))
+    return _Plan(exported, test_model, index, module_paths, mappings, output_names, fit, tuple(notes), compared,
+                 precision)
+
+
+def _output_names(onnx_outputs: list[str], torch_names: list[str], fit: ModelFit) -> tuple[list[str], tuple[str, ...]]:
+    """The torch side's names for the model's outputs (positional), and the outputs the ONNX graph has to compare.
+
+    A file that keeps only some of the model's outputs under the model's names (Optimum's BertModel export has
+    last_hidden_state, not pooler_output) is compared on those; the torch side still computes all of them, once.
+    """
+    if len(onnx_outputs) == len(torch_names):
+        return onnx_outputs, tuple(onnx_outputs)
+    if onnx_outputs and set(onnx_outputs) <= set(torch_names):
+        return torch_names, tuple(onnx_outputs)
+    return torch_names, tuple(torch_names)  # another model: the onnx_model_mismatch finding says so
 
 
 def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, policy, precision, batch_sizes,
-              batch_pool, was_training, keep_train_mode, progress, compare_s) -> ExportDiffResult:
+              batch_pool, was_training, keep_train_mode, progress, compare_s,
+              realigned: Realignment | None = None) -> ExportDiffResult:
     """Layer and output records, the first divergence, batch checks and findings, as one result."""
     accumulators, mappings = run.accumulators, plan.mappings
     layers = _layer_results(module, plan.module_paths, mappings, run.skeleton, accumulators, run.noise)
@@ -270,15 +317,17 @@ def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, pol
         )
         for (backend_name, name), runs in run.output_stats.items()
     )
-    test_index = plan.index if plan.test_model is plan.exported.model else index_graph(plan.test_model, plan.module_paths)
+    test_index = plan.test_index
     # An ONNX graph of another model: attributing its differences to this model's modules would mislead.
     first_divergence = None if not plan.fit.fits else locate_first_divergence(
-        layers, mappings, test_index, plan.test_model, torch_backend, samples, policy, run.noise)
+        layers, mappings, test_index, plan.test_model, torch_backend, samples, policy, run.noise,
+        realigned.groups if realigned else None)
     batch_checks = ()
     if batch_sizes:
         progress.start("checking batch sizes", len(batch_sizes))
         plain_ort = run.session or OnnxRuntimeBackend(plan.test_model)
-        batch_checks = tuple(check_batches(torch_backend, plain_ort, batch_pool or samples, batch_sizes, policy, progress))
+        batch_checks = tuple(check_batches(torch_backend, plain_ort, batch_pool or samples, batch_sizes, policy, progress,
+                                          plan.compared_outputs))
         progress.finish()
     findings = list(plan.notes)
     if not plan.fit.fits:
@@ -348,6 +397,8 @@ def _layer_results(module, module_paths, mappings: dict[str, ModuleMapping], fir
             status, note = NO_ONNX, note or f"folded into {mapping.scope}'s ONNX op; compared there"
         elif not mapping.mapped:
             status, note = NO_ONNX, note or "no ONNX counterpart (fused into a neighbour, identity, or not executed)"
+        elif mapping.how == "unmatched":
+            status = NOT_COMPARABLE
         elif not acc.stats:
             status = NOT_COMPARABLE
             if captured is not None and captured.output_count != 1:

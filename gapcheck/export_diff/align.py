@@ -1,0 +1,325 @@
+"""Alignment that survives optimization: confirm a module's ONNX value by its values where names are not enough.
+
+Names map a module to an ONNX value (:mod:`gapcheck.model.mapping`). On a graph another tool rewrote
+(onnxslim, onnxsim, ONNX Runtime's transformer optimizer, a Conv+BatchNorm fusion) names can point at the
+wrong tensor: a weight name now belongs to a fused Conv that computes conv + BatchNorm, a module's real
+output comes from an unnamed fused node (SkipLayerNormalization, Attention, BiasGelu), scopes are gone.
+
+So a module that *fails* on the first sample under its name mapping is a suspect, and is re-checked by value
+(the plain run, where every module passes, does none of this):
+
+1. **Fused groups.** A Conv (or Linear) whose output feeds a BatchNorm is one group with it (and the BatchNorm's
+   activation): its ONNX value is compared with torch's conv -> batch_norm, computed from torch's own conv output.
+   The conv is the group's first member; it is named when the group diverges.
+2. **Search by value.** Else the ONNX value whose values agree with the module's torch output under its
+   noise-aware tolerance (one ONNX Runtime run on the first sample with every value marked) becomes its mapping;
+   the other samples then check it.
+3. **Not comparable here.** A module no ONNX value matches is compared through its neighbours, reported as info:
+   when the model's outputs all agree, its error cannot be real (it reaches no output); when they do not, it
+   stays a divergence only if its error does reach a compared value downstream.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.conv import _ConvNd
+
+from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
+from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
+from gapcheck.export_diff.passes import LayerAccumulator
+from gapcheck.model.mapping import GraphIndex, ModuleMapping
+
+_LINEAR = (_ConvNd, nn.Linear)
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """Modules an ONNX tool fused into one op: the conv (first member), its BatchNorm, and the BatchNorm's own
+    children (timm's BatchNormAct2d holds the activation)."""
+
+    members: tuple[str, ...]
+    kind: str  # "Conv+BatchNorm"
+
+    @property
+    def first(self) -> str:
+        return self.members[0]
+
+    @property
+    def norm(self) -> str:
+        return self.members[1]
+
+    def describe(self) -> str:
+        return f"fused group {' + '.join(self.members)} ({self.kind} folded into one ONNX op)"
+
+
+@dataclass
+class Realignment:
+    """What the re-check by value changed: mappings, per-module comparisons, groups and notes."""
+
+    mappings: dict[str, ModuleMapping] = field(default_factory=dict)
+    accumulators: dict[str, LayerAccumulator] = field(default_factory=dict)
+    groups: dict[str, FusedGroup] = field(default_factory=dict)  # by first member
+    not_comparable: dict[str, str] = field(default_factory=dict)  # module -> why
+    references: dict[str, str] = field(default_factory=dict)  # module -> what torch value it was compared with
+    # suspects no value matched: whether the named value is still the closest tensor and near it (a real divergence)
+    plausible: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.mappings or self.not_comparable)
+
+
+def _float_values(model: onnx.ModelProto) -> list[str]:
+    """Every value a node computes (Constant nodes aside): the candidates a module's output may live in."""
+    return [name for node in model.graph.node if node.op_type != "Constant" for name in node.output if name]
+
+
+def group_reference(conv_out: np.ndarray, bn: _BatchNorm) -> np.ndarray:
+    """torch's conv -> batch_norm (eval) on torch's own conv output: what a folded Conv computes."""
+    with torch.no_grad():
+        out = torch.nn.functional.batch_norm(
+            torch.from_numpy(np.ascontiguousarray(conv_out)), bn.running_mean, bn.running_var, bn.weight, bn.bias,
+            False, 0.0, bn.eps)
+    return out.numpy()
+
+
+def find_groups(module: nn.Module, capture: CaptureResult) -> dict[str, FusedGroup]:
+    """Conv/Linear -> BatchNorm pairs: a BatchNorm whose input is exactly a conv's output (torch, first sample)."""
+    submodules = dict(module.named_modules())
+    linear_outputs = [(c.order, p, c.output) for p, c in capture.modules.items()
+                      if isinstance(submodules.get(p), _LINEAR) and c.output is not None]
+    groups: dict[str, FusedGroup] = {}
+    for path, captured in capture.modules.items():
+        norm = submodules.get(path)
+        if not isinstance(norm, _BatchNorm) or norm.training or not captured.inputs:  # train mode: batch statistics
+            continue
+        fed = captured.inputs[0]
+        for _, conv, out in sorted(linear_outputs, key=lambda t: -t[0]):
+            if out.shape == fed.shape and np.array_equal(out, fed):
+                children = tuple(p for p in submodules if p.startswith(path + "."))
+                groups[conv] = FusedGroup((conv, path) + children, "Conv+BatchNorm")
+                break
+    return groups
+
+
+def _group_value(index: GraphIndex, group: FusedGroup, mappings: dict[str, ModuleMapping]) -> str | None:
+    """The ONNX value a fused group's Conv computes: the node reading the conv's weight by name, else the Conv in
+    the conv's or the BatchNorm's scope."""
+    nodes = index.model.graph.node
+    weight = f"{group.first}.weight"
+    for i in sorted(index.consumers.get(weight, ())):
+        if nodes[i].op_type in ("Conv", "Gemm", "MatMul", "ConvTranspose"):
+            return _through_bias(index, nodes[i].output[0])
+    for path in (group.first, group.norm):
+        for i, scopes in enumerate(index.scopes):
+            if scopes and scopes[-1] == path and nodes[i].op_type in ("Conv", "ConvTranspose"):
+                return _through_bias(index, nodes[i].output[0])
+    return None
+
+
+def _through_bias(index: GraphIndex, value: str) -> str:
+    """A Conv/MatMul's value, carried through the Add of a separate bias initializer."""
+    nodes = index.model.graph.node
+    following = sorted(index.consumers.get(value, ()))
+    if len(following) == 1 and nodes[following[0]].op_type == "Add" and any(
+            n in index.initializers for n in nodes[following[0]].input if n != value):
+        return nodes[following[0]].output[0]
+    return value
+
+
+def _best_match(target: np.ndarray, values: dict[str, np.ndarray], tol, order: dict[str, int],
+                prefer: str | None) -> tuple[str, ErrorStats] | None:
+    """The ONNX value agreeing with ``target`` under ``tol``: the preferred one if it passes, else the closest."""
+    passing = []
+    for name, array in values.items():
+        if array.shape != target.shape or not np.issubdtype(array.dtype, np.floating):
+            continue
+        stats = compare_arrays(array, target, tol)
+        if stats.passed:
+            passing.append((name != prefer, stats.error_ratio, -order.get(name, 0), name, stats))
+    if not passing:
+        return None
+    best = min(passing)
+    return best[3], best[4]
+
+
+#: A named value within this fraction of the module's largest value, and closer than any other tensor, is the
+#: module's output computed differently (a real divergence: GELU tanh vs erf is 5e-4, a 1% weight change ~1e-2);
+#: a wrong tensor (a MatMul before its fused bias and LayerNorm, a Conv before its fused BatchNorm) is off by O(1).
+PLAUSIBLE_RELATIVE_ERROR = 0.05
+
+
+def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    worst = float(np.nanmax(diff)) if diff.size else 0.0
+    return worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
+
+
+def _plausible(target: np.ndarray, values: dict[str, np.ndarray], named: str | None) -> bool:
+    """Whether the named value is the tensor closest to torch's output, and near it (see PLAUSIBLE_RELATIVE_ERROR)."""
+    if named is None or named not in values or values[named].shape != target.shape:
+        return False
+    own = _relative_error(values[named], target)
+    if own > PLAUSIBLE_RELATIVE_ERROR:
+        return False
+    return all(_relative_error(array, target) >= own for name, array in values.items()
+               if name != named and array.shape == target.shape and np.issubdtype(array.dtype, np.floating))
+
+
+def _downstream(index: GraphIndex, value: str) -> set[str]:
+    """Every value computed from ``value``."""
+    nodes = index.model.graph.node
+    seen: set[str] = set()
+    stack = [value]
+    while stack:
+        for i in index.consumers.get(stack.pop(), ()):
+            for out in nodes[i].output:
+                if out and out not in seen:
+                    seen.add(out)
+                    stack.append(out)
+    return seen
+
+
+def realign(
+    torch_backend: TorchBackend,
+    test_model: onnx.ModelProto,
+    index: GraphIndex,
+    mappings: dict[str, ModuleMapping],
+    accumulators: dict[str, LayerAccumulator],
+    samples: Sequence[dict[str, np.ndarray]],
+    policy: TolerancePolicy,
+    noise: dict[str, float],
+    failing_outputs: set[str],
+) -> Realignment:
+    """Re-check by value the modules that fail on the first sample under their name mapping (see module docstring)."""
+    suspects = [p for p, acc in accumulators.items() if any(s == 0 and not st.passed for s, st in acc.stats)]
+    if not suspects:
+        return Realignment()
+    module = torch_backend.module
+    submodules = dict(module.named_modules())
+    hooked = [p for p, m in submodules.items() if p and hookable(m)]
+    norms = [p for p in hooked if isinstance(submodules[p], _BatchNorm)]
+    capture = torch_backend.capture(samples[0], modules=hooked, inputs_of=norms)
+    suspect_set = set(suspects)
+    groups = {c: g for c, g in find_groups(module, capture).items() if suspect_set & set(g.members)}
+    names = _float_values(test_model)
+    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=names, name="onnxruntime-values").infer(samples[0], names)
+    order = {name: i for i, name in enumerate(names)}
+    out = Realignment()
+    grouped = {m: g for g in groups.values() for m in g.members[:2]}
+    for path in [*groups, *[s for s in suspects if s not in grouped]]:
+        _realign_one(path, groups.get(path), capture, ort_values, order, index, mappings, submodules, policy, noise, out)
+    _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
+    _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
+    return out
+
+
+def _realign_one(path: str, group: FusedGroup | None, capture: CaptureResult, ort_values: dict[str, np.ndarray],
+                 order: dict[str, int], index: GraphIndex, mappings: dict[str, ModuleMapping], submodules,
+                 policy: TolerancePolicy, noise: dict[str, float], out: Realignment) -> None:
+    captured = capture.modules.get(path)
+    if captured is None or captured.output is None:
+        return
+    if group is not None:
+        bn = submodules[group.norm]
+        target = group_reference(captured.output, bn)
+        tol = policy.for_name(path, target.dtype, max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None)
+        named = _group_value(index, group, mappings)
+        match = _best_match(target, ort_values, tol, order, named)
+        value, stats = match if match else (named, compare_arrays(ort_values[named], target, tol) if named in ort_values
+                                            else None)
+        if value is None or stats is None:
+            return
+        out.groups[path] = group
+        out.references[path] = f"conv -> batch_norm of {group.norm} (BatchNorm folded)"
+        out.mappings[path] = _mapping(path, value, index, how="group", scope=None)
+        out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=group.describe())
+        return
+    tol = policy.for_name(path, captured.output.dtype, noise.get(path))
+    match = _best_match(captured.output, ort_values, tol, order, mappings[path].value)
+    if match is None:
+        out.plausible[path] = _plausible(captured.output, ort_values, mappings[path].value)
+        return
+    value, stats = match
+    out.mappings[path] = _mapping(path, value, index, how="value", scope=mappings[path].scope)
+    note = f"matched by value: ONNX value {value!r} (its name pointed at {mappings[path].value!r})"
+    out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=note)
+
+
+def _mapping(path: str, value: str, index: GraphIndex, *, how: str, scope: str | None) -> ModuleMapping:
+    nodes = index.model.graph.node
+    producer = index.producer.get(value)
+    node = nodes[producer] if producer is not None else None
+    return ModuleMapping(module=path, value=value, op_types=(node.op_type,) if node is not None else (),
+                         node_names=(node.name,) if node is not None else (), source=None, scope=scope, how=how)
+
+
+def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, FusedGroup],
+                      mappings: dict[str, ModuleMapping], accumulators: dict[str, LayerAccumulator],
+                      index: GraphIndex, failing_outputs: set[str]) -> None:
+    """Suspects no value confirmed: not comparable here unless their error reaches a value that disagrees (a graph
+    output, or a module value that is no suspect itself)."""
+    confirmed = {**mappings, **out.mappings}
+    disagreeing = set(failing_outputs)
+    for path, mapping in confirmed.items():
+        acc = out.accumulators.get(path) or (accumulators[path] if path not in suspects else None)
+        if mapping.value and acc is not None and any(not st.passed for _, st in acc.stats):
+            disagreeing.add(mapping.value)
+    for path in suspects:
+        if path in out.mappings or path in grouped:
+            continue
+        value = mappings[path].value
+        if value is None:
+            continue
+        if out.plausible.get(path):
+            continue  # the re-check by value confirms the name: its output computed differently, a divergence
+        if (_downstream(index, value) | {value}) & disagreeing - ({value} - set(failing_outputs)):
+            continue  # its error travels on to something that disagrees: a divergence to report
+        out.not_comparable[path] = (
+            f"not comparable here: no ONNX value matches its output on sample 0 (a tool optimized or fused the graph "
+            f"around it); its name pointed at {value!r}, whose difference reaches no "
+            f"{'output' if not failing_outputs else 'diverging value'}")
+
+
+def _check_other_samples(out: Realignment, torch_backend: TorchBackend, test_model: onnx.ModelProto,
+                         submodules, samples: Sequence[dict[str, np.ndarray]],
+                         policy: TolerancePolicy, noise: dict[str, float]) -> None:
+    """Matches found on the first sample, checked on the rest."""
+    if len(samples) < 2 or not out.mappings:
+        return
+    values = list(dict.fromkeys(m.value for m in out.mappings.values() if m.value))
+    session = OnnxRuntimeBackend(test_model, extra_outputs=values, name="onnxruntime-values")
+    paths = list(out.mappings)
+    for s, feeds in enumerate(samples[1:], start=1):
+        capture = torch_backend.capture(feeds, modules=paths)
+        got = session.infer(feeds, values)
+        for path in paths:
+            captured = capture.modules.get(path)
+            if captured is None or captured.output is None:
+                continue
+            target = captured.output
+            if path in out.groups:
+                target = group_reference(target, submodules[out.groups[path].norm])
+            stats = compare_arrays(got[out.mappings[path].value], target,
+                                   policy.for_name(path, target.dtype, noise.get(path)))
+            out.accumulators[path].stats.append((s, stats))
+
+
+def apply(realignment: Realignment, mappings: dict[str, ModuleMapping], accumulators: dict[str, LayerAccumulator]) -> None:
+    """Write the realignment into the run's mappings and accumulators (in place)."""
+    mappings.update(realignment.mappings)
+    for path, acc in realignment.accumulators.items():
+        accumulators[path] = acc
+    for path, why in realignment.not_comparable.items():
+        accumulators[path] = LayerAccumulator(note=why)
+        mappings[path] = dataclasses.replace(mappings[path], how="unmatched")
