@@ -20,8 +20,8 @@ def to_numpy(value: Any) -> np.ndarray:
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a hard dependency of the package
-        torch = None
-    if torch is not None and isinstance(value, torch.Tensor):
+        return np.asarray(value)
+    if isinstance(value, torch.Tensor):
         tensor = value.detach().cpu()
         if tensor.dtype == torch.bfloat16:
             tensor = tensor.float()
@@ -55,7 +55,7 @@ def fingerprint(array: Any) -> str:
     header, arr = _canonical(array)
     digest = hashlib.sha256(header)
     if arr.size:
-        digest.update(memoryview(arr).cast("B"))
+        digest.update(memoryview(arr).cast("B"))  # type: ignore[arg-type]  # numpy arrays are buffers
     return digest.hexdigest()
 
 

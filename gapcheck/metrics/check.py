@@ -181,10 +181,10 @@ def _score_cases(y_true: np.ndarray, scores: np.ndarray) -> list[Case]:
     if scores.ndim == 2:
         # the wrong classes get distinct small scores: a tie here would test tie-breaking (arbitrary for top-k),
         # not what the case is named after; rows still sum to 1 for log-loss
-        confident = np.tile((np.arange(n_classes) + 1.0) / (10.0 * n_classes * n_classes), (truth.size, 1))
+        confident: np.ndarray = np.tile((np.arange(n_classes) + 1.0) / (10.0 * n_classes * n_classes), (truth.size, 1))
         confident[np.arange(truth.size), truth] = 0.0
         confident[np.arange(truth.size), truth] = 1.0 - confident.sum(axis=1)
-        tied = np.full((truth.size, n_classes), 1.0 / n_classes)
+        tied: np.ndarray = np.full((truth.size, n_classes), 1.0 / n_classes)
     else:
         confident = np.where(truth == 1, 0.9, 0.1)
         tied = np.full(truth.size, 0.5)
@@ -288,8 +288,8 @@ def check_metric(
     cases = [Case("user data", truth, pred)]
     if edge_cases:
         cases += _label_cases(truth, pred) if ref.kind == "labels" else _score_cases(truth, pred)
-    options = {"labels": labels, "k": k, "average": average}
-    references = [_reference_value(case, ref, options) for case in cases]
+    passed = {"labels": labels, "k": k, "average": average}
+    references = [_reference_value(case, ref, passed) for case in cases]
     if all(value is None for value, _ in references):
         # nothing can be compared: a "pass" here would be vacuous (the usual cause is an option the reference
         # refuses, e.g. labels that do not match the score columns, or an unknown average)
@@ -297,7 +297,7 @@ def check_metric(
         raise UsageError(f"the reference {reference} could not be computed on any of the {len(cases)} case(s) "
                          f"(on '{first.name}': {first_error or 'undefined'}), so nothing was compared; check the "
                          "data and the options (labels, k, average)")
-    metric = name or getattr(custom, "__name__", "custom metric")
+    metric = str(name or getattr(custom, "__name__", "custom metric"))
     outcomes = tuple(_compare(case, ref_value, ref_error, custom, tol, dict(custom_kwargs or {}), as_torch, timeout_s,
                               metric) for case, (ref_value, ref_error) in zip(cases, references, strict=True))
     findings = tuple(f for f in (_finding(o, metric, reference) for o in outcomes) if f is not None)

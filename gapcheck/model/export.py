@@ -73,6 +73,8 @@ def _export_dynamo(module: torch.nn.Module, sample: dict[str, np.ndarray], opset
             module, args, dynamo=True, input_names=names, dynamic_shapes=dynamic_shapes, opset_version=opset,
             verbose=False,
         )
+    if program is None:  # torch returns None only when writing to a file, which this call does not ask for
+        raise ExportError("the dynamo exporter returned no program")
     return program.model_proto, ()
 
 
@@ -138,7 +140,7 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
             dynamic_axes = _with_sequence_axes(dynamic_axes or {}, dict(zip(names, args, strict=True)),
                                                dict(zip(output_names, leaves, strict=True)), sequence)
         torch.onnx.export(
-            module, args, buffer, dynamo=False, input_names=names, output_names=output_names,
+            module, args, buffer, dynamo=False,  # type: ignore[arg-type]  # a BytesIO is accepted (documented f=) input_names=names, output_names=output_names,
             dynamic_axes=dynamic_axes, opset_version=opset or 17,
         )
     notes = tuple(
@@ -266,8 +268,9 @@ def _export(module, sample, exporter: str, opset: int | None, dynamic_batch: boo
     except Exception as exc:  # noqa: BLE001
         prefix = f"the dynamo exporter failed ({fallback_reason}) and " if fallback_reason else ""
         raise ExportError(f"{prefix}the TorchScript exporter failed: {condense_error(exc)}") from exc
-    baked = bool(static_batch_inputs(model)) if dynamic_batch else False
-    return _check_opset(ExportResult(model, "torchscript", fallback_reason, time.perf_counter() - start, notes, baked), opset)
+    baked_in = bool(static_batch_inputs(model)) if dynamic_batch else False
+    return _check_opset(ExportResult(model, "torchscript", fallback_reason, time.perf_counter() - start, notes, baked_in),
+                        opset)
 
 
 def default_opset(model: onnx.ModelProto) -> int | None:

@@ -63,7 +63,7 @@ def _shape_forms(shape: tuple[int, ...]) -> set[tuple[int, ...]]:
 
 
 def _torch_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    named = dict(module.named_parameters())
+    named: dict[str, torch.Tensor] = dict(module.named_parameters())
     named.update(dict(module.named_buffers()))
     return {n: t for n, t in named.items() if t.is_floating_point() and t.dim() >= 2 and t.numel() >= _MIN_WEIGHT_ELEMENTS}
 
@@ -160,9 +160,9 @@ def attribute_by_weights(model: onnx.ModelProto, module: torch.nn.Module, index:
     onnx_weights = _weight_tensors(model)
     for name, tensor in onnx_weights.items():
         array = numpy_helper.to_array(tensor)
-        owner = by_digest.get((array.shape, _digest(array)))
-        if owner:
-            owners[name] = owner
+        found = by_digest.get((array.shape, _digest(array)))
+        if found:
+            owners[name] = found
     owners.update(_by_name_or_unique_shape(onnx_weights, _torch_weights(module), set(owners.values()), set(owners)))
     biases = {
         name.rsplit(".", 1)[0]: _digest(t.detach().cpu().float().numpy())

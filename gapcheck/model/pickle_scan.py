@@ -69,11 +69,11 @@ def _scan_one_pickle(stream: IO[bytes]) -> list[str]:
             strings.append(arg)
             last_string = arg
             continue
-        if name in ("BINPUT", "LONG_BINPUT", "PUT") and last_string is not None:
+        if name in ("BINPUT", "LONG_BINPUT", "PUT") and last_string is not None and isinstance(arg, (int, str)):
             memo[int(arg)] = last_string
         elif name == "MEMOIZE" and last_string is not None:
             memo[len(memo)] = last_string
-        elif name in ("BINGET", "LONG_BINGET", "GET") and int(arg) in memo:
+        elif name in ("BINGET", "LONG_BINGET", "GET") and isinstance(arg, (int, str)) and int(arg) in memo:
             strings.append(memo[int(arg)])
             continue
         if name not in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
