@@ -4,6 +4,16 @@ An element passes when ``|actual - expected| <= atol + rtol * |expected|``; NaN
 matches NaN and Inf matches an Inf of the same sign (``equal_nan=True``), a
 non-finite value against a finite one never matches. We always compute the
 observed errors, not just pass/fail, so users can see how close they are.
+
+The **error ratio** has one meaning everywhere (export-diff's layers, nightly's outputs and samples,
+the history's trend and drift test): the largest, over the elements, of ``|actual - expected|`` divided
+by that element's allowed error ``min(atol + rtol * |expected|, cap)``. An element fails exactly when
+its ratio is above 1, so a comparison passes exactly when its ratio is at most 1; equal values (NaN
+with NaN, the same infinity) count 0, a non-finite value on one side only counts as infinitely far,
+and a differing value where nothing is allowed is infinitely far. (Dividing the largest error by the
+budget at the largest ``|expected|`` instead — what export-diff's ordering once used — puts a failing
+element with a small reference value at a fraction of "the tolerance".) :func:`per_sample` gives the
+same statistics per sample (axis 0) for a batch, vectorized.
 """
 from __future__ import annotations
 
@@ -139,15 +149,19 @@ class ErrorStats:
     atol: float = 0.0
     expected_absmax: float = 0.0
     cap: float = math.inf  # the ceiling rule's limit on |error| (inf: none)
+    ratio: float | None = None  # the error ratio as compare_arrays measured it (see error_ratio)
 
     @property
     def budget(self) -> float:
-        """The largest |error| allowed at the worst element: atol + rtol·max|expected|, under the ceiling."""
+        """The largest |error| allowed anywhere in the tensor: atol + rtol·max|expected|, under the ceiling."""
         return min(self.atol + self.rtol * self.expected_absmax, self.cap)
 
     @property
     def error_ratio(self) -> float:
-        """max |error| over the allowed |error| at the worst element (>1 means failing)."""
+        """max over the elements of |error| / that element's allowed |error| (> 1 exactly where one fails; see the
+        module docstring). Statistics built by hand without ``ratio`` fall back to max |error| / :attr:`budget`."""
+        if self.ratio is not None:
+            return self.ratio
         allowed = self.budget
         return self.max_abs / allowed if allowed > 0 else float("inf") if self.max_abs > 0 else 0.0
 
@@ -157,9 +171,10 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> 
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     if actual.shape != expected.shape:
-        return ErrorStats(False, float("inf"), float("inf"), float("inf"), 1.0, None, 0, True, tol.rtol, tol.atol)
+        return ErrorStats(False, float("inf"), float("inf"), float("inf"), 1.0, None, 0, True, tol.rtol, tol.atol,
+                          ratio=float("inf"))
     if actual.size == 0:
-        return ErrorStats(True, 0.0, 0.0, 0.0, 0.0, None, 0, False, tol.rtol, tol.atol)
+        return ErrorStats(True, 0.0, 0.0, 0.0, 0.0, None, 0, False, tol.rtol, tol.atol, ratio=0.0)
     if np.result_type(actual.dtype, expected.dtype) in (np.float16, np.float32):
         # Fast path, in float32 as assert_close computes for float32 tensors: one subtraction decides
         # whether anything is non-finite (Inf - Inf and NaN propagate into the difference).
@@ -191,7 +206,8 @@ def _exact_integer_stats(actual: np.ndarray, expected: np.ndarray, tol: Toleranc
         passed=mismatches == 0, max_abs=float(diff.reshape(-1)[worst_flat]), max_rel=float(rel.max()),
         mean_abs=float(diff.mean()), mismatch_fraction=mismatches / actual.size,
         worst_index=tuple(int(i) for i in np.unravel_index(worst_flat, actual.shape)), nonfinite_mismatch=0,
-        shape_mismatch=False, rtol=tol.rtol, atol=tol.atol, expected_absmax=float(abs_e.max()))
+        shape_mismatch=False, rtol=tol.rtol, atol=tol.atol, expected_absmax=float(abs_e.max()),
+        ratio=float("inf") if mismatches else 0.0)  # nothing is allowed: any difference is infinitely far
 
 
 def _finite_stats(diff: np.ndarray, abs_e: np.ndarray, tol: Tolerance) -> ErrorStats:
@@ -208,6 +224,7 @@ def _finite_stats(diff: np.ndarray, abs_e: np.ndarray, tol: Tolerance) -> ErrorS
     rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
     max_rel = float("inf") if np.any(diff[zero] > 0) else float(rel.max())
     return ErrorStats(
+        ratio=_ratio_max(diff, allowed, rel),
         passed=mismatches == 0,
         max_abs=float(diff.reshape(-1)[worst_flat]),
         max_rel=max_rel,
@@ -236,8 +253,11 @@ def _general_stats(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> 
         abs_e = np.where(both_finite, np.abs(e), 0.0)
         atol = tol.atol * max(1.0, float(abs_e.max())) if tol.scale_atol else tol.atol
         cap = tol.cap(float(abs_e.max()) if abs_e.size else 0.0)
-        ok = both_finite & (diff <= np.minimum(atol + tol.rtol * abs_e, cap)) | same_nonfinite
+        allowed = np.minimum(atol + tol.rtol * abs_e, cap)
+        ok = both_finite & (diff <= allowed) | same_nonfinite
         rel = np.where(abs_e > 0, diff / np.where(abs_e > 0, abs_e, 1.0), np.where(diff > 0, np.inf, 0.0))
+        ratios = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
+    ratios = np.where(both_finite, ratios, np.where(same_nonfinite, 0.0, np.inf))
     mismatches = int(a.size - np.count_nonzero(ok))
     if nonfinite_mismatch:
         max_abs = float("inf")
@@ -258,7 +278,18 @@ def _general_stats(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> 
         atol=atol,
         expected_absmax=float(abs_e.max()),
         cap=cap,
+        ratio=float(ratios.max()),
     )
+
+
+def _ratio_max(diff: np.ndarray, allowed: np.ndarray, scratch: np.ndarray) -> float:
+    """The largest diff / allowed (finite arrays of one dtype); a difference where nothing is allowed is inf.
+    ``scratch`` (same shape and dtype) is overwritten: no third temporary array."""
+    nothing = allowed <= 0
+    np.divide(diff, allowed, out=scratch, where=~nothing)
+    if nothing.any():
+        scratch[nothing] = np.where(diff[nothing] > 0, np.inf, 0.0)
+    return float(scratch.max())
 
 
 def worst(stats: list[ErrorStats]) -> ErrorStats | None:
@@ -266,3 +297,62 @@ def worst(stats: list[ErrorStats]) -> ErrorStats | None:
     if not stats:
         return None
     return max(stats, key=lambda s: (not s.passed, s.shape_mismatch, s.nonfinite_mismatch, s.error_ratio, s.max_abs))
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """:class:`ErrorStats`' numbers for each sample (axis 0) of a batch, as arrays of one length."""
+
+    max_abs: np.ndarray
+    max_rel: np.ndarray
+    mean_abs: np.ndarray
+    mismatch_fraction: np.ndarray
+    error_ratio: np.ndarray
+    passed: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.passed)
+
+
+def per_sample(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> SampleStats:
+    """``compare_arrays(actual[i:i+1], expected[i:i+1], tol)`` for every sample i, in a few vectorized operations
+    when the float32 fast path applies (finite floats, no ceiling, no scaled atol), sample by sample otherwise.
+    The arrays must have the same shape with at least one axis."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape or expected.ndim == 0:
+        raise ValueError(f"per_sample needs two batches of one shape, got {actual.shape} and {expected.shape}")
+    fast = per_sample_vectorized(actual, expected, tol)
+    if fast is not None:
+        return fast
+    stats = [compare_arrays(actual[i:i + 1], expected[i:i + 1], tol) for i in range(expected.shape[0])]
+    return SampleStats(*(np.array([getattr(s, f) for s in stats], dtype=np.float64)
+                         for f in ("max_abs", "max_rel", "mean_abs", "mismatch_fraction", "error_ratio")),
+                       passed=np.array([s.passed for s in stats], dtype=bool))
+
+
+def per_sample_vectorized(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> SampleStats | None:
+    """:func:`per_sample` when its vectorized path applies, else None (the caller may split the batch first)."""
+    if (expected.size == 0 or tol.scale_atol or tol.noise_ceiling is not None
+            or np.result_type(actual.dtype, expected.dtype) not in (np.float16, np.float32)):
+        return None
+    n = expected.shape[0]
+    a = actual.astype(np.float32, copy=False).reshape(n, -1)
+    e = expected.astype(np.float32, copy=False).reshape(n, -1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.abs(a - e)
+    if not np.isfinite(diff).all():
+        return None  # a non-finite value: the general path, sample by sample
+    abs_e = np.abs(e)
+    allowed = abs_e * np.float32(tol.rtol)
+    allowed += np.float32(tol.atol)
+    mismatch = np.count_nonzero(diff > allowed, axis=1)
+    max_abs = diff.max(axis=1)
+    zero = abs_e == 0
+    rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
+    max_rel = np.where(np.any(zero & (diff > 0), axis=1), np.inf, rel.max(axis=1))
+    nothing = allowed <= 0
+    np.divide(diff, allowed, out=rel, where=~nothing)
+    if nothing.any():
+        rel[nothing] = np.where(diff[nothing] > 0, np.inf, 0.0)
+    return SampleStats(max_abs.astype(np.float64), max_rel.astype(np.float64), diff.mean(axis=1, dtype=np.float64),
+                       mismatch / diff.shape[1], rel.max(axis=1).astype(np.float64), mismatch == 0)

@@ -133,3 +133,46 @@ def test_the_noise_ceiling_fails_errors_far_above_a_layers_noise_and_size():
     assert compare_arrays(big + np.float32(0.06), big, with_noise).passed  # rel 6e-5: noise of a large layer
     assert policy.for_name("layer", np.float32, noise_floor=0.0).noise_ceiling is None  # exact in torch: no claim
     assert TolerancePolicy(atol=1e-3).for_name("layer", np.float32, noise_floor=1e-10).noise_ceiling is None
+
+
+def test_the_error_ratio_has_one_meaning_above_1_exactly_where_an_element_fails():
+    """Issue 23: export-diff's ratio (max |err| / budget at max |expected|) and nightly's (per element) differed.
+    Off by 1.2e-4 everywhere, the small reference values fail: the ratio must be > 1, not 1.2e-4 / 1.1e-3."""
+    from gapcheck.compare import Tolerance, compare_arrays
+
+    expected = np.array([10.0, 0.001, -0.002, 5.0], dtype=np.float32)
+    tol = Tolerance(1e-4, 1e-4)
+    for e in (expected, expected.astype(np.float64)):  # the float32 fast path and the float64 general path
+        stats = compare_arrays(e + e.dtype.type(1.2e-4), e, tol)
+        assert not stats.passed and stats.error_ratio > 1
+        assert stats.error_ratio == pytest.approx(1.2e-4 / (1e-4 + 1e-4 * 0.001), rel=1e-3)
+    inf_expected = expected.astype(np.float64)
+    inf_expected[0] = np.inf
+    assert compare_arrays(inf_expected, inf_expected, tol).error_ratio == 0.0  # the same infinity matches
+    nan_actual = inf_expected.copy()
+    nan_actual[1] = np.nan
+    assert compare_arrays(nan_actual, inf_expected, tol).error_ratio == np.inf
+    ints = np.array([2**62, 3], dtype=np.int64)
+    assert compare_arrays(ints + np.array([1, 0]), ints, Tolerance(0.0, 0.0)).error_ratio == np.inf
+    assert compare_arrays(ints, ints, Tolerance(0.0, 0.0)).error_ratio == 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_passed_and_the_error_ratio_agree_on_every_path(seed):
+    from gapcheck.compare import Tolerance, compare_arrays, per_sample
+
+    rng = np.random.default_rng(seed)
+    dtype = [np.float32, np.float64, np.float16][seed % 3]
+    expected = (rng.standard_normal((6, 40)) * 10.0 ** rng.integers(-4, 4, (6, 40))).astype(dtype)
+    actual = expected + (rng.standard_normal((6, 40)) * 1e-3 * (rng.random((6, 40)) < 0.05)).astype(dtype)
+    if seed >= 3:
+        actual[2, 3] = np.nan
+    for tol in (Tolerance(1e-4, 1e-4), Tolerance(1e-3, 0.0), Tolerance(0.0, 1e-5), Tolerance(1e-4, 1e-4, noise_ceiling=1e-6)):
+        stats = compare_arrays(actual, expected, tol)
+        assert stats.passed == (stats.error_ratio <= 1.0)
+        batch = per_sample(actual, expected, tol)
+        for i in range(6):
+            one = compare_arrays(actual[i:i + 1], expected[i:i + 1], tol)
+            assert bool(batch.passed[i]) == one.passed
+            assert batch.error_ratio[i] == pytest.approx(one.error_ratio, rel=1e-6)
+            assert batch.max_abs[i] == pytest.approx(one.max_abs, rel=1e-6)
