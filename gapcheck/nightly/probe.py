@@ -7,8 +7,10 @@ never stops the others, and nothing unreachable is ever recorded as a pass.
 Inference sends the golden inputs in batches of the served ``max_batch_size`` (1 when the model
 does not batch or its config cannot be read), with at most ``max_in_flight`` requests in flight,
 one client per worker thread (tritonclient's HTTP client is not thread-safe). Each request's input
-SHA256 is computed on the bytes sent. Outputs are compared sample by sample with the bundle's
-tolerances and :func:`gapcheck.compare.compare_arrays` (``assert_close`` semantics, as export-diff).
+SHA256 comes from the fingerprints recorded with the bundle (see :class:`InputDigests`). Outputs
+are compared sample by sample with the bundle's tolerances and :func:`gapcheck.compare.per_sample`
+(``assert_close`` semantics, as export-diff; the error ratio is compare's: the largest per-element
+|error| / allowed error, above 1 exactly where a sample fails).
 """
 from __future__ import annotations
 
@@ -141,13 +143,17 @@ FLUSH_ELEMENTS = 1 << 22
 class _Accumulator:
     """Per-output comparison across batches (answers arrive in any order).
 
-    Batches are buffered and compared a group at a time; per-sample results are kept as arrays (sample,
-    max_abs, max_rel, mean_abs, mismatch fraction, error ratio, passed), and :class:`SampleError` objects
-    are made only for the worst samples.
+    Batches are buffered and compared a group at a time with :func:`gapcheck.compare.per_sample` (the one
+    comparator: every number, the error ratio included, means what it means in :mod:`gapcheck.compare`);
+    per-sample results are kept as arrays (sample, max_abs, max_rel, mean_abs, mismatch fraction, error
+    ratio, passed), and :class:`SampleError` objects are made only for the worst samples.
     """
 
     def __init__(self, name: str, rtol: float, atol: float) -> None:
+        from gapcheck.compare import Tolerance
+
         self.name, self.rtol, self.atol = name, rtol, atol
+        self.tolerance = Tolerance(rtol, atol)
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._pending_elements = 0
         self._columns: list[tuple[np.ndarray, ...]] = []
@@ -169,34 +175,24 @@ class _Accumulator:
             self._flush()
 
     def _flush(self) -> None:
+        from gapcheck.compare import per_sample, per_sample_vectorized
+
         pending, self._pending, self._pending_elements = self._pending, [], 0
         if len(pending) > 1:
-            samples = np.concatenate([np.arange(first, first + golden.shape[0]) for first, _, golden in pending])
             served = np.concatenate([s for _, s, _ in pending])
             golden = np.concatenate([g for _, _, g in pending])
-            fast = per_sample_stats(served, golden, self.rtol, self.atol)
-            if fast is not None:
-                self._columns.append((samples, *fast))
+            grouped = per_sample_vectorized(served, golden, self.tolerance)
+            if grouped is not None:
+                samples = np.concatenate([np.arange(first, first + g.shape[0]) for first, _, g in pending])
+                self._columns.append((samples, *self._stats_columns(grouped)))
                 return
         for first, served, golden in pending:  # one batch, or a group that holds a non-finite value
-            self._compare_batch(first, served, golden)
+            stats = per_sample(served, golden, self.tolerance)
+            self._columns.append((np.arange(first, first + golden.shape[0]), *self._stats_columns(stats)))
 
-    def _compare_batch(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
-        from gapcheck.compare import Tolerance, compare_arrays
-
-        samples = np.arange(first, first + golden.shape[0])
-        fast = per_sample_stats(served, golden, self.rtol, self.atol)
-        if fast is not None:
-            self._columns.append((samples, *fast))
-            return
-        tol = Tolerance(self.rtol, self.atol)
-        ratios = element_ratios(served, golden, self.rtol, self.atol)
-        stats = [compare_arrays(served[i:i + 1], golden[i:i + 1], tol) for i in range(golden.shape[0])]
-        self._columns.append((samples, np.array([s.max_abs for s in stats], dtype=np.float64),
-                              np.array([s.max_rel for s in stats], dtype=np.float64),
-                              np.array([s.mean_abs for s in stats], dtype=np.float64),
-                              np.array([s.mismatch_fraction for s in stats], dtype=np.float64),
-                              np.asarray(ratios, dtype=np.float64), np.array([s.passed for s in stats], dtype=bool)))
+    @staticmethod
+    def _stats_columns(stats: Any) -> tuple[np.ndarray, ...]:
+        return (stats.max_abs, stats.max_rel, stats.mean_abs, stats.mismatch_fraction, stats.error_ratio, stats.passed)
 
     def result(self) -> OutputComparison:
         self._flush()
@@ -229,75 +225,67 @@ def _type_problem(served: np.ndarray, golden: np.ndarray) -> str | None:
     return None
 
 
-def element_ratios(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """Per sample (axis 0), the largest |served - golden| / (atol + rtol * |golden|) over its elements.
-
-    The error ratio nightly records, plots and runs its drift test on: an element fails exactly when its
-    ratio exceeds 1 (assert_close), so a sample passes exactly when its ratio is <= 1. (Scaling by the
-    sample's largest |golden| instead would put a failing sample with small reference values at a fraction
-    of "the tolerance".) Values equal on both sides (NaN with NaN, the same infinity) count 0; a non-finite
-    value on one side only counts as infinitely far.
-    """
-    n = golden.shape[0] if golden.ndim else 1
-    if golden.size == 0:
-        return np.zeros(n)
-    a = served.astype(np.float64).reshape(n, -1)
-    e = golden.astype(np.float64).reshape(n, -1)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        diff = np.abs(a - e)
-        allowed = atol + rtol * np.abs(e)
-        ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
-    same = (a == e) | (np.isnan(a) & np.isnan(e))
-    if served.dtype.kind in "iub" and golden.dtype.kind in "iub":  # exact: float64 merges 2**62 and 2**62 + 1
-        same = np.equal(served.reshape(n, -1), golden.reshape(n, -1))
-        ratio = np.where(same, ratio, np.maximum(ratio, np.where(allowed > 0, 1.0 / np.where(allowed > 0, allowed, 1.0),
-                                                                 np.inf)))  # differing integers are >= 1 apart
-    ratio = np.where(same, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
-    return ratio.max(axis=1)
-
-
-def per_sample_stats(served: np.ndarray, golden: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, ...] | None:
-    """Per-sample (axis 0) max_abs, max_rel, mean_abs, mismatch fraction, error ratio and pass, for a whole batch.
-
-    The same numbers :func:`gapcheck.compare.compare_arrays` gives sample by sample (its float32 fast path),
-    but the error ratio of :func:`element_ratios`, computed with a few vectorized operations; None when that
-    fast path does not apply (non-float or non-finite values, empty samples), and the caller compares sample
-    by sample.
-    """
-    if golden.ndim == 0 or golden.size == 0 or np.result_type(served.dtype, golden.dtype) not in (np.float16, np.float32):
-        return None
-    n = golden.shape[0]
-    a = served.astype(np.float32, copy=False).reshape(n, -1)
-    e = golden.astype(np.float32, copy=False).reshape(n, -1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        diff = np.abs(a - e)
-    if not np.isfinite(diff).all():
-        return None
-    abs_e = np.abs(e)
-    allowed = abs_e * np.float32(rtol)
-    allowed += np.float32(atol)
-    mismatch = np.count_nonzero(diff > allowed, axis=1)
-    max_abs = diff.max(axis=1)
-    zero = abs_e == 0
-    rel = np.divide(diff, abs_e, out=np.zeros_like(diff), where=~zero)
-    max_rel = np.where(np.any(zero & (diff > 0), axis=1), np.inf, rel.max(axis=1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
-    ratio = ratio.max(axis=1).astype(np.float64)
-    return (max_abs, max_rel, diff.mean(axis=1, dtype=np.float64), mismatch / diff.shape[1], ratio, mismatch == 0)
-
-
 def _batches(count: int, size: int) -> list[tuple[int, int]]:
     size = max(1, size)
     return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+class InputDigests:
+    """The input SHA256 reported per request, from the fingerprints ``golden record`` took of every sample.
+
+    The inputs sent are slices of ``inputs.safetensors``, whose SHA256 was verified against the manifest
+    when the bundle was loaded: hashing them again per request would only repeat that (at 12 KB a sample,
+    as long as a round trip on a small model). A request's digest is then the recorded fingerprint of its
+    sample when it holds one (the same value :func:`gapcheck.tensors.fingerprint` gives the batch of one),
+    else the SHA256 of ``"gapcheck-batch:"`` and the comma-joined fingerprints of its samples, in order.
+    The recorded fingerprints are trusted only when they fit the verified file: one per sample and input,
+    and the first and last sample's recomputed here; otherwise (a hand-built bundle) every request is
+    hashed as sent, as before.
+    """
+
+    def __init__(self, bundle: GoldenBundle) -> None:
+        self.recorded = _recorded_fingerprints(bundle)
+
+    @property
+    def from_record(self) -> bool:
+        return self.recorded is not None
+
+    def of(self, first: int, stop: int, sent: dict[str, np.ndarray]) -> dict[str, str]:
+        from gapcheck.tensors import fingerprint
+
+        if self.recorded is None:
+            return {name: fingerprint(array) for name, array in sent.items()}
+        return {name: batch_digest([self.recorded[i][name] for i in range(first, stop)]) for name in sent}
+
+
+def batch_digest(fingerprints: list[str]) -> str:
+    """The digest of a batch from its samples' fingerprints (a batch of one: that sample's own fingerprint)."""
+    if len(fingerprints) == 1:
+        return fingerprints[0]
+    return hashlib.sha256(("gapcheck-batch:" + ",".join(fingerprints)).encode()).hexdigest()
+
+
+def _recorded_fingerprints(bundle: GoldenBundle) -> list[dict[str, str]] | None:
+    from gapcheck.tensors import fingerprint
+
+    recorded = bundle.manifest.get("samples", {}).get("fingerprints")
+    names = set(bundle.inputs)
+    count = bundle.num_samples
+    if (not isinstance(recorded, list) or len(recorded) != count
+            or not all(isinstance(r, dict) and set(r) >= names for r in recorded)):
+        return None
+    for i in {0, count - 1}:
+        if any(fingerprint(bundle.inputs[n][i:i + 1]) != recorded[i][n] for n in names):
+            return None
+    return recorded
 
 
 class _Inference:
     """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within the endpoint's
     deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
 
-    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str]) -> None:
-        self.spec, self.endpoint, self.outputs = spec, endpoint, outputs
+    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str], digests: InputDigests) -> None:
+        self.spec, self.endpoint, self.outputs, self.digests = spec, endpoint, outputs, digests
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
@@ -311,16 +299,15 @@ class _Inference:
                 self._connections.append(conn)
         return conn
 
-    def send(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    def send(self, first: int, stop: int, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         from gapcheck.nightly.deadline import DeadlinePassed
-        from gapcheck.tensors import fingerprint
 
         try:
             self.endpoint.time_left()  # a queued batch whose turn comes too late is not sent at all
         except DeadlinePassed as exc:
             raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
         sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
-        digests = {name: fingerprint(array) for name, array in sent.items()}
+        digests = self.digests.of(first, stop, sent)
         return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version), digests
 
     def close(self) -> None:
@@ -438,12 +425,12 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, 
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
     requests: list[dict[str, Any]] = []
-    inference = _Inference(spec, endpoint, wanted)
+    inference = _Inference(spec, endpoint, wanted, InputDigests(bundle))
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
     try:
-        pending = {pool.submit(inference.send, {name: array[a:b] for name, array in bundle.inputs.items()}): (a, b)
+        pending = {pool.submit(inference.send, a, b, {name: array[a:b] for name, array in bundle.inputs.items()}): (a, b)
                    for a, b in _batches(bundle.num_samples, batch)}
         for future in as_completed(pending):
             first, stop = pending[future]

@@ -10,8 +10,7 @@ import pytest
 def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     import numpy as np
 
-    from gapcheck.compare import Tolerance, compare_arrays
-    from gapcheck.nightly.probe import element_ratios, per_sample_stats
+    from gapcheck.compare import Tolerance, compare_arrays, per_sample, per_sample_vectorized
 
     rng = np.random.default_rng(0)
     golden = rng.standard_normal((9, 3, 5)).astype(np.float32)
@@ -19,17 +18,18 @@ def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     served = golden + rng.standard_normal(golden.shape).astype(np.float32) * np.float32(1e-4)
     served[4] += 0.01  # a failing sample
     served[2, 0, 0] = 1e-6  # error where the reference is 0: max_rel is inf
-    stats = per_sample_stats(served, golden, 1e-4, 1e-4)
-    ratios = element_ratios(served, golden, 1e-4, 1e-4)
+    tol = Tolerance(1e-4, 1e-4)
+    stats = per_sample(served, golden, tol)
     for i in range(9):
-        ref = compare_arrays(served[i:i + 1], golden[i:i + 1], Tolerance(1e-4, 1e-4))
-        got = [float(s[i]) for s in stats[:5]] + [bool(stats[5][i])]
-        assert got[5] == ref.passed == (got[4] <= 1.0)  # the ratio crosses 1 exactly where the sample fails
-        assert np.allclose(got[:4], [ref.max_abs, ref.max_rel, ref.mean_abs, ref.mismatch_fraction],
+        ref = compare_arrays(served[i:i + 1], golden[i:i + 1], tol)
+        assert bool(stats.passed[i]) == ref.passed == (stats.error_ratio[i] <= 1.0)  # the ratio crosses 1 where it fails
+        assert np.allclose([stats.max_abs[i], stats.max_rel[i], stats.mean_abs[i], stats.mismatch_fraction[i],
+                            stats.error_ratio[i]],
+                           [ref.max_abs, ref.max_rel, ref.mean_abs, ref.mismatch_fraction, ref.error_ratio],
                            rtol=1e-6, equal_nan=True)
-        assert np.isclose(got[4], ratios[i], rtol=1e-5)
     served[1, 1, 1] = np.nan
-    assert per_sample_stats(served, golden, 1e-4, 1e-4) is None  # non-finite: compared sample by sample
+    assert per_sample_vectorized(served, golden, tol) is None  # non-finite: compared sample by sample
+    assert not per_sample(served, golden, tol).passed[1]
 
 
 @pytest.mark.parametrize("flush_elements", [1, 10**9])  # every batch alone / all batches in one group
@@ -216,17 +216,17 @@ def test_the_error_ratio_is_above_1_exactly_when_a_sample_fails() -> None:
     (allowed 1e-4 + 1e-4 * |small|), so the ratio must say > 1, not 1.2e-4 / (1e-4 + 1e-4 * 10) = 11 %."""
     import numpy as np
 
-    from gapcheck.nightly.probe import element_ratios, per_sample_stats
+    from gapcheck.compare import Tolerance, per_sample
 
+    tol = Tolerance(1e-4, 1e-4)
     golden = np.array([[10.0, 0.001, -0.002, 5.0]], dtype=np.float32)
     served = golden + np.float32(1.2e-4)
-    max_abs, _, _, _, ratio, passed = per_sample_stats(served, golden, 1e-4, 1e-4)
-    assert not passed[0] and ratio[0] > 1.0
-    assert element_ratios(served, golden, 1e-4, 1e-4)[0] > 1.0
+    stats = per_sample(served, golden, tol)
+    assert not stats.passed[0] and stats.error_ratio[0] > 1.0
     nan_golden = golden.copy()
     nan_golden[0, 1] = np.nan
-    assert element_ratios(np.where(np.isnan(nan_golden), np.nan, served), nan_golden, 1e-4, 1e-4)[0] > 1.0
-    assert element_ratios(nan_golden, nan_golden, 1e-4, 1e-4)[0] == 0.0  # NaN matches NaN
+    assert per_sample(np.where(np.isnan(nan_golden), np.nan, served), nan_golden, tol).error_ratio[0] > 1.0
+    assert per_sample(nan_golden, nan_golden, tol).error_ratio[0] == 0.0  # NaN matches NaN
 
 
 def test_terminal_escapes_from_the_server_never_reach_the_console_or_reports(tiny_golden: Path, tmp_path: Path,
@@ -281,7 +281,9 @@ def test_integer_answers_are_compared_exactly() -> None:
     golden = np.array([[2**62, 3], [5, 6]], dtype=np.int64)
     served = golden.copy()
     served[0, 0] += 1
-    ratios = probe.element_ratios(served, golden, 0.0, 0.0)
+    from gapcheck.compare import Tolerance, per_sample
+
+    ratios = per_sample(served, golden, Tolerance(0.0, 0.0)).error_ratio
     assert ratios[0] > 1 and ratios[1] == 0
     acc = probe._Accumulator("ids", 0.0, 0.0)
     acc.add(0, served, golden)
