@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 
 class Severity(str, Enum):

@@ -88,7 +88,7 @@ def test_random_samples_have_the_declared_shapes_dtypes_and_ranges():
             assert sample[spec.name].shape == spec.shape
             assert sample[spec.name].dtype == np.dtype(spec.dtype)
         assert sample["ids"].min() >= 5 and sample["ids"].max() < 9
-        assert -1 <= sample["h"].min() and sample["h"].max() <= 1
+        assert sample["h"].min() >= -1 and sample["h"].max() <= 1
         assert set(np.unique(sample["mask"])) <= {False, True}
 
 
@@ -107,7 +107,7 @@ def test_same_seed_same_arrays_and_other_seed_differs():
     first = random_samples(SPECS, num_samples=2, seed=7)
     again = random_samples(SPECS, num_samples=2, seed=7)
     other = random_samples(SPECS, num_samples=2, seed=8)
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         for name in a:
             np.testing.assert_array_equal(a[name], b[name])
     assert not np.array_equal(first[0]["x"], other[0]["x"])

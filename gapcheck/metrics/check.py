@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -212,7 +213,8 @@ def _compare(case: Case, ref_value: float | None, ref_error: str, custom: Callab
     if ref_value is None:
         note = f"reference undefined ({ref_error})"
         consistent = value is None or math.isnan(value)
-        return CaseOutcome(case.name, n, None, value, error, None, True, note + ("" if consistent else "; custom returns a value"))
+        return CaseOutcome(case.name, n, None, value, error, None, True,
+                           note + ("" if consistent else "; custom returns a value"))
     if value is None:
         return CaseOutcome(case.name, n, ref_value, None, error, None, False, "custom raised where the reference is defined")
     diff = abs(value - ref_value)

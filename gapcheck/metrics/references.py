@@ -5,8 +5,9 @@ probabilities: (n,) for binary (score of the positive class) or (n, C) for C cla
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

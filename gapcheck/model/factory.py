@@ -15,9 +15,10 @@ import os
 import sys
 import sysconfig
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from gapcheck.errors import UsageError, one_line
 

@@ -14,10 +14,10 @@ import pickle
 import struct
 import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -305,12 +305,12 @@ def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any] | torch.nn.Mo
         if isinstance(obj, torch.nn.Module):
             return obj
     if not any(isinstance(value, torch.Tensor) for value in obj.values()):
-        keys = [str(key) for key in obj.keys()]
+        keys = [str(key) for key in obj]
         raise CheckpointError(
             f"{path} holds a dict without tensors (keys: {_name_list(keys) or 'none'}); expected a state dict, "
             f"possibly nested under one of {', '.join(repr(k) for k in NESTED_STATE_DICT_KEYS)}"
         )
-    bad_keys = [repr(key) for key in obj.keys() if not isinstance(key, str)]
+    bad_keys = [repr(key) for key in obj if not isinstance(key, str)]
     if bad_keys:
         raise CheckpointError(f"{path}: state dict keys must be strings, found {_name_list(bad_keys)}")
     return obj

@@ -85,6 +85,7 @@ def _scan_one_pickle(stream: IO[bytes]) -> list[str]:
 
 def _is_tensor_plumbing(name: str) -> bool:
     """Globals every plain state dict references (storages, dtypes, rebuild helpers, OrderedDict)."""
-    if name.startswith(("torch._utils.", "torch._tensor.", "torch.storage.", "collections.", "builtins.", "__builtin__.", "_codecs.")):
+    if name.startswith(("torch._utils.", "torch._tensor.", "torch.storage.", "collections.", "builtins.", "__builtin__.",
+                        "_codecs.")):
         return True
     return name.startswith("torch.") and name.count(".") == 1  # torch.FloatStorage, torch.float32, torch.device

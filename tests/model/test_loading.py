@@ -4,8 +4,8 @@ from __future__ import annotations
 import collections
 import io
 import logging
-import random
 import pickle
+import random
 import struct
 import textwrap
 import zipfile
