@@ -325,9 +325,12 @@ def per_sample(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Samp
     if fast is not None:
         return fast
     stats = [compare_arrays(actual[i:i + 1], expected[i:i + 1], tol) for i in range(expected.shape[0])]
-    return SampleStats(*(np.array([getattr(s, f) for s in stats], dtype=np.float64)
-                         for f in ("max_abs", "max_rel", "mean_abs", "mismatch_fraction", "error_ratio")),
-                       passed=np.array([s.passed for s in stats], dtype=bool))
+
+    def column(field: str) -> np.ndarray:
+        return np.array([getattr(s, field) for s in stats], dtype=np.float64)
+
+    return SampleStats(column("max_abs"), column("max_rel"), column("mean_abs"), column("mismatch_fraction"),
+                       column("error_ratio"), np.array([s.passed for s in stats], dtype=bool))
 
 
 def per_sample_vectorized(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> SampleStats | None:
