@@ -8,6 +8,7 @@ module takes over; rules about those parts stay silent there (precision over rec
 from __future__ import annotations
 
 import ast
+import re
 from enum import Enum
 
 from gapcheck.lint.symbols import ModuleIndex, dotted, last_name, tokens
@@ -150,8 +151,8 @@ def is_scaler_call(module: ModuleIndex, call: ast.Call, name: str) -> bool:
 def is_clip(module: ModuleIndex, call: ast.Call) -> bool:
     """torch.nn.utils.clip_grad_norm_/clip_grad_value_ (not a framework's own clipping method)."""
     name = module.callee(call)
-    if name.split(".")[-1] == "dispatch_clip_grad":  # timm's clip dispatcher (norm, value or AGC)
-        return True
+    if re.fullmatch(r"dispatch_clip_grad|clip_gradients?|clip_grads?(_norm)?", name.split(".")[-1]):
+        return True  # timm's clip dispatcher, DINO's utils.clip_gradients, a project's own clip helper
     return name.split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_") and (
         "nn.utils" in name or name in ("clip_grad_norm_", "clip_grad_value_")
         or module.imports.get(name.split(".")[0], "").startswith("torch"))

@@ -91,11 +91,16 @@ def _assigned(module: ModuleIndex, call: ast.Call) -> str | None:
     return None
 
 
+#: Calls that only look at a sampler (print it, log it, measure it): never where its epoch is set.
+_ONLY_LOOK = frozenset({"DataLoader", "len", "isinstance", "print", "str", "repr", "format", "info", "debug",
+                        "warning", "log", "type", "id"})
+
+
 def _handed_over_to_unknown(ctx: Context, name: str) -> bool:
     """``name`` is passed to a call gapcheck cannot follow (a star import, a library): it may set the epoch there."""
     for call in _calls_by_argument(ctx.module).get(name, ()):
         if ctx.program.resolve(ctx.module, call, within=ctx.module.enclosing_function(call)) is None and \
-                ctx.module.callee(call).split(".")[-1] not in ("DataLoader", "len", "isinstance", "print"):
+                ctx.module.callee(call).split(".")[-1] not in _ONLY_LOOK:
             return True
     return False
 

@@ -144,6 +144,8 @@ def _in_eval_mode(ctx: Context, node: ast.AST) -> bool:
     for event in events(ctx.program, ctx.module, body):
         if event.kind not in (Kind.EVAL, Kind.TRAIN):
             continue
+        if event.step.via is node:
+            continue  # inside the function whose call site this is: checked at its own loop
         inside = any(a is node for a in ctx.module.ancestors(event.node))
         anchor = event.step.via or event.node
         if not inside and getattr(anchor, "lineno", 0) > node.lineno:
@@ -225,6 +227,51 @@ def _covered(ctx: Context, loop: ast.AST, function: ast.AST | None, test) -> boo
     return any(test(call) for call in _callers(ctx, function))
 
 
+#: Layers that compute the same in train and eval mode (no dropout, no running statistics).
+_MODE_FREE = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Softmax",
+    "LogSoftmax", "Softplus", "Hardtanh", "Hardswish", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+    "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Flatten", "Unflatten",
+    "Embedding", "PixelShuffle", "PixelUnshuffle", "Identity", "Upsample", "LayerNorm", "GroupNorm", "ZeroPad2d",
+    "ReflectionPad2d", "LSTM", "GRU", "RNN"})
+_CONTAINERS = ("Sequential", "ModuleList")
+
+
+def _mode_free_models(ctx: Context, loop: ast.AST) -> bool:
+    """Every model the loop runs is built (here or in a project class's ``__init__``) only from layers that behave
+    the same in both modes: ``model.eval()`` would change nothing, so its absence is not reported."""
+    forwards = [n for n in ctx.module.walk(loop) if isinstance(n, ast.Call) and is_forward(ctx.module, n)]
+    if not forwards:
+        return False
+    for call in forwards:
+        constructors = ctx.module.constructors(dotted(call.func))
+        if not constructors or not all(_built_mode_free(ctx, c) for c in constructors):
+            return False
+    return True
+
+
+def _built_mode_free(ctx: Context, constructor: str) -> bool:
+    if constructor.startswith(("torch.nn.", "nn.")):
+        return constructor.split(".")[-1] in _MODE_FREE
+    found = ctx.program.method_of(ctx.module, constructor, "__init__")
+    if found is None:
+        return False  # a library model (torchvision, timm): assume it has dropout or BatchNorm
+    module, init = found
+    layers = [n.value for n in ast.walk(init) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+              and any((dotted(t) or "").startswith("self.") for t in n.targets)]
+    return all(_layer_mode_free(module, layer) for layer in layers)
+
+
+def _layer_mode_free(module: ModuleIndex, call: ast.Call) -> bool:
+    short = module.callee(call).split(".")[-1]
+    if short in _CONTAINERS:
+        return all(isinstance(a, ast.Call) and _layer_mode_free(module, a) for a in call.args)
+    if short in ("LSTM", "GRU", "RNN") and keyword(call, "dropout") is not None:
+        return literal(keyword(call, "dropout")) in (0, 0.0)
+    return short in _MODE_FREE
+
+
 class EvalWithoutEvalMode(Rule):
     code = codes.EVAL_WITHOUT_EVAL_MODE
     aspect = Aspect.EVAL_MODE
@@ -232,6 +279,8 @@ class EvalWithoutEvalMode(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop, function in eval_loops(ctx):
+            if _mode_free_models(ctx, loop):
+                continue
             if not _covered(ctx, loop, function, lambda node: _in_eval_mode(ctx, node)):
                 yield ctx.finding(self.code, loop, "validation/test loop runs the model without model.eval(): "
                                   "dropout and BatchNorm stay in training mode")
