@@ -27,7 +27,8 @@ EX, MAE, DEIT, DINO = "pytorch+examples", "facebookresearch+mae", "facebookresea
 Y5, D2L, NLP = "ultralytics+yolov5", "d2l-ai+d2l-pytorch-colab", "bentrevett+pytorch-sentiment-analysis"
 HOUSE = "chapter_multilayer-perceptrons/kaggle-house-price.ipynb"
 NBOW = "1 - Neural Bag of Words.ipynb"
-STANDARDIZE = "    features[numeric_features] = features[numeric_features].apply(\n        lambda x: (x - x.mean()) / (x.std()))\n"
+STANDARDIZE = ("    features[numeric_features] = features[numeric_features].apply(\n"
+               "        lambda x: (x - x.mean()) / (x.std()))\n")
 NULL = "with __import__('contextlib').nullcontext():"
 
 PLANTS: tuple[Plant, ...] = (
