@@ -81,10 +81,22 @@ def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray], exp
                 )
 
 
-def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray]) -> list[str]:
+def _missing_graph_inputs(onnx_model: onnx.ModelProto | None, sample: dict[str, np.ndarray]) -> str:
+    """The ONNX file's inputs the sample lacks, as a clause for an input error (a TorchScript VAD given only ``x``
+    says it misses ``sr``; its ONNX twin needs ``state`` and ``sr``: both sides are named)."""
+    if onnx_model is None:
+        return ""
+    initializers = {i.name for i in onnx_model.graph.initializer}
+    missing = [i.name for i in onnx_model.graph.input if i.name not in initializers and i.name not in sample]
+    return f"; the ONNX file also needs inputs {', '.join(missing)}" if missing else ""
+
+
+def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray],
+                         onnx_model: onnx.ModelProto | None = None) -> list[str]:
     """Run torch once before exporting, so inputs that do not fit the model are an input error (exit 2).
 
-    Returns the model's own names of its output tensors (``logits``, ``past_key_values.0.key``).
+    Returns the model's own names of its output tensors (``logits``, ``past_key_values.0.key``). With the ONNX
+    file compared, a refusal also names the file's inputs the sample lacks.
     """
     tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]
     try:
@@ -92,7 +104,8 @@ def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray])
             output = module(*tensors)
     except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
         shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
-        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}") from exc
+        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}"
+                         f"{_missing_graph_inputs(onnx_model, sample)}") from exc
     names = [name for name, _ in named_tensor_leaves(output)]
     if not names:
         raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
@@ -206,7 +219,7 @@ def export_diff(
     policy = tolerances or TolerancePolicy(precision=precision)
     with evaluation_mode(module, keep_train_mode) as was_training:
         if onnx_model is not None:
-            torch_names = _check_model_accepts(module, samples[0])
+            torch_names = _check_model_accepts(module, samples[0], onnx_model)
             exported = ExportResult(onnx_model, "file", None, 0.0)
         elif exported is None:
             exported, torch_names = obtain_onnx(module, samples[0], exporter=exporter, opset=opset, cache=cache,

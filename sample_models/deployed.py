@@ -1,0 +1,144 @@
+"""Models as users deploy them: trained-looking BatchNorm statistics, and ONNX files rewritten by other tools.
+
+Random initialisation leaves every BatchNorm at weight 1, bias 0, mean 0, var 1: a Conv fused with it then equals
+the bare Conv, and a fusion bug hides. :func:`trained_like` draws seeded statistics so a fused Conv really differs
+from the bare one, as with released weights. The tool wrappers (:func:`slimmed`, :func:`ort_optimized`,
+:func:`without_scopes`, :func:`without_output`) turn an ONNX model into what onnxslim, ONNX Runtime's transformer
+optimizer, a name-stripping tool or Optimum (a BertModel saved without ``pooler_output``) hand a user.
+"""
+from __future__ import annotations
+
+import io
+import tempfile
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+from torch import nn
+
+SEED = 0
+
+
+def trained_like(model: nn.Module, seed: int = 1) -> nn.Module:
+    """Seeded non-trivial BatchNorm affine parameters and running statistics (as released weights have)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.running_mean is not None:
+                n = module.num_features
+                if module.affine:
+                    module.weight.copy_(torch.rand(n, generator=generator) + 0.5)
+                    module.bias.copy_(torch.randn(n, generator=generator) * 0.2)
+                module.running_mean.copy_(torch.randn(n, generator=generator) * 0.5)
+                module.running_var.copy_(torch.rand(n, generator=generator) * 1.5 + 0.5)
+    return model.eval()
+
+
+class BatchNormAct2d(nn.BatchNorm2d):
+    """A BatchNorm that applies its activation itself, as timm's ``BatchNormAct2d`` (mobilenetv3, regnet, efficientnet):
+    the activation is a child module, so it completes before the BatchNorm in torch's hook order."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(super().forward(x))
+
+
+class ConvBnNet(nn.Module):
+    """Conv -> BatchNormAct twice, then a head: what every Conv+BN fusion rewrites."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = BatchNormAct2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1, bias=False)
+        self.bn2 = BatchNormAct2d(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.bn2(self.conv2(self.bn1(self.conv1(x))))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+def conv_bn_net() -> nn.Module:
+    """Input x:1x3x16x16:float32."""
+    torch.manual_seed(SEED)
+    return trained_like(ConvBnNet())
+
+
+def tiny_bert() -> nn.Module:
+    """transformers' BertModel from a small config (eager attention): last_hidden_state and pooler_output.
+    Inputs input_ids, attention_mask, token_type_ids (int64).
+
+    Its forward takes input_ids alone and passes it by keyword: transformers 5's BertModel given positional
+    arguments under the TorchScript tracer gets use_cache twice; Optimum exports it the same way.
+    """
+    from transformers import BertConfig, BertModel
+
+    class KeywordBert(BertModel):
+        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[override]
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    config._attn_implementation = "eager"
+    torch.manual_seed(SEED)
+    return KeywordBert(config).eval()
+
+
+def export(model: nn.Module, args: tuple, input_names: list[str], output_names: list[str],
+           dynamo: bool = True, dynamic_axes: dict | None = None) -> onnx.ModelProto:
+    """torch.onnx.export to memory; the TorchScript exporter at opset 17 with ``dynamic_axes`` as Optimum uses it."""
+    buffer = io.BytesIO()
+    options = {} if dynamo else {"opset_version": 17, "dynamic_axes": dynamic_axes}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, buffer, input_names=input_names, output_names=output_names, dynamo=dynamo,
+                          **options)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def slimmed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxslim's output: BatchNorm folded into the Conv (the weight keeps the conv's name), scopes dropped."""
+    import onnxslim
+
+    return onnxslim.slim(model)
+
+
+def ort_optimized(model: onnx.ModelProto, num_heads: int, hidden_size: int, model_type: str = "bert") -> onnx.ModelProto:
+    """ONNX Runtime's transformer optimizer: SkipLayerNormalization, LayerNormalization, (Fast/Bias)Gelu fusions.
+
+    ``model_type="gpt2"`` fails on the dynamo exporter's GPT-2 graph in onnxruntime 1.32 (an IndexError in its
+    Gemm post-processing), so GPT-2 graphs get the BERT fusions, which cover the same LayerNorm/Gelu patterns.
+    """
+    from onnxruntime.transformers import optimizer
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        onnx.save(model, str(path))
+        return optimizer.optimize_model(str(path), model_type=model_type, num_heads=num_heads,
+                                        hidden_size=hidden_size).model
+
+
+def without_scopes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Every node name and metadata (module scopes, stack traces) stripped, as name-normalising tools do."""
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(model)
+    for i, node in enumerate(stripped.graph.node):
+        node.name = f"n{i}"
+        del node.metadata_props[:]
+    return stripped
+
+
+def without_output(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    """The file without the output ``name`` (and the nodes only it needed), as Optimum saves a BertModel."""
+    kept = [o.name for o in model.graph.output if o.name != name]
+    inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    with tempfile.TemporaryDirectory() as folder:
+        path, out = Path(folder) / "in.onnx", Path(folder) / "out.onnx"
+        onnx.save(model, str(path))
+        onnx.utils.extract_model(str(path), str(out), inputs, kept)
+        return onnx.load(str(out))

@@ -1,0 +1,121 @@
+"""ONNX files as other tools hand them to users: each was a false alarm (or exit 3) before value-confirmed alignment.
+
+Small in-code models (sample_models/deployed.py) with trained-looking BatchNorm statistics: onnxslim's Conv+BN
+fusion, all scopes stripped, ONNX Runtime's fused BERT graph, a file without one of the model's outputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from onnx import numpy_helper
+
+from gapcheck.errors import InputError
+from gapcheck.export_diff.result import FAIL, NOT_COMPARABLE
+from gapcheck.export_diff.runner import export_diff
+from sample_models import deployed
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    model = deployed.conv_bn_net()
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    samples = [{"x": x}, {"x": np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)}]
+    return model, samples, deployed.export(model, (torch.from_numpy(x),), ["x"], ["y"])
+
+
+@pytest.fixture(scope="module")
+def bert():
+    model = deployed.tiny_bert()
+    rng = np.random.default_rng(0)
+    sample = {"input_ids": rng.integers(0, 100, (1, 8)).astype(np.int64), "attention_mask": np.ones((1, 8), np.int64),
+              "token_type_ids": np.zeros((1, 8), np.int64)}
+    onnx_model = deployed.export(model, tuple(torch.from_numpy(a) for a in sample.values()), list(sample),
+                                 ["last_hidden_state", "pooler_output"], dynamo=False,
+                                 dynamic_axes={name: {0: "batch", 1: "sequence"} for name in sample})
+    return model, [sample], onnx_model
+
+
+def _gaps(result):
+    return [f"{f.code}: {f.message}" for f in result.findings if f.is_gap]
+
+
+@pytest.mark.parametrize("tool", ["slimmed", "without_scopes"])
+def test_rewritten_cnn_graph_passes(cnn, tool):
+    model, samples, onnx_model = cnn
+    result = export_diff(model, samples, onnx_model=getattr(deployed, tool)(onnx_model))
+    assert result.verdict == "pass", _gaps(result)
+    assert not [layer.module for layer in result.layers if layer.status == FAIL]
+
+
+def test_slimmed_conv_is_compared_as_its_fused_group(cnn):
+    model, samples, onnx_model = cnn
+    result = export_diff(model, samples, onnx_model=deployed.slimmed(onnx_model))
+    # onnxslim keeps the name conv1.weight on the fused weight: conv1's row compares conv -> batch_norm
+    conv1 = next(layer for layer in result.layers if layer.module == "conv1")
+    assert "fused group conv1 + bn1" in conv1.note and conv1.status == "pass", conv1
+
+
+def test_planted_weight_in_slimmed_file_names_the_conv_of_the_fused_group(cnn):
+    model, samples, onnx_model = cnn
+    slim = deployed.slimmed(onnx_model)
+    for tensor in slim.graph.initializer:
+        if tensor.name == "conv2.weight":
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 1.01, tensor.name))
+    result = export_diff(model, samples, onnx_model=slim)
+    fd = result.first_divergence
+    assert fd is not None and fd.module == "conv2" and fd.cause == "local"
+    assert fd.group[:2] == ("conv2", "bn2")
+    assert any("conv2.weight differs" in d for d in fd.differences), fd.differences
+
+
+def test_planted_padding_names_the_conv(cnn):
+    model, samples, onnx_model = cnn
+    for node in onnx_model.graph.node:
+        if "conv2.weight" in node.input:
+            for attribute in node.attribute:
+                if attribute.name == "pads":
+                    attribute.ints[:] = [0, 0, 2, 2]  # TensorFlow-style SAME padding
+    result = export_diff(model, samples, onnx_model=onnx_model)
+    fd = result.first_divergence
+    assert fd is not None and fd.module == "conv2" and fd.cause == "local"
+    assert any("padding differs" in d for d in fd.differences), fd.differences
+    for node in onnx_model.graph.node:  # the module fixture is shared: undo
+        if "conv2.weight" in node.input:
+            for attribute in node.attribute:
+                if attribute.name == "pads":
+                    attribute.ints[:] = [1, 1, 1, 1]
+
+
+def test_ort_fused_bert_graph_passes(bert):
+    model, samples, onnx_model = bert
+    fused = deployed.ort_optimized(onnx_model, num_heads=2, hidden_size=32)
+    assert {"SkipLayerNormalization", "Attention"} <= {n.op_type for n in fused.graph.node}
+    result = export_diff(model, samples, onnx_model=fused)
+    assert result.verdict == "pass", _gaps(result)
+    output = next(layer for layer in result.layers if layer.module == "encoder.layer.0.attention.output")
+    assert output.status != FAIL
+    assert all(layer.status != FAIL for layer in result.layers)
+    assert any(layer.status == NOT_COMPARABLE for layer in result.layers)  # fused away: info, not divergent
+
+
+def test_file_without_an_output_compares_the_ones_it_has(bert):
+    model, samples, onnx_model = bert
+    result = export_diff(model, samples, onnx_model=deployed.without_output(onnx_model, "pooler_output"))
+    assert result.verdict == "pass", _gaps(result)
+    assert [o.name for o in result.outputs] == ["last_hidden_state"]
+    note = next(f for f in result.findings if f.code == "outputs_not_in_file")
+    assert note.evidence["not_in_file"] == ["pooler_output"]
+
+
+class TwoInputs(torch.nn.Module):
+    def forward(self, x, sr):
+        return x * sr
+
+
+def test_torchscript_refusal_also_names_the_onnx_inputs_missing():
+    scripted = torch.jit.script(TwoInputs())
+    onnx_model = deployed.export(TwoInputs(), (torch.ones(1, 4), torch.ones(1)), ["x", "sr"], ["y"], dynamo=False)
+    with pytest.raises(InputError) as info:
+        export_diff(scripted, [{"x": np.ones((1, 4), np.float32)}], onnx_model=onnx_model)
+    assert "sr" in info.value.message and "the ONNX file also needs inputs sr" in info.value.message
