@@ -310,7 +310,7 @@ def _check_other_samples(out: Realignment, torch_backend: TorchBackend, test_mod
             target = captured.output
             if path in out.groups:
                 target = group_reference(target, submodules[out.groups[path].norm])
-            stats = compare_arrays(got[out.mappings[path].value], target,
+            stats = compare_arrays(got[str(out.mappings[path].value)], target,
                                    policy.for_name(path, target.dtype, noise.get(path)))
             out.accumulators[path].stats.append((s, stats))
 

@@ -51,7 +51,7 @@ def _fused_conv(init: dict[str, np.ndarray], node: onnx.NodeProto, conv, bn, fir
     if not w_ok and b_ok:
         return [f"{first}.weight differs from the checkpoint (the fused Conv's weight, {norm} folded in, is off by "
                 f"max rel {_rel(weight.reshape(expected_w.shape), expected_w):.2g})"]
-    if w_ok:
+    if w_ok and bias is not None:
         return [f"the fused Conv's bias differs from {first}/{norm} folded ({norm}.bias or running_mean, max rel "
                 f"{_rel(bias, expected_b):.2g})"]
     return [f"the fused Conv's weight and bias both differ: {norm}'s scale (weight or running_var) differs from the "
@@ -89,7 +89,7 @@ def _eps(nodes, node_ids: Sequence[int], submodules: dict[str, nn.Module], owner
             continue
         eps = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
         for path in candidates:
-            expected = float(submodules[path].eps)
+            expected = float(getattr(submodules[path], "eps"))  # noqa: B009 - a Module attribute, not typed
             if not np.isclose(eps, expected, rtol=1e-3, atol=0.0):
                 found.append(f"{path}'s epsilon differs: ONNX {node.op_type} epsilon {eps:.3g}, torch eps {expected:.3g}")
     return found
