@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from gapcheck.errors import InputError, UsageError
-from gapcheck.report.text import safe_line
+from gapcheck.report.text import safe_line as _safe_line
 
 DEFAULT_MAX_CHARS = 1_000_000  # a longer string is bad input (a 10 MB "sentence" is a corrupt line, not text)
 READ_BLOCK = 1 << 16
 TABLE_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def safe_line(text: object) -> str:
+    """:func:`gapcheck.report.text.safe_line`, with a fast path for the usual printable-ASCII id (its identity)."""
+    if isinstance(text, str) and text.isascii() and text.isprintable():
+        return text
+    return _safe_line(text)
 
 
 @dataclass(frozen=True)

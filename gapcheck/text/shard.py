@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +22,7 @@ import numpy as np
 from gapcheck.report.text import safe_line
 from gapcheck.tensors import fingerprint
 from gapcheck.text.diagnose import Divergence, diagnose
-from gapcheck.text.stages import Encoded, LoadedStage, TextStageSpec, load_stage
+from gapcheck.text.stages import Encoded, LoadedStage, Row, TextStageSpec, encoded, load_stage
 
 Fingerprint = tuple[str, str, str]  # SHA256 of (ids, attention mask, token type ids)
 
@@ -119,19 +122,41 @@ def pair_key(a: str, b: str) -> str:
     return f"{a}→{b}"
 
 
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
 @functools.lru_cache(maxsize=4096)
 def _constant_fingerprint(length: int, value: int) -> str:
     """The fingerprint of an all-``value`` int64 vector (the usual mask and type ids: one hash per length)."""
     return fingerprint(np.full(length, value, np.int64))
 
 
+def list_fingerprint(values: list[int]) -> str:
+    """:func:`gapcheck.tensors.fingerprint` of ``np.asarray(values, np.int64)``, byte for byte (same header, same
+    little-endian int64 bytes; a test holds them equal), without building an array per sample: per sample and
+    stage this is the audit's hot path, and a numpy array costs more than the hash."""
+    packed = array("q", values)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    digest = hashlib.sha256(f"<i8|{len(values)}|".encode())
+    digest.update(packed)
+    return digest.hexdigest()
+
+
+def row_fingerprints(row: Row) -> Fingerprint:
+    """SHA256 of the canonical ids, mask and type ids; a missing mask is all ones and missing type ids all zeros,
+    so a stage that returns a bare list equals one that returns the default mask."""
+    ids, mask, types = row
+    n = len(ids)
+    mask_fp = _constant_fingerprint(n, 1) if mask is None or 0 not in mask else list_fingerprint(mask)
+    types_fp = _constant_fingerprint(n, 0) if types is None or not any(types) else list_fingerprint(types)
+    return list_fingerprint(ids), mask_fp, types_fp
+
+
 def fingerprints(e: Encoded) -> Fingerprint:
-    """SHA256 of the canonical ids, mask and type ids (gapcheck.tensors.fingerprint; a missing mask is all ones,
-    missing type ids all zeros, so a stage that returns a bare list equals one returning the default mask)."""
-    n = e.length
-    mask = _constant_fingerprint(n, 1) if e.mask is None or bool(e.mask.all()) else fingerprint(e.mask)
-    types = _constant_fingerprint(n, 0) if e.types is None or not e.types.any() else fingerprint(e.types)
-    return fingerprint(e.ids), mask, types
+    """:func:`row_fingerprints` of an :class:`Encoded`."""
+    return row_fingerprints((e.ids.tolist(), None if e.mask is None else e.mask.tolist(),
+                             None if e.types is None else e.types.tolist()))
 
 
 def audit_chunk(payload: tuple[tuple[TextStageSpec, ...], tuple[tuple[str, str], ...], ChunkOptions]) -> ChunkPartial:
@@ -143,49 +168,56 @@ def audit_chunk(payload: tuple[tuple[TextStageSpec, ...], tuple[tuple[str, str],
 def run_chunk(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]], options: ChunkOptions) -> ChunkPartial:
     partial = ChunkPartial(samples=len(samples))
     texts = [t for _, t in samples]
-    outputs: dict[str, list[Encoded | BaseException]] = {}
+    outputs: dict[str, list[Row | BaseException]] = {}
     prints: dict[str, list[Fingerprint | None]] = {}
     for stage in stages:
-        outputs[stage.name] = stage.encode_batch(texts)
+        outputs[stage.name] = stage.encode_rows(texts)
         prints[stage.name], partial.stats[stage.name] = _stage_pass(stage, samples, outputs[stage.name], partial)
     _compare_pairs(stages, samples, outputs, prints, partial, options)
     if options.rows:
         partial.rows = _rows(stages, samples[: options.rows], outputs, prints)
     if options.probe and options.repeats:
-        partial.repeats = _probe(stages, samples, outputs, prints, options)
+        partial.repeats = _probe(stages, samples, prints, options)
     return partial
 
 
-def _stage_pass(stage: LoadedStage, samples: Sequence[tuple[str, str]], outs: list[Encoded | BaseException],
+def _stage_pass(stage: LoadedStage, samples: Sequence[tuple[str, str]], outs: list[Row | BaseException],
                 partial: ChunkPartial) -> tuple[list[Fingerprint | None], StageStats]:
     """Fingerprints of every output, this chunk's statistics of the stage, and its errors."""
     stats = StageStats()
     prints: list[Fingerprint | None] = []
-    good: list[Encoded] = []
+    good: list[Row] = []
     for (sample, _), out in zip(samples, outs, strict=True):
-        if isinstance(out, Encoded):
-            prints.append(fingerprints(out))
-            good.append(out)
-        else:
+        if isinstance(out, BaseException):
             prints.append(None)
             stats.errors += 1
             partial.errors.append((stage.name, sample, safe_line(f"{type(out).__name__}: {out}")[:300]))
+        else:
+            prints.append(row_fingerprints(out))
+            good.append(out)
     _statistics(stage, good, stats)
     return prints, stats
 
 
-def _statistics(stage: LoadedStage, good: list[Encoded], stats: StageStats) -> None:
+def _attended(row: Row) -> list[int]:
+    ids, mask, _ = row
+    if mask is None or 0 not in mask:
+        return ids
+    return [i for i, m in zip(ids, mask, strict=True) if m]
+
+
+def _statistics(stage: LoadedStage, good: list[Row], stats: StageStats) -> None:
     """Vectorized over the chunk: one concatenation, then lengths, unknown and special tokens, coverage."""
     stats.samples = len(good)
     if not good:
         return
-    content = [e.ids if e.mask is None else e.ids[e.mask.astype(bool)] for e in good]
-    lengths = np.fromiter((len(c) for c in content), np.int64, len(content))
+    content = [_attended(r) for r in good]
+    lengths = np.fromiter(map(len, content), np.int64, len(content))
     stats.lengths.update(lengths.tolist())
-    stats.padded.update(e.length for e in good)
+    stats.padded.update(len(r[0]) for r in good)
     limit = stage.info.max_length
     stats.at_limit = int(np.count_nonzero(lengths >= limit)) if limit else 0
-    ids = np.concatenate(content) if len(content) > 1 else content[0]
+    ids = np.fromiter(itertools.chain.from_iterable(content), np.int64, int(lengths.sum()))
     stats.tokens = int(ids.size)
     if stage.info.unk_id is not None and ids.size:
         is_unk = ids == stage.info.unk_id
@@ -196,11 +228,12 @@ def _statistics(stage: LoadedStage, good: list[Encoded], stats: StageStats) -> N
     if stage.info.special_ids and ids.size:
         special = ids[np.isin(ids, stage.info.special_ids)]
         stats.special.update(special.tolist())
-    stats.seen = set(np.unique(ids).tolist())
+    small = ids.size and int(ids.min()) >= 0 and int(ids.max()) < (1 << 22)  # bincount beats unique on token ids
+    stats.seen = set((np.flatnonzero(np.bincount(ids)) if small else np.unique(ids)).tolist())
 
 
 def _compare_pairs(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]],
-                   outputs: dict[str, list[Encoded | BaseException]], prints: dict[str, list[Fingerprint | None]],
+                   outputs: dict[str, list[Row | BaseException]], prints: dict[str, list[Fingerprint | None]],
                    partial: ChunkPartial, options: ChunkOptions) -> None:
     components = ("input_ids", "attention_mask", "token_type_ids")
     for i, a in enumerate(stages):
@@ -219,9 +252,9 @@ def _compare_pairs(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, s
                     pair.differing_samples.append(sample)
                 if budget > 0:
                     budget -= 1
-                    ea, eb = outputs[a.name][index], outputs[b.name][index]
-                    assert isinstance(ea, Encoded) and isinstance(eb, Encoded)
-                    partial.divergences.append(_diagnosed(sample, text, a, b, ea, eb))
+                    ra, rb = outputs[a.name][index], outputs[b.name][index]
+                    assert not isinstance(ra, BaseException) and not isinstance(rb, BaseException)
+                    partial.divergences.append(_diagnosed(sample, text, a, b, encoded(ra), encoded(rb)))
             partial.pairs[pair_key(a.name, b.name)] = pair
 
 
@@ -236,15 +269,15 @@ def _diagnosed(sample: str, text: str, a: LoadedStage, b: LoadedStage, ea: Encod
 
 
 def _rows(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]],
-          outputs: dict[str, list[Encoded | BaseException]], prints: dict[str, list[Fingerprint | None]]) -> list:
+          outputs: dict[str, list[Row | BaseException]], prints: dict[str, list[Fingerprint | None]]) -> list:
     rows = []
     for index, (sample, text) in enumerate(samples):
         per_stage: dict[str, dict[str, Any]] = {}
         for stage in stages:
             out, fp = outputs[stage.name][index], prints[stage.name][index]
-            if isinstance(out, Encoded) and fp is not None:
+            if not isinstance(out, BaseException) and fp is not None:
                 per_stage[stage.name] = {"ok": True, "sha256": fp[0], "mask_sha256": fp[1], "types_sha256": fp[2],
-                                         "length": out.length, "attended": out.content_length()}
+                                         "length": len(out[0]), "attended": len(_attended(out))}
             else:
                 per_stage[stage.name] = {"ok": False, "error": safe_line(str(out))[:200]}
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -253,8 +286,7 @@ def _rows(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]],
 
 
 def _probe(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]],
-           outputs: dict[str, list[Encoded | BaseException]], prints: dict[str, list[Fingerprint | None]],
-           options: ChunkOptions) -> dict[str, list]:
+           prints: dict[str, list[Fingerprint | None]], options: ChunkOptions) -> dict[str, list]:
     """Each stage again, ``repeats`` times, on the first ``probe`` samples: (sample, first fp, repeat fps)."""
     runs: dict[str, list] = {}
     for stage in stages:

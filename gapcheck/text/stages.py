@@ -228,17 +228,19 @@ class LoadedStage:
         self.spec, self.name, self.tokenizer, self.info = spec, spec.name, tokenizer, info
         self._encode, self._call = encode, call
 
-    def encode_batch(self, texts: Sequence[str]) -> list[Encoded | BaseException]:
-        """Every string's :class:`Encoded`, or the exception the stage raised on it."""
+    def encode_rows(self, texts: Sequence[str]) -> list[Row | BaseException]:
+        """Every string's (ids, mask, type ids) as lists — the hot path: an hf: stage's batch output is used as the
+        tokenizer returns it, without a numpy array per sample — or the exception the stage raised on it."""
         if self._call is not None:
             try:
                 batch = self.tokenizer(list(texts), **self._call)
             except Exception:  # noqa: BLE001 - one bad string fails the batch: retry one by one to name it
-                return [self.encode_one(t) for t in texts]
-            keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch]
-            columns = [batch[k] for k in keys]
-            return [_from_lists(keys, row) for row in zip(*columns, strict=True)]
-        return [self.encode_one(t) for t in texts]
+                return [_row(self.encode_one(t)) for t in texts]
+            ids = batch["input_ids"]
+            masks = batch.get("attention_mask") or [None] * len(ids)
+            types = batch.get("token_type_ids") or [None] * len(ids)
+            return list(zip(ids, masks, types, strict=True))
+        return [_row(self.encode_one(t)) for t in texts]
 
     def encode_one(self, text: str) -> Encoded | BaseException:
         try:
@@ -271,10 +273,21 @@ class LoadedStage:
         return [(int(a), int(b)) for a, b in out["offset_mapping"]]
 
 
-def _from_lists(keys: list[str], row: tuple[Any, ...]) -> Encoded:
-    arrays = [np.asarray(v, dtype=np.int64) for v in row]
-    named = dict(zip(keys, arrays, strict=True))
-    return Encoded(named["input_ids"], named.get("attention_mask"), named.get("token_type_ids"))
+Row = tuple[list[int], "list[int] | None", "list[int] | None"]  # ids, attention mask, token type ids
+
+
+def _row(value: Encoded | BaseException) -> Row | BaseException:
+    if isinstance(value, BaseException):
+        return value
+    return (value.ids.tolist(), None if value.mask is None else value.mask.tolist(),
+            None if value.types is None else value.types.tolist())
+
+
+def encoded(row: Row) -> Encoded:
+    """A row as an :class:`Encoded` (int64 arrays), for the diagnoses."""
+    ids, mask, types = row
+    return Encoded(np.asarray(ids, np.int64), None if mask is None else np.asarray(mask, np.int64),
+                   None if types is None else np.asarray(types, np.int64))
 
 
 @functools.lru_cache(maxsize=16)
