@@ -142,3 +142,31 @@ def without_output(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
         onnx.save(model, str(path))
         onnx.utils.extract_model(str(path), str(out), inputs, kept)
         return onnx.load(str(out))
+
+
+def mtcnn_onet() -> nn.Module:
+    """facenet-pytorch's MTCNN ONet with the weights its wheel ships (input x:1x3x48x48:float32; outputs box 4,
+    landmarks 10, probabilities 2, returned as a tuple)."""
+    from sample_models.zoo import torchvision_models
+
+    with torchvision_models():  # facenet_pytorch imports torchvision; its compiled ops are not needed
+        from facenet_pytorch.models.mtcnn import ONet
+    return ONet(pretrained=True).eval()
+
+
+class TwoHeads(nn.Module):
+    """Two outputs of the same shape: a deployment that serves them in the other order differs by values only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(6, 3)
+        self.second = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.first(x), self.second(x)
+
+
+def two_heads() -> nn.Module:
+    """Input x:1x6:float32."""
+    torch.manual_seed(SEED)
+    return TwoHeads().eval()

@@ -38,8 +38,12 @@ def _spec(entry: dict[str, Any]) -> TensorSpec:
 class TritonBackend:
     """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
 
-    def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None) -> None:
+    def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None,
+                 output_map: dict[str, str] | None = None) -> None:
         self.model = model
+        # graph output name -> served output name, for a deployment that names its outputs its own way:
+        # infer() returns the served values under the graph's names (see export_diff.served_names)
+        self.output_map = dict(output_map or {})
         self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
         self.restricted: list[str] = []  # "what was not checked: API restricted", for reports
@@ -126,7 +130,11 @@ class TritonBackend:
         sent = {name: contiguous(array) for name, array in feeds.items()}  # scalars keep rank 0
         # The SHA256 of the bytes this request carries, so reports show what the server was fed.
         self.last_input_fingerprints = {name: fingerprint(array) for name, array in sent.items()}
-        return self.connection.infer(self.model, sent, outputs, self.version)
+        values = self.connection.infer(self.model, sent, outputs, self.version)
+        if not self.output_map:
+            return values
+        graph_name = {served: graph for graph, served in self.output_map.items()}
+        return {graph_name.get(name, name): array for name, array in values.items()}
 
     def close(self) -> None:
         self.connection.close()

@@ -95,3 +95,9 @@ OUTPUTS_NOT_IN_FILE = define(
     """The --onnx file keeps only some of the model's outputs, under the model's own names (Optimum saves a BertModel
     with last_hidden_state and without pooler_output). The outputs the file has are compared; the others are listed.""",
     "Nothing to fix if the deployment does not need them; export them too to compare them.")
+SERVED_OUTPUT_NAMES = define(
+    "served_output_names", Severity.WARNING, F, "The deployment names its outputs its own way",
+    """The served model's outputs have other names than the graph's, but the same count and, in order, the same
+    data types and shapes: they are paired by position (or by --triton-output-map) and their values compared. A
+    served output that really holds another tensor then fails on its values (deployment_mismatch).""",
+    "Nothing to fix if the pairing shown is right; else give --triton-output-map graph_name=served_name,...")
