@@ -58,6 +58,10 @@ def command(
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Write the --format report here instead of stdout.")] = None,
     exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Rewrite the mechanical findings in place (GC305 deprecated AMP "
+                                      "APIs, GC801 torch.load without weights_only), then report what is left.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print the --fix rewrites as a unified diff and change nothing "
+                                       "(exit 1 when there is something to fix).")] = False,
     explain: Annotated[str | None, typer.Option("--explain", help="Explain a code (e.g. GC101) and exit.")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, max=256, help="Worker processes (default: CPUs).")] = None,
     json_path: JsonOpt = None,
@@ -87,7 +91,18 @@ def command(
     known = tuple(c.code for c in all_codes() if c.family == "lint")
     selection = make_selection(section, select=_split(select), ignore=_split(ignore), known=known,
                                target_torch=target_torch)
-    result = lint_paths(paths, selection, exclude=[*section.exclude, *_split(exclude)], jobs=jobs or section.jobs)
+    excluded = [*section.exclude, *_split(exclude)]
+    if diff or fix:
+        from gapcheck.lint.fix import fix_paths
+
+        fixes, result = fix_paths(paths, selection, exclude=excluded, jobs=jobs or section.jobs, write=fix and not diff)
+        if diff:
+            sys.stdout.write("".join(f.diff() for f in fixes))
+            typer.echo(f"{sum(f.fixed for f in fixes)} fix(es) in {len(fixes)} file(s) (nothing written).", err=True)
+            raise typer.Exit(ExitCode.GAP_FOUND if fixes else ExitCode.NO_GAP)
+        typer.echo(f"Fixed {sum(f.fixed for f in fixes)} finding(s) in {len(fixes)} file(s).", err=True)
+    else:
+        result = lint_paths(paths, selection, exclude=excluded, jobs=jobs or section.jobs)
     text = render(result, fmt)
     if output is not None:
         from gapcheck.report.formats import write_atomic
