@@ -74,3 +74,24 @@ ALPHA_INPUT = define("alpha_input", Severity.WARNING, F, "A sample with an alpha
 HIGH_BIT_DEPTH_INPUT = define("high_bit_depth_input", Severity.WARNING, F, "A 16-bit sample",
     "The sample has more than 8 bits per channel; stages may scale it differently. Audited, but worth knowing.",
     "Convert to 8 bits (or scale by 65535) explicitly in every stage.")
+ORIENTATION = define("orientation", Severity.GAP, F, "EXIF orientation applied by one stage only",
+    "The raw file carries an EXIF orientation tag and one stage applies it (cv2.imread does, and "
+    "ImageOps.exif_transpose) while the other reads the stored pixels (PIL's Image.open does not apply it): the "
+    "outputs are rotated or mirrored against each other. Named from the tag of the raw file and by replaying each "
+    "stage on the stored and on the oriented image; the finding says which stage applied the tag and on how many "
+    "of the differing samples a tag is set.",
+    "Apply the tag in every stage (PIL: ImageOps.exif_transpose(img)) or in none (cv2: cv2.IMREAD_IGNORE_ORIENTATION).")
+ALPHA_COMPOSITE = define("alpha_composite", Severity.GAP, F, "Transparency handled differently (composite vs drop)",
+    "The raw image has transparent pixels; one stage composites them on a background (white or black) and the "
+    "other drops the alpha channel (.convert('RGB') keeps the hidden colour under transparent pixels). Replaying "
+    "each stage on each reading names which does what.",
+    "Handle alpha the same way everywhere, e.g. composite on the same background before converting to RGB.")
+PALETTE_INDICES = define("palette_indices", Severity.GAP, F, "A palette image read as colour indices",
+    "The raw file is a palette (mode P) PNG/GIF; one stage reads its palette indices (np.asarray(Image.open(p)) "
+    "without .convert('RGB')) instead of the colours they stand for.",
+    "Convert with .convert('RGB') (or cv2.imread, which looks the palette up) before using the pixels.")
+SIZE_ROUNDING = define("size_rounding", Severity.GAP, F, "Resized size rounded differently (int vs round)",
+    "A shorter-side resize computes the longer side as shorter·long/short; one stage truncates it with int() (as "
+    "torchvision does) and the other rounds it with round(), so on images where the fraction is ≥ .5 the resized "
+    "image is one pixel larger and every crop and pixel shifts. Only samples with such a fraction differ.",
+    "Compute the resized size the same way in every stage (torchvision's Resize(int) truncates).")

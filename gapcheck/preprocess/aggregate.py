@@ -10,13 +10,20 @@ import numpy as np
 
 from gapcheck.codes.preprocess import DISTRIBUTION_SHIFT, NONFINITE_OUTPUT, STAGE_ERROR
 from gapcheck.findings import Finding, Subject
-from gapcheck.preprocess.diagnoses.base import pair_label
-from gapcheck.preprocess.diagnoses.geometry import StageProfile
-from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.nondeterminism import determinism_finding
 from gapcheck.preprocess.distribution import KSResult
-from gapcheck.preprocess.result import BadSample, PairResult, SampleResult, StageError, StageOutcome, StageRow, WorstSample
-from gapcheck.preprocess.samples import SKIPPED_INPUT_CODES
+from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.replay import StageProfile
+from gapcheck.preprocess.rows import (
+    BadSample,
+    PairResult,
+    SampleResult,
+    StageError,
+    StageOutcome,
+    StageRow,
+    WorstSample,
+    pair_label,
+)
 from gapcheck.preprocess.stages import StageSpec
 from gapcheck.preprocess.worker import SampleRecord
 
@@ -35,10 +42,10 @@ def input_findings(records: list[SampleRecord]) -> list[Finding]:
             by_code[str(record.issue.code)].append(record)
     findings = []
     for code, group in sorted(by_code.items()):
-        skipped = code in SKIPPED_INPUT_CODES
-        what = "skipped (never passed to a stage)" if skipped else "audited, but worth knowing"
         first = group[0]
         assert first.issue is not None
+        skipped = first.issue.skipped  # (a str key is never "in" the tuple of Code objects)
+        what = "skipped (never passed to a stage)" if skipped else "audited, but worth knowing"
         findings.append(first.issue.code.finding(
             f"{len(group)} sample(s) {str(code).replace('_', ' ')}: {what}; first: {first.path} ({first.issue.detail})",
             subject=Subject(path=first.path),
@@ -240,17 +247,54 @@ def _display(chw: np.ndarray) -> np.ndarray:
     return image[..., 0] if image.shape[-1] == 1 else image[..., :3]
 
 
+def _denormalized(chw: np.ndarray, profile: StageProfile | None) -> np.ndarray | None:
+    """A stage output back in raw pixel units through a replayed value map (out_c = slope_c·raw + offset_c), as
+    HWC/HW in 0..1; the channel order is kept, so a BGR stage shows blue skin. None without a usable map."""
+    if profile is None or len(profile.fit.slope) != chw.shape[0] or not np.isfinite(chw).all():
+        return None
+    slope = np.asarray(profile.fit.slope, np.float64)[:, None, None]
+    if np.any(np.abs(slope) < 1e-12):
+        return None
+    raw_units = (chw - np.asarray(profile.fit.offset, np.float64)[:, None, None]) / slope
+    image = np.moveaxis(np.clip(raw_units / 255.0, 0.0, 1.0), 0, -1)
+    return image[..., 0] if image.shape[-1] == 1 else image[..., :3]
+
+
+def _viewable(context: "AuditContext", stages: tuple[str, str], record: SampleRecord, chws: tuple[np.ndarray, np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray, str]:
+    """Both outputs as pictures: de-normalized with each stage's replayed value map (or the other stage's when only
+    one replays), else each scaled to its own range; and how it was done."""
+    profiles = [context.stage_profile(stage, record) for stage in stages]
+    shown, how = [], []
+    for index, (stage, chw) in enumerate(zip(stages, chws, strict=True)):
+        own, other = profiles[index], profiles[1 - index]
+        image = _denormalized(chw, own)
+        if image is not None:
+            how.append(f"{stage}: de-normalized with its replayed value map")
+        elif (image := _denormalized(chw, other)) is not None:
+            how.append(f"{stage}: de-normalized with {stages[1 - index]}'s value map (its own does not replay)")
+        else:
+            image = _display(chw)
+            how.append(f"{stage}: scaled to its own value range")
+        shown.append(image)
+    return shown[0], shown[1], "; ".join(how)
+
+
 def worst_samples(context: "AuditContext", pairs: list[PairResult]) -> tuple[WorstSample, ...]:
-    """Each failing pair's worst sample as display images (HWC, 0..1) and the |Δ| per pixel (max over channels)."""
-    worst = []
-    for pair, record in context.worst_records(pairs):
-        ref, cand = context.output(pair.ref, record), context.output(pair.cand, record)
-        ref_chw = to_chw(np.asarray(ref)) if ref is not None else None
-        cand_chw = to_chw(np.asarray(cand)) if cand is not None else None
-        if ref_chw is None or cand_chw is None:
-            continue
-        diff = np.abs(ref_chw - cand_chw).max(axis=0) if ref_chw.shape == cand_chw.shape else None
-        delta = next((d for d in record.deltas if d.a == pair.ref and d.b == pair.cand), None)
-        worst.append(WorstSample(pair.ref, pair.cand, record.path, delta.max_abs if delta else math.inf,
-                                 delta.psnr_db if delta else -math.inf, _display(ref_chw), _display(cand_chw), diff))
-    return tuple(worst)
+    """Each failing pair's evidence samples (worst, then typical) as pictures and the |Δ| per pixel (max over channels)."""
+    pictures = []
+    for pair, records, differing, compared in context.evidence_records(pairs):
+        for role, record in zip(("worst", "typical"), records, strict=False):
+            ref, cand = context.output(pair.ref, record), context.output(pair.cand, record)
+            ref_chw = to_chw(np.asarray(ref)) if ref is not None else None
+            cand_chw = to_chw(np.asarray(cand)) if cand is not None else None
+            if ref_chw is None or cand_chw is None:
+                continue
+            diff = np.abs(ref_chw - cand_chw).max(axis=0) if ref_chw.shape == cand_chw.shape else None
+            delta = next((d for d in record.deltas if d.a == pair.ref and d.b == pair.cand), None)
+            ref_image, cand_image, how = _viewable(context, (pair.ref, pair.cand), record, (ref_chw, cand_chw))
+            raw = context.raw(record.path)
+            pictures.append(WorstSample(pair.ref, pair.cand, record.path, delta.max_abs if delta else math.inf,
+                                        delta.psnr_db if delta else -math.inf, ref_image, cand_image, diff, role,
+                                        differing, compared, raw / 255.0 if raw is not None else None, how))
+    return tuple(pictures)

@@ -107,11 +107,13 @@ def resize(image: np.ndarray, height: int, width: int, method: ResizeMethod, kee
     raise ValueError(f"unknown resize backend {method.backend!r}")
 
 
-def shorter_side_size(height: int, width: int, shorter: int) -> tuple[int, int]:
-    """torchvision's ``Resize(int)``: the shorter side becomes ``shorter``, the longer one keeps the aspect (truncated)."""
+def shorter_side_size(height: int, width: int, shorter: int, rounding: str = "int") -> tuple[int, int]:
+    """torchvision's ``Resize(int)``: the shorter side becomes ``shorter``, the longer one keeps the aspect, truncated
+    (``rounding="int"``) as torchvision does, or rounded to nearest (``"round"``) as some hand-written pipelines do."""
+    fix = round if rounding == "round" else int
     if height <= width:
-        return shorter, int(shorter * width / height)
-    return int(shorter * height / width), shorter
+        return shorter, fix(shorter * width / height)
+    return fix(shorter * height / width), shorter
 
 
 def center_crop(image: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -5,22 +5,29 @@ workers, decoded raw images, stage outputs, replayed profiles), loads more only 
 diagnosis asks, and forgets everything when the call returns. Samples on which either stage
 produced NaN/inf are left out of the comparison (the stage's ``nonfinite_output`` finding names
 them): no tolerance or replay means anything on them.
+
+Diagnoses look only at samples that differ: when 4 of 5 photos are rotated, the fifth is no
+evidence of anything. The differing samples are ranked by how much they differ (relative to the
+reference's value range; a shape mismatch ranks first), ties by sample order, so the choice never
+depends on which worker finished first. The evidence is the worst one, then a typical one (the
+median of the rest); more differing samples are loaded only when a diagnosis asks for them.
 """
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gapcheck.findings import Finding
-from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+from gapcheck.preprocess.diagnoses.base import Evidence, Pair, Population
 from gapcheck.preprocess.diagnoses.catalog import diagnose_pair, locate_step
-from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
-from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
+from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.result import PairResult
 from gapcheck.preprocess.samples import decode_rgb, local_path, read_regular_file
 from gapcheck.preprocess.stages import StageSpec, resolve
@@ -29,7 +36,8 @@ from gapcheck.tensors import to_numpy
 
 logger = logging.getLogger(__name__)
 
-EVIDENCE_SAMPLES = 2  # samples whose full outputs come back from the workers for diagnosis
+EVIDENCE_SAMPLES = 2  # samples whose full outputs come back from the workers (the table's replay uses the first)
+DIAGNOSED_EVIDENCE = 2  # differing samples every diagnosis sees: the worst and a typical one
 
 
 class AuditContext:
@@ -41,6 +49,8 @@ class AuditContext:
         self.tolerance = tolerance
         self.max_pixels = max_pixels
         self._raw: dict[str, np.ndarray | None] = {}
+        self._bytes: dict[str, bytes | None] = {}
+        self.evidence_of: dict[tuple[str, str], tuple[list[SampleRecord], int, int]] = {}  # (a, b) -> chosen, differ, of
         self._outputs: dict[tuple[str, str], np.ndarray | None] = {}
         self._profiles: dict[tuple[str, str], StageProfile | None] = {}
         if audited and audited[0].first_stage_profile is not None:  # replayed in a worker, alongside the others
@@ -73,10 +83,21 @@ class AuditContext:
             logger.warning("re-running %s on %s failed: %s", stage, path, exc)
             return None
 
+    def data(self, path: str) -> bytes | None:
+        """The raw sample's bytes, read once (only for samples a diagnosis looks at)."""
+        if path not in self._bytes:
+            try:
+                self._bytes[path] = read_regular_file(path)
+            except OSError as exc:
+                logger.debug("cannot read %s again for replay: %s", path, exc)
+                self._bytes[path] = None
+        return self._bytes[path]
+
     def raw(self, path: str) -> np.ndarray | None:
         if path not in self._raw:
+            data = self.data(path)
             try:
-                self._raw[path] = decode_rgb(read_regular_file(path), self.max_pixels)
+                self._raw[path] = decode_rgb(data, self.max_pixels) if data is not None else None
             except Exception as exc:  # noqa: BLE001 - no replay for this sample, diagnosis falls back
                 logger.debug("cannot decode %s for replay: %s", path, exc)
                 self._raw[path] = None
@@ -103,7 +124,8 @@ class AuditContext:
         ref, cand = self.output(a, record), self.output(b, record)
         if ref is None or cand is None:
             return None
-        return Evidence(record.path, self.raw(record.path), ref, cand)
+        return Evidence(record.path, self.raw(record.path), ref, cand, data=self.data(record.path),
+                        orientation=record.screening.orientation)
 
     # --- pairs ---------------------------------------------------------------------------------------
     def profiles_for_table(self, passed: bool) -> dict[str, StageProfile | None]:
@@ -135,13 +157,17 @@ class AuditContext:
         max_abs = max((d.max_abs for _, d in deltas), default=0.0)
         psnrs = [d.psnr_db for _, d in comparable]
         finite = [p for p in psnrs if math.isfinite(p)]
-        worst = max(deltas, key=lambda rd: (not rd[1].comparable, rd[1].max_abs), default=(None, None))[0]
+        ranked = [] if within else self._differing(a, b, records, ref_ranges)
+        if ranked:
+            self.evidence_of[(a, b)] = (_worst_and_typical(ranked), len(ranked), len(records))
+        worst = ranked[0] if ranked else max(deltas, key=lambda rd: (not rd[1].comparable, rd[1].max_abs),
+                                             default=(None, None))[0]
         random = [s for s in (a, b) if self.specs[s].augmented or (s in determinism and not determinism[s].deterministic)]
-        note, divergence = _note(records, within, random, nonfinite), None
+        note, divergence = _note(records, within, random, nonfinite, len(ranked)), None
         findings: list[Finding] = []
         diagnosed = diagnose and bool(records) and not within and not random
         if diagnosed:
-            findings, divergence = self._diagnose(a, b, records, max_abs)
+            findings, divergence = self._diagnose(a, b, ranked, len(records), max_abs)
         if records:
             min_psnr = min(psnrs, default=-math.inf)  # -inf: no sample has outputs of the same shape
             mean_psnr = float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf)
@@ -151,32 +177,73 @@ class AuditContext:
                           worst.path if worst is not None else "", diagnosed, note, divergence, nonfinite)
         return pair, findings
 
-    def _diagnose(self, a: str, b: str, records: list[SampleRecord], max_abs: float) -> tuple[list[Finding], Any]:
-        evidence = [e for e in (self.evidence(r, a, b) for r in records[:EVIDENCE_SAMPLES]) if e is not None]
+    def _differing(self, a: str, b: str, records: list[SampleRecord], ref_ranges: dict[str, float]
+                   ) -> list[SampleRecord]:
+        """The samples on which ``b`` differs from ``a``: most first (relative max |Δ|; another shape or dtype first)."""
+        scored = []
+        for record in records:
+            delta = next((d for d in record.deltas if d.a == a and d.b == b), None)
+            dtypes = {o.stage: o.stats.dtype for o in record.stages if o.stage in (a, b) and o.ok}
+            if delta is None:
+                continue
+            rel = delta.max_abs / (ref_ranges[record.path] or 1.0) if delta.comparable else math.inf
+            if rel > self.tolerance or dtypes.get(a) != dtypes.get(b):
+                scored.append((-rel if rel == rel else -math.inf, dtypes.get(a) == dtypes.get(b), record.index, record))
+        return [record for *_, record in sorted(scored, key=lambda item: item[:3])]
+
+    def _diagnose(self, a: str, b: str, ranked: list[SampleRecord], compared: int, max_abs: float
+                  ) -> tuple[list[Finding], Any]:
+        chosen = _worst_and_typical(ranked)
+        evidence = [e for e in (self.evidence(r, a, b) for r in chosen) if e is not None]
+        rest = [r for r in ranked if r not in chosen]
 
         def more() -> Iterator[Evidence]:
-            for record in records[EVIDENCE_SAMPLES:]:
+            for record in rest:
                 ev = self.evidence(record, a, b)
                 if ev is not None:
                     yield ev
 
         pair = Pair(a, b, evidence, tolerance=self.tolerance, observed_max_abs=max_abs, profile_of=self.profile,
-                    more=more, specs=self.specs, callable_of=self.callable_of)
+                    more=more, specs=self.specs, callable_of=self.callable_of,
+                    population=Population(tuple(r.path for r in ranked), compared,
+                                          {r.path: r.screening.orientation for r in ranked}))
         findings, divergence = locate_step(pair, diagnose_pair(pair))
-        return findings, divergence
+        return [_with_population(f, pair.population) for f in findings], divergence
 
-    def worst_records(self, pairs: list[PairResult], limit: int = 3) -> list[tuple[PairResult, SampleRecord]]:
-        """The worst sample of each failing pair (at most ``limit`` pairs)."""
+    def evidence_records(self, pairs: list[PairResult], limit: int = 3
+                         ) -> list[tuple[PairResult, list[SampleRecord], int, int]]:
+        """Each failing pair's evidence samples (the worst and a typical differing one), how many samples differ
+        and of how many (at most ``limit`` pairs)."""
         chosen = []
-        for pair in [p for p in pairs if not p.within_tolerance and p.worst_sample][:limit]:
-            record = next((r for r in self.audited if r.path == pair.worst_sample), None)
-            if record is not None:
-                chosen.append((pair, record))
+        for pair in [p for p in pairs if not p.within_tolerance][:limit]:
+            if (pair.ref, pair.cand) in self.evidence_of:
+                chosen.append((pair, *self.evidence_of[(pair.ref, pair.cand)]))
         return chosen
 
 
-def _note(records: list[SampleRecord], within: bool, random: list[str], nonfinite: int) -> str:
+def _worst_and_typical(ranked: list[SampleRecord]) -> list[SampleRecord]:
+    """The worst differing sample, then the median of the others (a typical one), at most DIAGNOSED_EVIDENCE."""
+    if len(ranked) <= DIAGNOSED_EVIDENCE:
+        return list(ranked)
+    rest = ranked[1:]
+    typical = rest[(len(rest) - 1) // 2]
+    return [ranked[0], typical]
+
+
+def _with_population(finding: Finding, population: Population) -> Finding:
+    """Every pair finding says on how many samples the stages differ, of how many compared."""
+    said = f" The stages differ on {len(population.differing)} of {population.compared} sample(s)."
+    message = finding.message.rstrip()
+    message = message + ("" if message.endswith(".") else ".") + said
+    evidence = {**finding.evidence, "differing_samples": len(population.differing),
+                "compared_samples": population.compared}
+    return replace(finding, message=message, evidence=evidence)
+
+
+def _note(records: list[SampleRecord], within: bool, random: list[str], nonfinite: int, differing: int = 0) -> str:
     skipped = f"; {nonfinite} sample(s) with NaN/inf left out (see nonfinite_output)" if nonfinite else ""
+    if differing and not within:
+        skipped = f"; differs on {differing} of {len(records)} sample(s)" + skipped
     if not records:
         return ("every sample has NaN/inf in one of the stages (see nonfinite_output)" if nonfinite
                 else "no sample went through both stages")

@@ -12,111 +12,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gapcheck.findings import Finding
-from gapcheck.preprocess.diagnoses.steps import StepDivergence
 from gapcheck.preprocess.distribution import KSResult
+from gapcheck.preprocess.rows import (
+    BadSample,
+    PairResult,
+    SampleResult,
+    StageError,
+    StageOutcome,
+    StageRow,
+    WorstSample,
+)
 from gapcheck.report.contract import Chart, Check, ResultBase, Table
-
-
-@dataclass(frozen=True)
-class StageRow:
-    """One row of the stage table, aggregated over every sample the stage processed."""
-
-    stage: str
-    description: str
-    augmented: bool
-    ok_samples: int
-    failed_samples: int
-    shapes: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    layouts: tuple[str, ...]
-    min: float
-    max: float
-    channel_mean: tuple[float, ...]
-    channel_std: tuple[float, ...]
-    resize_method: str
-    deterministic: bool | None  # None when not probed
-
-
-@dataclass(frozen=True)
-class PairResult:
-    """Per-sample deltas between two stages, joined by raw sample."""
-
-    ref: str
-    cand: str
-    compared_samples: int
-    comparable_samples: int  # same shape
-    max_abs: float
-    min_psnr_db: float
-    mean_psnr_db: float
-    within_tolerance: bool
-    worst_sample: str
-    diagnosed: bool  # root causes were searched for this pair
-    note: str = ""
-    first_divergent_step: StepDivergence | None = None
-    nonfinite_samples: int = 0  # samples left out because a stage output NaN/inf there
-
-    @property
-    def label(self) -> str:
-        """The pair as findings name it in ``Subject.stage``."""
-        from gapcheck.preprocess.diagnoses.base import pair_label
-
-        return pair_label(self.ref, self.cand)
-
-
-@dataclass(frozen=True)
-class StageOutcome:
-    stage: str
-    ok: bool
-    sha256: str = ""
-    shape: tuple[int, ...] = ()
-    dtype: str = ""
-    layout: str = ""
-    min: float = float("nan")
-    max: float = float("nan")
-    channel_mean: tuple[float, ...] = ()
-    channel_std: tuple[float, ...] = ()
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class SampleResult:
-    """Per sample: the raw bytes' SHA256 and, per stage, the output's fingerprint and statistics."""
-
-    path: str
-    raw_sha256: str
-    size_bytes: int
-    image: str  # "PNG RGB 512x512"
-    input_issue: str  # "" or a bad-input code
-    stages: tuple[StageOutcome, ...]
-
-
-@dataclass(frozen=True)
-class BadSample:
-    path: str
-    code: str
-    detail: str
-    skipped: bool  # True: never passed to a stage
-
-
-@dataclass(frozen=True)
-class StageError:
-    stage: str
-    sample: str
-    error: str
-
-
-@dataclass(frozen=True)
-class WorstSample:
-    """A sample where two stages disagree most, as display images (HWC, 0..1) and a |Δ| heatmap."""
-
-    ref: str
-    cand: str
-    sample: str
-    max_abs: float
-    psnr_db: float
-    ref_image: np.ndarray
-    cand_image: np.ndarray
-    diff: np.ndarray | None
 
 
 @dataclass(frozen=True)

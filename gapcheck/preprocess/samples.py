@@ -34,6 +34,7 @@ from gapcheck.codes.preprocess import (
     UNREADABLE,
 )
 from gapcheck.errors import InputError
+from gapcheck.preprocess.sources import orientation_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Screening:
     mode: str = ""
     width: int = 0
     height: int = 0
+    orientation: int = 0  # the EXIF orientation tag (0: none); cv2.imread applies it, PIL's Image.open does not
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,7 @@ def screen_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Screening
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
                 fmt, mode = image.format or "", image.mode
+                orientation = orientation_of(image)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             return Screening(InputIssue(DECOMPRESSION_BOMB, str(exc)))
         except UnidentifiedImageError:
@@ -286,7 +289,7 @@ def screen_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Screening
         issue = InputIssue(GRAYSCALE_INPUT, f"{fmt} mode {mode}")
     elif mode in ("RGBA", "RGBa", "PA") or (mode == "P" and "transparency" in getattr(image, "info", {})):
         issue = InputIssue(ALPHA_INPUT, f"{fmt} mode {mode}")
-    return Screening(issue, fmt, mode, width, height)
+    return Screening(issue, fmt, mode, width, height, orientation)
 
 
 def full_decode_issue(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> InputIssue | None:

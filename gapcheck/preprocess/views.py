@@ -12,16 +12,42 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from gapcheck.codes.preprocess import NONFINITE_OUTPUT, STAGE_ERROR
 from gapcheck.findings import Finding
+from gapcheck.preprocess.distribution import KSResult
+from gapcheck.preprocess.rows import BadSample, PairResult, SampleResult, StageError, StageRow, WorstSample
 from gapcheck.report.contract import Chart, Check, Series, Table
 
-if TYPE_CHECKING:
-    from gapcheck.preprocess.result import PairResult, PreprocessAuditResult, StageRow, WorstSample
+
+class AuditView(Protocol):
+    """What the views read of a :class:`~gapcheck.preprocess.result.PreprocessAuditResult` (the result hands
+    itself over; this module never imports it, so the arrows point from the result down to its views)."""
+
+    @property
+    def findings(self) -> tuple[Finding, ...]: ...
+    @property
+    def stages(self) -> tuple[StageRow, ...]: ...
+    @property
+    def pairs(self) -> tuple[PairResult, ...]: ...
+    @property
+    def ks(self) -> tuple[KSResult, ...]: ...
+    @property
+    def samples(self) -> tuple[SampleResult, ...]: ...
+    @property
+    def bad_samples(self) -> tuple[BadSample, ...]: ...
+    @property
+    def stage_errors(self) -> tuple[StageError, ...]: ...
+    @property
+    def worst_samples(self) -> tuple[WorstSample, ...]: ...
+    @property
+    def channel_values(self) -> dict[str, np.ndarray]: ...
+    @property
+    def audited_samples(self) -> int: ...
+
 
 DIFFERS_REL = 1e-3  # a statistic differs from the reference's when |a - b| > 1e-3 · max(1, |b|)
 MARK = " ≠"  # appended to a stage-table cell that differs from the reference stage
@@ -49,7 +75,7 @@ def _cell(text: str, is_different: bool) -> str:
     return text + MARK if is_different else text
 
 
-def stage_cells(row: "StageRow", ref: "StageRow", channels: int) -> tuple[tuple[str, ...], bool]:
+def stage_cells(row: StageRow, ref: StageRow, channels: int) -> tuple[tuple[str, ...], bool]:
     """One stage-table row as text, with the differing cells marked; and whether any cell differs."""
     marks = [False, False, row.shapes != ref.shapes, row.dtypes != ref.dtypes,
              differs(row.min, ref.min) or differs(row.max, ref.max)]
@@ -68,7 +94,7 @@ def stage_cells(row: "StageRow", ref: "StageRow", channels: int) -> tuple[tuple[
     return tuple(_cell(c, m) for c, m in zip(cells, marks, strict=True)), any(marks)
 
 
-def stage_table(result: "PreprocessAuditResult") -> Table:
+def stage_table(result: AuditView) -> Table:
     ref = result.stages[0]
     channels = max((len(r.channel_mean) for r in result.stages), default=0)
     rows, highlight = [], []
@@ -84,11 +110,11 @@ def stage_table(result: "PreprocessAuditResult") -> Table:
                       f"statistics differ when |Δ| > {DIFFERS_REL:g}·max(1, |reference|)")
 
 
-def pair_status(pair: "PairResult") -> str:
+def pair_status(pair: PairResult) -> str:
     return pair.note if pair.within_tolerance else "differs" + (f": {pair.note}" if pair.note else "")
 
 
-def pairs_table(result: "PreprocessAuditResult") -> Table:
+def pairs_table(result: AuditView) -> Table:
     rows = tuple((p.label, f"{p.comparable_samples}/{p.compared_samples}", fmt(p.max_abs), fmt(p.min_psnr_db),
                   fmt(p.mean_psnr_db), pair_status(p)) for p in result.pairs)
     failing = tuple(i for i, p in enumerate(result.pairs) if not p.within_tolerance)
@@ -96,7 +122,7 @@ def pairs_table(result: "PreprocessAuditResult") -> Table:
                  rows, failing)
 
 
-def ks_table(result: "PreprocessAuditResult") -> Table:
+def ks_table(result: AuditView) -> Table:
     rows = tuple((f"{k.ref_stage}→{k.cand_stage}", k.channel, f"{k.statistic:.3f}", f"{k.p_value:.3g}",
                   f"{k.mean_difference_sd:.3f}", "yes" if k.flagged else "no") for k in result.ks)
     flagged = tuple(i for i, k in enumerate(result.ks) if k.flagged)
@@ -104,14 +130,14 @@ def ks_table(result: "PreprocessAuditResult") -> Table:
                                                      "flagged"), rows, flagged)
 
 
-def inputs_table(result: "PreprocessAuditResult") -> Table:
+def inputs_table(result: AuditView) -> Table:
     rows = [(b.path, b.code, b.detail) for b in result.bad_samples]
     rows += [(e.sample, f"{STAGE_ERROR} in {e.stage}", e.error) for e in result.stage_errors]
     return Table("Bad inputs and stage errors", ("sample", "what", "detail"), tuple(rows),
                  tuple(range(len(result.bad_samples), len(rows))))
 
 
-def histograms(result: "PreprocessAuditResult") -> list[Chart]:
+def histograms(result: AuditView) -> list[Chart]:
     """Per channel, the share of values in each of :data:`HISTOGRAM_BINS` bins, one series per stage."""
     charts = []
     values = {stage: v for stage, v in result.channel_values.items() if v.size}
@@ -157,17 +183,23 @@ def heatmap(diff: np.ndarray) -> np.ndarray:
     return np.stack([np.interp(t, stops, _RAMP[:, c]) for c in range(3)], axis=-1)
 
 
-def worst_sample_chart(worst: "WorstSample") -> Chart:
-    images = [(f"{worst.ref} (reference)", _png(worst.ref_image)), (worst.cand, _png(worst.cand_image))]
+def worst_sample_chart(worst: WorstSample) -> Chart:
+    """One evidence sample: the raw file, both stage outputs (de-normalized for viewing) and the |Δ| map, side by side."""
+    images = [] if worst.raw_image is None else [("raw file (as PIL decodes it: no EXIF orientation applied)",
+                                                   _png(worst.raw_image))]
+    images += [(f"{worst.ref} (reference)", _png(worst.ref_image)), (worst.cand, _png(worst.cand_image))]
     if worst.diff is not None:
         images.append((f"|Δ| per pixel (max {fmt(float(np.nanmax(worst.diff)) if worst.diff.size else 0.0)})",
                        _png(heatmap(worst.diff))))
-    return Chart(f"{worst.ref}→{worst.cand} on {Path(worst.sample).name}: max |Δ| {fmt(worst.max_abs)}, "
-                 f"PSNR {fmt(worst.psnr_db)} dB", kind="images", images=tuple(images),
-                 note="each picture is scaled to its own value range; the heatmap is the largest |Δ| over channels")
+    which = f"{worst.role} of {worst.differing} differing sample(s) (of {worst.compared})" if worst.differing else "worst"
+    note = (worst.display or "each picture is scaled to its own value range")
+    note += ("; the |Δ| map is the largest |Δ| over channels, in the reference's units" if worst.diff is not None
+             else "; the outputs differ in shape, so there is no |Δ| map")
+    return Chart(f"{worst.ref}→{worst.cand}, {which}: {Path(worst.sample).name}, max |Δ| {fmt(worst.max_abs)}, "
+                 f"PSNR {fmt(worst.psnr_db)} dB", kind="images", images=tuple(images), note=note)
 
 
-def steps_table(pair: "PairResult") -> Table | None:
+def steps_table(pair: PairResult) -> Table | None:
     """Both stages' steps side by side (fingerprint and summary of each output), the divergent one highlighted."""
     divergence = pair.first_divergent_step
     if divergence is None or not (divergence.ref_steps or divergence.cand_steps):
@@ -190,7 +222,7 @@ def steps_table(pair: "PairResult") -> Table | None:
                  tuple(highlight), note=note)
 
 
-def all_views(result: "PreprocessAuditResult") -> list[Table | Chart]:
+def all_views(result: AuditView) -> list[Table | Chart]:
     # Findings are not a view here: every renderer shows the envelope's findings itself.
     views: list[Table | Chart] = [stage_table(result), pairs_table(result)]
     if result.ks:
@@ -213,7 +245,7 @@ def _details(findings: Sequence[Finding], head: str) -> str:
     return "\n".join(lines)
 
 
-def checks(result: "PreprocessAuditResult") -> list[Check]:
+def checks(result: AuditView) -> list[Check]:
     """JUnit: one case per stage pair, one per stage (errors, NaN, determinism), one for the inputs."""
     by_stage: dict[str, list[Finding]] = {}
     for finding in result.findings:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from gapcheck.codes.preprocess import UNREADABLE
-from gapcheck.preprocess.diagnoses.geometry import StageProfile, fit_profile
-from gapcheck.preprocess.diagnoses.layout import LayoutInfo, chw_view, detect_layout, to_chw
+from gapcheck.preprocess.layout import LayoutInfo, chw_view, detect_layout, to_chw
+from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.samples import (
     InputIssue,
     Screening,

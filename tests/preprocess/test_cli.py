@@ -44,8 +44,8 @@ def test_html_is_one_file_and_escapes_hostile_stage_names(photos, tmp_path):
     assert code == 1
     html = page.read_text()
     assert '<img alt="Channel 0: values per stage" src="data:image/png;base64,' in html  # histograms per channel
-    worst = '<img alt="train→infer on astronaut.png'
-    assert html.count(worst) == 3 and "<figcaption>|Δ| per pixel" in html  # reference, candidate, heatmap
+    worst = '<img alt="train→infer, worst of 2 differing sample(s) (of 2): '
+    assert html.count(worst) == 4 and "<figcaption>|Δ| per pixel" in html  # raw, reference, candidate, heatmap
     assert "<script" not in html and "http://" not in html and "https://" not in html
 
 

@@ -81,8 +81,8 @@ def test_fsspec_memory_url_and_local_glob_give_the_same_audit(samples):
             for row in document[section]:
                 row.pop("path", None), row.pop("sample", None)
         for pair in document["pairs"]:
-            pair.pop("worst_sample")
-            assert pair["first_divergent_step"].pop("sample").endswith("astronaut.png")
+            # The step is located on the pair's worst differing sample, whatever the engine or the file system.
+            assert pair["first_divergent_step"].pop("sample") == pair.pop("worst_sample")
         for finding in document["findings"]:
             finding.pop("subject"), finding.pop("evidence"), finding.pop("fingerprint", None)
             finding.pop("message"), finding.pop("where", None)

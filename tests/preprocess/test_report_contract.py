@@ -39,10 +39,11 @@ def test_gap_report_views_checks_and_registered_codes(photos):
     # Histograms per channel and the worst sample side by side with its |Δ| heatmap, as PNGs.
     charts = [v for v in result.views() if isinstance(v, Chart)]
     assert [c.title for c in charts if c.kind == "bar"] == [f"Channel {i}: values per stage" for i in range(3)]
-    pictures = [c for c in charts if c.kind == "images"]  # one per failing pair: train→infer and infer→val
-    assert len(pictures) == 2
-    worst = next(c for c in pictures if c.title.startswith("train→infer on "))
-    assert len(worst.images) == 3 and worst.images[2][0].startswith("|Δ| per pixel")
+    # Two per failing pair (train→infer, infer→val): the worst differing sample and a typical one.
+    pictures = [c for c in charts if c.kind == "images"]
+    assert len(pictures) == 4
+    worst = next(c for c in pictures if c.title.startswith("train→infer, worst of 2 differing sample(s) (of 2): "))
+    assert [caption.split(" ")[0] for caption, _ in worst.images] == ["raw", "train", "infer", "|Δ|"]
     assert all(base64.b64decode(png).startswith(b"\x89PNG") for _, png in worst.images)
     # JUnit: one case per stage pair, matched by Subject; only train→infer fails.
     pairs = {c.name: c for c in result.checks() if c.classname == "preprocess-audit.pairs"}

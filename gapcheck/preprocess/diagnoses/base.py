@@ -16,30 +16,43 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gapcheck.findings import Finding, Subject
-from gapcheck.preprocess.diagnoses.channel_order import AffineFit, fit_permuted_affine
-from gapcheck.preprocess.diagnoses.layout import to_chw
+from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
+from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.rows import pair_label
 
 if TYPE_CHECKING:
     from gapcheck.codes import Code
-    from gapcheck.preprocess.diagnoses.geometry import StageProfile
+    from gapcheck.preprocess.replay import StageProfile
     from gapcheck.preprocess.stages import StageSpec
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """One sample both stages processed: its decoded raw image (None when it cannot be replayed) and the two outputs."""
+    """One sample on which both stages ran and differ: its decoded raw image (None when it cannot be replayed),
+    the two outputs, and the raw bytes (any kind of sample) with what its header says (image files only)."""
 
     sample: str
     raw_rgb: np.ndarray | None
     ref: np.ndarray
     cand: np.ndarray
+    data: bytes | None = None
+    orientation: int = 0  # EXIF orientation tag of an image file (0: none)
+
+
+@dataclass(frozen=True)
+class Population:
+    """The samples a pair was compared on: those that differ (most first), how many were compared, their EXIF tags."""
+
+    differing: tuple[str, ...] = ()
+    compared: int = 0
+    orientations: dict[str, int] = field(default_factory=dict)
 
 
 class Diagnosis(Protocol):
@@ -51,11 +64,6 @@ class Diagnosis(Protocol):
     def applies(self, pair: "Pair") -> bool: ...
 
     def diagnose(self, pair: "Pair") -> Finding | None: ...
-
-
-def pair_label(ref: str, cand: str) -> str:
-    """The structured name of a stage pair, as findings carry it in ``Subject.stage``."""
-    return f"{ref}→{cand}"
 
 
 def rel_max_abs(a: np.ndarray, b: np.ndarray, value_range: float) -> float:
@@ -75,14 +83,15 @@ CallableFn = Callable[[str], Callable[..., Any]]  # stage name -> its callable (
 class Pair:
     """Two stages on the same samples; a working context for one diagnosis run (see the module docstring).
 
-    ``evidence`` are the first samples with both outputs; ``more()`` yields further such samples,
-    loaded lazily, for a diagnosis that needs more samples to decide (resize). ``found`` collects
+    ``evidence`` are samples on which the stages differ (the worst first, then a typical one); ``more()``
+    yields further differing samples, loaded lazily, for a diagnosis that needs more samples to decide
+    (resize); ``population`` says how many samples differ of how many were compared. ``found`` collects
     the findings of the diagnoses that ran before (the catch-all reads it).
     """
 
     def __init__(self, ref: str, cand: str, evidence: list[Evidence], *, tolerance: float, observed_max_abs: float,
                  profile_of: ProfileFn, more: MoreFn | None = None, specs: "dict[str, StageSpec] | None" = None,
-                 callable_of: CallableFn | None = None) -> None:
+                 callable_of: CallableFn | None = None, population: Population | None = None) -> None:
         self.ref, self.cand = ref, cand
         self.evidence = evidence
         self.tolerance = tolerance
@@ -91,6 +100,7 @@ class Pair:
         self._more = more
         self._specs = specs or {}
         self._callable_of = callable_of
+        self.population = population or Population(tuple(e.sample for e in evidence), len(evidence))
         self.found: list[Finding] = []
 
     # --- naming ------------------------------------------------------------------------------------

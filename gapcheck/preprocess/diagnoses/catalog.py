@@ -15,8 +15,10 @@ from gapcheck.preprocess.diagnoses.dtype import DtypeDiagnosis
 from gapcheck.preprocess.diagnoses.layout import LayoutDiagnosis
 from gapcheck.preprocess.diagnoses.normalization import NormalizationDiagnosis
 from gapcheck.preprocess.diagnoses.resize import ResizeDiagnosis
+from gapcheck.preprocess.diagnoses.rounding import SizeRoundingDiagnosis
 from gapcheck.preprocess.diagnoses.scale import ScaleDiagnosis
 from gapcheck.preprocess.diagnoses.shape import ShapeDiagnosis
+from gapcheck.preprocess.diagnoses.source import SourceDiagnosis
 from gapcheck.preprocess.diagnoses.steps import RecipeSteps, StepDivergence, StepLocator
 from gapcheck.preprocess.diagnoses.traced_steps import TracedSteps
 from gapcheck.preprocess.diagnoses.unexplained import UnexplainedDiagnosis
@@ -25,7 +27,9 @@ DIAGNOSES: tuple[Diagnosis, ...] = (
     ShapeDiagnosis(),
     LayoutDiagnosis(),
     DtypeDiagnosis(),
+    SourceDiagnosis(),  # the file read another way (EXIF, alpha, palette, gray weights): before the replays
     CropDiagnosis(),
+    SizeRoundingDiagnosis(),
     ResizeDiagnosis(),
     ChannelOrderDiagnosis(),
     ScaleDiagnosis(),

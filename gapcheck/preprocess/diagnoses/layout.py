@@ -1,93 +1,14 @@
-"""Layout and shape: where the channel axis is, and extra batch dimensions.
-
-Everything downstream works on a canonical view: batch dimensions of size 1 squeezed
-away, channels first (C, H, W), float64. The original layout and shape are kept so the
-``layout`` and ``shape`` findings can name what differs.
-"""
+"""Layout: HWC vs CHW, the same values in another axis order (the views are :mod:`gapcheck.preprocess.layout`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gapcheck.codes.preprocess import LAYOUT
+from gapcheck.preprocess.layout import detect_layout
 
 if TYPE_CHECKING:
     from gapcheck.findings import Finding
     from gapcheck.preprocess.diagnoses.base import Pair
-
-CHANNEL_COUNTS = (1, 2, 3, 4)
-
-
-@dataclass(frozen=True)
-class LayoutInfo:
-    layout: str  # "CHW", "HWC", "HW" or "unknown"
-    batch_dims: int  # leading singleton dimensions squeezed away
-    shape: tuple[int, ...]
-
-    @property
-    def channel_axis(self) -> int | None:
-        """The channel axis in the *original* array (for per-channel statistics)."""
-        if self.layout == "CHW":
-            return self.batch_dims
-        if self.layout == "HWC":
-            return len(self.shape) - 1
-        return None
-
-
-def detect_layout(shape: tuple[int, ...]) -> LayoutInfo:
-    dims = list(shape)
-    batch = 0
-    while len(dims) > 3 and dims[0] == 1:
-        dims.pop(0)
-        batch += 1
-    if len(dims) == 2:
-        return LayoutInfo("HW", batch, tuple(shape))
-    if len(dims) == 3:
-        first, last = dims[0] in CHANNEL_COUNTS, dims[2] in CHANNEL_COUNTS
-        if first and not last:
-            return LayoutInfo("CHW", batch, tuple(shape))
-        if last and not first:
-            return LayoutInfo("HWC", batch, tuple(shape))
-        if first and last:  # tiny images: torch's convention wins
-            return LayoutInfo("CHW", batch, tuple(shape))
-    return LayoutInfo("unknown", batch, tuple(shape))
-
-
-def to_chw(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:
-    """The canonical (C, H, W) float64 view, or None when the layout is unknown."""
-    chw = chw_view(array, info)
-    return chw.astype(np.float64, copy=False) if chw is not None else None
-
-
-def chw_view(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:
-    """The (C, H, W) view of ``array`` in its own dtype (no copy), or None when the layout is unknown."""
-    info = info or detect_layout(array.shape)
-    squeezed = array.reshape(array.shape[info.batch_dims :])
-    if info.layout == "CHW":
-        chw = squeezed
-    elif info.layout == "HWC":
-        chw = np.moveaxis(squeezed, -1, 0)
-    elif info.layout == "HW":
-        chw = squeezed[None]
-    else:
-        return None
-    return chw
-
-
-def spatial_shape(info: LayoutInfo) -> tuple[int, int] | None:
-    dims = info.shape[info.batch_dims :]
-    if info.layout == "CHW":
-        return dims[1], dims[2]
-    if info.layout in ("HWC", "HW"):
-        return dims[0], dims[1]
-    return None
-
-
-def channel_count(info: LayoutInfo) -> int | None:
-    dims = info.shape[info.batch_dims :]
-    return {"CHW": dims[0], "HWC": dims[-1], "HW": 1}.get(info.layout) if info.layout != "unknown" else None
 
 
 class LayoutDiagnosis:

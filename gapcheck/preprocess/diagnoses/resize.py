@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import RESIZE
 from gapcheck.findings import Finding
-from gapcheck.preprocess.diagnoses.geometry import replay_psnr
-from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods
+from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.replay import EXACT_PSNR_DB, replay_psnr
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
-    from gapcheck.preprocess.diagnoses.geometry import StageProfile
+    from gapcheck.preprocess.replay import StageProfile
 
 RESIZE_SAMPLES = 6  # samples looked at, at most, to separate candidate methods
 _METHODS = {m.label: m for m in candidate_resize_methods()}
@@ -46,6 +46,10 @@ def _describe(labels: list[str]) -> str:
     aa = _antialias_of(labels)
     state = "antialias on" if aa else "no antialias" if aa is False else "antialias differs between the candidates"
     return f"{labels[0]} ({state})" if len(labels) == 1 else f"one of {', '.join(labels)} ({state})"
+
+
+def _db(psnr: float) -> str:
+    return "float-rounding exactness (≥ 120 dB)" if psnr >= EXACT_PSNR_DB else f"{psnr:.1f} dB"
 
 
 class _Side:
@@ -100,16 +104,20 @@ class ResizeDiagnosis:
         with_ref = replay_psnr(ev.raw_rgb, cand_chw, pc.geometry, _METHODS.get(ref_method)) \
             if ev.raw_rgb is not None and cand_chw is not None else None
         ambiguous = [e.sample for e, _, p in looked if len(p.equivalent_methods) > 1]
-        message = (f"{pair.cand} resizes with {_describe(cand.candidates)}, {pair.ref} with {_describe(ref.candidates)}; "
-                   f"replaying {cand_method} reproduces {pair.cand} at {pc.psnr_db:.1f} dB"
-                   + (f" (vs {with_ref:.1f} dB with {ref_method})" if with_ref is not None else ""))
+        cand_aa, ref_aa = _antialias_of(cand.candidates), _antialias_of(ref.candidates)
+        aa_differs = cand_aa is not None and ref_aa is not None and cand_aa != ref_aa
+        message = ((f"antialiasing differs: {pair.cand} {'low-pass filters' if cand_aa else 'does not low-pass filter'} "
+                    f"when it downscales, {pair.ref} {'does' if ref_aa else 'does not'}; " if aa_differs else "")
+                   + f"{pair.cand} resizes with {_describe(cand.candidates)}, {pair.ref} with {_describe(ref.candidates)}; "
+                   f"replaying {cand_method} reproduces {pair.cand} at {_db(pc.psnr_db)}"
+                   + (f" (vs {_db(with_ref)} with {ref_method})" if with_ref is not None else ""))
         if not cand.separated:
             message += (f"; the {len(looked)} sample(s) looked at cannot separate {', '.join(cand.candidates)} "
                         "(they give the same pixels there, e.g. on an exact 2× downscale)")
         return pair.finding(
             self.code, message, sample=ev.sample, ref_method=ref_method if ref.separated else None,
             cand_method=cand_method if cand.separated else None,
-            cand_antialias=_antialias_of(cand.candidates), ref_antialias=_antialias_of(ref.candidates),
+            cand_antialias=cand_aa, ref_antialias=ref_aa, antialias_differs=aa_differs,
             cand_candidates=cand.candidates, ref_candidates=ref.candidates, separated=cand.separated and ref.separated,
             samples_examined=len(looked), ambiguous_samples=ambiguous, cand_replay_psnr_db=pc.psnr_db,
             cand_psnr_with_ref_method_db=with_ref)

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
-from gapcheck.preprocess.diagnoses.layout import detect_layout
+from gapcheck.preprocess.layout import detect_layout
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair

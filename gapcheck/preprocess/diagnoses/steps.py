@@ -12,44 +12,16 @@ conversion after a cv2 decode, are skipped before aligning, so the lists line up
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gapcheck.preprocess.recipe import Recipe
+from gapcheck.preprocess.rows import StepDivergence, StepSummary
 from gapcheck.tensors import fingerprint
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
-
-
-@dataclass(frozen=True)
-class StepSummary:
-    """One step's output, fingerprinted and summarized like a stage output."""
-
-    index: int  # 1-based, in the stage's own step list
-    label: str
-    sha256: str
-    shape: tuple[int, ...]
-    dtype: str
-    min: float
-    max: float
-    mean: float
-
-
-@dataclass(frozen=True)
-class StepDivergence:
-    step_index: int  # 1-based index in the candidate's step list
-    ref_step: str
-    cand_step: str
-    sample: str
-    method: str = "steps"  # how the steps were found: "steps" (declared) or ref/cand trace methods, e.g. "runtime/fx"
-    max_abs: float | None = None  # at the divergent step; None when shapes differ there
-    opaque: tuple[str, ...] = ()  # parts of either stage observed only at their boundaries
-    fallback: tuple[str, ...] = ()  # why torch.fx was not used, per stage ("infer: ...")
-    ref_steps: tuple[StepSummary, ...] = ()
-    cand_steps: tuple[StepSummary, ...] = ()
 
 
 class StepLocator(Protocol):

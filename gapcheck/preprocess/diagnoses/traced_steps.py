@@ -25,8 +25,8 @@ import numpy as np
 
 from gapcheck.errors import one_line
 from gapcheck.preprocess.diagnoses.base import rel_max_abs
-from gapcheck.preprocess.diagnoses.layout import to_chw
 from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
+from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.samples import local_path, read_regular_file
 from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage, unrecorded_label
 

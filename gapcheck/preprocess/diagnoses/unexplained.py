@@ -3,13 +3,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gapcheck.codes.preprocess import CHANNEL_ORDER, CROP, DTYPE, LAYOUT, NORMALIZATION, RESIZE, SCALE, SHAPE, UNEXPLAINED
+from gapcheck.codes.preprocess import (
+    ALPHA_COMPOSITE,
+    CHANNEL_ORDER,
+    CROP,
+    DTYPE,
+    LAYOUT,
+    NORMALIZATION,
+    ORIENTATION,
+    PALETTE_INDICES,
+    RESIZE,
+    SCALE,
+    SHAPE,
+    SIZE_ROUNDING,
+    UNEXPLAINED,
+)
 from gapcheck.findings import Finding
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
 
-VALUE_CODES = (CHANNEL_ORDER, SCALE, NORMALIZATION, RESIZE, CROP)
+VALUE_CODES = (CHANNEL_ORDER, SCALE, NORMALIZATION, RESIZE, CROP, ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES,
+               SIZE_ROUNDING)
 STRUCTURE_CODES = (SHAPE, LAYOUT, DTYPE)
 
 
@@ -44,7 +59,7 @@ class UnexplainedDiagnosis:
         index, pr, pc = pair.replay
         sample = pair.evidence[index].sample
         residual = pair.replay_residual
-        if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP):
+        if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP, SIZE_ROUNDING):
             return pair.finding(self.code, f"after undoing the named causes, {pair.cand} still differs from {pair.ref} "
                                 f"by {residual:.3g} of the value range", sample=sample, residual_max_abs_rel=residual,
                                 max_abs=pair.observed_max_abs)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gapcheck.preprocess.diagnoses.channel_order import AffineFit, fit_permuted_affine
+from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
 from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods, center_crop, resize, shorter_side_size
 
 logger = logging.getLogger(__name__)
@@ -23,6 +23,7 @@ CROP_RATIOS = (1.0, 0.95, 0.9, 0.875, 0.8, 0.75)
 REFERENCE_METHOD = ResizeMethod("pil", "bilinear")
 MIN_PROFILE_PSNR_DB = 38.0  # below this the replay does not reproduce the stage: no profile
 EQUIVALENT_WITHIN_DB = 1.0  # methods this close to the best are indistinguishable on this sample
+EXACT_PSNR_DB = 120.0  # a replay this close reproduces the stage up to float rounding (reports cap here)
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,13 @@ class Geometry:
     out_height: int
     out_width: int
     shorter_side: int = 0  # resize_crop only
+    rounding: str = "int"  # resize_crop only: how the longer side is rounded ("int" truncates, as torchvision)
 
     @property
     def label(self) -> str:
         if self.kind == "resize_crop":
-            return f"resize shorter side to {self.shorter_side}, center crop {self.out_height}x{self.out_width}"
+            rounded = " (longer side rounded with round())" if self.rounding == "round" else ""
+            return f"resize shorter side to {self.shorter_side}{rounded}, center crop {self.out_height}x{self.out_width}"
         if self.kind == "resize":
             return f"resize to {self.out_height}x{self.out_width}"
         if self.kind == "crop":
@@ -63,18 +66,19 @@ class StageProfile:
 
 
 def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod, keep_float: bool = False) -> np.ndarray:
-    """Apply a geometry to the raw HWC image; returns (3, H, W) float64."""
+    """Apply a geometry to the raw HWC (or HW) image; returns (C, H, W) float64."""
     h, w = raw_rgb.shape[:2]
     if geometry.kind == "resize":
         image = resize(raw_rgb, geometry.out_height, geometry.out_width, method, keep_float)
     elif geometry.kind == "resize_crop":
-        rh, rw = shorter_side_size(h, w, geometry.shorter_side)
+        rh, rw = shorter_side_size(h, w, geometry.shorter_side, geometry.rounding)
         image = center_crop(resize(raw_rgb, rh, rw, method, keep_float), geometry.out_height, geometry.out_width)
     elif geometry.kind == "crop":
         image = center_crop(raw_rgb, geometry.out_height, geometry.out_width)
     else:
         image = raw_rgb
-    return np.moveaxis(np.asarray(image, dtype=np.float64), -1, 0)
+    image = np.asarray(image, dtype=np.float64)
+    return image[None] if image.ndim == 2 else np.moveaxis(image, -1, 0)
 
 
 def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> list[Geometry]:
@@ -85,17 +89,22 @@ def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> li
     geometries.append(Geometry("resize", oh, ow))
     for ratio in CROP_RATIOS:
         shorter = int(round(min(oh, ow) / ratio))
-        rh, rw = shorter_side_size(h, w, shorter)
-        if rh >= oh and rw >= ow and (rh, rw) != (oh, ow):
-            geometries.append(Geometry("resize_crop", oh, ow, shorter))
+        for rounding in ("int", "round"):
+            rh, rw = shorter_side_size(h, w, shorter, rounding)
+            if rounding == "round" and (rh, rw) == shorter_side_size(h, w, shorter):
+                continue  # the same size either way: one candidate
+            if rh >= oh and rw >= ow and (rh, rw) != (oh, ow):
+                geometries.append(Geometry("resize_crop", oh, ow, shorter, rounding))
     if h >= oh and w >= ow and (h, w) != (oh, ow):
         geometries.append(Geometry("crop", oh, ow))
     return geometries
 
 
 def _psnr(fit: AffineFit, target: np.ndarray) -> float:
+    """Replay PSNR, capped at :data:`EXACT_PSNR_DB`: above it the residual is float rounding, whose last bits
+    depend on the machine and the order of sums, not on the stage (a report must not)."""
     peak = float(target.max() - target.min()) or 1.0
-    return math.inf if fit.rmse == 0 else 20.0 * math.log10(peak / fit.rmse)
+    return EXACT_PSNR_DB if fit.rmse == 0 else min(EXACT_PSNR_DB, 20.0 * math.log10(peak / fit.rmse))
 
 
 def score(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod) -> tuple[float, AffineFit | None]:
@@ -114,8 +123,12 @@ def score(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method
 
 
 def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | None:
-    """Replay geometries then methods; None when nothing reproduces the stage (PSNR below the bar)."""
-    if stage_chw.ndim != 3 or stage_chw.shape[0] != 3 or raw_rgb.ndim != 3:
+    """Replay geometries then methods; None when nothing reproduces the stage (PSNR below the bar).
+
+    ``raw_rgb`` is HWC with as many channels as the stage output, or HW for a one-channel output.
+    """
+    channels = raw_rgb.shape[2] if raw_rgb.ndim == 3 else 1 if raw_rgb.ndim == 2 else 0
+    if stage_chw.ndim != 3 or stage_chw.shape[0] != channels or channels not in (1, 3):
         return None
     if not np.isfinite(stage_chw).all():
         return None  # nothing replays to NaN or inf (that is the nonfinite_output finding)
@@ -132,10 +145,26 @@ def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | No
         equivalent = tuple(
             m.label for (p, _), m in results if p >= best_psnr - EQUIVALENT_WITHIN_DB or p == math.inf
         )
+        geometry, best_psnr, best_fit = _rounding_sibling(raw_rgb, stage_chw, geometry, method, best_psnr, best_fit)
     if best_fit is None or best_psnr < MIN_PROFILE_PSNR_DB:
         logger.debug("no profile: best replay %s at %.1f dB", geometry.label, best_psnr)
         return None
     return StageProfile(geometry, method, equivalent, best_fit, best_psnr)
+
+
+def _rounding_sibling(raw: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod,
+                      psnr: float, fit: AffineFit | None) -> tuple[Geometry, float, AffineFit | None]:
+    """The geometry was chosen with the reference method; int() vs round() of the longer side (one pixel) can
+    hide under another method's differences there, so the sibling rounding is scored again with the stage's own."""
+    if geometry.kind != "resize_crop":
+        return geometry, psnr, fit
+    sibling = replace(geometry, rounding="round" if geometry.rounding == "int" else "int")
+    h, w = raw.shape[:2]
+    if shorter_side_size(h, w, sibling.shorter_side, sibling.rounding) == shorter_side_size(
+            h, w, geometry.shorter_side, geometry.rounding):
+        return geometry, psnr, fit
+    other_psnr, other_fit = score(raw, stage_chw, sibling, method)
+    return (sibling, other_psnr, other_fit) if other_psnr > psnr + EQUIVALENT_WITHIN_DB else (geometry, psnr, fit)
 
 
 def replay_psnr(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod | None) -> float:

@@ -1,0 +1,104 @@
+"""Source: the stages read the raw file differently — EXIF orientation, transparency, palette, grayscale weights.
+
+Each stage is replayed (geometry, resize method, channel order, value map) against every reading of
+the raw file that applies to it (:mod:`gapcheck.preprocess.sources`): the stored pixels, the
+EXIF-oriented picture, transparency composited on white or black, the palette indices, grayscale
+with RGB or with BGR weights. A stage's reading is the first one (the default first) that
+reproduces it within 1 dB of its best; when the two stages' readings differ, that is the cause,
+named with the stage that reads the file the other way.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gapcheck.codes.preprocess import ALPHA_COMPOSITE, CHANNEL_ORDER, ORIENTATION, PALETTE_INDICES
+from gapcheck.findings import Finding
+from gapcheck.preprocess import sources as src
+from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.replay import EQUIVALENT_WITHIN_DB, MIN_PROFILE_PSNR_DB, fit_profile
+from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS
+
+if TYPE_CHECKING:
+    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+
+_WHAT = {
+    src.DEFAULT: "reads the stored pixels as RGB (PIL .convert('RGB'): no EXIF orientation, alpha dropped)",
+    src.EXIF: "applies the file's EXIF orientation tag",
+    src.ALPHA_WHITE: "composites transparent pixels on white",
+    src.ALPHA_BLACK: "composites transparent pixels on black",
+    src.PALETTE: "reads the palette image's colour indices, not its colours (mode P without .convert('RGB'))",
+    src.GRAY_RGB: "converts to grayscale with RGB weights",
+    src.GRAY_BGR: ("converts to grayscale with the red and blue weights swapped (cv2.COLOR_BGR2GRAY applied to an "
+                   "RGB array: a channel-order mistake before the colour conversion)"),
+}
+# How the stage that reads the file the default way is described, per cause.
+_DEFAULT_WHAT = {
+    ALPHA_COMPOSITE: {**_WHAT, src.DEFAULT: "drops the alpha channel (.convert('RGB') keeps the colour under transparent "
+                                            "pixels)"},
+    PALETTE_INDICES: {**_WHAT, src.DEFAULT: "looks the indices up in the palette (.convert('RGB'))"},
+}
+_CODES = {src.EXIF: ORIENTATION, src.ALPHA_WHITE: ALPHA_COMPOSITE, src.ALPHA_BLACK: ALPHA_COMPOSITE,
+          src.PALETTE: PALETTE_INDICES, src.GRAY_BGR: CHANNEL_ORDER}
+
+
+def reading_of(readings: dict[str, np.ndarray], stage_chw: np.ndarray) -> tuple[str, float]:
+    """The first reading (in order) that reproduces the stage within 1 dB of the best one, and its PSNR."""
+    scores = {}
+    for name, array in readings.items():
+        profile = fit_profile(array, stage_chw)
+        scores[name] = profile.psnr_db if profile is not None else -math.inf
+    best = max(scores.values(), default=-math.inf)
+    name = next((n for n, s in scores.items() if s >= best - EQUIVALENT_WITHIN_DB), src.DEFAULT)
+    return name, scores.get(name, -math.inf)
+
+
+class SourceDiagnosis:
+    """The two stages' outputs are reproduced by different readings of the same raw file."""
+
+    code = ORIENTATION  # also emits alpha_composite, palette_indices and channel_order (grayscale weights)
+    codes = (ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES, CHANNEL_ORDER)
+    reads_values = True
+
+    def applies(self, pair: "Pair") -> bool:
+        return bool(pair.evidence) and not pair.structure_only
+
+    def diagnose(self, pair: "Pair") -> Finding | None:
+        for ev in pair.evidence:
+            found = self._on(pair, ev)
+            if found is not None:
+                return found
+        return None
+
+    def _on(self, pair: "Pair", ev: "Evidence") -> Finding | None:
+        ref, cand = to_chw(ev.ref), to_chw(ev.cand)
+        if ev.data is None or ref is None or cand is None or ref.shape[0] != cand.shape[0] or ref.shape[0] not in (1, 3):
+            return None
+        try:
+            readings = src.sources(ev.data, ref.shape[0], DEFAULT_MAX_PIXELS)
+        except Exception:  # noqa: BLE001 - not an image file (or not one PIL reads): no readings to compare
+            return None
+        if len(readings) < 2:
+            return None
+        (ref_name, ref_db), (cand_name, cand_db) = reading_of(readings, ref), reading_of(readings, cand)
+        if ref_name == cand_name or min(ref_db, cand_db) < MIN_PROFILE_PSNR_DB:
+            return None
+        odd, other = (pair.cand, pair.ref) if cand_name in _CODES else (pair.ref, pair.cand)
+        odd_name, other_name = (cand_name, ref_name) if odd == pair.cand else (ref_name, cand_name)
+        code = _CODES.get(odd_name) or _CODES[other_name]
+        message = f"{odd} {_WHAT[odd_name]}, {other} {_DEFAULT_WHAT.get(code, _WHAT)[other_name]}"
+        evidence: dict[str, object] = {"ref_reading": ref_name, "cand_reading": cand_name, "ref_replay_psnr_db": ref_db,
+                                       "cand_replay_psnr_db": cand_db}
+        if code is ORIENTATION:
+            tag = ev.orientation
+            tagged = sum(1 for s in pair.population.differing if pair.population.orientations.get(s, 0) in src.ORIENTATIONS)
+            message = (f"{odd} applies the EXIF orientation tag of {ev.sample} ({tag}: {src.ORIENTATIONS.get(tag, '?')}), "
+                       f"{other} reads the stored pixels: the outputs are rotated/mirrored against each other; "
+                       f"{tagged} of the {len(pair.population.differing)} differing sample(s) carry an orientation tag")
+            evidence.update(orientation_tag=tag, transform=src.ORIENTATIONS.get(tag, ""), applied_by=odd,
+                            not_applied_by=other, tagged_differing_samples=tagged)
+        elif code is CHANNEL_ORDER:
+            evidence.update(conversion="grayscale", swapped_weights_in=odd)
+        return pair.finding(code, message, sample=ev.sample, **evidence)
