@@ -244,23 +244,107 @@ def _load_tensors(folder: Path, name: str, data: bytes, expected: tuple[TensorIn
 def load_bundle(path: str | Path) -> GoldenBundle:
     """Verify every file of the bundle at ``path`` and load it (InputError, exit 2, naming the file otherwise).
 
-    The manifest is checked against its schema before any other file is opened."""
+    The manifest is checked against its schema before any other file is opened; every file is read once,
+    its size checked first; the SHA256 of the files (hashlib runs without the GIL) is computed beside the
+    parsing of the tensors. See :func:`open_bundle` to use the time the hashing takes.
+    """
+    return open_bundle(path).result()
+
+
+def open_bundle(path: str | Path) -> "PendingBundle":
+    """The bundle at ``path`` with its manifest checked (InputError now) and its files read, their SHA256 being
+    checked on a thread: see :class:`PendingBundle`."""
     folder = Path(path)
     raw, manifest, bundle_hash = _parse_manifest(folder)
-    contents = verify_files(folder, manifest)
-    return _assemble(folder, raw, manifest, bundle_hash, contents)
+    contents = {name: _read_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
+                for name, entry in sorted(manifest.files.items())}
+    return PendingBundle(folder, raw, manifest, bundle_hash, contents)
+
+
+class PendingBundle:
+    """A bundle whose manifest passed its schema and whose files are read, their SHA256 checked on a thread.
+
+    Until :meth:`result` returns, it offers what the manifest says (hash, samples, names, tolerances) and
+    :attr:`unverified_inputs`, parsed from the very bytes being hashed: for *sending* while the hashes run,
+    never for judging — every comparison, record or report waits on :meth:`result`, which returns the
+    verified :class:`GoldenBundle` or raises the InputError naming the bad file (a wrong hash is reported
+    as such even when the file also fails to parse).
+    """
+
+    def __init__(self, folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
+                 contents: dict[str, bytes]) -> None:
+        import threading
+
+        self.path, self.manifest, self.bundle_hash = folder, raw, bundle_hash
+        self._checked, self._contents = manifest, contents
+        self._done = threading.Event()
+        self._once = threading.Lock()  # the audit's thread and the inference's may ask at once
+        self._bundle: GoldenBundle | None = None
+        self._error: InputError | None = None
+        self._hashes: dict[str, str] = {}
+        worker = threading.Thread(target=self._hash, name="golden-sha256", daemon=True)
+        worker.start()
+        try:
+            self.unverified_inputs = _load_tensors(folder, INPUTS_FILE, contents[INPUTS_FILE], self.input_infos,
+                                                   self.num_samples)
+        except InputError:
+            self._done.wait()
+            self._raise_bad_hash()
+            raise
+
+    def _hash(self) -> None:
+        self._hashes = {name: hashlib.sha256(data).hexdigest() for name, data in self._contents.items()}
+        self._done.set()
+
+    def _raise_bad_hash(self) -> None:
+        for name, entry in sorted(self._checked.files.items()):
+            if self._hashes[name] != entry.sha256:
+                raise InputError(f"golden bundle {self.path}: file {name} does not match its SHA256 in {MANIFEST} "
+                                 f"(tampered or corrupt): expected {entry.sha256}, got {self._hashes[name]}")
+
+    @property
+    def num_samples(self) -> int:
+        return self._checked.samples.count
+
+    @property
+    def input_infos(self) -> tuple[TensorInfo, ...]:
+        return tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in self._checked.inputs)
+
+    @property
+    def output_infos(self) -> tuple[TensorInfo, ...]:
+        return tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in self._checked.outputs)
+
+    @property
+    def tolerances(self) -> dict[str, OutputTolerance]:
+        return {k: OutputTolerance(v.rtol, v.atol) for k, v in self._checked.tolerances.outputs.items()}
+
+    def result(self) -> GoldenBundle:
+        """The verified bundle (waits for the hashes; the same InputError on every call when one is wrong)."""
+        with self._once:
+            if self._bundle is None and self._error is None:
+                self._done.wait()
+                try:
+                    self._raise_bad_hash()
+                    self._bundle = _assemble(self.path, self.manifest, self._checked, self.bundle_hash,
+                                             self._contents, self.unverified_inputs)
+                except InputError as exc:
+                    self._error = exc
+                self._contents = {}
+        if self._error is not None:
+            raise self._error
+        assert self._bundle is not None
+        return self._bundle
 
 
 def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-              contents: dict[str, bytes]) -> GoldenBundle:
+              contents: dict[str, bytes], parsed_inputs: dict[str, np.ndarray]) -> GoldenBundle:
     count = manifest.samples.count
-    inputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.inputs)
     outputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.outputs)
     tolerances = {k: OutputTolerance(v.rtol, v.atol) for k, v in manifest.tolerances.outputs.items()}
     ort_reference = _load_tensors(folder, ORT_FILE, contents[ORT_FILE], outputs, count) if ORT_FILE in contents else {}
     return GoldenBundle(
         path=folder, manifest=raw, bundle_hash=bundle_hash,
-        inputs=_load_tensors(folder, INPUTS_FILE, contents[INPUTS_FILE], inputs, count),
+        inputs=parsed_inputs,
         reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
         onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=contents[ONNX_FILE],
     )

@@ -51,8 +51,12 @@ class GoldenResult(ResultBase):
 
 
 def verify_bundle(path: str | Path) -> GoldenResult:
-    """Verify every file of the bundle (InputError naming the file when one is wrong) and summarize it."""
+    """Verify every file of the bundle (InputError naming the file when one is wrong) and summarize it.
+
+    Beyond the hashes, the recorded ONNX export is parsed and checked: a manifest rewritten around a file
+    that is no model would otherwise pass here and fail only in the nightly's audit."""
     bundle = load_bundle(path)
+    bundle.onnx_model()
     return GoldenResult(action="verify", bundle=bundle.summary(), files=tuple(sorted(bundle.manifest["files"])))
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.errors import EndpointError, GapcheckError
+from gapcheck.errors import EndpointError, GapcheckError, InputError
 from gapcheck.findings import Finding, Severity, Subject
-from gapcheck.golden.bundle import GoldenBundle
+from gapcheck.golden.bundle import GoldenBundle, PendingBundle
 from gapcheck.nightly.config import EndpointSpec
 from gapcheck.triton.url import redact
 
@@ -35,6 +35,21 @@ logger = logging.getLogger(__name__)
 
 WORST_SAMPLES = 5
 _RESTRICTED = ("restricted", "unauthori", "permission", "forbidden", "not allowed")
+
+
+class BadBundle(InputError):
+    """The golden bundle is wrong (a file failed its verification while the endpoint was being checked, or its ONNX
+    export does not parse): exit 2, not an unreachable endpoint."""
+
+
+def verified(bundle: GoldenBundle | PendingBundle) -> GoldenBundle:
+    """The verified bundle (waiting for a pending one's hashes); BadBundle when it fails."""
+    if isinstance(bundle, GoldenBundle):
+        return bundle
+    try:
+        return bundle.result()
+    except InputError as exc:
+        raise BadBundle(exc.message, hint=exc.hint) from None
 
 
 @dataclass(frozen=True)
@@ -243,8 +258,8 @@ class InputDigests:
     hashed as sent, as before.
     """
 
-    def __init__(self, bundle: GoldenBundle) -> None:
-        self.recorded = _recorded_fingerprints(bundle)
+    def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int) -> None:
+        self.recorded = _recorded_fingerprints(manifest, inputs, count)
 
     @property
     def from_record(self) -> bool:
@@ -265,17 +280,17 @@ def batch_digest(fingerprints: list[str]) -> str:
     return hashlib.sha256(("gapcheck-batch:" + ",".join(fingerprints)).encode()).hexdigest()
 
 
-def _recorded_fingerprints(bundle: GoldenBundle) -> list[dict[str, str]] | None:
+def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray],
+                           count: int) -> list[dict[str, str]] | None:
     from gapcheck.tensors import fingerprint
 
-    recorded = bundle.manifest.get("samples", {}).get("fingerprints")
-    names = set(bundle.inputs)
-    count = bundle.num_samples
+    recorded = manifest.get("samples", {}).get("fingerprints")
+    names = set(inputs)
     if (not isinstance(recorded, list) or len(recorded) != count
             or not all(isinstance(r, dict) and set(r) >= names for r in recorded)):
         return None
     for i in {0, count - 1}:
-        if any(fingerprint(bundle.inputs[n][i:i + 1]) != recorded[i][n] for n in names):
+        if any(fingerprint(inputs[n][i:i + 1]) != recorded[i][n] for n in names):
             return None
     return recorded
 
@@ -342,12 +357,18 @@ def _served_facts(spec: EndpointSpec, endpoint: Any, findings: list[Finding]) ->
         return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
 
 
-def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle) -> list[Finding]:
+def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle) -> list[Finding]:
     from gapcheck.codes.nightly import AUDIT_LIMITED
     from gapcheck.triton.audit import audit_deployment
 
     try:
-        result = audit_deployment(endpoint, spec.model, onnx_model=bundle.onnx_model(), version=spec.version)
+        onnx_model = verified(bundle).onnx_model()
+    except BadBundle:
+        raise
+    except InputError as exc:
+        raise BadBundle(exc.message, hint=exc.hint) from None
+    try:
+        result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version)
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
@@ -361,9 +382,13 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
     return fn(*args), time.monotonic() - tick
 
 
-def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: int = 4, deadline_s: float = 600.0,
-                   retries: int = 2, audit: bool = True) -> EndpointOutcome:
-    """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception."""
+def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, max_in_flight: int = 4,
+                   deadline_s: float = 600.0, retries: int = 2, audit: bool = True) -> EndpointOutcome:
+    """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception.
+
+    ``bundle`` may still be verifying (:func:`gapcheck.golden.bundle.open_bundle`): readiness runs and the
+    first requests go out meanwhile, and every comparison waits for the verified bundle. A bundle that fails
+    its verification raises :class:`BadBundle` (exit 2) whatever the endpoint did, never an outcome."""
     from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
     from gapcheck.nightly.deadline import DeadlineEndpoint, deadline_message
 
@@ -389,6 +414,8 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
             if audited is not None:
                 audit_findings, timings["audit"] = audited.result()
                 findings[:0] = audit_findings
+    except BadBundle:
+        raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
         first_line = str(exc).splitlines()[0] if str(exc) else ""
         # Our own errors are already worded (and redacted); anything else is named by its type.
@@ -404,12 +431,14 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle, *, max_in_flight: i
         finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
                                                subject=Subject(endpoint=spec.name), evidence={"error": message})
         timings["total"] = time.monotonic() - start
+        verified(bundle)  # nothing about this endpoint is reported on an unverified bundle
         return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings)
     timings["total"] = time.monotonic() - start
     return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings)
 
 
-def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, batch: int, max_in_flight: int,
+def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, batch: int,
+                       max_in_flight: int,
                        served_outputs: list[str], findings: list[Finding]
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING, OUTPUT_TYPE
@@ -425,19 +454,21 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle, 
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
     requests: list[dict[str, Any]] = []
-    inference = _Inference(spec, endpoint, wanted, InputDigests(bundle))
+    inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else bundle.unverified_inputs  # to send, not to judge
+    inference = _Inference(spec, endpoint, wanted, InputDigests(bundle.manifest, inputs, bundle.num_samples))
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
     try:
-        pending = {pool.submit(inference.send, a, b, {name: array[a:b] for name, array in bundle.inputs.items()}): (a, b)
+        pending = {pool.submit(inference.send, a, b, {name: array[a:b] for name, array in inputs.items()}): (a, b)
                    for a, b in _batches(bundle.num_samples, batch)}
+        reference = verified(bundle).reference  # the requests are in flight; nothing is judged before this
         for future in as_completed(pending):
             first, stop = pending[future]
             answer, digests = future.result()  # an EndpointError ends the endpoint's run here
             requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
             for name, acc in accumulators.items():
-                acc.add(first, np.asarray(answer[name]), bundle.reference[name][first:stop])
+                acc.add(first, np.asarray(answer[name]), reference[name][first:stop])
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         inference.close()

@@ -87,3 +87,36 @@ def test_no_bundle_file_is_opened_before_the_manifest_passes_its_schema(recorded
     with pytest.raises(InputError, match="samples.count"):
         load_bundle(bundle)
     assert opened == ["manifest.json"]
+
+
+def _garbage_onnx(bundle: Path) -> None:
+    """model.onnx replaced by bytes that are no model, the manifest rewritten so every hash and size matches."""
+    import hashlib
+
+    data = b"\x00 not a model"
+    (bundle / "model.onnx").write_bytes(data)
+    _edit(lambda m: (m["files"]["model.onnx"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest()),
+                     m["onnx"].update(sha256=hashlib.sha256(data).hexdigest())))(bundle)
+
+
+def test_verify_parses_the_recorded_onnx_export(recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bundle = tmp_path / "copy"
+    shutil.copytree(recorded, bundle)
+    _garbage_onnx(bundle)
+    capsys.readouterr()
+    assert main(["golden", "verify", str(bundle)]) == 2
+    assert "model.onnx is not a valid ONNX model" in capsys.readouterr().err
+
+
+def test_a_night_on_a_bundle_whose_onnx_does_not_parse_is_exit_2_not_an_unreachable_endpoint(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from tests.nightly.fake_triton import FakeTriton
+
+    bundle = tmp_path / "copy"
+    shutil.copytree(recorded, bundle)
+    _garbage_onnx(bundle)
+    with FakeTriton(load_bundle(bundle), "ok") as fake:
+        code = main(["nightly", "--golden", str(bundle), "--history", str(tmp_path / "h.sqlite"), "--retries", "0",
+                     "--endpoint", f"prod={fake.url}"])
+    assert code == 2
+    assert "model.onnx is not a valid ONNX model" in capsys.readouterr().err

@@ -289,3 +289,47 @@ def test_integer_answers_are_compared_exactly() -> None:
     acc.add(0, served, golden)
     result = acc.result()
     assert not result.passed and result.failing_samples == 1 and result.worst[0].sample == 0
+
+
+def test_a_pending_bundle_is_checked_like_a_verified_one(tiny_golden: Path) -> None:
+    """Issue 23, item 14: the hashes run while readiness and the first requests do; the result is the same."""
+    from gapcheck.golden.bundle import load_bundle, open_bundle
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import check_endpoint
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        spec = endpoint_spec(parse_endpoint_option(f"e={fake.url}"))
+        loaded = check_endpoint(spec, load_bundle(tiny_golden), retries=0, audit=True)
+        pending = check_endpoint(spec, open_bundle(tiny_golden), retries=0, audit=True)
+    assert loaded.reachable and pending.reachable and not pending.gap
+    assert pending.requests == loaded.requests
+    assert [(o.output, o.max_abs, o.error_ratio, o.passed) for o in pending.outputs] == \
+        [(o.output, o.max_abs, o.error_ratio, o.passed) for o in loaded.outputs]
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_a_pending_bundle_that_fails_verification_is_never_judged(tiny_golden: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  reachable: bool) -> None:
+    import shutil
+
+    from gapcheck.golden.bundle import load_bundle, open_bundle
+    from gapcheck.nightly import probe
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from tests.nightly.conftest import free_port
+    from tests.nightly.fake_triton import FakeTriton
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_golden, bundle)
+    data = bytearray((bundle / "reference_torch.safetensors").read_bytes())
+    data[-1] ^= 0x01  # same size, another value: only the SHA256 tells
+    (bundle / "reference_torch.safetensors").write_bytes(bytes(data))
+    judged: list[int] = []
+    monkeypatch.setattr(probe._Accumulator, "add", lambda self, first, *a: judged.append(first))
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        url = fake.url if reachable else f"http://127.0.0.1:{free_port()}/m"
+        spec = endpoint_spec(parse_endpoint_option(f"e={url}"))
+        with pytest.raises(probe.BadBundle, match="reference_torch.safetensors does not match its SHA256"):
+            probe.check_endpoint(spec, open_bundle(bundle), retries=0, audit=False)
+    assert judged == []
