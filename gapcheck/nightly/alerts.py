@@ -69,19 +69,15 @@ def webhook_target(url: str) -> str:
 
 
 def check_webhook_url(url: str) -> None:
-    """Refuse, before any work, a URL no delivery could use: a delivery failure would name what it choked on,
-    and that part of a webhook URL is the token. The message shows scheme://host only."""
-    target = webhook_target(url)
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise UsageError(f"the webhook URL cannot be parsed (shown as {target})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"the webhook must be an http(s) URL (got {target})")
-    if not url.isascii() or any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise UsageError(f"the webhook URL for {target} holds a control character, a space or a non-ASCII "
-                         "character (percent-encode it)", hint="the URL itself is never shown: it holds the token")
+    """Refuse a URL no delivery could use: :func:`gapcheck.nightly.config.check_webhook_url` (the one up-front
+    check, exit 2), and here also a non-ASCII character, which http.client cannot send. A delivery failure would
+    name what it choked on, and that part of a webhook URL is the token: messages show scheme://host only."""
+    from gapcheck.nightly.config import check_webhook_url as check_url
+
+    check_url(url)
+    if not url.isascii():
+        raise UsageError(f"the webhook URL for {webhook_target(url)} holds a non-ASCII character (percent-encode it)",
+                         hint="the URL itself is never shown: it holds the token")
 
 
 def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:

@@ -115,3 +115,10 @@ def test_a_failed_delivery_leaves_the_token_in_no_output_report_or_database(
     written = _everything_written(out, captured.out + captured.err)
     assert SECRET.encode() not in written
     assert {p.name for p in out.iterdir()} >= {"h.sqlite", "r.json", "r.xml", "r.html"}
+
+
+@pytest.mark.parametrize("url", [f"https://hooks.example.com/{SECRET}\u00e9", f"https://hooks.example.com/{SECRET}\x85x",
+                                 f"https://hooks.example.com/{SECRET}\u2028"])
+def test_a_url_http_client_cannot_send_fails_delivery_without_the_token(url: str) -> None:
+    delivery = send(ALERT, url, WebhookFormat.generic)
+    assert not delivery.delivered and delivery.error and SECRET not in str(delivery.error)
