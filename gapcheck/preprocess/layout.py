@@ -49,9 +49,14 @@ def detect_layout(shape: tuple[int, ...]) -> LayoutInfo:
 
 
 def to_chw(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:
-    """The canonical (C, H, W) float64 view, or None when the layout is unknown."""
+    """The canonical (C, H, W) float64 array, C-contiguous, or None when the layout is unknown.
+
+    Contiguous on purpose: numpy sums a strided view (an HWC array seen as CHW) in another order than a
+    contiguous one, so the same values would give other last bits on an engine that keeps the stage's own array
+    (serial) than on one that ships a copy (local, ray), and the reports would differ.
+    """
     chw = chw_view(array, info)
-    return chw.astype(np.float64, copy=False) if chw is not None else None
+    return np.ascontiguousarray(chw, dtype=np.float64) if chw is not None else None
 
 
 def chw_view(array: np.ndarray, info: LayoutInfo | None = None) -> np.ndarray | None:

@@ -163,3 +163,18 @@ def test_readings_of_a_file_list_only_what_applies(folders):
 def test_rounding_is_read_from_the_shapes():
     assert _rounding_of((300, 451), (256, 384)) == "int" and _rounding_of((300, 451), (256, 385)) == "round"
     assert _rounding_of((300, 450), (256, 384)) is None  # 384.0: both give the same size
+
+
+def test_fit_does_not_depend_on_memory_layout(folders):
+    """The same output as a contiguous CHW array and as an HWC array seen as CHW (what the serial engine keeps) replays
+    to the same bits: the engines' reports must not depend on which one a diagnosis got (issue 23 item 16)."""
+    from gapcheck.preprocess.layout import to_chw
+    from gapcheck.preprocess.replay import fit_profile
+    from gapcheck.preprocess.samples import decode_rgb
+    from tests.preprocess import evidence_pipelines as pipes
+
+    path = folders["color"] / "chelsea.png"
+    chw = pipes.rounded_resize(str(path)).numpy()
+    strided = np.ascontiguousarray(chw.transpose(1, 2, 0)).transpose(2, 0, 1)
+    raw = decode_rgb(path.read_bytes())
+    assert fit_profile(raw, to_chw(chw)) == fit_profile(raw, to_chw(strided))
