@@ -17,7 +17,7 @@ from gapcheck.codes import text as codes
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.text.diagnose import Divergence
 from gapcheck.text.shard import ChunkPartial, PairStats, StageStats, pair_key
-from gapcheck.text.stages import LoadedStage, StageInfo, same_files
+from gapcheck.text.stages import LoadedStage, same_files
 
 EXAMPLES = 5
 
@@ -199,15 +199,11 @@ def vocabulary_findings(stages: Sequence[LoadedStage], found: Sequence[Finding])
         if {(codes.VOCABULARY.code, key), (codes.ADDED_TOKENS_MISSING.code, key), (codes.FAST_SLOW.code, key)} & named:
             continue
         findings.append(codes.VOCABULARY.finding(
-            f"{ref.name} and {cand.name} use different vocabularies ({_size(ia)} vs {_size(ib)} entries); no audited "
+            f"{ref.name} and {cand.name} use different vocabularies ({ia.vocab_size} vs {ib.vocab_size} entries); no audited "
             f"sample was traced to the difference", subject=Subject(stage=key), severity=Severity.WARNING,
             evidence={"vocab_sha256": [ia.vocab_sha256, ib.vocab_sha256], "vocab_size": [ia.vocab_size, ib.vocab_size],
                       "same_files": same_files(ia, ib)}))
     return findings
-
-
-def _size(info: StageInfo) -> int:
-    return info.vocab_size
 
 
 def unknown_rate_findings(stages: Sequence[LoadedStage], stats: dict[str, StageStats], found: Sequence[Finding],
@@ -266,13 +262,14 @@ def bad_input_findings(bad: Sequence[tuple[str, str]], counts: Counter) -> list[
     """One warning per kind of bad input ("not valid UTF-8", "NUL bytes", "over the limit"...), with examples."""
     examples: dict[str, list[str]] = defaultdict(list)
     for sample, reason in bad:
-        examples[_kind(reason)].append(f"{sample}: {reason}")
+        examples[bad_kind(reason)].append(f"{sample}: {reason}")
     return [codes.BAD_TEXT.finding(f"{count} sample(s) skipped: {kind}", subject=Subject(group=kind),
                                    evidence={"skipped": count, "examples": examples[kind][:EXAMPLES]})
             for kind, count in sorted(counts.items())]
 
 
-def _kind(reason: str) -> str:
+def bad_kind(reason: str) -> str:
+    """The kind of a bad input, from its reason (one finding per kind)."""
     for kind in ("not valid UTF-8", "NUL", "character limit", "not JSON", "not a string", "empty cell",
                  "not a regular file", "unreadable"):
         if kind in reason:
@@ -280,6 +277,3 @@ def _kind(reason: str) -> str:
     if "field" in reason:
         return "missing field"
     return "other"
-
-
-kind_of = _kind

@@ -92,7 +92,7 @@ class _Reader:
         batch: list[tuple[str, str]] = []
         for sample in self.stream:
             if sample.text is None:
-                self.bad_kinds[analysis.kind_of(sample.issue)] += 1
+                self.bad_kinds[analysis.bad_kind(sample.issue)] += 1
                 if len(self.bad) < LIST_LIMIT:
                     self.bad.append((sample.id, sample.issue))
                 continue
