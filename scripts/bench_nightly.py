@@ -13,6 +13,10 @@ ONNX Runtime; the bundled server has no onnxruntime backend), and, interleaved r
 
 A third nightly row leaves out only the reading and SHA256 verification of the bundle (the bare loop's
 inputs are already in memory): lock, readiness, audit, inference, comparison, history and status stay in.
+Two more rows time one endpoint's check with the bundle verification (no lock, history or status): one after
+the other (``load_bundle`` then ``check_endpoint``, what ``run_nightly`` does) and pipelined
+(``open_bundle`` then ``check_endpoint`` on the pending bundle: readiness and the first requests run while
+the SHA256 of the files does; nothing is compared before it is done).
 
 Prints samples/s per round, the best of each, and the ratio nightly/bare (target >= 0.9). Also times
 ``golden record`` twice into one export cache folder: cold (exports) and warm (the export comes from the cache).
@@ -33,8 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gapcheck.golden import RecordRequest, load_bundle, record_bundle  # noqa: E402
+from gapcheck.golden.bundle import open_bundle  # noqa: E402
 from gapcheck.nightly import NightlyRequest, run_nightly  # noqa: E402
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option  # noqa: E402
+from gapcheck.nightly.probe import check_endpoint  # noqa: E402
 from gapcheck.triton.local_server import LocalTritonServer  # noqa: E402
 from tests.nightly.conftest import model_config, write_model  # noqa: E402
 
@@ -67,6 +73,27 @@ def bare_loop(url: str, model: str, inputs: np.ndarray, outputs: list[str], batc
     for client in clients.values():
         client.close()
     return seconds
+
+
+def endpoint_with_verification(golden: Path, spec, in_flight: int, pipelined_first: bool) -> tuple[float, float]:
+    """Seconds of verify-then-check and of the pipelined check (open_bundle), in the order given."""
+    def sequential() -> float:
+        tick = time.perf_counter()
+        outcome = check_endpoint(spec, load_bundle(golden), max_in_flight=in_flight)
+        assert outcome.reachable and not outcome.gap, outcome.error
+        return time.perf_counter() - tick
+
+    def pipelined() -> float:
+        tick = time.perf_counter()
+        outcome = check_endpoint(spec, open_bundle(golden), max_in_flight=in_flight)
+        assert outcome.reachable and not outcome.gap, outcome.error
+        return time.perf_counter() - tick
+
+    if pipelined_first:
+        p = pipelined()
+        return sequential(), p
+    s = sequential()
+    return s, pipelined()
 
 
 def pin_apart(server_pid: int | None) -> None:
@@ -134,7 +161,9 @@ def main() -> None:
             # The bare loop's inputs are already in memory; this row leaves out the one step that puts the
             # bundle's there (reading and SHA256-verifying it), and keeps everything else the issue names.
             served_s = nightly_s - result.seconds["verify_golden"]
-            rows.append((nightly_s, phase_s, bare_s, served_s))
+            sequential_s, pipelined_s = endpoint_with_verification(work / "golden", spec, args.in_flight,
+                                                                   pipelined_first=round_ % 2 == 0)
+            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s))
             ep = result.endpoints[0].outcome.seconds
             fixed.append({"verify bundle": result.seconds["verify_golden"], "readiness": ep.get("readiness", 0.0),
                           "inference + comparison": phase_s,
@@ -144,7 +173,8 @@ def main() -> None:
             print(f"round {round_}: bare {args.samples / bare_s:7.0f}/s   nightly inference+compare "
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
                   f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without bundle verification "
-                  f"({bare_s / served_s:.2f}x)")
+                  f"({bare_s / served_s:.2f}x)   endpoint + verification: one after the other "
+                  f"({bare_s / sequential_s:.2f}x), pipelined ({bare_s / pipelined_s:.2f}x)")
     print(f"\n{args.samples} samples of {args.input}, batch {args.batch}, {args.in_flight} in flight, "
           f"{args.rounds} interleaved rounds:")
     print("| path | samples/s (best) | samples/s (median) | ratio to bare (median of the rounds' ratios) | "
@@ -155,7 +185,9 @@ def main() -> None:
                          ("nightly, bundle already verified in memory (lock, readiness, audit, inference, comparison, "
                           "history, status)", 3),
                          ("nightly end to end (verify bundle, lock, readiness, audit, inference, comparison, "
-                          "history, status)", 0)):
+                          "history, status)", 0),
+                         ("one endpoint: verify bundle, then readiness, audit, inference, comparison", 4),
+                         ("one endpoint: verification pipelined with readiness and the first requests", 5)):
         times = [r[index] for r in rows]
         paired = statistics.median(r[2] / r[index] for r in rows)  # each round's two runs saw the same load
         print(f"| {label} | {args.samples / min(times):.0f} | {args.samples / statistics.median(times):.0f} | "
