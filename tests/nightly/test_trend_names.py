@@ -52,3 +52,19 @@ def test_history_prints_no_raw_escape_on_stderr_or_stdout(tmp_path: Path, flags:
         assert b"\x1b" not in stream and b"\x07" not in stream and "\u202e".encode() not in stream, stream[-500:]
     if flags:
         assert (tmp_path / "out.html").stat().st_size > 0
+
+
+def test_tonights_trend_chart_neutralizes_what_the_history_holds() -> None:
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import EndpointOutcome
+    from gapcheck.nightly.result import EndpointReport
+    from gapcheck.nightly.status import Classification, Status
+
+    spec = endpoint_spec(parse_endpoint_option("prod=http://127.0.0.1:1/m"))
+    outcome = EndpointOutcome(spec, True, None, "1", "c", 4, (), (), (), 4, {})
+    trend = (("2026-01-01T00:00:00\x1b[5m", "new_failure\x07", {EVIL_OUTPUT: 2.0}),
+             ("2026-01-02T00:00:00+00:00", "pass", {EVIL_OUTPUT: 0.5}))
+    report = EndpointReport(outcome, Classification(Status.PASS, (), {}, (), None), (), trend=trend)
+    [chart] = report.trend_charts()
+    for text in (chart.title, chart.note or "", *chart.x):
+        assert text.isprintable(), repr(text)
