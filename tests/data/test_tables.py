@@ -158,3 +158,18 @@ def test_a_requested_column_that_does_not_exist_is_a_usage_error_raised_at_once(
     for kind in ("serial", "local"):
         with open_engine(kind) as engine, pytest.raises(UsageError, match="no column.*typo"):
             drift(str(reference), str(current), DriftOptions(columns=("x0", "typo")), engine=engine)
+
+
+@pytest.mark.parametrize("sizes", [(300, 500), (12_000, 15_000), (20_000, 9_000)])
+def test_one_sort_statistics_equal_scipys(sizes):
+    from scipy import stats
+
+    from gapcheck.data.drift import sorted_ks_wasserstein
+
+    rng = np.random.default_rng(sum(sizes))
+    a = np.round(rng.normal(size=sizes[0]), 2)  # ties, as in real columns
+    b = np.round(rng.normal(0.05, 1.1, size=sizes[1]), 2)
+    d, p, w = sorted_ks_wasserstein(np.sort(a), np.sort(b))
+    expected = stats.ks_2samp(a, b)
+    assert (d, p) == (float(expected.statistic), float(expected.pvalue))
+    assert w == pytest.approx(stats.wasserstein_distance(a, b), rel=1e-12)
