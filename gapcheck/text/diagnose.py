@@ -228,9 +228,10 @@ def _truncation(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Enco
         return None
     cut, cut_encoded = (a, ea) if len(pa) < len(pb) else (b, eb)
     limit = cut.info.max_length
-    declared = cut.info.backend != "callable"  # an hf: recipe says whether it truncates; a callable does not
-    if (limit is not None and cut_encoded.content_length() < limit) or (limit is None and (declared or len(short) < 4)):
+    if limit is not None and cut_encoded.content_length() < limit:
         return None  # a prefix that did not reach the stage's limit is another difference (e.g. a dropped word)
+    if limit is None and (cut.info.backend != "callable" or not _caps_length(cut, text, cut_encoded)):
+        return None  # an hf: recipe without truncation, or a callable that does not cap a longer string
     evidence = {"lengths": [int(len(ca)), int(len(cb))], "max_length": [a.info.max_length, b.info.max_length],
                 "kept": side}
     detail = (f"{cut.name} keeps {len(short)} of the other stage's {len(long_)} text tokens (truncated on the "
@@ -238,6 +239,12 @@ def _truncation(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Enco
     if side == "left":
         detail = detail.replace("on the left", "on the left: it keeps the end")
     return codes.TRUNCATION.code, detail, evidence
+
+
+def _caps_length(stage: LoadedStage, text: str, out: Encoded) -> bool:
+    """A callable's limit is unknown: it truncates when the string doubled gives no more tokens than the string."""
+    doubled = stage.encode_one(f"{text} {text}")
+    return isinstance(doubled, Encoded) and doubled.content_length() == out.content_length()
 
 
 def _truncation_side(a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded, pa: np.ndarray,

@@ -98,3 +98,55 @@ def test_list_fingerprint_is_tensors_fingerprint():
     rng = np.random.default_rng(0)
     for values in ([], [0], [101, 7592, 102], rng.integers(-2**40, 2**40, 300).tolist()):
         assert list_fingerprint(values) == fingerprint(np.asarray(values, np.int64))
+
+
+@pytest.fixture(scope="module")
+def byte_bpe():
+    """A byte-level BPE (GPT-2's pre-tokenizer: whitespace and every code point matter), trained by tokenizers."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(ORDINARY * 20, trainer)
+    return tokenizer
+
+
+def _codes(result) -> set[str]:
+    return {f.code for f in result.findings if f.is_gap}
+
+
+def test_nfkc_before_serving_is_unicode_normalization(byte_bpe):
+    import unicodedata
+
+    texts = [*ORDINARY, "The ﬁnal ﬁgure", "Ｗｉｄｅ letters"]
+    result = audit_text(texts, {"train": lambda t: byte_bpe.encode(t).ids,
+                                "serve": lambda t: byte_bpe.encode(unicodedata.normalize("NFKC", t)).ids})
+    assert _codes(result) == {"unicode_normalization"}
+    assert result.pairs[0].differing == 2
+
+
+def test_whitespace_and_zero_width_cleaning_is_whitespace_control(byte_bpe):
+    texts = [*ORDINARY, "two  spaces   here ", "zero\u200bwidth\u200bjoin"]
+
+    def serve(text: str) -> list[int]:
+        return byte_bpe.encode(" ".join(text.replace("\u200b", "").split())).ids
+
+    result = audit_text(texts, {"train": lambda t: byte_bpe.encode(t).ids, "serve": serve})
+    assert _codes(result) == {"whitespace_control"}
+    details = {d.detail for d in result.divergences}
+    assert any("whitespace" in d for d in details) and any("zero-width" in d for d in details)
+
+
+def test_a_dropped_word_is_unexplained_not_guessed(byte_bpe):
+    texts = ["keep every word here", "drop the last word here"]
+    result = audit_text(texts, {"train": lambda t: byte_bpe.encode(t).ids,
+                                "serve": lambda t: byte_bpe.encode(t.replace(" here", "") if "drop" in t else t).ids})
+    assert _codes(result) == {"text_unexplained"}
+
+
+def test_a_callable_that_caps_the_length_is_truncation(byte_bpe):
+    long_text = " ".join(ORDINARY)
+    result = audit_text([long_text, *ORDINARY[:3]], {"train": lambda t: byte_bpe.encode(t).ids,
+                                                     "serve": lambda t: byte_bpe.encode(t).ids[:16]})
+    assert _codes(result) == {"truncation"}
