@@ -139,8 +139,10 @@ def _export_torchscript(module: torch.nn.Module, sample: dict[str, np.ndarray], 
         if sequence:
             dynamic_axes = _with_sequence_axes(dynamic_axes or {}, dict(zip(names, args, strict=True)),
                                                dict(zip(output_names, leaves, strict=True)), sequence)
+        # f= takes a BytesIO (documented); the stubs say a path
         torch.onnx.export(
-            module, args, buffer, dynamo=False,  # type: ignore[arg-type]  # a BytesIO is accepted (documented f=) input_names=names, output_names=output_names,
+            module, args, buffer,  # type: ignore[arg-type]
+            dynamo=False, input_names=names, output_names=output_names,
             dynamic_axes=dynamic_axes, opset_version=opset or 17,
         )
     notes = tuple(
