@@ -1,43 +1,35 @@
-"""The export-diff entry point a CLI or a notebook calls: load, draw inputs, audit the deployment, compare."""
+"""The export-diff entry point a CLI or a notebook calls: load, draw inputs, audit the deployment, compare.
+
+The request holds the option groups (:mod:`gapcheck.groups`); each builds its part: ``ModelSource.load()``,
+``InputSource.samples()``, ``ToleranceSpec.policy(precision)``, ``ExportSpec.cache()/obtain()/save()``.
+"""
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import logging
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import onnx
 import torch
 
 from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED
-from gapcheck.compare import Tolerance, TolerancePolicy
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
-from gapcheck.export_diff.runner import (
-    DEFAULT_MAX_INTERMEDIATE_BYTES,
-    evaluation_mode,
-    export_diff,
-    obtain_onnx,
-)
+from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, evaluation_mode, export_diff
 from gapcheck.findings import Finding, Subject
-from gapcheck.inputs import (
-    DEFAULT_MAX_ELEMENTS,
-    SUPPORTED_DTYPES,
-    InputSpec,
-    load_samples_file,
-    parse_input_spec,
-    random_samples,
-)
-from gapcheck.model.export import load_onnx, save_onnx
-from gapcheck.model.loading import load_model
+from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec, TritonTarget
+from gapcheck.groups.inputs import forward_input_names, specs_from_onnx  # noqa: F401 - their old home, re-exported
+from gapcheck.groups.keywords import KEYWORDS, with_keywords
+from gapcheck.model.onnx_file import load_onnx
 from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.triton.client import TritonEndpoint
 
 log = logging.getLogger(__name__)
-
+_HOLDERS = {ModelSource: "model", InputSource: "inputs", ToleranceSpec: "tolerance", ExportSpec: "export"}
 
 
 @dataclass(frozen=True)
@@ -61,69 +53,59 @@ class PadCheckRequest:
     pad_id: int | None = None  # the token padding is filled with (None: the model's config.pad_token_id, else 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ExportDiffRequest:
-    """Everything ``gapcheck export-diff`` can be asked, as one value."""
+    """Everything ``gapcheck export-diff`` can be asked, as one value: the groups it is made of, and its own options.
 
-    checkpoint: Path | None = None
-    factory: str | None = None
-    input_specs: tuple[str, ...] = ()
-    inputs_file: Path | None = None
+    Python callers may pass the groups or the library keywords they are built from (``factory=``, ``input_specs=``,
+    ``rtol=``, ``exporter=``, ...: :mod:`gapcheck.groups.keywords`); those names read back too (``request.factory``).
+    ``triton`` is the deployment's group (its ``output_map`` names served outputs); ``deployment`` the endpoint to
+    compare, built from it by the CLI (or given directly).
+    """
+
+    model: ModelSource
+    inputs: InputSource
+    tolerance: ToleranceSpec
+    export: ExportSpec
+    triton: TritonTarget | None = None
     onnx_file: Path | None = None
-    exporter: str = "dynamo"
-    opset: int | None = None
     batch_sizes: tuple[int, ...] = ()
-    num_samples: int = 1
-    seed: int = 0
-    rtol: float | None = None
-    atol: float | None = None
-    overrides: dict[str, tuple[float, float]] = field(default_factory=dict)
     precision: str = "fp32"
     keep_train_mode: bool = False
-    unsafe_pickle: bool = False
-    strict: bool = True
     max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES
     deployment: DeploymentTarget | None = None
     server_layers: bool = False  # also compare layer by layer on the server, through a temporary twin
     twin_files: tuple[Path, ...] = ()  # files the twin needs besides model.onnx (e.g. a Python backend's model.py)
-    save_onnx: Path | None = None
-    cache_dir: Path | None = None  # export cache folder (default: gapcheck.model.cache.default_cache_dir())
-    no_cache: bool = False  # always export; neither read nor write the cache
-    max_input_elements: int = DEFAULT_MAX_ELEMENTS  # per drawn input: larger shapes are refused before allocating
     pad_check: PadCheckRequest | None = None  # also check padding invariance on every backend
 
+    def __init__(self, *, model: ModelSource | None = None, inputs: InputSource | None = None,
+                 tolerance: ToleranceSpec | None = None, export: ExportSpec | None = None,
+                 triton: TritonTarget | None = None, onnx_file: Path | None = None, batch_sizes: tuple[int, ...] = (),
+                 precision: str = "fp32", keep_train_mode: bool = False,
+                 max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES, deployment: DeploymentTarget | None = None,
+                 server_layers: bool = False, twin_files: tuple[Path, ...] = (), pad_check: PadCheckRequest | None = None,
+                 **keywords: Any) -> None:
+        groups = with_keywords({ModelSource: model or ModelSource(), InputSource: inputs or InputSource(),
+                                ToleranceSpec: tolerance or ToleranceSpec(), ExportSpec: export or ExportSpec()},
+                               keywords, "ExportDiffRequest")
+        values = {**{name: groups[group] for group, name in _HOLDERS.items()}, "triton": triton,
+                  "onnx_file": onnx_file, "batch_sizes": tuple(batch_sizes), "precision": precision,
+                  "keep_train_mode": keep_train_mode, "max_intermediate_bytes": max_intermediate_bytes,
+                  "deployment": deployment, "server_layers": server_layers, "twin_files": tuple(twin_files),
+                  "pad_check": pad_check}
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
-def specs_from_onnx(model: onnx.ModelProto) -> list[InputSpec]:
-    """Input specs read off an ONNX graph (dynamic axes become 1), for ``--onnx`` without ``--input``."""
-    initializers = {i.name for i in model.graph.initializer}
-    specs = []
-    for value_info in model.graph.input:
-        if value_info.name in initializers:
-            continue
-        tensor_type = value_info.type.tensor_type
-        try:
-            dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
-        except KeyError:
-            dtype = None
-        if dtype not in SUPPORTED_DTYPES:
-            raise UsageError(f"cannot draw random values for ONNX input {value_info.name!r}: give --input or --inputs")
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim)
-        specs.append(InputSpec(value_info.name, shape, dtype))
-    return specs
+    def __getattr__(self, name: str) -> Any:
+        """The library keywords read back from the groups (``request.factory`` is ``request.model.factory``)."""
+        if name in KEYWORDS:
+            group, attribute = KEYWORDS[name]
+            return getattr(object.__getattribute__(self, _HOLDERS[group]), attribute)
+        raise AttributeError(name)
 
-
-def forward_input_names(module: torch.nn.Module, onnx_model: onnx.ModelProto | None) -> list[str] | None:
-    """The names inputs are fed by, in order: the ONNX graph's inputs, else ``forward``'s positional parameters."""
-    if onnx_model is not None:
-        initializers = {i.name for i in onnx_model.graph.initializer}
-        return [i.name for i in onnx_model.graph.input if i.name not in initializers]
-    try:
-        parameters = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):  # builtins, TorchScript modules
-        return None
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-        return None  # forward(*args): positions are all there is
-    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    def policy(self) -> Any:
+        """THE tolerance policy of this run (the comparison, the server's layers and the padding check use it)."""
+        return self.tolerance.policy(self.precision)
 
 
 def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
@@ -156,48 +138,28 @@ def _sequence_inputs(request: ExportDiffRequest, sample: dict[str, np.ndarray]) 
     from gapcheck.export_diff.pad_run import token_and_mask
 
     token, _ = token_and_mask(sample, request.pad_check.token_input, request.pad_check.mask_input,
-                               request.input_specs)
+                               request.inputs.specs)
     length = sample[token].shape[1]
     return tuple(name for name, array in sample.items() if array.ndim >= 2 and array.shape[1] == length)
-
-
-def _samples(request: ExportDiffRequest, onnx_model: onnx.ModelProto | None,
-             module: torch.nn.Module) -> list[dict[str, np.ndarray]]:
-    specs = [parse_input_spec(text) for text in request.input_specs]
-    if request.inputs_file is not None:
-        # Match the file's arrays to the model's inputs by name (and order them), never by position.
-        names = [s.name for s in specs] or forward_input_names(module, onnx_model)
-        return load_samples_file(request.inputs_file, names)
-    if not specs:
-        if onnx_model is None:
-            raise UsageError("give the model's inputs: --input name:shape:dtype (repeatable) or --inputs file.npz|.pt")
-        specs = specs_from_onnx(onnx_model)
-    # Batch checks need as many distinct samples as the largest batch.
-    count = max([request.num_samples, *request.batch_sizes])
-    return random_samples(specs, count, seed=request.seed, max_elements=request.max_input_elements)
-
-
-def _policy(request: ExportDiffRequest) -> TolerancePolicy:
-    overrides = {k: Tolerance(r, a, scale_atol=request.precision != "fp32") for k, (r, a) in request.overrides.items()}
-    return TolerancePolicy(rtol=request.rtol, atol=request.atol, overrides=overrides, precision=request.precision)
 
 
 def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | None = None) -> ExportDiffResult:
     """Load the model and inputs as the request says, compare, and return the result (see :func:`export_diff`)."""
     progress = progress or NullProgress()
-    if request.checkpoint is None and request.factory is None:
-        raise UsageError("give --checkpoint (a state dict needs --model too) or --model module:callable")
-    loaded = load_model(request.checkpoint, request.factory, unsafe_pickle=request.unsafe_pickle, strict=request.strict)
+    loaded = request.model.load()
     extra: list[Finding] = []
     if loaded.keys is not None and not loaded.keys.ok:
-        extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=str(request.checkpoint),
-                                             subject=Subject(path=str(request.checkpoint))))
+        where = str(request.model.checkpoint)
+        extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=where,
+                                             subject=Subject(path=where)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
-    samples = _samples(request, onnx_model, loaded.module)
+    # Batch checks need as many distinct samples as the largest batch.
+    count = max([request.inputs.num_samples, *request.batch_sizes])
+    samples = request.inputs.samples(module=loaded.module, onnx_model=onnx_model, count=count)
     check_input_positions(loaded.module, list(samples[0]))
     sequence_inputs = _sequence_inputs(request, samples[0])  # also checks --pad-inputs before any work
-    compare_samples = samples[: request.num_samples] if request.inputs_file is None else samples
-    cache = _cache(request)
+    compare_samples = samples[: request.inputs.num_samples] if request.inputs.file is None else samples
+    cache = request.export.cache(request.model)
     with ExitStack() as stack:
         deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, onnx_model, samples,
                                                               progress, cache, sequence_inputs)
@@ -208,9 +170,9 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             onnx_model=onnx_model,
             exported=exported,
             cache=cache,
-            exporter=request.exporter,
-            opset=request.opset,
-            tolerances=_policy(request),
+            exporter=request.export.exporter,
+            opset=request.export.opset,
+            tolerances=request.policy(),
             precision=request.precision,
             batch_sizes=request.batch_sizes,
             keep_train_mode=request.keep_train_mode,
@@ -226,20 +188,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             from gapcheck.export_diff.pad_run import with_padding  # only when asked
 
             result = with_padding(request, result, loaded.module, samples[0], deployed, progress)
-    if request.save_onnx is not None:
-        save_onnx(result.onnx_model, request.save_onnx)
+    request.export.save(result.onnx_model)
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
-
-
-def _cache(request: ExportDiffRequest):
-    """The export cache for this request, or None with ``no_cache``; keyed by the factory's source too."""
-    if request.no_cache:
-        return None
-    from gapcheck.model.cache import ExportCache
-    from gapcheck.model.factory import resolve_callable
-
-    factory = resolve_callable(request.factory) if isinstance(request.factory, str) else request.factory
-    return ExportCache(request.cache_dir, factory=factory)
 
 
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
@@ -252,7 +202,7 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
 
     progress.start("comparing layers on the Triton server (twin model)", None)
     rows, findings = compare_on_server(
-        result, module, sample, _policy(request), endpoint=target.endpoint, model=target.model,
+        result, module, sample, request.policy(), endpoint=target.endpoint, model=target.model,
         version=target.version, twin_files=request.twin_files,
     )
     progress.finish()
@@ -277,8 +227,8 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
     if reference is None:
         # In the mode the comparison uses, restored afterwards: the training_mode finding still sees the caller's mode.
         with evaluation_mode(module, request.keep_train_mode):
-            exported, _ = obtain_onnx(module, samples[0], exporter=request.exporter, opset=request.opset,
-                                      cache=cache, progress=progress, sequence_inputs=sequence_inputs)
+            exported, _ = request.export.obtain(module, samples[0], cache=cache, progress=progress,
+                                                sequence_inputs=sequence_inputs)
         reference = exported.model
     progress.start("auditing the Triton deployment", None)
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,

@@ -249,7 +249,7 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
 
     tick = time.perf_counter()
     export = request.export
-    exported, _ = export.obtain(module, samples[0], cache=export.cache(request.model.resolved_factory()))
+    exported, _ = export.obtain(module, samples[0], cache=export.cache(request.model))
     cached = exported.cached
     timings["export"] = time.perf_counter() - tick
     input_names = [i.name for i in exported.model.graph.input]

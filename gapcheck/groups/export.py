@@ -48,12 +48,13 @@ class ExportSpec(Group):
         if self.cache_dir is not None and Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
             raise UsageError(f"--cache-dir {self.cache_dir} is not a folder")
 
-    def cache(self, factory: Any = None) -> Any:
-        """The export cache (keyed by the factory's source too), or None with ``no_cache``."""
+    def cache(self, model: Any = None) -> Any:
+        """The export cache (keyed by the source of ``model``'s factory too: a ModelSource), or None with ``no_cache``."""
         if self.no_cache:
             return None
         from gapcheck.model.cache import ExportCache
 
+        factory = model.resolved_factory() if model is not None else None
         return ExportCache(self.cache_dir, factory=factory, max_bytes=_bytes(self.cache_max_mb))
 
     def obtain(self, module: Any, sample: dict[str, Any], *, cache: Any = None, progress: Any = None,
@@ -89,7 +90,7 @@ class ExportSpec(Group):
 
     def save(self, model: Any) -> None:
         if self.save_onnx is not None:
-            from gapcheck.model.export import save_onnx
+            from gapcheck.model.onnx_file import save_onnx
 
             save_onnx(model, self.save_onnx)
 

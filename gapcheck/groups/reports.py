@@ -63,12 +63,7 @@ class ReportTargets(Group):
     def show(self, result: CommandResult, console: Any = None) -> None:
         """The console tables (or, with ``--json -``, the JSON report alone on stdout)."""
         if self.json_on_stdout:
-            import sys
-
-            from gapcheck.report.formats import ReportFormat, render
-
-            sys.stdout.write(render(ReportFormat.JSON, result))
-            sys.stdout.flush()
+            _print_json(result)
             return
         from gapcheck.report.console import make_console
         from gapcheck.report.formats.console_format import print_result
@@ -80,6 +75,22 @@ class ReportTargets(Group):
         self.show(result, console)
         self.write(result)
         return exit_code(result)
+
+    def emit_files(self, result: CommandResult) -> int:
+        """For a command that prints its own text: the JSON on stdout if asked (``--json -``), the files, the exit code."""
+        if self.json_on_stdout:
+            _print_json(result)
+        self.write(result)
+        return exit_code(result)
+
+
+def _print_json(result: Any) -> None:
+    import sys
+
+    from gapcheck.report.formats import ReportFormat, render
+
+    sys.stdout.write(render(ReportFormat.JSON, result))
+    sys.stdout.flush()
 
 
 def exit_code(result: Any) -> int:

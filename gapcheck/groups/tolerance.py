@@ -32,7 +32,8 @@ class ToleranceSpec(Group):
     @classmethod
     def from_cli(cls, values: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
         """``--tolerance`` items parsed; the config's ``tolerances`` table first, flags override per pattern."""
-        flags = parse_overrides(values.get("overrides") or [])
+        given = values.get("overrides") or ()
+        flags = dict(given) if isinstance(given, Mapping) else parse_overrides(list(given))
         values["overrides"] = {**dict(config.get("overrides") or {}), **flags}
         return values
 

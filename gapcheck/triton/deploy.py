@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gapcheck.findings import Finding, Verdict
+from gapcheck.groups import ExportSpec
 from gapcheck.report.contract import Chart, Check, Table
 from gapcheck.triton.audit_result import ServedTensor
 from gapcheck.triton.url import check_model_name
@@ -98,16 +99,6 @@ def _config_tensors(entries: Any) -> tuple[ServedTensor, ...]:
                               shape=tuple(None if d < 0 else d for d in e.dims)) for e in entries)
 
 
-def _output_names(module: Any, sample: Mapping[str, Any]) -> list[str]:
-    import torch
-
-    from gapcheck.backends.torch_eager import named_tensor_leaves
-
-    with torch.no_grad():
-        outputs = module(*(torch.from_numpy(value) for value in sample.values()))
-    return [name for name, _ in named_tensor_leaves(outputs)]
-
-
 def export_model_repository(
     checkpoint: str | Path | None,
     factory: str | None,
@@ -123,12 +114,13 @@ def export_model_repository(
     unsafe_pickle: bool = False,
     strict: bool = True,
     save_onnx_path: str | Path | None = None,
+    export: ExportSpec | None = None,
 ) -> ExportRepositoryResult:
-    """Load the model, export it with a dynamic batch axis, and write ``repo_dir/name``."""
-    from gapcheck.inputs import parse_input_spec, random_samples
-    from gapcheck.model.export import export_onnx, save_onnx
-    from gapcheck.model.loading import load_model
-    from gapcheck.report.formats import check_writable
+    """Load the model, export it with a dynamic batch axis, and write ``repo_dir/name``.
+
+    ``export`` (the group: exporter, opset, cache, where to save a copy) replaces ``exporter``/``opset``/
+    ``save_onnx_path`` when given; without it the export is made afresh (no cache), as before."""
+    from gapcheck.groups import InputSource, ModelSource
     from gapcheck.triton.repository import (
         check_model_target,
         check_repository_dir,
@@ -142,16 +134,15 @@ def export_model_repository(
     check_model_name(name)
     check_repository_dir(repo_dir)
     check_model_target(repo_dir, name, version)
-    if save_onnx_path is not None:
-        check_writable(save_onnx_path, what="ONNX output")
-    specs = [parse_input_spec(text) for text in input_specs]
-    sample = random_samples(specs, num_samples=1, seed=0)[0]
-    loaded = load_model(checkpoint, factory, unsafe_pickle=unsafe_pickle, strict=strict)
-    module = loaded.module.eval()  # a deployment serves inference mode
+    export = export or ExportSpec(exporter=exporter, opset=opset, no_cache=True,
+                                  save_onnx=None if save_onnx_path is None else Path(save_onnx_path))
+    sample = InputSource(specs=tuple(input_specs), num_samples=1, seed=0).samples()[0]
+    source = ModelSource(None if checkpoint is None else Path(checkpoint), factory, unsafe_pickle, strict)
+    module = source.load().module.eval()  # a deployment serves inference mode
     # Outputs named as the model names them ("output", "logits", ...): what export-diff's own export names them,
-    # so `export-diff --triton-url` without --onnx finds the served names it expects.
-    exported = export_onnx(module, sample, exporter=exporter, opset=opset, dynamic_batch=True,
-                           output_names=_output_names(module, sample))
+    # so `export-diff --triton-url` without --onnx finds the served names it expects. The same export path and
+    # cache as export-diff and golden record (ExportSpec.obtain).
+    exported, _ = export.obtain(module, sample, cache=export.cache(source))
     notes = list(exported.warnings)
     dynamic = has_dynamic_batch(exported.model)
     if not dynamic and max_batch_size is None:
@@ -159,7 +150,8 @@ def export_model_repository(
     batch = resolve_max_batch_size(exported.model, max_batch_size)
     model_dir = write_model_repository(exported.model, repo_dir, name, version=version, max_batch_size=batch,
                                        instance_kind=instance_kind)
-    saved = save_onnx(exported.model, save_onnx_path) if save_onnx_path is not None else None
+    export.save(exported.model)
+    saved = export.save_onnx
     logger.info("exported %s with %s to %s", name, exported.exporter, model_dir)
     # Read back what is on disk, with Triton's parser: success means Triton can read it.
     config = parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)

@@ -12,13 +12,14 @@ from gapcheck.cli import options
 from gapcheck.codes.export_diff import TRAINING_MODE
 from gapcheck.config import ExportDiffSection
 from gapcheck.errors import UsageError
+from gapcheck.groups import ToleranceSpec
 from gapcheck.report.contract import SimpleResult
 from gapcheck.report.formats import ReportFormat
 
 
 def test_reports_are_checked_before_and_written_after(tmp_path):
     reports = options.prepare_reports(json=tmp_path / "a" / "r.json", html=tmp_path / "r.html")
-    assert set(reports.paths) == {ReportFormat.JSON, ReportFormat.HTML}
+    assert set(reports.paths()) == {ReportFormat.JSON.value, ReportFormat.HTML.value}
     result = SimpleResult(command="demo", findings=(TRAINING_MODE.finding("w"),), headline="h")
     written = options.emit_reports(result, reports)
     assert [p.name for p in written] == ["r.json", "r.html"]
@@ -31,7 +32,8 @@ def test_reports_are_checked_before_and_written_after(tmp_path):
 
 
 def test_tolerance_overrides_parse_and_refuse_garbage():
-    parsed = options.ToleranceOptions.parse(1e-3, None, ["layer1.*=1e-2,1e-4", "fc=0,0"])
+    values = ToleranceSpec.from_cli({"rtol": 1e-3, "atol": None, "overrides": ["layer1.*=1e-2,1e-4", "fc=0,0"]}, {})
+    parsed = ToleranceSpec(**values)
     assert parsed.overrides == {"layer1.*": (1e-2, 1e-4), "fc": (0.0, 0.0)} and parsed.rtol == 1e-3
     for bad in ("layer1", "a=1", "=1,2", "a=x,y"):
         with pytest.raises(UsageError, match="PATTERN=RTOL,ATOL"):
@@ -43,7 +45,8 @@ def test_configured_fills_only_flags_left_at_their_default():
     seen = {}
 
     @app.command()
-    def run(ctx: typer.Context, num_samples: options.NumSamplesOpt = 1, seed: options.SeedOpt = 0,
+    def run(ctx: typer.Context, num_samples: Annotated[int, typer.Option("--num-samples")] = 1,
+            seed: Annotated[int, typer.Option("--seed")] = 0,
             progress: options.ProgressOpt = True,
             rtol: Annotated[float, typer.Option("--rtol")] = 0.0) -> None:
         section = ExportDiffSection(num_samples=5, seed=9, rtol=None)

@@ -393,12 +393,13 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
         return SimpleNamespace(findings=())
 
     monkeypatch.setattr(runner, "export_onnx", counting_export)
+    monkeypatch.setattr("gapcheck.model.export.export_onnx", counting_export)  # ExportSpec.obtain's export
     monkeypatch.setattr(audit, "audit_deployment", fake_audit)
     monkeypatch.setattr(triton_backend, "TritonBackend", ServedByOrt)
     from sample_models.planted import build_train_mode
 
     module = build_train_mode().train()
-    monkeypatch.setattr("gapcheck.export_diff.api.load_model",
+    monkeypatch.setattr("gapcheck.model.loading.load_model",  # what ModelSource.load calls
                         lambda *a, **k: SimpleNamespace(module=module, keys=None))
     request = ExportDiffRequest(factory="unused:unused", input_specs=("x:1x3x16x16:float32",), no_cache=True,
                                 deployment=DeploymentTarget(endpoint=None, model="m"))
