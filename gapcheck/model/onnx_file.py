@@ -10,12 +10,16 @@ from pathlib import Path
 
 import onnx
 
+from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError, condense_error
 
-__all__ = ["MAX_ONNX_BYTES", "condense_error", "load_onnx", "save_onnx"]  # condense_error: for its older importers
+# condense_error is re-exported for its older importers (it lives in gapcheck.errors)
+__all__ = ["MAX_ONNX_BYTES", "ONNX_PROTOBUF_LIMIT", "condense_error", "load_onnx", "save_onnx"]
 
 # Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
 MAX_ONNX_BYTES = 4 * 1024**3
+#: protobuf refuses messages of 2 GiB; stay clear of it: larger models keep their weights in external data
+ONNX_PROTOBUF_LIMIT = 2**31 - 2**24
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
@@ -39,7 +43,11 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
 
 
 def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:
+    """Write ``model`` to ``path`` atomically (:func:`gapcheck.atomic.write_atomic`); a model over protobuf's
+    2 GiB cap is written by ONNX itself with its weights in ``<name>.data`` beside it."""
     target = Path(path)
+    if model.ByteSize() <= ONNX_PROTOBUF_LIMIT:
+        return write_atomic(target, model.SerializeToString(), what="ONNX output")
     target.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(target))
+    onnx.save_model(model, str(target), save_as_external_data=True, location=f"{target.name}.data")
     return target

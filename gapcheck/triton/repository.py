@@ -16,6 +16,8 @@ from google.protobuf import text_encoding
 
 from gapcheck.atomic import check_folder, write_atomic
 from gapcheck.errors import InputError, UsageError
+from gapcheck.model.onnx_file import ONNX_PROTOBUF_LIMIT
+from gapcheck.model.onnx_file import load_onnx as load_onnx_file
 from gapcheck.triton.url import check_model_name
 
 logger = logging.getLogger(__name__)
@@ -23,7 +25,6 @@ logger = logging.getLogger(__name__)
 # Used when the batch axis is dynamic and the caller names no limit: large enough for
 # validation batches, small enough that a CPU instance does not allocate absurd buffers.
 DEFAULT_MAX_BATCH_SIZE = 64
-ONNX_PROTOBUF_LIMIT = 2**31 - 2**24  # stay clear of protobuf's 2 GiB cap: larger models go to external data
 
 ONNX_TO_TRITON = {
     onnx.TensorProto.FLOAT: "TYPE_FP32",
@@ -57,8 +58,6 @@ def load_onnx(onnx_model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
     """The model itself, or the file read the hostile-input way (size-bounded, checked)."""
     if isinstance(onnx_model, onnx.ModelProto):
         return onnx_model
-    from gapcheck.model.onnx_file import load_onnx as load_onnx_file
-
     return load_onnx_file(onnx_model)
 
 
