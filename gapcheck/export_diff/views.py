@@ -1,18 +1,60 @@
 """What export-diff's report contains: its JSON sections, its views and its JUnit checks.
 
-:class:`~gapcheck.export_diff.result.ExportDiffResult` delegates here, so the result module stays
-a set of values. Every decision (which rows fail, which module is the first divergence, what the
-tolerance budget is) is read from the result; nothing is recomputed, and no format is chosen here.
+:class:`~gapcheck.export_diff.result.ExportDiffResult` delegates here (it imports this module; this module
+reads the result through a Protocol and the records below it, never importing it back). Every decision (which rows
+fail, which module is the first divergence, what the tolerance budget is) is read from the result; nothing is
+recomputed, and no format is chosen here.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+from gapcheck.compare import ErrorStats
+from gapcheck.export_diff.records import (
+    FAIL,
+    PASS,
+    BatchCheck,
+    FirstDivergence,
+    InputRecord,
+    LayerResult,
+    OutputResult,
+    num,
+)
+from gapcheck.findings import Finding
 from gapcheck.report.contract import Chart, Check, Series, Table
 
-if TYPE_CHECKING:
-    from gapcheck.compare import ErrorStats
-    from gapcheck.export_diff.result import ExportDiffResult, LayerResult
+
+class ExportDiffResult(Protocol):
+    """What the views read of :class:`~gapcheck.export_diff.result.ExportDiffResult` (the result hands itself over;
+    this module never imports it, so the arrows point from the result down to its views)."""
+
+    @property
+    def findings(self) -> Sequence[Finding]: ...
+    @property
+    def layers(self) -> Sequence[LayerResult]: ...
+    @property
+    def outputs(self) -> Sequence[OutputResult]: ...
+    @property
+    def first_divergence(self) -> FirstDivergence | None: ...
+    @property
+    def inputs(self) -> Sequence[InputRecord]: ...
+    @property
+    def exporter(self) -> str: ...
+    @property
+    def fallback_reason(self) -> str | None: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def num_samples(self) -> int: ...
+    @property
+    def batch_checks(self) -> Sequence[BatchCheck]: ...
+    @property
+    def server_layers(self) -> Sequence[Any]: ...
+    @property
+    def padding(self) -> Any: ...
+    @property
+    def run_summary(self) -> str: ...
 
 
 def _stats_json(stats: ErrorStats | None) -> dict[str, Any] | None:
@@ -99,7 +141,6 @@ def _verdict_cell(layer: LayerResult, num_samples: int) -> str:
 
 
 def module_table(result: ExportDiffResult) -> Table:
-    from gapcheck.export_diff.result import FAIL, num
 
     rows = []
     for layer in result.layers:
@@ -120,7 +161,6 @@ def error_by_depth(result: ExportDiffResult) -> Chart | None:
 
     Modules without an ONNX counterpart stay on the x axis with no value, so the line breaks there.
     """
-    from gapcheck.export_diff.result import FAIL, PASS
 
     executed = sorted((layer for layer in result.layers if layer.order >= 0), key=lambda layer: layer.order)
     if not executed:
@@ -147,7 +187,6 @@ def error_by_depth(result: ExportDiffResult) -> Chart | None:
 
 
 def localization_table(result: ExportDiffResult) -> Table:
-    from gapcheck.export_diff.result import num
 
     fd = result.first_divergence
     assert fd is not None
@@ -160,7 +199,6 @@ def localization_table(result: ExportDiffResult) -> Table:
 
 
 def outputs_table(result: ExportDiffResult) -> Table:
-    from gapcheck.export_diff.result import FAIL, num
 
     rows = tuple((o.backend, o.name, num(o.stats.max_abs if o.stats else None), num(o.stats.max_rel if o.stats else None),
                   f"{o.stats.mismatch_fraction:.1%}" if o.stats else "-", str(o.status), o.note) for o in result.outputs)
@@ -170,7 +208,6 @@ def outputs_table(result: ExportDiffResult) -> Table:
 
 
 def batch_table(result: ExportDiffResult) -> Table:
-    from gapcheck.export_diff.result import PASS, num
 
     rows = tuple((c.batch_size, c.order, c.output, num(c.max_abs),
                   str(c.status) if c.error is None else f"{c.status}: {c.error[:120]}") for c in result.batch_checks)
@@ -180,7 +217,6 @@ def batch_table(result: ExportDiffResult) -> Table:
 
 
 def server_table(result: ExportDiffResult) -> Table:
-    from gapcheck.export_diff.result import FAIL, num
 
     rows = tuple((row.module, num(row.stats.max_abs), num(row.stats.max_rel), str(row.status)) for row in result.server_layers)
     failing = tuple(i for i, row in enumerate(result.server_layers) if row.status == FAIL)
@@ -207,7 +243,6 @@ def inputs_table(result: ExportDiffResult) -> Table:
 def checks(result: ExportDiffResult) -> list[Check]:
     """One case per compared module and per backend output, per server layer, per batch check, per export gap."""
     from gapcheck.codes.export_diff import BATCH_SIZE_BAKED, FP16_OVERFLOW, TRAINING_MODE
-    from gapcheck.export_diff.result import FAIL, PASS, num
 
     cases = []
     for layer in result.layers:
