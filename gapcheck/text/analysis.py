@@ -122,7 +122,7 @@ def stage_rows(stages: Sequence[LoadedStage], stats: dict[str, StageStats],
 def pair_rows(names: Sequence[str], pairs: dict[str, PairStats], divergences: Sequence[Divergence]) -> tuple[PairRow, ...]:
     causes: dict[str, Counter] = defaultdict(Counter)
     for d in divergences:
-        causes[pair_key(d.ref, d.cand)][d.cause] += 1
+        causes[pair_key(d.ref, d.cand)].update(d.causes or (d.cause,))
     rows = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -157,13 +157,14 @@ def pair_findings(ref: str, cand: str, pair: PairStats, divergences: Sequence[Di
     mine = [d for d in divergences if d.ref == ref and d.cand == cand]
     grouped: dict[str, list[Divergence]] = defaultdict(list)
     for d in mine:
-        grouped[d.cause].append(d)
+        for cause in d.causes or (d.cause,):
+            grouped[cause].append(d)
     findings = []
     for cause, items in grouped.items():
         first = items[0]
         code = codes.UNEXPLAINED if cause == codes.UNEXPLAINED.code else _code(cause)
         message = (f"{cand} tokenizes {len(items)} of {len(mine)} diagnosed differing sample(s) differently from "
-                   f"{ref} ({pair.differing} of {pair.compared} differ): {first.detail}")
+                   f"{ref} ({pair.differing} of {pair.compared} differ): {first.detail_of(cause)}")
         findings.append(code.finding(message, subject=Subject(stage=pair_key(ref, cand), sample=first.sample),
                                      evidence=_divergence_evidence(first, items, pair, len(mine))))
     return findings

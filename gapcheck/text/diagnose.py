@@ -60,9 +60,14 @@ class Divergence:
     window_start: int
     span: tuple[int, int] | None  # characters of the original string (from a fast tokenizer's offsets)
     excerpt: str  # the original string around the span, safe for a terminal
-    cause: str  # a registered code
+    cause: str  # a registered code: the cause of the token difference (padding when only the padding differs)
     detail: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    causes: tuple[str, ...] = ()  # every cause found (e.g. padding and a lowercasing mismatch at once)
+    details: tuple[str, ...] = ()  # one sentence per cause
+
+    def detail_of(self, cause: str) -> str:
+        return next((d for c, d in zip(self.causes, self.details, strict=True) if c == cause), self.detail)
 
     @property
     def ref_token(self) -> str:
@@ -83,12 +88,6 @@ def _types(e: Encoded) -> np.ndarray:
     return e.types if e.types is not None else np.zeros(e.length, np.int64)
 
 
-def same(a: Encoded, b: Encoded) -> bool:
-    """Equal ids, masks and type ids (a missing mask is all ones, missing type ids all zeros)."""
-    return (np.array_equal(a.ids, b.ids) and np.array_equal(_mask(a), _mask(b))
-            and np.array_equal(_types(a), _types(b)))
-
-
 def first_difference(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
     unequal = np.flatnonzero(a[:n] != b[:n])
@@ -103,13 +102,17 @@ def diagnose(sample: str, text: str, a: LoadedStage, b: LoadedStage, ea: Encoded
         component, position = "attention_mask", first_difference(_mask(ea), _mask(eb))
     else:
         component, position = "token_type_ids", first_difference(_types(ea), _types(eb))
-    cause, detail, evidence = root_cause(text, a, b, ea, eb, component)
+    found = root_cause(text, a, b, ea, eb, component)
+    cause, _, _ = found[-1]
+    detail = "; ".join(d for _, d, _ in found)
+    evidence = {k: v for _, _, e in found for k, v in e.items()}
     start = max(0, position - WINDOW)
     ref_tokens = tuple(safe_line(t) for t in a.tokens(ea.ids[start:position + WINDOW + 1].tolist()))
     cand_tokens = tuple(safe_line(t) for t in b.tokens(eb.ids[start:position + WINDOW + 1].tolist()))
     span = _span(text, position, (a, ea), (b, eb))
     return Divergence(a.name, b.name, sample, component, position, ea.length, eb.length, ref_tokens, cand_tokens,
-                      start, span, _excerpt(text, span), cause, detail, evidence)
+                      start, span, _excerpt(text, span), cause, detail, evidence, tuple(c for c, _, _ in found),
+                      tuple(d for _, d, _ in found))
 
 
 def _span(text: str, position: int, *sides: tuple[LoadedStage, Encoded]) -> tuple[int, int] | None:
@@ -132,17 +135,25 @@ def _excerpt(text: str, span: tuple[int, int] | None) -> str:
             + safe_line(text[span[1]:end]) + ("…" if end < len(text) else ""))
 
 
-def root_cause(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded,
-               component: str) -> tuple[str, str, dict[str, Any]]:
-    """(code, one sentence, evidence) — structural causes, then vocabularies, then reproduced transforms."""
+Cause = tuple[str, str, dict[str, Any]]  # (code, one sentence, evidence)
+
+
+def root_cause(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded, component: str) -> list[Cause]:
+    """Every cause found: the padding layout (independent of the tokens), then one cause for the attended tokens —
+    structural (special tokens, truncation), vocabularies, reproduced transforms, fast vs slow, unknown tokens."""
+    causes = [c for c in (_padding(text, a, b, ea, eb),) if c is not None]
+    if np.array_equal(_content(ea, a), _content(eb, b)):
+        return causes or [(codes.UNEXPLAINED.code, f"the {component} differ while the attended ids are equal", {})]
+    return causes + [_content_cause(text, a, b, ea, eb)]
+
+
+def _content_cause(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded) -> Cause:
     fast_slow = {a.info.backend, b.info.backend} == {"fast", "slow"} and same_files(a.info, b.info)
-    for test in (_padding, _special_tokens, _truncation) if fast_slow else (_padding, _special_tokens, _truncation,
-                                                                           _vocabulary):
+    tests = (_special_tokens, _truncation) if fast_slow else (_special_tokens, _truncation, _vocabulary)
+    for test in tests:
         found = test(text, a, b, ea, eb)
         if found is not None:
             return found
-    if component != "input_ids":
-        return codes.UNEXPLAINED.code, f"the {component} differ while the ids are equal", {}
     reproduced = _reproduce(text, a, b, ea, eb)
     if fast_slow:  # the implementations disagree; a vocabulary difference between them is part of that
         note = f"; reproduced by: {reproduced[1]}" if reproduced else ""
@@ -176,21 +187,24 @@ def _side(e: Encoded) -> str:
     return "left" if mask[0] == 0 else "right"
 
 
-def _padding(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded) -> tuple[str, str, dict] | None:
-    ca, cb = _content(ea, a), _content(eb, b)
-    if not np.array_equal(ca, cb):
-        return None
+def _padding(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encoded) -> Cause | None:
+    """The padding layout differs (side, pad id, padded length), whatever the attended tokens are."""
     sides = (_side(ea), _side(eb))
+    if sides == ("none", "none"):
+        return None
     pads = [sorted({int(i) for i in e.ids[_mask(e) == 0]}) for e in (ea, eb)]
     evidence = {"padding_side": list(sides), "padded_length": [ea.length, eb.length], "pad_ids": pads}
     if "none" not in sides and sides[0] != sides[1]:
-        detail = f"the same tokens padded on the {sides[0]} by {a.name} and on the {sides[1]} by {b.name}"
+        detail = f"padded on the {sides[0]} by {a.name} and on the {sides[1]} by {b.name}"
     elif pads[0] and pads[1] and pads[0] != pads[1]:
         detail = f"padded with id {pads[0]} by {a.name} and id {pads[1]} by {b.name}"
+    elif "none" in sides:
+        padded, length = (a, ea.length) if sides[1] == "none" else (b, eb.length)
+        detail = f"{padded.name} pads to {length} tokens, the other stage does not pad"
     elif ea.length != eb.length:
-        detail = f"the same tokens padded to {ea.length} by {a.name} and to {eb.length} by {b.name}"
+        detail = f"padded to {ea.length} by {a.name} and to {eb.length} by {b.name}"
     else:
-        return None  # same content, same padding: the difference is elsewhere (mask values, type ids)
+        return None  # the same padding layout: the difference is in the tokens
     return codes.PADDING.code, detail, evidence
 
 
@@ -301,7 +315,7 @@ def _reproduce(text: str, a: LoadedStage, b: LoadedStage, ea: Encoded, eb: Encod
             continue
         for stage, target, other in ((a, eb, b), (b, ea, a)):
             out = stage.encode_one(changed)
-            if isinstance(out, Encoded) and same(out, target):
+            if isinstance(out, Encoded) and np.array_equal(_content(out, stage), _content(target, other)):
                 return code, f"{name} before {stage.name} gives {other.name}'s ids"
     return None
 

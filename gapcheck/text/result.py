@@ -90,4 +90,4 @@ def _divergence_json(d: Divergence) -> dict[str, Any]:
             "ref_length": d.ref_length, "cand_length": d.cand_length, "ref_token": d.ref_token,
             "cand_token": d.cand_token, "ref_tokens": list(d.ref_tokens), "cand_tokens": list(d.cand_tokens),
             "window_start": d.window_start, "span": list(d.span) if d.span else None, "excerpt": d.excerpt,
-            "cause": d.cause, "detail": d.detail}
+            "cause": d.cause, "causes": list(d.causes), "detail": d.detail}

@@ -73,7 +73,7 @@ def divergence_table(result: TextAuditView) -> Table:
     for d in result.divergences[:SHOWN_DIVERGENCES]:
         span = f"{d.span[0]}-{d.span[1]}" if d.span else "-"
         rows.append((f"{d.ref}→{d.cand}", d.sample, f"{d.component}[{d.position}]", d.ref_token, d.cand_token,
-                     " ".join(d.ref_tokens), " ".join(d.cand_tokens), span, d.excerpt, d.cause))
+                     " ".join(d.ref_tokens), " ".join(d.cand_tokens), span, d.excerpt, ", ".join(d.causes or (d.cause,))))
     note = f"first {SHOWN_DIVERGENCES} of {len(result.divergences)}" if len(result.divergences) > SHOWN_DIVERGENCES \
         else ""
     return Table("First divergences", ("pair", "sample", "position", "ref token", "cand token", "ref tokens",

@@ -93,3 +93,18 @@ def test_added_token_missing_in_serving(minilm: Path, tmp_path: Path):
     result = audit_text(texts, {"train": f"hf:{tmp_path / 'trained'}", "serve": f"hf:{minilm}"})
     assert codes(result) == {"added_tokens_missing"}
     assert "gapcheckium" in next(f for f in result.findings if f.code == "added_tokens_missing").message
+
+
+def test_two_causes_at_once_are_both_named(minilm: Path, tmp_path: Path):
+    """A serving callable that pads to 32 and does not lowercase: padding must not hide the lowercasing."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm), do_lower_case=False)
+
+    def serve(text: str):
+        return tokenizer(text, max_length=32, truncation=True, padding="max_length")
+
+    serve.tokenizer = tokenizer  # type: ignore[attr-defined]
+    result = audit_text([*ORDINARY, "Great Product, Would Buy Again!"], {"train": f"hf:{minilm}", "serve": serve})
+    assert codes(result) == {"padding", "text_normalization"}
+    assert set(result.divergences[0].causes) == {"padding", "text_normalization"}
