@@ -77,11 +77,11 @@ class StageTable(Section):
 class PreprocessSection(Section):
     samples: Optional[str] = None
     n: Optional[int] = Field(default=None, ge=1)
-    p_threshold: Optional[float] = Field(default=None, gt=0, lt=1)
-    min_effect: Optional[float] = Field(default=None, ge=0, le=1)
+    p_threshold: Optional[float] = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    min_effect: Optional[float] = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     workers: Optional[int] = Field(default=None, ge=1)
     repeats: Optional[int] = Field(default=None, ge=0)
-    tolerance: Optional[float] = Field(default=None, ge=0)
+    tolerance: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     stages: dict[str, StageTable] = Field(default_factory=dict)
 
 
@@ -98,8 +98,8 @@ class ExportDiffSection(Section):
     precision: Optional[Literal["fp32", "fp16", "bf16"]] = None
     num_samples: Optional[int] = Field(default=None, ge=1)
     seed: Optional[int] = None
-    rtol: Optional[float] = Field(default=None, ge=0)
-    atol: Optional[float] = Field(default=None, ge=0)
+    rtol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
+    atol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # pattern -> [rtol, atol]
     batch_sizes: Optional[list[int]] = None
     max_intermediate_mb: Optional[int] = Field(default=None, ge=1)

@@ -32,8 +32,10 @@ def command(
     min_effect: Annotated[Optional[float], typer.Option("--min-effect", help="Minimum KS statistic D to flag.")] = None,
     repeats: Annotated[Optional[int], typer.Option(
         "--repeats", min=0, help="Extra runs per stage to detect nondeterminism (default 2).")] = None,
-    tolerance: Annotated[Optional[float], typer.Option(
-        "--tolerance", help="Pass when max |Δ| <= this fraction of the reference range.")] = None,
+    range_tolerance: Annotated[Optional[float], typer.Option(
+        "--range-tolerance", help="Pass when max |Δ| <= this fraction of the reference range.")] = None,
+    # the old spelling, hidden: --tolerance means PATTERN=RTOL,ATOL everywhere else (the tolerance group)
+    tolerance: Annotated[Optional[float], typer.Option("--tolerance", hidden=True)] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Run the same raw samples through training, validation and inference preprocessing and name what differs."""
@@ -45,7 +47,8 @@ def command(
 
     check_number(p_threshold, "--p-threshold", low=0.0, low_open=True, high=1.0)
     check_number(min_effect, "--min-effect", high=1.0)
-    check_number(tolerance, "--tolerance")
+    tolerance = range_tolerance if range_tolerance is not None else tolerance
+    check_number(tolerance, "--range-tolerance")
     cfg = groups.config.preprocess
     specs = [parse_stage_option(s) for s in stage] if stage else list(cfg.stages)
     marked = set(augmented or [])

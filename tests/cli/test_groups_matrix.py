@@ -1,0 +1,84 @@
+"""Commands x groups: every command that loads a model, talks to Triton, writes reports or picks an engine accepts
+the same spellings, with the same defaults, for what it shares (issue 18)."""
+from __future__ import annotations
+
+import pytest
+
+from gapcheck.groups import EngineSpec, ExportSpec, InputSource, ModelSource, ReportTargets, ToleranceSpec, TritonTarget
+from tests.cli.commands import commands, options
+
+#: which commands must take which group (the options they leave out are listed in SKIPPED)
+USES = {
+    ModelSource: {"export-diff", "golden record", "export"},
+    InputSource: {"export-diff", "golden record", "export"},
+    ToleranceSpec: {"export-diff", "golden record"},
+    ExportSpec: {"export-diff", "golden record", "export", "cache info", "cache prune", "cache clear"},
+    TritonTarget: {"export-diff", "triton-audit", "nightly"},
+    EngineSpec: {"leakage", "drift", "preprocess-audit"},
+    ReportTargets: {"export-diff", "preprocess-audit", "triton-audit", "export", "golden record", "golden verify",
+                    "nightly", "history", "leakage", "drift"},
+}
+#: (command, group) -> options the command does not take, and why (the declarations in gapcheck/cli say the same)
+SKIPPED = {
+    ("golden record", ExportSpec): {"save_onnx"},  # the bundle holds the ONNX file
+    ("export", InputSource): {"file", "num_samples", "seed"},  # one random draw traces the export
+    ("triton-audit", TritonTarget): {"deadline_s", "output_map"},
+    ("export-diff", TritonTarget): {"deadline_s"},
+    ("nightly", TritonTarget): {"url", "model", "protocol", "version"},  # --endpoint NAME=URL names each one
+    **{(c, ExportSpec): {"exporter", "opset", "no_cache", "save_onnx"} for c in ("cache info", "cache prune",
+                                                                                  "cache clear")},
+}
+#: older spellings a command still accepts, hidden, though a group now owns the flag: (command, flag)
+LEGACY = {("preprocess-audit", "--tolerance")}  # now --range-tolerance (a fraction, not PATTERN=RTOL,ATOL)
+#: a command's own option that shares a group's spelling, meaning and default: (command, flag)
+SAME_MEANING = {("drift", "--seed")}  # the seed of drift's row sample, default 0 like --seed everywhere
+#: (command, field) -> the command's own default, on purpose
+DEFAULTS = {("golden record", "num_samples"): 16, ("preprocess-audit", "workers"): 2}
+
+ALL = {" ".join(path): command for path, command in commands()}
+
+
+def test_the_table_names_real_commands():
+    named = set().union(*USES.values())
+    assert named <= set(ALL), named - set(ALL)
+
+
+@pytest.mark.parametrize("group", list(USES), ids=lambda g: g.__name__)
+def test_every_command_takes_the_group_with_one_spelling_and_one_default(group):
+    for name in sorted(USES[group]):
+        flags = options(ALL[name])
+        skipped = SKIPPED.get((name, group), set())
+        for opt in group.OPTIONS:
+            if opt.field in skipped:
+                assert opt.flag not in flags, f"{name} takes {opt.flag} though it is listed as skipped"
+                continue
+            assert opt.flag in flags, f"{name} lacks {opt.flag} ({group.__name__}.{opt.field})"
+            for alias in opt.aliases:
+                assert alias in flags and flags[alias].hidden, f"{name}: the older spelling {alias} is not accepted"
+            default = DEFAULTS.get((name, opt.field), group.defaults()[opt.field])
+            param = flags[opt.flag]
+            shown = param.default
+            if opt.field == "strict":  # --non-strict is the negative form
+                shown = not shown
+            if isinstance(default, (tuple, dict)):
+                assert not shown and not default, f"{name} {opt.flag}: default {shown!r}"
+            else:
+                assert shown == default, f"{name} {opt.flag}: default {shown!r}, the group's is {default!r}"
+
+
+def test_no_command_spells_a_group_option_its_own_way():
+    """A command that does not declare a group must not take one of its flags by hand either."""
+    owners = {opt.flag: group for group in USES for opt in group.OPTIONS}
+    for name, command in ALL.items():
+        for flag in options(command):
+            group = owners.get(flag)
+            if group is None or name in USES[group] or name.startswith("lint"):
+                continue
+            if (name, flag) in LEGACY:
+                assert options(command)[flag].hidden
+                continue
+            if (name, flag) in SAME_MEANING:
+                field = next(o.field for o in group.OPTIONS if o.flag == flag)
+                assert options(command)[flag].default == group.defaults()[field]
+                continue
+            pytest.fail(f"{name} takes {flag}, an option of {group.__name__}, without declaring the group")
