@@ -244,15 +244,16 @@ def _url_secrets(url: str) -> list[str]:
 
 
 def redact_url(text: str, url: str) -> str:
-    """``text`` with every part of ``url`` beyond scheme://host replaced (``***``); the host stays readable."""
+    """``text`` with every part of ``url`` beyond scheme://host replaced (:func:`gapcheck.triton.url.redact`'s
+    marker); the host stays readable."""
     target = webhook_target(url)
     try:
         host = urlsplit(url).hostname or ""
     except ValueError:
         host = ""
+    from gapcheck.triton.url import redact  # the Triton client's redaction: one marker, one path
+
     keep = {host, target, "http", "https", "http:", "https:"}
     text = text.replace(url, target)
-    for piece in _url_secrets(url):
-        if piece not in keep and piece not in target:
-            text = text.replace(piece, "***")
+    text = redact(text, tuple(p for p in _url_secrets(url) if p not in keep and p not in target))
     return " ".join(text.split())
