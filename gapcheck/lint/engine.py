@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import os
 import re
 import signal
@@ -109,9 +110,27 @@ def _real(path: Path) -> Path:
 _PROGRAM: Program | None = None  # one per worker process (see the module docstring)
 
 
+#: The cyclic collector's first threshold while linting. ASTs, indexes and memo tables are millions of small
+#: objects without cycles; at the default (700) the collector walks the growing heap over and over and took
+#: 30% of the CPU time on a 137k-line corpus. The cost: garbage with cycles lives a little longer (peak RSS
+#: 175 -> 217 MB on that corpus); the bound on memory stays Program.MAX_MODULES and the per-file limits.
+GC_THRESHOLD = 50_000
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    previous = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, previous[1], previous[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 def _start_worker(roots: tuple[Path, ...]) -> None:
     global _PROGRAM
     _PROGRAM = Program(roots)
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])  # the worker only lints (see _few_collections)
 
 
 class _OverBudget(BaseException):  # BaseException: no rule's own handler may swallow it
@@ -251,7 +270,8 @@ def lint_paths(paths: Sequence[str | Path], selection: Selection | None = None, 
             outcomes = list(pool.map(_lint_star, work, chunksize=max(1, len(work) // (workers * 4))))
     else:
         program = Program(roots)
-        outcomes = [lint_file(path, display, sel, program) for path, display, sel in work]
+        with _few_collections():
+            outcomes = [lint_file(path, display, sel, program) for path, display, sel in work]
     findings = sorted((f for o in outcomes for f in o.findings),
                       key=lambda f: (f.subject.path or "", f.subject.line or 0, f.subject.col or 0, f.code))
     errors = tuple(o.error for o in outcomes if o.error is not None)

@@ -82,7 +82,7 @@ OPAQUE_SCALER_CALL = (Kind.BACKWARD, Kind.SCALER_STEP)
 
 def events(program: Program, module: ModuleIndex, roots: Iterable[ast.AST]) -> list[Event]:
     found: list[Event] = []
-    for step in flow(program, module, roots):
+    for step in flow(program, module, roots, only=(ast.Call, ast.Assign)):
         kinds = classify(step.module, step.node)
         if kinds is OPAQUE_SCALER_CALL and program.resolve(
                 step.module, step.node, within=step.module.enclosing_function(step.node)) is not None:  # type: ignore[arg-type]

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 from gapcheck.errors import InputError
 
-#: JSON nesting deeper than this is not a notebook (nbformat's deepest is about 6 levels).
-MAX_DEPTH = 64
 _ASSIGNED_MAGIC = re.compile(r"^\s*[\w.,\s\[\]()*]+=\s*[!%]")
 _HELP = re.compile(r"^\s*\??[\w.]+\?{1,2}\s*$|^\s*\?")
 
@@ -107,7 +105,7 @@ def _code_cells(text: str, display: str) -> list[_Cell]:
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{display}: not a notebook: the file is not valid JSON ({_short(exc)})") from exc
     cells = _cell_list(data, display)
-    positions = _source_lines(text, len(cells))
+    positions = _source_lines(text, cells)
     found = []
     for index, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
@@ -159,66 +157,52 @@ def _file_spot(starts: list[tuple[int, int, int]], lines: tuple[str, ...], numbe
     return file_line, col + len(json.dumps(before, ensure_ascii=False)) - 2
 
 
-def _source_lines(text: str, count: int) -> dict[int, list[tuple[int, int, int]]]:
-    """Cell index -> [(first source line of a source string, its file line)] for every code cell.
+_SOURCE_KEY = re.compile(r'"(?:source|input)"\s*:\s*')
 
-    A small scanner over the JSON text (the parse above already validated it): it only tracks the
-    path of keys, to find the strings of ``cells[i].source`` and where each starts.
+
+def _source_lines(text: str, cells: list[object]) -> dict[int, list[tuple[int, int, int]]]:
+    """Cell index -> [(first source line of a source string, its file line, column after its quote)].
+
+    Only the ``"source"`` values are scanned, not the outputs (which can be megabytes of base64): each
+    ``"source":`` key in the text, in order, is decoded where it stands and accepted for the next cell
+    whose source it equals (a metadata key that happens to be called "source" does not match).
     """
     decoder = json.JSONDecoder()
     found: dict[int, list[tuple[int, int, int]]] = {}
-    path: list[object] = []  # keys and list indexes from the root
-    pending_key: list[str | int | None] = []  # per open container: the key awaiting its value, or the list index
-    position, line, size = 0, 1, len(text)
-    source_line: dict[int, int] = {}
-    while position < size:
+    keys = _SOURCE_KEY.finditer(text)
+    counted = [0, 1]  # (offset, line at that offset): lines are counted once, forward
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            continue
+        expected = cell.get("source", cell.get("input"))
+        for match in keys:
+            try:
+                value, end = decoder.raw_decode(text, match.end())
+            except ValueError:
+                continue
+            if value == expected:
+                counted[1] += text.count("\n", counted[0], match.end())
+                counted[0] = match.end()
+                found[index] = _string_starts(text, match.end(), end, decoder, counted[1])
+                break
+    return found
+
+
+def _string_starts(text: str, start: int, end: int, decoder: json.JSONDecoder,
+                   line: int) -> list[tuple[int, int, int]]:
+    """(first source line, file line, column after the quote) of each string between ``start`` (on ``line``)
+    and ``end``."""
+    starts: list[tuple[int, int, int]] = []
+    position, first = start, 0
+    while position < end:
         char = text[position]
-        if char in " \t\r\n,:":
+        if char == '"':
+            value, after = decoder.raw_decode(text, position)
+            column = position - text.rfind("\n", 0, position) + 1
+            starts.append((first, line, column))
+            first += value.count("\n")
+            position = after
+        else:
             line += char == "\n"
             position += 1
-            continue
-        if char in "{[":
-            if len(path) >= MAX_DEPTH:
-                return {}
-            path.append(pending_key[-1] if pending_key else None)  # the key this container is the value of
-            pending_key.append(0 if char == "[" else None)
-            position += 1
-            continue
-        if char in "}]":
-            path.pop()
-            pending_key.pop()
-            _advance(pending_key)
-            position += 1
-            continue
-        value, end = decoder.raw_decode(text, position)
-        in_object = bool(pending_key) and not isinstance(pending_key[-1], int)
-        if in_object and pending_key[-1] is None and isinstance(value, str) and _is_key(text, end):
-            pending_key[-1] = value
-        else:
-            here = [*path[1:], pending_key[-1] if pending_key else None]
-            if (len(here) >= 3 and here[0] == "cells" and isinstance(here[1], int) and here[2] == "source"
-                    and isinstance(value, str)):
-                cell = here[1]
-                first = source_line.get(cell, 0)
-                column = position - text.rfind("\n", 0, position) + 1  # 1-based, after the quote
-                found.setdefault(cell, []).append((first, line, column))
-                source_line[cell] = first + value.count("\n")
-            _advance(pending_key)
-        line += text.count("\n", position, end)
-        position = end
-    return {k: v for k, v in found.items() if k < count}
-
-
-def _advance(pending: list[str | int | None]) -> None:
-    """After a value: an object waits for its next key, a list moves to its next index."""
-    if not pending:
-        return
-    if isinstance(pending[-1], int):
-        pending[-1] += 1
-    else:
-        pending[-1] = None
-
-
-def _is_key(text: str, end: int) -> bool:
-    rest = text[end:end + 64].lstrip()
-    return rest.startswith(":")
+    return starts

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gapcheck.errors import InputError
 from gapcheck.lint.source import SourceFile, read_source
@@ -137,6 +137,8 @@ class ModuleIndex:
     nested_functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)  # not in functions
     cache: dict[Any, Any] = field(default_factory=dict)  # per-module memo for rules (events of a loop, callers...)
     _callees: dict[int, str] = field(default_factory=dict)
+    _resolved: dict[int, Any] = field(default_factory=dict)  # id(call) -> what Program.resolve found
+    _enclosing: dict[int, Any] = field(default_factory=dict)  # id(node) -> its enclosing function
     _order: list[ast.AST] = field(default_factory=list)  # every node, pre-order (source order)
     _position: dict[int, int] = field(default_factory=dict)  # id(node) -> index in _order
     _end: dict[int, int] = field(default_factory=dict)  # id(node) -> end of its subtree in _order
@@ -160,20 +162,24 @@ class ModuleIndex:
             position[id(node)] = len(order)
             stack.append(len(order))
             order.append(node)  # type: ignore[arg-type]
+            kind = type(node)
             children: list[ast.AST] = []
-            for name in node._fields:  # type: ignore[union-attr]
+            for name in _child_fields(kind):
                 value = getattr(node, name, None)
-                if isinstance(value, list):
-                    children.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, _LEAVES))
-                elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                if type(value) is list:
+                    children.extend(item for item in value if isinstance(item, ast.AST) and type(item) not in _LEAF_TYPES)
+                elif isinstance(value, ast.AST) and type(value) not in _LEAF_TYPES:
                     children.append(value)
+            node_id = node  # the parent of each child
             for child in reversed(children):
-                parents[id(child)] = node  # type: ignore[assignment]
+                parents[id(child)] = node_id  # type: ignore[assignment]
                 stack.append(child)
-            if isinstance(node, ast.Call):
-                index.calls.append(node)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                index.loops.append(node)
+            if kind is ast.Call:
+                index.calls.append(node)  # type: ignore[arg-type]
+            elif kind in _LOOP_TYPES:
+                index.loops.append(node)  # type: ignore[arg-type]
+            elif kind not in _INDEXED:
+                continue
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
@@ -248,10 +254,17 @@ class ModuleIndex:
             current = self.parent(current)
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        key = id(node)
+        if key in self._enclosing:
+            return self._enclosing[key]  # type: ignore[no-any-return]
+        found = None
         for parent in self.ancestors(node):
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return parent
-        return None
+                found = parent
+                break
+        if key in self._position:  # only nodes of this tree (never a temporary node): ids stay unique
+            self._enclosing[key] = found
+        return found
 
     def qualname(self, node: ast.AST | None) -> str | None:
         """The imported name an expression refers to (``nn.BatchNorm1d`` -> ``torch.nn.BatchNorm1d``), else its dotted text."""
@@ -303,6 +316,23 @@ class ModuleIndex:
 
     def uses_module(self, prefix: str) -> bool:
         return any(origin == prefix or origin.startswith(prefix + ".") for origin in self.imports.values())
+
+
+#: Concrete leaf node types (Load, Store, Add, ...): shared singletons nobody asks about.
+_LEAF_TYPES = frozenset(t for base in _LEAVES for t in base.__subclasses__())
+_LOOP_TYPES = frozenset({ast.For, ast.AsyncFor, ast.While})
+_INDEXED = frozenset({ast.Import, ast.ImportFrom, ast.ClassDef, ast.Assign, ast.AnnAssign})
+#: Fields that never hold a node (names, numbers, flags): not looked at when indexing.
+_SCALAR_FIELDS = frozenset({"id", "attr", "name", "arg", "n", "s", "level", "module", "type_comment", "is_async",
+                            "kind", "conversion", "ctx", "op", "asname", "lineno", "col_offset"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)  # type: ignore[attr-defined]
+    return found
 
 
 def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -385,9 +415,19 @@ class Program:
         while len(self._modules) > self.MAX_MODULES:
             self._modules.popitem(last=False)
 
-    def resolve(self, module: ModuleIndex, call: ast.Call,
-                within: ast.AST | None = None) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
-        """The function ``call`` runs, when a reader could tell: a local function, ``self.method()``, an import."""
+    def resolve(self, module: ModuleIndex, call: ast.Call, within: ast.AST | None = None, *,
+                objects: bool = True) -> Resolved | None:
+        """The function ``call`` runs, when a reader could tell: a local function, ``self.method()``, an import,
+        or (``objects``) ``__call__``/a method of an object built from a project class. Memoised per call node
+        (``within`` is always the call's enclosing function)."""
+        if not objects:
+            return self._resolve(module, call, within, objects)
+        key = id(call)
+        if key not in module._resolved:
+            module._resolved[key] = self._resolve(module, call, within, objects)
+        return module._resolved[key]
+
+    def _resolve(self, module: ModuleIndex, call: ast.Call, within: ast.AST | None, objects: bool) -> Resolved | None:
         func = call.func
         if isinstance(func, ast.Name):
             if func.id in module.functions and "." not in func.id:
@@ -396,7 +436,9 @@ class Program:
                 if within is not None and module.enclosing_function(nested) is within:
                     return module, nested
             origin = module.imports.get(func.id)
-            return self._imported(module, origin) if origin else None
+            if origin:
+                return self._imported(module, origin)
+            return self._object_call(module, func) if objects else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id == "self" and within is not None:
                 owner = module.owner.get(id(within))
@@ -406,7 +448,7 @@ class Program:
             origin = module.imports.get(func.value.id)
             if origin:
                 return self._imported(module, f"{origin}.{func.attr}")
-        return self._object_call(module, func)
+        return self._object_call(module, func) if objects else None
 
     def _object_call(self, module: ModuleIndex, func: ast.expr) -> Resolved | None:
         """A call on an object built from a project class, one level: ``loss_scaler(loss, opt)`` runs
@@ -483,9 +525,10 @@ def _package_root(folder: Path) -> Path:
     return folder
 
 
-@dataclass(frozen=True)
-class Step:
-    """One node met by :func:`flow`: the module it belongs to, and the call in the linted code that led there."""
+class Step(NamedTuple):
+    """One node met by :func:`flow`: the module it belongs to, and the call in the linted code that led there.
+
+    A named tuple, not a dataclass: flow makes one per node met (millions on a large repository)."""
 
     module: ModuleIndex
     node: ast.AST
@@ -493,23 +536,25 @@ class Step:
 
 
 def flow(program: Program, module: ModuleIndex, roots: Iterable[ast.AST], *,
-         depth: int = MAX_DEPTH) -> Iterator[Step]:
-    """Nodes of ``roots`` in source order, stepping into each resolved call right after the call node."""
-    yield from _flow(program, module, list(roots), depth, None, frozenset())
+         depth: int = MAX_DEPTH, only: tuple[type, ...] | None = None) -> Iterator[Step]:
+    """Nodes of ``roots`` in source order, stepping into each resolved call right after the call node
+    (``only``: yield just nodes of these types; calls are followed all the same)."""
+    yield from _flow(program, module, list(roots), depth, None, frozenset(), only)
 
 
 def _flow(program: Program, module: ModuleIndex, roots: list[ast.AST], depth: int, via: ast.Call | None,
-          active: frozenset[int]) -> Iterator[Step]:
+          active: frozenset[int], only: tuple[type, ...] | None = None) -> Iterator[Step]:
     for root in roots:
         for node in module.walk(root):
-            yield Step(module, node, via)
+            if only is None or isinstance(node, only):
+                yield Step(module, node, via)
             if depth <= 0 or not isinstance(node, ast.Call):
                 continue
             within = module.enclosing_function(node)
             targets = [program.resolve(module, node, within=within)]
             # A function handed to another call (TorchTrainer(train_func), mp.spawn(worker), map(step, ...))
             # is run by it: follow it too.
-            targets += [program.resolve(module, ast.Call(func=arg, args=[], keywords=[]), within=within)
+            targets += [program.resolve(module, ast.Call(func=arg, args=[], keywords=[]), within=within, objects=False)
                         for arg in [*node.args, *(k.value for k in node.keywords)]
                         if isinstance(arg, ast.Name) or (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)
                                                          and arg.value.id == "self")]
@@ -518,4 +563,4 @@ def _flow(program: Program, module: ModuleIndex, roots: list[ast.AST], depth: in
                     continue
                 target_module, function = resolved
                 yield from _flow(program, target_module, list(function.body), depth - 1, via or node,
-                                 active | {id(function)})
+                                 active | {id(function)}, only)

@@ -183,7 +183,7 @@ def exclusive(module: ModuleIndex, a: Event, b: Event) -> bool:
 class SchedulerAfterSkippedStep(Rule):
     code = codes.SCHEDULER_AFTER_SKIPPED_STEP
     aspect = Aspect.AMP
-    needs = ("scale",)
+    needs = ("scaler", "Scaler")  # scaler.step is what it looks for
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for loop in ctx.module.loops:

@@ -54,7 +54,7 @@ class EntryPointWithoutSeed(Rule):
             trains = generic_seed = backward = stepped = False
             seeded: set[str] = set()
             used: set[str] = set()
-            for step in flow(ctx.program, ctx.module, body):
+            for step in flow(ctx.program, ctx.module, body, only=(ast.Call,)):
                 node = step.node
                 if not isinstance(node, ast.Call):
                     continue
