@@ -47,6 +47,8 @@ class ExportDiffResult:
     server_layers: tuple[Any, ...] = ()  # ServerLayer rows, when compared on a Triton twin
     padding: Any = None  # gapcheck.export_diff.padding.PaddingResult, with --pad-check
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the ONNX model compared (onnx.ModelProto)
+    # torch's names of every model output, in its order (the ONNX file may hold only some of them)
+    model_outputs: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> Verdict:

@@ -380,6 +380,7 @@ def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, pol
         batch_checks=batch_checks,
         timings=timings,
         onnx_model=plan.exported.model,
+        model_outputs=tuple(plan.output_names),
     )
 
 

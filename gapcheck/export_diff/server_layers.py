@@ -46,7 +46,8 @@ def compare_on_server(
         endpoint, model, result.onnx_model, [layer.onnx_value for layer in comparable], sample, version=version,
         extra_files={path.name: path.read_bytes() for path in twin_files},
     )
-    output_names = [o.name for o in result.onnx_model.graph.output]
+    # torch names all of the model's outputs; the file may hold only some of them
+    output_names = list(result.model_outputs) or [o.name for o in result.onnx_model.graph.output]
     capture = TorchBackend(module, list(sample), output_names).capture(sample, modules=[x.module for x in comparable])
     rows = []
     for layer in comparable:

@@ -190,11 +190,14 @@ def localization_table(result: ExportDiffResult) -> Table:
 
     fd = result.first_divergence
     assert fd is not None
-    rows = (("module", fd.module), ("cause", f"{fd.cause}: {fd.how}"), ("source", fd.source or "-"),
+    rows: tuple[tuple[str, str], ...] = (("module", fd.module), ("cause", f"{fd.cause}: {fd.how}"), ("source", fd.source or "-"),
             ("ONNX ops", ", ".join(fd.op_types) or "-"), ("sample", str(fd.sample)),
             ("output max |err|", num(fd.output_max_abs)), ("input max |err|", num(fd.input_max_abs)),
             ("local max |err| (torch's inputs)", num(fd.local_max_abs)), ("amplification", num(fd.amplification)),
             ("note", fd.note or "-"))
+    if fd.fused:
+        rows += (("fused group", " + ".join(fd.group)),)
+    rows += tuple(("differs from the checkpoint", d) for d in fd.differences)
     return Table("localization of the first divergence", ("", "value"), rows)
 
 
