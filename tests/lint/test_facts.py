@@ -49,3 +49,23 @@ def test_loss_scaler_objects() -> None:
     assert is_loss_scaler_call(module, call_on(module, "other_scaler"))  # unbound, given a loss and an optimizer
     assert classify(module, call_on(module, "loss_scaler")) == (Kind.BACKWARD, Kind.SCALER_STEP)
     assert not is_loss_scaler_call(module, call_on(module, "feature_scaler"))
+
+
+def test_objects_of_project_classes_are_followed_into_call_and_methods(tmp_path: Path) -> None:
+    from gapcheck.lint.symbols import Program
+
+    (tmp_path / "amp.py").write_text("class Wrapper:\n    def backward(self, loss):\n        loss.backward()\n")
+    (tmp_path / "train.py").write_text(
+        "from amp import Wrapper\n\n\nclass NativeScaler:\n    def __call__(self, loss, optimizer):\n"
+        "        pass\n\n\nloss_scaler = NativeScaler()\nwrapper = Wrapper()\nloss_scaler(loss, optimizer)\n"
+        "wrapper.backward(loss)\nunknown(loss)\n")
+    program = Program([tmp_path])
+    from gapcheck.lint.source import read_source
+
+    module = program.add(read_source(tmp_path / "train.py", "train.py"))
+    calls = {ast.unparse(c.func): c for c in module.calls}
+    called = program.resolve(module, calls["loss_scaler"])
+    assert called is not None and called[1].name == "__call__"
+    method = program.resolve(module, calls["wrapper.backward"])
+    assert method is not None and method[1].name == "backward" and method[0].source.path.name == "amp.py"
+    assert program.resolve(module, calls["unknown"]) is None
