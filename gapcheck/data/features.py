@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.data.readers import iter_frames, iter_images
-from gapcheck.data.sketches import ColumnStats, Reservoir, column_stats
+from gapcheck.data.sketches import KLL_SHARD_VALUES, ColumnStats, Reservoir, column_stats, name_priorities
 
 IMAGE_FEATURES = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b", "brightness", "width", "height",
                   "aspect_ratio")
@@ -58,28 +58,67 @@ def side_partial(payload: dict[str, Any], columns: list[str] | None, seed: int, 
     if payload["kind"] == "images" or payload.get("sample_kind") == "images":
         frame, names, bad = image_rows(payload)
         return _frame_partial(frame, names, bad, columns, seed, k, exclude)
+    if payload["kind"] == "table" and payload.get("format") in ("parquet", "pq") and not exclude:
+        return _parquet_partial(payload, columns, seed, k)
     merged = SidePartial(reservoir=Reservoir(k=k))
     for shard in iter_frames(payload):  # CSV files come in chunks: memory per worker stays bounded
         merged = merged.merge(_frame_partial(shard.data, shard.names, list(shard.bad), columns, seed, k, exclude))
     return merged
 
 
+BLOCK_CELLS = 4_000_000  # a parquet row group is read this many cells (~32 MB of float64) at a time
+
+
+def _parquet_partial(payload: dict[str, Any], columns: list[str] | None, seed: int, k: int) -> SidePartial:
+    """One parquet row group, read in blocks of columns (memory per worker bounded by :data:`BLOCK_CELLS`, not by
+    the table's width); the rows' sample is chosen once (seeded name priorities) and taken from every block."""
+    from gapcheck.data.readers import parquet_file, row_names
+
+    with parquet_file(payload["url"]) as handle:
+        meta = handle.metadata.row_group(payload["row_group"])
+        rows = meta.num_rows
+        schema = handle.schema_arrow
+        index = {i for i in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(i, str)}
+        available = [str(n) for n in schema.names if n not in index]  # pandas' stored index is not a feature
+        if columns:
+            missing = [c for c in columns if c not in available]
+            if missing:
+                from gapcheck.errors import UsageError
+                raise UsageError(f"{payload['name']}: no column(s) {', '.join(missing)}")
+        wanted = list(columns) if columns else available
+        names = row_names(payload, rows)
+        priorities = name_priorities(names, seed) if names else np.zeros(0, np.uint64)
+        keep = np.argsort(priorities, kind="stable")[:k]  # the shard's sample: k smallest priorities
+        step = max(1, BLOCK_CELLS // max(rows, 1))
+        stats: dict[str, ColumnStats] = {}
+        sampled: dict[str, np.ndarray] = {}
+        for start in range(0, len(wanted), step):
+            block = handle.read_row_group(payload["row_group"], columns=wanted[start:start + step]).to_pandas()
+            block = block.rename(columns=str)
+            for name in wanted[start:start + step]:
+                values = _sample_values(block[name])[keep]
+                sampled[name] = values
+                stats[name] = column_stats(block[name], names, values[:KLL_SHARD_VALUES] if rows > KLL_SHARD_VALUES
+                                           else None)
+            del block
+    reservoir = Reservoir(k=k, priorities=priorities[keep], columns=sampled, seen=rows)
+    return SidePartial(columns=stats, order=[n for n in wanted if n in stats], reservoir=reservoir, rows=rows)
+
+
 def _frame_partial(frame: Any, names: list[str], bad: list[tuple[str, str]], columns: list[str] | None, seed: int,
                    k: int, exclude: tuple[str, ...]) -> SidePartial:
     wanted = [c for c in (columns or [str(c) for c in frame.columns]) if c not in exclude]
     frame = frame.rename(columns=str)
-    stats: dict[str, ColumnStats] = {}
     sampled: dict[str, np.ndarray] = {}
-    for name in wanted:
-        if name not in frame.columns:
-            continue
-        stats[name] = column_stats(frame[name], names)
-        sampled[name] = _sample_values(frame[name])
-    for name in exclude:  # e.g. the label: sampled with its rows but never tested as a feature
+    for name in [*wanted, *exclude]:  # excluded columns (e.g. the label) are sampled with their rows, never tested
         if name in frame.columns:
             sampled[name] = _sample_values(frame[name])
-    return SidePartial(columns=stats, order=[n for n in wanted if n in stats],
-                       reservoir=Reservoir.of(names, sampled, seed, k), rows=len(names), bad=bad)
+    reservoir = Reservoir.of(names, sampled, seed, k)
+    few = len(names) > KLL_SHARD_VALUES
+    stats = {name: column_stats(frame[name], names, reservoir.columns[name][:KLL_SHARD_VALUES] if few else None)
+             for name in wanted if name in frame.columns}
+    return SidePartial(columns=stats, order=[n for n in wanted if n in stats], reservoir=reservoir, rows=len(names),
+                       bad=bad)
 
 
 def _sample_values(values: Any) -> np.ndarray:

@@ -281,10 +281,8 @@ def read_frame(payload: dict[str, Any]) -> Frame:
         return _dataset_frame(payload)
     fmt, url = payload["format"], payload["url"]
     if fmt in ("parquet", "pq"):
-        import pyarrow.parquet as pq
-
-        with open_file(url) as handle:
-            frame = pq.ParquetFile(handle).read_row_group(payload["row_group"]).to_pandas()
+        with parquet_file(url) as handle:
+            frame = handle.read_row_group(payload["row_group"]).to_pandas()
     elif fmt == "csv":
         with open_file(url) as handle:
             frame = pd.read_csv(handle, low_memory=False)
@@ -293,6 +291,26 @@ def read_frame(payload: dict[str, Any]) -> Frame:
     else:
         frame = _npz_frame(url, payload.get("columns"))
     return _named(frame, payload, payload.get("first_row", 0))
+
+
+@contextlib.contextmanager
+def parquet_file(url: str) -> Iterator[Any]:
+    """A ``pyarrow.parquet.ParquetFile``: local paths through Arrow's own (memory-mapped) reader, URLs through
+    :func:`gapcheck.data.remote.open_file` (every request under the remote deadline)."""
+    import pyarrow.parquet as pq
+
+    if "://" not in url:
+        with pq.ParquetFile(url, memory_map=True) as local:
+            yield local
+        return
+    with open_file(url) as handle, pq.ParquetFile(handle) as remote:
+        yield remote
+
+
+def row_names(payload: dict[str, Any], rows: int) -> list[str]:
+    """The item names of a table shard's rows (``file:row``), as :func:`iter_frames` gives them."""
+    first = payload.get("first_row", 0)
+    return [f"{payload['name']}:{first + i}" for i in range(rows)]
 
 
 def _named(frame: Any, payload: dict[str, Any], first: int) -> Frame:
