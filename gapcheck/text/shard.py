@@ -213,23 +213,38 @@ def _statistics(stage: LoadedStage, good: list[Row], stats: StageStats) -> None:
         return
     content = [_attended(r) for r in good]
     lengths = np.fromiter(map(len, content), np.int64, len(content))
-    stats.lengths.update(lengths.tolist())
-    stats.padded.update(len(r[0]) for r in good)
+    _count(stats.lengths, lengths)
+    _count(stats.padded, np.fromiter((len(r[0]) for r in good), np.int64, len(good)))
     limit = stage.info.max_length
     stats.at_limit = int(np.count_nonzero(lengths >= limit)) if limit else 0
     ids = np.fromiter(itertools.chain.from_iterable(content), np.int64, int(lengths.sum()))
     stats.tokens = int(ids.size)
+    small = bool(ids.size) and int(ids.min()) >= 0 and int(ids.max()) < (1 << 22)  # token ids: bincount, not sort
+    per_id = np.bincount(ids) if small else None
     if stage.info.unk_id is not None and ids.size:
         is_unk = ids == stage.info.unk_id
         owner = np.repeat(np.arange(len(good)), lengths)  # the sample each token belongs to
         per_sample = np.bincount(owner[is_unk], minlength=len(good))
         stats.unk = int(np.count_nonzero(is_unk))
-        stats.unk_per_sample.update(per_sample.tolist())
+        _count(stats.unk_per_sample, per_sample)
     if stage.info.special_ids and ids.size:
-        special = ids[np.isin(ids, stage.info.special_ids)]
-        stats.special.update(special.tolist())
-    small = ids.size and int(ids.min()) >= 0 and int(ids.max()) < (1 << 22)  # bincount beats unique on token ids
-    stats.seen = set((np.flatnonzero(np.bincount(ids)) if small else np.unique(ids)).tolist())
+        if per_id is not None:
+            stats.special.update({i: int(per_id[i]) for i in stage.info.special_ids if i < len(per_id) and per_id[i]})
+        else:
+            stats.special.update(ids[np.isin(ids, stage.info.special_ids)].tolist())
+    stats.seen = set((np.flatnonzero(per_id) if per_id is not None else np.unique(ids)).tolist())
+
+
+def _count(counter: Counter, values: np.ndarray) -> None:
+    """``counter.update(values)`` through numpy (small non-negative integers: one bincount, not a loop)."""
+    if not values.size:
+        return
+    if int(values.min()) >= 0 and int(values.max()) < (1 << 22):
+        counts = np.bincount(values)
+        present = np.flatnonzero(counts)
+        counter.update(dict(zip(present.tolist(), counts[present].tolist(), strict=True)))
+    else:
+        counter.update(values.tolist())
 
 
 def _compare_pairs(stages: Sequence[LoadedStage], samples: Sequence[tuple[str, str]],
