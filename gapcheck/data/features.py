@@ -93,12 +93,12 @@ def _parquet_partial(payload: dict[str, Any], columns: list[str] | None, seed: i
         stats: dict[str, ColumnStats] = {}
         sampled: dict[str, np.ndarray] = {}
         for start in range(0, len(wanted), step):
-            block = handle.read_row_group(payload["row_group"], columns=wanted[start:start + step]).to_pandas()
-            block = block.rename(columns=str)
-            for name in wanted[start:start + step]:
-                values = _sample_values(block[name])[keep]
-                sampled[name] = values
-                stats[name] = column_stats(block[name], names, values[:KLL_SHARD_VALUES] if rows > KLL_SHARD_VALUES
+            block = handle.read_row_group(payload["row_group"], columns=wanted[start:start + step])
+            for name, column in zip(wanted[start:start + step], block.columns, strict=True):
+                values = _arrow_values(column)
+                sample = _sample_values(values)[keep]
+                sampled[name] = sample
+                stats[name] = column_stats(values, names, sample[:KLL_SHARD_VALUES] if rows > KLL_SHARD_VALUES
                                            else None)
             del block
     reservoir = Reservoir(k=k, priorities=priorities[keep], columns=sampled, seen=rows)
@@ -121,9 +121,22 @@ def _frame_partial(frame: Any, names: list[str], bad: list[tuple[str, str]], col
                        bad=bad)
 
 
+def _arrow_values(column: Any) -> Any:
+    """An Arrow column as a numpy array when it is plain numbers without nulls (zero copy for one chunk), else
+    as the pandas Series the general statistics path reads."""
+    import pyarrow as pa
+
+    kind = column.type
+    if column.null_count == 0 and (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        return column.to_numpy()
+    return column.to_pandas()
+
+
 def _sample_values(values: Any) -> np.ndarray:
     import pandas as pd
 
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values.astype(np.float64, copy=False)
     if values.dtype.kind in "biuf":
         return values.to_numpy(dtype=np.float64)
     return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)

@@ -61,14 +61,27 @@ class Reservoir:
 
     def merge(self, other: "Reservoir") -> "Reservoir":
         names = sorted(set(self.columns) | set(other.columns))
-        columns = {n: np.concatenate([_column(self, n), _column(other, n)]) for n in names}
-        merged = Reservoir(k=self.k, priorities=np.concatenate([self.priorities, other.priorities]), columns=columns,
+        # A full reservoir's largest priority bounds what can stay: rows above it are dropped before copying any
+        # column (on a 1,000-column table the copies are the merge's cost).
+        limits = [r.priorities[-1] for r in (self, other) if len(r.priorities) >= self.k and len(r.priorities)]
+        parts = [_below(r, min(limits)) if limits else r for r in (self, other)]
+        columns = {n: np.concatenate([_column(p, n) for p in parts]) for n in names}
+        merged = Reservoir(k=self.k, priorities=np.concatenate([p.priorities for p in parts]), columns=columns,
                            seen=self.seen + other.seen)
         return merged._trim()  # by priority: the result does not depend on which side came first
 
     def dkw_bound(self, confidence: float = 0.95) -> float:
         n = len(self.priorities)
         return math.sqrt(math.log(2 / (1 - confidence)) / (2 * n)) if n else 1.0
+
+
+def _below(reservoir: Reservoir, limit: Any) -> Reservoir:
+    """The rows of ``reservoir`` whose priority is at most ``limit`` (all of them when none is above)."""
+    keep = reservoir.priorities <= limit
+    if keep.all():
+        return reservoir
+    return Reservoir(k=reservoir.k, priorities=reservoir.priorities[keep],
+                     columns={n: v[keep] for n, v in reservoir.columns.items()}, seen=reservoir.seen)
 
 
 def _column(reservoir: Reservoir, name: str) -> np.ndarray:
