@@ -165,7 +165,7 @@ def pair_findings(ref: str, cand: str, pair: PairStats, divergences: Sequence[Di
         code = codes.UNEXPLAINED if cause == codes.UNEXPLAINED.code else _code(cause)
         message = (f"{cand} tokenizes {len(items)} of {len(mine)} diagnosed differing sample(s) differently from "
                    f"{ref} ({pair.differing} of {pair.compared} differ): {first.detail_of(cause)}")
-        findings.append(code.finding(message, subject=Subject(stage=pair_key(ref, cand), sample=first.sample),
+        findings.append(code.finding(message, subject=Subject(stage=pair_key(ref, cand)),  # stable: no sample
                                      evidence=_divergence_evidence(first, items, pair, len(mine))))
     return findings
 

@@ -157,8 +157,6 @@ class Encoded:
     ids: np.ndarray
     mask: np.ndarray | None = None
     types: np.ndarray | None = None
-    tokens: tuple[str, ...] | None = None  # the token strings, when the output carries them (a fast BatchEncoding)
-    offsets: tuple[tuple[int, int], ...] | None = None
 
     @property
     def length(self) -> int:
