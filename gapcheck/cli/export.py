@@ -36,8 +36,6 @@ def command(
     model, inputs = groups[ModelSource].require(), groups[InputSource]
     if not inputs.specs:
         raise UsageError("give the model's inputs: --input name:shape:dtype (repeatable)")
-    result = export_model_repository(
-        model.checkpoint, model.factory, inputs.specs, triton_repo, name, version=version,
-        max_batch_size=max_batch_size, instance_kind=instance_kind.value, unsafe_pickle=model.unsafe_pickle,
-        strict=model.strict, export=groups[ExportSpec])
+    result = export_model_repository(model, inputs.specs, triton_repo, name, export=groups[ExportSpec],
+                                     version=version, max_batch_size=max_batch_size, instance_kind=instance_kind.value)
     raise typer.Exit(groups[ReportTargets].emit(result))

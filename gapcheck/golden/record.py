@@ -231,8 +231,7 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
     from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
     from gapcheck.backends.torch_eager import TorchBackend
-    from gapcheck.codes.nightly import REFERENCE_DISAGREES
-    from gapcheck.compare import Tolerance, compare_arrays
+
     out = Path(request.out)
     check_out(out, request.overwrite)
     request.model.require()
@@ -250,7 +249,6 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     tick = time.perf_counter()
     export = request.export
     exported, _ = export.obtain(module, samples[0], cache=export.cache(request.model))
-    cached = exported.cached
     timings["export"] = time.perf_counter() - tick
     input_names = [i.name for i in exported.model.graph.input]
     output_names = [o.name for o in exported.model.graph.output]
@@ -267,41 +265,10 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     timings["onnxruntime"] = time.perf_counter() - tick
 
     tolerances = _tolerances(request, reference)
-    findings = []
-    for name in output_names:
-        tol = Tolerance(rtol=tolerances[name]["rtol"], atol=tolerances[name]["atol"])
-        stats = compare_arrays(ort[name], reference[name], tol)
-        if not stats.passed:
-            findings.append(REFERENCE_DISAGREES.finding(
-                f"output {name}: ONNX Runtime differs from torch by max |err| {stats.max_abs:.3g} at record time",
-                subject=Subject(output=name), evidence={"max_abs": stats.max_abs, "max_rel": stats.max_rel,
-                                                        "mismatch_fraction": stats.mismatch_fraction, **tolerances[name]}))
-
-    findings += _insensitive_outputs(reference, tolerances)
-
+    findings = _reference_findings(output_names, reference, ort, tolerances) + _insensitive_outputs(reference, tolerances)
     onnx_bytes = exported.model.SerializeToString()
-    checkpoint = None
-    if request.model.checkpoint is not None:
-        path = Path(request.model.checkpoint)
-        checkpoint = {"file": path.name, "sha256": fmt.file_sha256(path),
-                      "kind": loaded.kind}
-    manifest: dict[str, Any] = {
-        "kind": fmt.KIND, "format_version": fmt.FORMAT_VERSION,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(),
-        "model": {"factory": request.model.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
-                  "fallback_reason": exported.fallback_reason, "export_cached": cached},
-        "onnx": {"file": fmt.ONNX_FILE, "sha256": sha256_bytes(onnx_bytes)},
-        "inputs": [fmt.TensorInfo(n, str(stacked[n].dtype), (1, *stacked[n].shape[1:])).as_dict() for n in input_names],
-        "input_specs": list(request.inputs.specs),
-        "outputs": [fmt.TensorInfo(n, str(reference[n].dtype), (1, *reference[n].shape[1:])).as_dict()
-                    for n in output_names],
-        "samples": {"count": count, **source,
-                    "fingerprints": [{n: fingerprint(s[n]) for n in input_names} for s in samples]},
-        "tolerances": {**request.tolerance.as_dict(), "outputs": tolerances},
-        "preprocess": preprocess,
-        "record_findings": [{"code": f.code, "message": f.message} for f in findings],
-    }
+    manifest = _manifest(request, loaded, exported, onnx_bytes, stacked, reference, samples, source, preprocess,
+                         tolerances, findings)
     tick = time.perf_counter()
     bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
     timings["write"] = time.perf_counter() - tick
@@ -315,6 +282,51 @@ def _save_tensors(path: Path, arrays: dict[str, np.ndarray], mode: int) -> None:
     # safetensors creates its files private (0600): a nightly job running as another user (a read-only
     # volume in a pod) could not read them. They get the mode every other bundle file has.
     path.chmod(mode)
+
+
+def _reference_findings(output_names: list[str], reference: dict[str, np.ndarray], ort: dict[str, np.ndarray],
+                        tolerances: dict[str, dict[str, float]]) -> list[Finding]:
+    """Outputs on which ONNX Runtime already disagrees with torch at record time (no deployment could pass them)."""
+    from gapcheck.codes.nightly import REFERENCE_DISAGREES
+    from gapcheck.compare import Tolerance, compare_arrays
+
+    findings = []
+    for name in output_names:
+        tol = Tolerance(rtol=tolerances[name]["rtol"], atol=tolerances[name]["atol"])
+        stats = compare_arrays(ort[name], reference[name], tol)
+        if not stats.passed:
+            findings.append(REFERENCE_DISAGREES.finding(
+                f"output {name}: ONNX Runtime differs from torch by max |err| {stats.max_abs:.3g} at record time",
+                subject=Subject(output=name), evidence={"max_abs": stats.max_abs, "max_rel": stats.max_rel,
+                                                        "mismatch_fraction": stats.mismatch_fraction, **tolerances[name]}))
+    return findings
+
+
+def _manifest(request: RecordRequest, loaded: Any, exported: Any, onnx_bytes: bytes, stacked: dict[str, np.ndarray],
+              reference: dict[str, np.ndarray], samples: Sequence[dict[str, np.ndarray]], source: dict,
+              preprocess: dict | None, tolerances: dict[str, dict[str, float]], findings: list[Finding]) -> dict[str, Any]:
+    input_names, output_names = list(stacked), list(reference)
+    checkpoint = None
+    if request.model.checkpoint is not None:
+        path = Path(request.model.checkpoint)
+        checkpoint = {"file": path.name, "sha256": fmt.file_sha256(path), "kind": loaded.kind}
+    return {
+        "kind": fmt.KIND, "format_version": fmt.FORMAT_VERSION,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "model": {"factory": request.model.factory, "checkpoint": checkpoint, "exporter": exported.exporter,
+                  "fallback_reason": exported.fallback_reason, "export_cached": exported.cached},
+        "onnx": {"file": fmt.ONNX_FILE, "sha256": sha256_bytes(onnx_bytes)},
+        "inputs": [fmt.TensorInfo(n, str(stacked[n].dtype), (1, *stacked[n].shape[1:])).as_dict() for n in input_names],
+        "input_specs": list(request.inputs.specs),
+        "outputs": [fmt.TensorInfo(n, str(reference[n].dtype), (1, *reference[n].shape[1:])).as_dict()
+                    for n in output_names],
+        "samples": {"count": len(samples), **source,
+                    "fingerprints": [{n: fingerprint(s[n]) for n in input_names} for s in samples]},
+        "tolerances": {**request.tolerance.as_dict(), "outputs": tolerances},
+        "preprocess": preprocess,
+        "record_findings": [{"code": f.code, "message": f.message} for f in findings],
+    }
 
 
 def _swap_in(staging: Path, out: Path, overwrite: bool) -> None:

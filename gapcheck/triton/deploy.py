@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gapcheck.findings import Finding, Verdict
-from gapcheck.groups import ExportSpec
+from gapcheck.groups import ExportSpec, InputSource, ModelSource
 from gapcheck.report.contract import Chart, Check, Table
 from gapcheck.triton.audit_result import ServedTensor
 from gapcheck.triton.url import check_model_name
@@ -100,27 +100,18 @@ def _config_tensors(entries: Any) -> tuple[ServedTensor, ...]:
 
 
 def export_model_repository(
-    checkpoint: str | Path | None,
-    factory: str | None,
-    input_specs: list[str] | tuple[str, ...],
+    model: ModelSource,
+    input_specs: Sequence[str],
     repo_dir: str | Path,
     name: str,
     *,
-    exporter: str = "dynamo",
-    opset: int | None = None,
+    export: ExportSpec | None = None,
     version: int = 1,
     max_batch_size: int | None = None,
     instance_kind: str = "KIND_CPU",
-    unsafe_pickle: bool = False,
-    strict: bool = True,
-    save_onnx_path: str | Path | None = None,
-    export: ExportSpec | None = None,
 ) -> ExportRepositoryResult:
-    """Load the model, export it with a dynamic batch axis, and write ``repo_dir/name``.
-
-    ``export`` (the group: exporter, opset, cache, where to save a copy) replaces ``exporter``/``opset``/
-    ``save_onnx_path`` when given; without it the export is made afresh (no cache), as before."""
-    from gapcheck.groups import InputSource, ModelSource
+    """Load ``model``, export it with a dynamic batch axis (``export``: exporter, opset, the export cache, where to
+    save a copy; default: the group's defaults), and write ``repo_dir/name``."""
     from gapcheck.triton.repository import (
         check_model_target,
         check_repository_dir,
@@ -134,15 +125,13 @@ def export_model_repository(
     check_model_name(name)
     check_repository_dir(repo_dir)
     check_model_target(repo_dir, name, version)
-    export = export or ExportSpec(exporter=exporter, opset=opset, no_cache=True,
-                                  save_onnx=None if save_onnx_path is None else Path(save_onnx_path))
+    export = export or ExportSpec()
     sample = InputSource(specs=tuple(input_specs), num_samples=1, seed=0).samples()[0]
-    source = ModelSource(None if checkpoint is None else Path(checkpoint), factory, unsafe_pickle, strict)
-    module = source.load().module.eval()  # a deployment serves inference mode
+    module = model.load().module.eval()  # a deployment serves inference mode
     # Outputs named as the model names them ("output", "logits", ...): what export-diff's own export names them,
     # so `export-diff --triton-url` without --onnx finds the served names it expects. The same export path and
     # cache as export-diff and golden record (ExportSpec.obtain).
-    exported, _ = export.obtain(module, sample, cache=export.cache(source))
+    exported, _ = export.obtain(module, sample, cache=export.cache(model))
     notes = list(exported.warnings)
     dynamic = has_dynamic_batch(exported.model)
     if not dynamic and max_batch_size is None:
