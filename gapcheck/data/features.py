@@ -96,7 +96,8 @@ def _parquet_partial(payload: dict[str, Any], columns: list[str] | None, seed: i
             block = handle.read_row_group(payload["row_group"], columns=wanted[start:start + step])
             for name, column in zip(wanted[start:start + step], block.columns, strict=True):
                 values = _arrow_values(column)
-                sample = _sample_values(values)[keep]
+                sample = (values[keep].astype(np.float64) if isinstance(values, np.ndarray)  # take, then widen
+                          else _sample_values(values)[keep])
                 sampled[name] = sample
                 stats[name] = column_stats(values, names, sample[:KLL_SHARD_VALUES] if rows > KLL_SHARD_VALUES
                                            else None)
