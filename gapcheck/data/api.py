@@ -25,7 +25,8 @@ from gapcheck.data.features import SidePartial
 from gapcheck.data.near import ENGINE_SEARCH_PAIRS
 from gapcheck.data.sketches import kll_rank_error
 from gapcheck.data.sources import SourcePlan, SourceSpec, parse_split, plan
-from gapcheck.engines import Engine, open_engine, run_job
+from gapcheck.engines import Engine, run_job
+from gapcheck.groups import EngineSpec
 from gapcheck.progress import ProgressReporter
 
 DEFAULT_SHARD_SIZE = 256  # images per shard; tables shard by parquet row group / npy block / file
@@ -44,7 +45,7 @@ def _engine_scope(engine: Engine | None) -> Iterator[Engine]:
     if engine is not None:
         yield engine
         return
-    with open_engine("local") as own:
+    with EngineSpec().open() as own:  # the engine group's default (a local process pool)
         yield own
 
 

@@ -102,19 +102,13 @@ def _bytes(megabytes: int | None) -> int | None:
 def output_names(module: Any, sample: dict[str, Any]) -> list[str]:
     """Run the model once on ``sample``: its own names of its output tensors (``logits``, ``past_key_values.0.key``).
     Inputs it does not accept are an InputError (exit 2); a model that returns no tensor a UsageError."""
-    import torch
+    from gapcheck.model.outputs import output_names as run_and_name
 
-    from gapcheck.model.outputs import named_tensor_leaves
-    from gapcheck.tensors import contiguous
-
-    tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]
     try:
-        with torch.no_grad():
-            output = module(*tensors)
+        names = run_and_name(module, sample)
     except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
         shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
         raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}") from exc
-    names = [name for name, _ in named_tensor_leaves(output)]
     if not names:
-        raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
+        raise UsageError("the model returns no tensor: nothing to compare")
     return names

@@ -1,9 +1,11 @@
-"""``run_nightly``: verify the bundle, take the lock, check every endpoint, record, alert.
+"""``run_nightly``: open the bundle, take the lock, check every endpoint, record, alert.
 
-Order matters for cron: the golden bundle is verified first (a bad bundle is exit 2 before anything
-is recorded); then the history's lock is taken (bounded wait, exit 3); then each endpoint is checked
-independently, classified against its own history, recorded in one transaction, and alerted on. A
-crash between endpoints leaves every endpoint recorded so far intact; the run row then lacks
+Order matters for cron: the golden bundle's manifest is checked first and its files' SHA256 run on a thread
+(:func:`gapcheck.golden.bundle.open_bundle`); the history's lock is taken (bounded wait, exit 3; a bad bundle is
+still exit 2); the first endpoint's readiness and requests go out while the hashes finish, and nothing is
+compared, and the history not opened, before the bundle is verified — a bad bundle is exit 2 with nothing
+recorded. Then each endpoint is classified against its own history, recorded in one transaction, and alerted
+on. A crash between endpoints leaves every endpoint recorded so far intact; the run row then lacks
 ``finished_at``.
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,12 +24,12 @@ from typing import Any
 
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject, Verdict
-from gapcheck.golden.bundle import GoldenBundle, load_bundle
+from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
 from gapcheck.groups import TritonTarget, check_number
 from gapcheck.nightly import alerts as webhook
 from gapcheck.nightly.config import DEFAULT_LOCK_WAIT_S, MAX_LOCK_WAIT_S, EndpointSpec, WebhookFormat, check_webhook_url
 from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord
-from gapcheck.nightly.lock import HistoryLock
+from gapcheck.nightly.lock import HistoryLock, LockTimeout
 from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
 from gapcheck.nightly.result import EndpointReport, NightlyResult
 from gapcheck.nightly.status import DriftParameters, Status, Tonight, classify
@@ -185,10 +187,47 @@ def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, histo
 
 
 def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointReport], None] | None = None) -> NightlyResult:
-    """Check every endpoint of ``request`` against the golden bundle and record the night (see the module docstring)."""
-    from gapcheck.codes.nightly import WEBHOOK_FAILED
+    """Check every endpoint of ``request`` against the golden bundle and record the night (see the module docstring).
+
+    The bundle's SHA256 runs on a thread while the first endpoint's readiness and first requests go out
+    (:func:`gapcheck.golden.bundle.open_bundle`); nothing is compared, and the history is not even opened, before the
+    bundle is verified: a bad bundle is exit 2 with nothing recorded, whatever the endpoint did."""
     from gapcheck.version import __version__
 
+    _check_request(request)
+    start = time.monotonic()
+    pending = open_bundle(request.golden)  # the manifest is checked now; the files' hashes on a thread
+    timings = {"open_golden": time.monotonic() - start}
+    with ExitStack() as stack:
+        try:
+            lock = stack.enter_context(HistoryLock(request.history, request.lock_wait_s))
+        except LockTimeout:
+            pending.result()  # a bad bundle is still exit 2, not a busy lock
+            raise
+        timings["lock_wait"] = lock.waited_s
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+        started_at = _now()
+        first = request.endpoints[0]
+        first_outcome = _check(first, pending, request)  # beside the hashes
+        bundle = pending.result()
+        timings["verify_golden"] = time.monotonic() - start
+        history = stack.enter_context(History(request.history))
+        history.start_run(run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
+        night = _Night(request, history, bundle, run_id, on_endpoint)
+        night.add(first, first_outcome, started_at)
+        for spec in request.endpoints[1:]:
+            endpoint_started = _now()
+            night.add(spec, _check(spec, bundle, request), endpoint_started)
+        timings["total"] = time.monotonic() - start
+        result = NightlyResult(run_id=run_id, started_at=started_at, golden=bundle.summary(),
+                               history=str(request.history), endpoints=tuple(night.reports),
+                               alerts=tuple(night.deliveries), extra_findings=tuple(night.extra), seconds=timings)
+        history.finish_run(run_id, _now(), int(result.exit_code))
+    return result
+
+
+def _check_request(request: NightlyRequest) -> None:
+    """What can be refused before any work (exit 2)."""
     if not request.endpoints:
         raise UsageError("no endpoints to check: give at least one NAME=URL")
     names = [e.name for e in request.endpoints]
@@ -197,44 +236,39 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     if request.webhook is not None:
         check_webhook_url(request.webhook.url)
         _ = request.webhook.secret  # a missing secret variable is a configuration error, before any work
-    start = time.monotonic()
-    bundle = load_bundle(request.golden)
-    timings = {"verify_golden": time.monotonic() - start}
-    with HistoryLock(request.history, request.lock_wait_s) as lock, History(request.history) as history:
-        timings["lock_wait"] = lock.waited_s
-        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
-        started_at = _now()
-        # The run's first write (SQLite creates its WAL: 10-20 ms on a slow disk) goes on beside the first
-        # endpoint's check; the history is not touched again until it is committed.
-        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nightly-history")
-        started = writer.submit(history.start_run, run_id, started_at, str(request.golden), bundle.bundle_hash,
-                                __version__)
-        writer.shutdown(wait=False)
-        reports, deliveries, extra = [], [], []
-        for spec in request.endpoints:
-            endpoint_started = _now()
-            try:
-                outcome = check_endpoint(spec, bundle, max_in_flight=request.max_in_flight,
-                                         deadline_s=request.deadline_s, retries=request.retries, audit=request.audit)
-            finally:
-                started.result()  # the run row is committed before any endpoint row (or its error raised here)
-            report = _report(outcome, history, bundle, request.drift, endpoint_started)
-            history.add_endpoint_result(_record(report, run_id, endpoint_started, bundle))
-            reports.append(report)
-            if on_endpoint is not None:
-                on_endpoint(report)
-            if request.webhook is not None and report.status.alerts:
-                delivery = _alert(report, request.webhook, run_id, history)
-                deliveries.append(delivery)
-                if not delivery.delivered:
-                    extra.append(WEBHOOK_FAILED.finding(
-                        f"alert for {spec.name} ({report.status.value}) to {delivery.target} failed after "
-                        f"{delivery.attempts} attempt(s): {delivery.error}",
-                        subject=Subject(endpoint=spec.name, other="webhook"),
-                        evidence={"target": delivery.target, "attempts": delivery.attempts, "error": delivery.error}))
-        timings["total"] = time.monotonic() - start
-        result = NightlyResult(run_id=run_id, started_at=started_at, golden=bundle.summary(),
-                               history=str(request.history), endpoints=tuple(reports), alerts=tuple(deliveries),
-                               extra_findings=tuple(extra), seconds=timings)
-        history.finish_run(run_id, _now(), int(result.exit_code))
-    return result
+
+
+def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: NightlyRequest) -> EndpointOutcome:
+    return check_endpoint(spec, bundle, max_in_flight=request.max_in_flight, deadline_s=request.deadline_s,
+                          retries=request.retries, audit=request.audit)
+
+
+class _Night:
+    """Tonight's endpoints as they are checked: classified, recorded, alerted on."""
+
+    def __init__(self, request: NightlyRequest, history: History, bundle: GoldenBundle, run_id: str,
+                 on_endpoint: Callable[[EndpointReport], None] | None) -> None:
+        self.request, self.history, self.bundle, self.run_id, self.on_endpoint = request, history, bundle, run_id, on_endpoint
+        self.reports: list[EndpointReport] = []
+        self.deliveries: list[webhook.Delivery] = []
+        self.extra: list[Finding] = []
+
+    def add(self, spec: EndpointSpec, outcome: EndpointOutcome, endpoint_started: str) -> None:
+        from gapcheck.codes.nightly import WEBHOOK_FAILED
+
+        report = _report(outcome, self.history, self.bundle, self.request.drift, endpoint_started)
+        self.history.add_endpoint_result(_record(report, self.run_id, endpoint_started, self.bundle))
+        self.reports.append(report)
+        if self.on_endpoint is not None:
+            self.on_endpoint(report)
+        settings = self.request.webhook
+        if settings is None or not report.status.alerts:
+            return
+        delivery = _alert(report, settings, self.run_id, self.history)
+        self.deliveries.append(delivery)
+        if not delivery.delivered:
+            self.extra.append(WEBHOOK_FAILED.finding(
+                f"alert for {spec.name} ({report.status.value}) to {delivery.target} failed after "
+                f"{delivery.attempts} attempt(s): {delivery.error}",
+                subject=Subject(endpoint=spec.name, other="webhook"),
+                evidence={"target": delivery.target, "attempts": delivery.attempts, "error": delivery.error}))
