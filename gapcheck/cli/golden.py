@@ -12,8 +12,8 @@ import typer
 
 from gapcheck.cli.groups import Groups, declare, use
 from gapcheck.errors import ExitCode, UsageError
-from gapcheck.golden.record import RECORD_SAMPLES
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ReportTargets, ToleranceSpec
+from gapcheck.groups.inputs import RECORD_SAMPLES
 
 app = typer.Typer(name="golden", help="Record and verify golden bundles (the released checkpoint's answers).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)

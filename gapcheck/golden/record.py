@@ -28,6 +28,7 @@ from gapcheck.errors import InputError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.golden import bundle as fmt
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
+from gapcheck.groups.inputs import RECORD_SAMPLES
 from gapcheck.groups.keywords import with_keywords
 from gapcheck.tensors import fingerprint, sha256_bytes, summarize
 
@@ -35,9 +36,6 @@ logger = logging.getLogger(__name__)
 
 RECORD_BATCH = 32  # samples per torch / ONNX Runtime call while recording
 MAX_RAW_SAMPLE_BYTES = 256 * 1024 * 1024  # checked before a raw sample is read into memory
-
-
-RECORD_SAMPLES = 16  # golden samples recorded by default (the CLI's --num-samples default too)
 
 
 @dataclass(frozen=True, init=False)

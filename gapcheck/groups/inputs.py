@@ -9,6 +9,8 @@ from typing import Any, ClassVar, Optional
 from gapcheck.errors import UsageError
 from gapcheck.groups.base import Group, Opt, check_input_file
 
+RECORD_SAMPLES = 16  # golden record's default number of samples (its declaration and RecordRequest use this one)
+
 
 @dataclass(frozen=True)
 class InputSource(Group):

@@ -26,6 +26,11 @@ def _heavy_after(code: str) -> list[str]:
     "from gapcheck.cli.app import main; main(['--help'])",
     "from gapcheck.cli.app import main; main(['explain', 'layer_divergence']); main(['explain', '--list'])",
     "from gapcheck.cli.app import main; main(['export-diff', '--help'])",
+    # the option groups and every command module that declares them (issue 18): light at import
+    "import gapcheck.groups, gapcheck.groups.keywords, gapcheck.cli.groups",
+    "from gapcheck.cli.app import COMMANDS; from gapcheck.cli.lazy import load_command; "
+    "[load_command(n, s) for n, s in COMMANDS.items()]",
+    "from gapcheck.cli.app import main; main(['cache', 'info', '--cache-dir', '/nonexistent/gapcheck-cache'])",
 ])
 def test_nothing_heavy_is_imported(code):
     assert _heavy_after(code) == []
