@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "gapcheck.codes.data",
     "gapcheck.codes.lint",
     "gapcheck.codes.text",
+    "gapcheck.codes.precision",
 )
 
 _REGISTRY: dict[str, "Code"] = {}
