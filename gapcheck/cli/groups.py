@@ -82,7 +82,24 @@ def _typer_kind(opt: Opt) -> Any:
     return opt.kind
 
 
-def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False) -> inspect.Parameter:
+def _has_key(section: str, key: str) -> bool:
+    """Whether ``[section]``'s model takes ``key`` (the help names only the places that exist)."""
+    from gapcheck.config import section_model
+
+    model = section_model(section)
+    return model is not None and key in getattr(model, "model_fields", {})
+
+
+def _help(opt: Opt, group: type[Group], section: str | None) -> str:
+    """The option's help, plus where else it can be set (the command's section first, then the group's)."""
+    places = [s for s in (section, group.SECTION) if s and opt.key and _has_key(s, opt.key)]
+    if not places:
+        return opt.help
+    where = " or ".join(f"{s}.{opt.key} / {opt.environment(s)}" for s in places)
+    return f"{opt.help} Config: {where}."
+
+
+def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False, help: str | None = None) -> inspect.Parameter:
     kind = _typer_kind(opt)
     if get_origin(kind) is list:
         value: Any = []
@@ -94,7 +111,7 @@ def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False) -> inspe
         value = default
     if hidden and kind is not bool and get_origin(kind) is not list:
         kind = Optional[kind] if type(None) not in get_args(kind) else kind
-    info = typer.Option(value, flag, help=None if hidden else opt.help, hidden=hidden, metavar=opt.metavar,
+    info = typer.Option(value, flag, help=None if hidden else help or opt.help, hidden=hidden, metavar=opt.metavar,
                         show_default=not hidden and value not in (None, [], False))
     return inspect.Parameter("_", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
@@ -112,7 +129,7 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
         for u in uses:
             for opt in u.options():
                 base = param_name(u.group, opt)
-                added.append(_option(opt, u.default(opt), opt.flag).replace(name=base))
+                added.append(_option(opt, u.default(opt), opt.flag, help=_help(opt, u.group, section)).replace(name=base))
                 for i, alias in enumerate(opt.aliases):
                     added.append(_option(opt, None, alias, hidden=True).replace(name=f"{base}__alias{i}"))
         if "config" not in names:
@@ -200,8 +217,3 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
         built[u.group] = u.group(**fields_)
         given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
     return Groups(values=built, config=loaded, given=given_fields, flags=flag_fields)
-
-
-def declared(command: Callable[..., Any]) -> dict[str, inspect.Parameter]:
-    """A command's parameters as typer sees them (for tests and --help)."""
-    return dict(inspect.signature(command).parameters)

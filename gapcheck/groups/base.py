@@ -40,10 +40,9 @@ class Opt:
     secret: bool = False
     metavar: str | None = None
 
-    @property
-    def environment(self) -> str:
-        """The environment name of its ``[section] key`` is ``GAPCHECK_<SECTION>__<KEY>`` (gapcheck.config)."""
-        return f"__{(self.key or self.field).upper()}"
+    def environment(self, section: str) -> str | None:
+        """The environment variable that sets it through ``[section]`` (gapcheck.config: GAPCHECK_<SECTION>__<KEY>)."""
+        return None if self.key is None else f"GAPCHECK_{section.upper()}__{self.key.upper()}"
 
 
 class Group:
