@@ -4,9 +4,9 @@ Layout, per substring i (``widths[i]`` bits, taken from the top of the code down
 
 - ``hashes[i]``: the reference codes sorted by substring i (8 bytes per reference);
 - ``order[i]``: their original positions (4 bytes per reference while under 2³¹ references);
-- ``offsets[i]``: bucket starts, one per possible key, 2^widths[i] + 1 entries (8 bytes each).
+- ``offsets[i]``: bucket starts, one per possible key, 2^widths[i] + 1 entries (4 bytes each under 2³¹ references).
 
-Memory: m × (12 × N + 8 × 2^w) bytes — 10M references at m = 3 (w = 21, 21, 22): ~0.46 GB.
+Memory: m × (12 × N + 4 × 2^w) bytes — 10M references at m = 3 (w = 21, 21, 22): 0.37 GiB.
 
 A query block probes, per substring, its key XOR every ``flip`` (all w-bit values of at most ⌊r/m⌋ set
 bits), reads the buckets as contiguous slices of ``hashes[i]`` and keeps a candidate when its full
@@ -101,7 +101,8 @@ class HammingIndex:
             self.hashes.append(reference[order])
             self.order.append(order.astype(position))
             counts = np.bincount(keys.astype(np.int64), minlength=1 << w)
-            self.offsets.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            # int32 while it fits: half the table, so more of it stays in cache (probes are random reads into it)
+            self.offsets.append(np.concatenate([[0], np.cumsum(counts)]).astype(position))
 
     @property
     def nbytes(self) -> int:
@@ -138,7 +139,7 @@ class HammingIndex:
             begin = self.offsets[part][keys]
             counts = self.offsets[part][keys + 1]
             counts -= begin
-            per_query = np.cumsum(counts.sum(axis=1))
+            per_query = np.cumsum(counts.sum(axis=1, dtype=np.int64))
             first = 0
             while first < len(query):
                 # the next run of queries holding at most CHUNK candidates (at least one query)
@@ -164,13 +165,14 @@ class HammingIndex:
         if n == 0:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty
-        heads = np.cumsum(flat_counts)
+        heads = np.cumsum(flat_counts, dtype=np.int64)
         heads -= flat_counts
         heads -= begin.ravel()  # position = arange(n) - (flat start of the probe's run - its bucket start)
         position = np.arange(n, dtype=np.int64)
         position -= np.repeat(heads, flat_counts)
-        query_ends = np.cumsum(counts.sum(axis=1))
-        values = np.repeat(query, counts.sum(axis=1))
+        per_query = counts.sum(axis=1, dtype=np.int64)
+        query_ends = np.cumsum(per_query)
+        values = np.repeat(query, per_query)
         np.bitwise_xor(values, self.hashes[part][position], out=values)
         distance = np.bitwise_count(values)
         hits = np.flatnonzero(distance <= self.max_bits)
