@@ -41,9 +41,23 @@ def make_shards(wrapped: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> lis
     return [Shard(index=i, payload=job, items=shard_items(source)) for i, (job, source) in enumerate(wrapped)]
 
 
+REMOTE_FAILURE = "RemoteReadError: "  # how a worker's remote read failure reads in an item's reason or a shard's error
+
+
+def raise_remote_failure(reasons: Sequence[str]) -> None:
+    """A remote source that stopped answering in a worker ends the run like one that never answered on the driver:
+    one line, exit 3 (an incomplete check is not a finding about the data)."""
+    from gapcheck.data.remote import RemoteReadError
+
+    for reason in reasons:
+        if REMOTE_FAILURE in reason:
+            raise RemoteReadError(reason[reason.index(REMOTE_FAILURE) + len(REMOTE_FAILURE):])
+
+
 def bad_input_findings(label: str, bad: Sequence[tuple[str, str]]) -> list[Finding]:
     from gapcheck.codes import data as codes
 
+    raise_remote_failure([reason for _, reason in bad])
     if not bad:
         return []
     reasons: dict[str, int] = {}
@@ -60,6 +74,7 @@ def bad_input_findings(label: str, bad: Sequence[tuple[str, str]]) -> list[Findi
 def shard_failure_findings(failures: Sequence[ShardFailure]) -> list[Finding]:
     from gapcheck.codes import data as codes
 
+    raise_remote_failure([f.error for f in failures])
     return [codes.SHARD_FAILED.finding(
         f"shard {f.index} failed after {f.attempts} attempt(s): {f.error}; {len(f.items)} item(s) not checked",
         subject=Subject(sample=f"shard {f.index}"), evidence={"error": f.error, "attempts": f.attempts,

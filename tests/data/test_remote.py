@@ -170,6 +170,52 @@ def test_http_tables_read_like_local_ones(tmp_path):
     assert remote_result.auc == local_result.auc
 
 
+@contextlib.contextmanager
+def headers_only_server(size: int = 5_000) -> Iterator[str]:
+    """Answers HEAD (the listing succeeds) but never sends the body of a GET: the server stalls once the
+    workers read."""
+    stop = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802
+            stop.wait(30)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["csv", "png"])
+def test_a_server_that_stalls_once_workers_read_is_exit_3_too(kind, tmp_path):
+    from gapcheck.cli.app import main
+
+    with headers_only_server() as url, open_engine("serial") as engine:
+        if kind == "csv":
+            with pytest.raises(RemoteReadError, match="a.csv"):
+                drift(f"{url}/a.csv", f"{url}/b.csv", engine=engine)
+        else:
+            with pytest.raises(RemoteReadError, match="x.png"):
+                leakage([f"a={url}/x.png", f"b={url}/y.png"], engine=engine)
+        remote.forget_failures()
+        assert main(["drift", "--reference", f"{url}/a.csv", "--current", f"{url}/b.csv", "--engine", "serial"]) == 3
+
+
 @pytest.mark.parametrize("env", [{"GAPCHECK_REMOTE_TIMEOUT_S": "nan"}, {"GAPCHECK_REMOTE_TIMEOUT_S": "-1"},
                                  {"GAPCHECK_REMOTE_TIMEOUT_S": "inf"}, {"GAPCHECK_REMOTE_RETRIES": "-1"},
                                  {"GAPCHECK_REMOTE_RETRIES": "x"}])
