@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Sequence
 
 import onnx
 
@@ -13,16 +14,25 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 FP16_MAX = 65504.0
 
 
-def to_precision(model: onnx.ModelProto, precision: str) -> onnx.ModelProto:
-    """The model converted to ``precision`` with its input/output types kept (so the same feeds work)."""
+def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str] = ()) -> onnx.ModelProto:
+    """The model converted to ``precision`` with its input/output types kept (so the same feeds work).
+
+    ``keep_fp32`` names nodes that stay in FP32 (onnxconverter-common's ``node_block_list``: casts are inserted
+    around them); the model given is never changed.
+    """
     if precision == "fp32":
         return model
     if precision == "fp16":
         from onnxconverter_common import float16  # only needed for this mode
 
+        if keep_fp32:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)  # the converter edits a model it does not shape-infer in place
+            model = copy
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "values truncated to fp16" warnings: the point of the check
-            return float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
+            return float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False,
+                                                    node_block_list=list(keep_fp32) or None)
     if precision == "bf16":
         raise UsageError(
             "precision bf16 is not available: ONNX Runtime's CPU execution provider has no bfloat16 kernels for "

@@ -1,0 +1,99 @@
+"""``gapcheck precision``'s entry point: load, export, analyse FP16 or INT8, fix, verify, return the result.
+
+The request holds the option groups (:mod:`gapcheck.groups`): ``ModelSource.load()``, ``InputSource.samples()``,
+``ToleranceSpec.policy("fp16")`` (the FP16 verdict) and ``ExportSpec.obtain()`` (the one export path and cache).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gapcheck.atomic import write_atomic
+from gapcheck.errors import UsageError
+from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
+from gapcheck.groups.base import check_output_file
+from gapcheck.precision.graph import Graph, describe
+from gapcheck.precision.targets import Target
+
+PRECISIONS = ("fp16", "int8")
+DEFAULT_TARGET = Target("cosine", 0.99)
+
+
+@dataclass(frozen=True)
+class PrecisionRequest:
+    model: ModelSource
+    inputs: InputSource = field(default_factory=InputSource)
+    tolerance: ToleranceSpec = field(default_factory=ToleranceSpec)
+    export: ExportSpec = field(default_factory=ExportSpec)
+    precision: str = "fp16"
+    fix_path: Path | None = None
+    calibration: Path | None = None
+    calibration_stage: str | None = None
+    calibration_method: str = "minmax"
+    int8_mode: str = "auto"  # auto | static | dynamic
+    targets: tuple[Target, ...] = ()
+    max_runs: int = 3  # FP16: verification runs at most
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}",
+                             parameter="precision")
+        if self.int8_mode not in ("auto", "static", "dynamic"):
+            raise UsageError(f"INT8 mode must be auto, static or dynamic, not {self.int8_mode!r}", parameter="int8_mode")
+        if self.precision == "fp16" and (self.calibration is not None or self.targets):
+            raise UsageError("calibration and targets are for INT8; FP16 is judged by the tolerance (--rtol/--atol)")
+        if self.calibration is not None and not Path(self.calibration).exists():
+            raise UsageError(f"calibration path {self.calibration} does not exist", parameter="calibration")
+        check_output_file(self.fix_path, "fixed model")
+        if self.fix_path is not None:
+            fix = Path(self.fix_path).resolve()
+            for other in (self.export.save_onnx, self.model.checkpoint):
+                if other is not None and Path(other).resolve() == fix:
+                    raise UsageError(f"the fixed model would overwrite {other}: give another path", parameter="fix_path")
+
+
+@dataclass
+class Context:
+    """What both precisions start from: the model in eval mode, the inputs, the export, its graph."""
+
+    request: PrecisionRequest
+    module: Any
+    samples: list[dict[str, np.ndarray]]
+    graph: Graph
+    output_names: list[str]
+    timings: dict[str, float]
+
+
+def run_precision(request: PrecisionRequest) -> Any:
+    """Run the request (see the module docstring); returns a :class:`~gapcheck.precision.result.PrecisionResult`."""
+    from gapcheck.export_diff.runner import evaluation_mode
+    from gapcheck.precision.calibration import check_fit
+
+    start = time.perf_counter()
+    loaded = request.model.require().load()
+    with evaluation_mode(loaded.module, keep_train_mode=False):
+        samples = request.inputs.samples(module=loaded.module)
+        exported, names = request.export.obtain(loaded.module, samples[0], cache=request.export.cache(request.model))
+        request.export.save(exported.model)
+        graph = describe(exported.model, [p for p, _ in loaded.module.named_modules() if p])
+        check_fit(graph.model, samples, "input")
+        context = Context(request, loaded.module, samples, graph, names, {"load_export_s": time.perf_counter() - start})
+        if request.precision == "fp16":
+            from gapcheck.precision.run_fp16 import run_fp16
+
+            result = run_fp16(context)
+        else:
+            from gapcheck.precision.run_int8 import run_int8
+
+            result = run_int8(context)
+    return dataclasses.replace(result, run_timings={**context.timings, "total_s": time.perf_counter() - start})
+
+
+def write_fix(path: Path, model: Any) -> Path:
+    """The fixed model, atomically: the file alone (nothing else in its folder is touched)."""
+    return write_atomic(path, model.SerializeToString(), what="fixed model")

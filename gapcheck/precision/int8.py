@@ -1,0 +1,199 @@
+"""INT8 with ONNX Runtime: static quantization (QDQ, calibrated MinMax/Entropy/Percentile) or dynamic quantization
+(weights only, for Linear-heavy text models); each module's sensitivity; the fewest modules to exclude.
+
+Sensitivity is the *local* measure, from one run of the FP32 and the fully quantized model with every value marked:
+the relative L2 error (``||q - f|| / ||f||``, worst over the samples) at the values a module's own ops hand on, minus
+the worst at the values they receive — the error the module adds. (The other measure, the output error with only
+that module quantized, costs one quantization per module.) The fix excludes the most sensitive modules' own nodes
+(``nodes_to_exclude``): 1, 2, 4, ... until the target holds, then the smallest count between (a binary search,
+assuming more exclusions never hurt), each candidate quantized and verified on the verification samples. The
+calibration ranges are computed once and reused (ONNX Runtime's calibration cache).
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from gapcheck.errors import BackendError, UsageError, condense_error
+from gapcheck.precision.fp16 import ModuleRow
+from gapcheck.precision.graph import Graph, ValueRunner, value_map, value_names
+from gapcheck.precision.targets import Scores, Target
+
+log = logging.getLogger(__name__)
+METHODS = ("minmax", "entropy", "percentile")
+MODES = ("static", "dynamic")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    excluded_modules: int
+    excluded_nodes: int
+    scores: Scores
+    met: bool
+
+
+@dataclass(frozen=True)
+class Int8Fix:
+    excluded: tuple[ModuleRow, ...]  # the modules whose own nodes stay FP32
+    nodes: tuple[str, ...]
+    scores: Scores
+    met: bool
+    attempts: tuple[Attempt, ...]
+    model: onnx.ModelProto
+
+
+def choose_mode(model: onnx.ModelProto) -> str:
+    """dynamic for Linear-heavy text models (integer inputs, or no convolution), static otherwise."""
+    integer_inputs = any(i.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+                         for i in model.graph.input)
+    ops = {n.op_type for n in model.graph.node}
+    return "dynamic" if integer_inputs or not ops & {"Conv", "ConvTranspose"} else "static"
+
+
+class Quantizer:
+    """Quantizes one FP32 model again and again with other exclusions; the ranges are calibrated once."""
+
+    def __init__(self, model: onnx.ModelProto, mode: str, calibration: Sequence[dict[str, np.ndarray]],
+                 method: str = "minmax") -> None:
+        if mode not in MODES:
+            raise UsageError(f"INT8 mode must be one of {', '.join(MODES)}, not {mode!r}", parameter="int8_mode")
+        if method not in METHODS:
+            raise UsageError(f"calibration method must be one of {', '.join(METHODS)}, not {method!r}",
+                             parameter="calibration_method")
+        self.mode, self.method, self.calibration = mode, method, list(calibration)
+        self._dir = tempfile.TemporaryDirectory(prefix="gapcheck-int8-")
+        self.source = Path(self._dir.name) / "model.fp32.onnx"
+        onnx.save_model(model, str(self.source))
+        self.count = 0
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def quantize(self, exclude: Sequence[str] = ()) -> onnx.ModelProto:
+        from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_dynamic, quantize_static
+
+        self.count += 1
+        out = Path(self._dir.name) / f"model.int8.{self.count}.onnx"
+        try:
+            if self.mode == "dynamic":
+                quantize_dynamic(self.source, out, nodes_to_exclude=list(exclude) or None)
+            else:
+                method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+                          "percentile": CalibrationMethod.Percentile}[self.method]
+                quantize_static(self.source, out, _Reader(self.calibration), quant_format=QuantFormat.QDQ,
+                                nodes_to_exclude=list(exclude) or None, calibrate_method=method,
+                                calibration_cache_path=Path(self._dir.name) / f"ranges.{self.method}.json")
+        except Exception as exc:  # noqa: BLE001 - the quantizer raises whatever its passes raise
+            raise BackendError(f"ONNX Runtime cannot quantize this model ({self.mode}): {condense_error(exc)}") from exc
+        return onnx.load_model(str(out))
+
+
+class _Reader:
+    """ONNX Runtime's CalibrationDataReader protocol over a list of feeds."""
+
+    def __init__(self, samples: Sequence[dict[str, np.ndarray]]) -> None:
+        self._samples = iter(list(samples))
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._samples, None)
+
+    def __iter__(self):  # noqa: ANN204 - the protocol ORT iterates
+        return iter(lambda: self.get_next(), None)
+
+
+def _relative(q: np.ndarray, f: np.ndarray) -> float:
+    if q.shape != f.shape:
+        return float("inf")
+    f64, q64 = f.astype(np.float64), q.astype(np.float64)
+    norm = float(np.linalg.norm(f64))
+    diff = float(np.linalg.norm(q64 - f64))
+    return diff / norm if norm > 0 else (0.0 if diff == 0 else float("inf"))
+
+
+def value_errors(graph: Graph, quantized: onnx.ModelProto, samples: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Relative L2 error of every float value the quantized model still has, worst over the samples."""
+    renamed = {**value_map(graph.model, quantized), **after_qdq(quantized)}
+    names = [n for n in value_names(graph.model) if n in renamed]
+    fp32 = ValueRunner(graph.model, names)
+    q = ValueRunner(quantized, [renamed[n] for n in names])
+    errors: dict[str, float] = {}
+    for feeds in samples:
+        f, got = fp32.run(feeds), q.run(feeds)
+        for name in names:
+            a, b = f.get(name), got.get(renamed[name])
+            if a is None or b is None or a.dtype.kind != "f":
+                continue
+            errors[name] = max(errors.get(name, 0.0), _relative(b, a))
+    return errors
+
+
+def after_qdq(quantized: onnx.ModelProto) -> dict[str, str]:
+    """Value -> the dequantized copy its consumers read (QuantizeLinear -> DequantizeLinear). The value itself may be
+    computed otherwise: the QDQ quantizer folds a ReLU into the quantization range and hands its input on instead."""
+    dequantized = {n.input[0]: n.output[0] for n in quantized.graph.node if n.op_type == "DequantizeLinear"}
+    return {n.input[0]: dequantized[n.output[0]] for n in quantized.graph.node
+            if n.op_type == "QuantizeLinear" and n.output[0] in dequantized}
+
+
+def sensitivity(module, graph: Graph, errors: dict[str, float]) -> list[ModuleRow]:
+    """Each module's own ops (innermost scope): the error they add (see the module docstring), ranked."""
+    classes = {p: type(m).__name__ for p, m in module.named_modules() if p}
+    nodes = {n.name: n for n in graph.model.graph.node}
+    outputs = set(graph.index.graph_outputs)
+    rows = []
+    for owner, own in graph.owners().items():
+        own_set = set(own)
+        produced = {v for n in own for v in nodes[n].output if v}
+        handed = [v for v in produced if v in errors and (v in outputs or set(graph.consumers_of(v)) - own_set)]
+        received = {v for n in own for v in nodes[n].input if v in errors and v not in produced}
+        if not handed:
+            continue
+        out = max(errors[v] for v in handed)
+        added = max(0.0, out - max((errors[v] for v in received), default=0.0))
+        rows.append(ModuleRow(module=owner, class_name=classes.get(owner, "(ops)"), nodes=tuple(own), ratio=out,
+                              local=added, sensitivity=added))
+    rows.sort(key=lambda r: (-r.sensitivity, -(r.ratio or 0.0), r.module))
+    return rows
+
+
+def fix(rows: Sequence[ModuleRow], quantizer: Quantizer, check: Callable[[onnx.ModelProto], Scores],
+        targets: Sequence[Target]) -> Int8Fix:
+    """The fewest modules (most sensitive first) whose exclusion reaches the targets (see the module docstring)."""
+    ranked = [r for r in rows if r.sensitivity > 0] or list(rows)
+    attempts: dict[int, tuple[Attempt, onnx.ModelProto]] = {}
+
+    def attempt(k: int) -> bool:
+        if k not in attempts:
+            nodes = tuple(dict.fromkeys(n for r in ranked[:k] for n in r.nodes))
+            model = quantizer.quantize(nodes)
+            scores = check(model)
+            attempts[k] = (Attempt(k, len(nodes), scores, scores.meets(targets)), model)
+        return attempts[k][0].met
+
+    k = 1
+    while k < len(ranked) and not attempt(k):
+        k *= 2
+    k = min(k, len(ranked))
+    if not attempt(k):
+        return _outcome(ranked, k, attempts)
+    low = k // 2 + 1  # every count below k // 2 + 1 that was tried missed the target
+    while low < k:
+        middle = (low + k) // 2
+        if attempt(middle):
+            k = middle
+        else:
+            low = middle + 1
+    return _outcome(ranked, k, attempts)
+
+
+def _outcome(ranked: Sequence[ModuleRow], k: int, attempts: dict[int, tuple[Attempt, onnx.ModelProto]]) -> Int8Fix:
+    chosen, model = attempts[k]
+    nodes = tuple(dict.fromkeys(n for r in ranked[:k] for n in r.nodes))
+    return Int8Fix(tuple(ranked[:k]), nodes, chosen.scores, chosen.met,
+                   tuple(a for _, (a, _) in sorted(attempts.items())), model)

@@ -1,0 +1,85 @@
+"""The ``gapcheck precision`` result: the report contract's envelope, the ranking (a table and a bar chart), the
+kept/excluded modules and ONNX nodes a CI job can apply, and the TensorRT equivalents."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gapcheck.findings import Finding
+from gapcheck.precision.fp16 import ModuleRow
+from gapcheck.report.contract import Chart, ResultBase, Series, Table
+
+MEASURES = {
+    "fp16": "local error ratio: the module's FP16 ops fed the reference inputs, error / tolerance (inf: overflow)",
+    "int8": "local: relative L2 error the module's own ops add over their inputs, fully quantized model vs FP32",
+}
+
+
+def _number(value: float | None) -> float | str | None:
+    if value is None:
+        return None
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+@dataclass(frozen=True)
+class PrecisionResult(ResultBase):
+    precision: str = "fp16"
+    findings: tuple[Finding, ...] = ()
+    headline: str = ""
+    rows: tuple[ModuleRow, ...] = ()
+    fix: dict[str, Any] | None = None  # written path, kept/excluded modules and nodes, verification, runs
+    details: dict[str, Any] = field(default_factory=dict)  # mode, calibration, targets, scores, tensorrt
+    run_timings: dict[str, float] = field(default_factory=dict)
+    command: str = "precision"
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return self.run_timings
+
+    def sections(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision,
+            "measure": MEASURES[self.precision],
+            "modules": [self._row(r) for r in self.rows],
+            "fix": self.fix,
+            **self.details,
+        }
+
+    @staticmethod
+    def _row(r: ModuleRow) -> dict[str, Any]:
+        return {"module": r.module, "class": r.class_name, "nodes": list(r.nodes), "error": _number(r.ratio),
+                "local": _number(r.local), "sensitivity": _number(r.sensitivity), "overflow": r.overflow,
+                "underflow": r.underflow, "out_of_range": r.out_of_range, "passed": r.passed}
+
+    def views(self) -> Sequence[Table | Chart]:
+        shown = list(self.rows[:40])
+        table = Table(
+            title=f"Modules ranked by sensitivity ({self.precision})",
+            columns=("module", "class", "sensitivity", "error", "overflow", "underflow", "beyond range", "nodes"),
+            rows=tuple((r.module, r.class_name, _fmt(r.sensitivity), _fmt(r.ratio), r.overflow, r.underflow,
+                        f"{r.out_of_range:.1%}", len(r.nodes)) for r in shown),
+            highlight=tuple(i for i, r in enumerate(shown) if not r.passed or r.sensitivity == math.inf),
+            note=MEASURES[self.precision])
+        top = [r for r in shown if r.sensitivity > 0][:25]
+        cap = max([r.sensitivity for r in top if math.isfinite(r.sensitivity)] or [1.0]) * 2
+        chart = Chart(title="Sensitivity ranking", kind="bar", x=tuple(r.module for r in top),
+                      series=(Series("sensitivity", tuple(min(r.sensitivity, cap) for r in top), style="bar"),),
+                      y_label="sensitivity", note=MEASURES[self.precision] + " (an overflow is drawn at 2x the largest)")
+        views: list[Table | Chart] = [table, chart]
+        if self.fix:
+            kept = self.fix.get("kept", [])
+            views.append(Table(title=f"Kept in FP32 ({self.fix.get('status')})", columns=("module", "nodes", "why"),
+                               rows=tuple((k["module"], ", ".join(k["nodes"]), k["reason"]) for k in kept)))
+        if self.details.get("tensorrt"):
+            trt = self.details["tensorrt"]
+            views.append(Table(title="TensorRT equivalents", columns=("tool", "command"),
+                               rows=(("trtexec", trt["trtexec"]), ("polygraphy", trt["polygraphy"])), note=trt["note"]))
+        return views
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "inf" if value == math.inf else f"{value:.3g}"

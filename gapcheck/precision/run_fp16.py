@@ -1,0 +1,95 @@
+"""FP16 through :mod:`gapcheck.precision.fp16`: findings, the fix written only once verified, the result."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from gapcheck.codes.export_diff import FP16_OVERFLOW
+from gapcheck.codes.precision import (
+    PRECISION_FIX_INSUFFICIENT,
+    PRECISION_FIX_VERIFIED,
+    PRECISION_SENSITIVE,
+    PRECISION_TARGET_MISSED,
+)
+from gapcheck.findings import Finding, Severity, Subject
+from gapcheck.precision import fp16
+from gapcheck.precision.result import PrecisionResult
+
+
+def _findings(analysis: fp16.Analysis) -> list[Finding]:
+    out = []
+    for row in analysis.rows:
+        subject = Subject(module=row.module)
+        evidence = {"nodes": list(row.nodes), "overflow": row.overflow, "underflow": row.underflow,
+                    "out_of_range": row.out_of_range, "local_error_ratio": row.local}
+        if row.sensitivity == math.inf:
+            out.append(FP16_OVERFLOW.finding(
+                f"{row.module} ({row.class_name}) produces {row.out_of_range:.1%} of its values beyond FP16's range "
+                f"(|x| > 65504): {row.overflow} Inf/NaN in FP16", where=row.module, subject=subject, evidence=evidence))
+        elif row.local is not None and row.local > 1:
+            out.append(PRECISION_SENSITIVE.finding(
+                f"{row.module} ({row.class_name}) misses the FP16 tolerance on its own: fed the reference inputs, its "
+                f"FP16 ops reach {row.local:.3g}x the budget", where=row.module, subject=subject, evidence=evidence))
+    if not analysis.verification.passed and not out:
+        out.append(PRECISION_TARGET_MISSED.finding(
+            f"the FP16 model misses the tolerance ({analysis.verification.worst}); no module fails on its own: the "
+            "error accumulates", where=analysis.verification.failing[0]))
+    return out
+
+
+def _fix_section(fix: fp16.Fix, path: Any, written: bool) -> dict[str, Any]:
+    return {"path": str(path) if written else None, "status": "verified" if fix.verification.passed else "insufficient",
+            "kept": [{"module": g.module, "nodes": list(g.nodes), "reason": g.reason} for g in fix.kept],
+            "modules": [g.module for g in fix.kept], "nodes": list(fix.block_list), "runs": fix.runs,
+            "verification": {"passed": fix.verification.passed, "failing": list(fix.verification.failing),
+                             "worst": fix.verification.worst}}
+
+
+def run_fp16(context: Any) -> PrecisionResult:
+    from gapcheck.precision.api import write_fix
+
+    request, graph = context.request, context.graph
+    policy = request.tolerance.policy("fp16")
+    start = time.perf_counter()
+    refs = fp16.reference(context.module, context.samples, graph, context.output_names)
+    analysis = fp16.analyze(context.module, graph, context.samples, refs, policy)
+    context.timings["analysis_s"] = time.perf_counter() - start
+    findings = _findings(analysis)
+    if analysis.verification.passed:
+        return PrecisionResult("fp16", tuple(findings), "FP16 passes as it is: no module needs FP32",
+                               tuple(analysis.rows), details={"samples": len(context.samples)})
+    if request.fix_path is None:
+        return PrecisionResult("fp16", tuple(findings), f"FP16 misses the tolerance: {analysis.verification.worst}",
+                               tuple(analysis.rows), details={"samples": len(context.samples)})
+    start = time.perf_counter()
+    fixed = fp16.fix(graph, analysis, context.samples, refs, policy, max_runs=request.max_runs)
+    context.timings["fix_s"] = time.perf_counter() - start
+    details = {"samples": len(context.samples),
+               "tensorrt": fp16.tensorrt_settings(fixed.block_list, str(request.fix_path))}
+    nodes = len(fixed.block_list)
+    if fixed.verification.passed:
+        write_fix(request.fix_path, fixed.model)
+        modules = ", ".join(g.module for g in fixed.kept)
+        findings = [_downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+            f"wrote {request.fix_path}: {nodes} of {len(graph.model.graph.node)} nodes kept in FP32 ({modules}); "
+            f"the written model passes the FP16 tolerance layer by layer ({fixed.runs} verification run(s))",
+            where=str(request.fix_path), evidence={"nodes": list(fixed.block_list)})]
+        headline = f"FP16 fixed and verified: {nodes} node(s) in FP32 ({modules})"
+    else:
+        findings.append(PRECISION_FIX_INSUFFICIENT.finding(
+            f"keeping {nodes} node(s) in FP32 is not enough after {fixed.runs} verification run(s): still off: "
+            f"{', '.join(fixed.verification.failing[:5])} ({fixed.verification.worst}); nothing written",
+            where=fixed.verification.failing[0] if fixed.verification.failing else "model"))
+        headline = f"FP16 not fixed: {fixed.verification.worst}"
+    return PrecisionResult("fp16", tuple(findings), headline, tuple(analysis.rows),
+                           fix=_fix_section(fixed, request.fix_path, fixed.verification.passed), details=details)
+
+
+def _downgraded(finding: Finding) -> Finding:
+    """A cause the verified fix handles stays in the report, as a warning: the written model passes."""
+    if finding.severity is not Severity.GAP:
+        return finding
+    from dataclasses import replace
+
+    return replace(finding, severity=Severity.WARNING, message=finding.message + " (kept in FP32 by the fix)")

@@ -1,0 +1,156 @@
+"""INT8 through :mod:`gapcheck.precision.int8`: calibration and verification sets, the verdict against the
+task-level targets, the sensitivity ranking, the fewest exclusions, the written and re-verified model."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gapcheck.codes.precision import (
+    CALIBRATION_UNREPRESENTATIVE,
+    PRECISION_FIX_INSUFFICIENT,
+    PRECISION_FIX_VERIFIED,
+    PRECISION_SENSITIVE,
+    PRECISION_TARGET_MISSED,
+)
+from gapcheck.findings import Finding, Subject
+from gapcheck.precision import int8
+from gapcheck.precision.calibration import add_batch_axis, check_fit, graph_inputs, load_calibration, shared_samples
+from gapcheck.precision.graph import ValueRunner
+from gapcheck.precision.result import PrecisionResult
+from gapcheck.precision.run_fp16 import _downgraded
+from gapcheck.precision.targets import score
+
+TOP_SENSITIVE = 5  # modules named in findings (the table ranks them all)
+
+
+def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str]:
+    """(calibration, verification, warnings, where the calibration came from). Verification: --inputs when given,
+    else the last quarter of the calibration set held out, else the (random) inputs."""
+    request, model = context.request, context.graph.model
+    warnings: list[Finding] = []
+    names = [i.name for i in graph_inputs(model)]
+    verification = context.samples
+    if request.calibration is not None:
+        calibration = add_batch_axis(load_calibration(request.calibration, names, stage=request.calibration_stage),
+                                     model)
+        check_fit(model, calibration, "calibration")
+        source = str(request.calibration)
+        if request.inputs.file is None and len(calibration) >= 2:
+            held = max(1, len(calibration) // 4)
+            calibration, verification = calibration[:-held], calibration[-held:]
+    else:
+        calibration, source = context.samples, "the --inputs samples" if request.inputs.file else "random inputs"
+    random_used = request.inputs.file is None and (request.calibration is None or verification is context.samples)
+    if mode == "static" and request.calibration is None and request.inputs.file is None or random_used:
+        warnings.append(CALIBRATION_UNREPRESENTATIVE.finding(
+            "INT8 is calibrated or verified on random inputs: ranges and errors on noise say little about real "
+            "inputs; give --calibration and --inputs with real samples", where="inputs"))
+    shared = shared_samples(calibration, verification) if mode == "static" else 0
+    if shared:
+        warnings.append(CALIBRATION_UNREPRESENTATIVE.finding(
+            f"{shared} of {len(verification)} verification samples are calibration samples too: the target is "
+            "measured on what the ranges were fitted to", where="inputs", evidence={"shared": shared}))
+    return calibration, verification, warnings, source
+
+
+def run_int8(context: Any) -> PrecisionResult:
+    from gapcheck.precision.api import DEFAULT_TARGET
+    from gapcheck.precision.fp16 import reference
+
+    request, graph = context.request, context.graph
+    mode = int8.choose_mode(graph.model) if request.int8_mode == "auto" else request.int8_mode
+    targets = request.targets or (DEFAULT_TARGET,)
+    calibration, verification, findings, source = sample_sets(context, mode)
+    refs = [r.outputs for r in reference(context.module, verification, graph, context.output_names)]
+
+    def check(model: Any) -> Any:
+        runner = ValueRunner(model, [])
+        return score(refs, [{k: v for k, v in runner.run(s).items() if k in refs[0]} for s in verification])
+
+    start = time.perf_counter()
+    quantizer = int8.Quantizer(graph.model, mode, calibration, request.calibration_method)
+    try:
+        quantized = quantizer.quantize()
+        scores = check(quantized)
+        rows = int8.sensitivity(context.module, graph, int8.value_errors(graph, quantized, verification))
+        context.timings["sensitivity_s"] = time.perf_counter() - start
+        details = {"mode": mode, "calibration": {"source": source, "samples": len(calibration) if mode == "static"
+                                                 else 0, "method": request.calibration_method if mode == "static"
+                                                 else None},
+                   "verification_samples": len(verification), "targets": [str(t) for t in targets],
+                   "scores": scores.as_dict(), "quantized_nodes": _quantized(quantized)}
+        if scores.meets(targets):
+            return _passed(context, quantized, rows, scores, findings, details)
+        findings += _missed(rows, scores, targets)
+        if request.fix_path is None:
+            return PrecisionResult("int8", tuple(findings), f"INT8 misses {', '.join(scores.missed(targets))}",
+                                   tuple(rows), details=details)
+        start = time.perf_counter()
+        fixed = int8.fix(rows, quantizer, check, targets)
+        context.timings["fix_s"] = time.perf_counter() - start
+    finally:
+        quantizer.close()
+    return _fixed(context, rows, fixed, findings, details, targets)
+
+
+def _quantized(model: Any) -> int:
+    return sum(n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger")
+               for n in model.graph.node)
+
+
+def _missed(rows, scores, targets) -> list[Finding]:
+    out = [PRECISION_TARGET_MISSED.finding(f"the INT8 model misses {', '.join(scores.missed(targets))}",
+                                           where="outputs", evidence=scores.as_dict())]
+    for row in [r for r in rows if r.sensitivity > 0][:TOP_SENSITIVE]:
+        out.append(PRECISION_SENSITIVE.finding(
+            f"{row.module} ({row.class_name}) adds {row.sensitivity:.3g} relative error in INT8 (its output "
+            f"{row.ratio:.3g})", where=row.module, subject=Subject(module=row.module),
+            evidence={"nodes": list(row.nodes), "added_relative_error": row.sensitivity}))
+    return out
+
+
+def _passed(context, quantized, rows, scores, findings, details) -> PrecisionResult:
+    from gapcheck.precision.api import write_fix
+
+    fix = None
+    path = context.request.fix_path
+    if path is not None:
+        write_fix(path, quantized)
+        fix = {"path": str(path), "status": "verified", "kept": [], "modules": [], "nodes": [], "runs": 1,
+               "verification": {"passed": True, "scores": scores.as_dict()}}
+        findings = findings + [PRECISION_FIX_VERIFIED.finding(
+            f"wrote {path}: every quantizable node in INT8; it meets the targets", where=str(path))]
+    return PrecisionResult("int8", tuple(findings), f"INT8 meets the targets (cosine {scores.cosine:.5f})",
+                           tuple(rows), fix=fix, details=details)
+
+
+def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
+    from gapcheck.precision.api import write_fix
+
+    path = context.request.fix_path
+    total = len(context.graph.model.graph.node)
+    trade = [{"excluded_modules": a.excluded_modules, "excluded_nodes": a.excluded_nodes, "met": a.met,
+              **a.scores.as_dict()} for a in fixed.attempts]
+    fix = {"path": str(path) if fixed.met else None, "status": "verified" if fixed.met else "insufficient",
+           "kept": [{"module": r.module, "nodes": list(r.nodes), "reason": f"adds {r.sensitivity:.3g} relative error"}
+                    for r in fixed.excluded],
+           "modules": [r.module for r in fixed.excluded], "nodes": list(fixed.nodes), "runs": len(fixed.attempts),
+           "verification": {"passed": fixed.met, "scores": fixed.scores.as_dict()}, "trade": trade}
+    if fixed.met:
+        write_fix(path, fixed.model)
+        findings = [_downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+            f"wrote {path}: {len(fixed.excluded)} module(s), {len(fixed.nodes)} of {total} nodes kept in FP32 "
+            f"({', '.join(r.module for r in fixed.excluded)}); verified: cosine {fixed.scores.cosine:.5f}"
+            + (f", top-1 agreement {fixed.scores.top1_agreement:.4f}" if fixed.scores.top1_agreement is not None
+               else ""), where=str(path), evidence={"nodes": list(fixed.nodes)})]
+        headline = f"INT8 fixed and verified: {len(fixed.nodes)} of {total} nodes in FP32"
+    else:
+        findings.append(PRECISION_FIX_INSUFFICIENT.finding(
+            f"no exclusion set reaches {', '.join(str(t) for t in targets)}: with all {len(fixed.excluded)} ranked "
+            f"modules in FP32 the model still has {', '.join(fixed.scores.missed(targets))}; nothing written",
+            where="outputs"))
+        headline = "INT8 not fixed: no exclusion set reaches the target"
+    return PrecisionResult("int8", tuple(findings), headline, tuple(rows), fix=fix, details=details)
+
+
+__all__ = ["run_int8", "sample_sets"]
