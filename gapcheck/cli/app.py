@@ -39,6 +39,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "leakage": LazyCommand("gapcheck.cli.leakage", "command", "Find samples shared across data splits: exact/near duplicates, groups, labels, target leakage."),
     "drift": LazyCommand("gapcheck.cli.drift", "command", "Compare a current split's distributions with a reference (KS + effect sizes, BH, coverage)."),
     "cache": LazyCommand("gapcheck.cli.cache", "app", "Show, trim or empty the export cache (info / prune / clear)."),
+    "precision": LazyCommand("gapcheck.cli.precision", "command", "FP16/INT8: find the modules that break, write the fixed model, verify it."),
 }
 
 app = typer.Typer(
