@@ -323,7 +323,7 @@ def tensorrt_settings(block: Sequence[str], onnx_path: str = "model.onnx") -> di
                    f" --layerOutputTypes={layers}",
         "polygraphy": f"polygraphy convert {onnx_path} --fp16 --precision-constraints obey --layer-precisions {poly}"
                       " -o model.engine",
-        "note": "not executed: no GPU here",
+        "note": "not executed: no GPU here; run on the FP32 export (--save-onnx), which TensorRT converts itself",
     }
 
 

@@ -66,7 +66,7 @@ def run_fp16(context: Any) -> PrecisionResult:
     fixed = fp16.fix(graph, analysis, context.samples, refs, policy, max_runs=request.max_runs)
     context.timings["fix_s"] = time.perf_counter() - start
     details = {"samples": len(context.samples),
-               "tensorrt": fp16.tensorrt_settings(fixed.block_list, str(request.fix_path))}
+               "tensorrt": fp16.tensorrt_settings(fixed.block_list)}
     nodes = len(fixed.block_list)
     if fixed.verification.passed:
         write_fix(request.fix_path, fixed.model)
