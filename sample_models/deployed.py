@@ -144,9 +144,37 @@ def without_output(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
         return onnx.load(str(out))
 
 
+class OnetLike(nn.Module):
+    """MTCNN ONet's interface at a tenth of its size: a 48x48 face crop in, box (4), landmarks (10) and
+    probabilities (2) out as a tuple, as facenet-pytorch's ONet returns them (its order: b, c, a)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.prelu1 = nn.PReLU(8)
+        self.pool = nn.AdaptiveAvgPool2d(4)
+        self.dense = nn.Linear(8 * 16, 32)
+        self.box = nn.Linear(32, 4)
+        self.landmarks = nn.Linear(32, 10)
+        self.prob = nn.Linear(32, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = torch.relu(self.dense(torch.flatten(self.pool(self.prelu1(self.conv1(x))), 1)))
+        return self.box(h), self.landmarks(h), torch.softmax(self.prob(h), dim=1)
+
+
+def onet_like() -> nn.Module:
+    """Input x:1x3x48x48:float32."""
+    torch.manual_seed(SEED)
+    return OnetLike().eval()
+
+
 def mtcnn_onet() -> nn.Module:
     """facenet-pytorch's MTCNN ONet with the weights its wheel ships (input x:1x3x48x48:float32; outputs box 4,
-    landmarks 10, probabilities 2, returned as a tuple)."""
+    landmarks 10, probabilities 2, returned as a tuple).
+
+    facenet-pytorch (like timm) requires torchvision, whose PyPI wheel breaks beside the CPU torch: install it
+    without dependencies (``scripts/setup_deploy_corpus.sh``)."""
     from sample_models.zoo import torchvision_models
 
     with torchvision_models():  # facenet_pytorch imports torchvision; its compiled ops are not needed

@@ -21,6 +21,12 @@ as the cold (first-call-in-a-process) time.
 
     python scripts/bench_export_diff.py [--repeat 5] [--quick] [--skip-verify] [--budget-mib 16] [--markdown out.md]
     python scripts/bench_export_diff.py --whole-process 3 [--markdown out.md]   # issue 7: whole processes, cache
+    python scripts/bench_export_diff.py --against ff10bdd [--rounds 3] [--quick]   # issue 17: this tree vs REF
+
+``--against REF``: the plain run (a) of this tree and of git REF (extracted with ``git archive`` to a temporary
+folder, same interpreter and site-packages), each in fresh processes alternated round by round; each process
+exports once (excluded), warms up once and times ``export_diff`` ``--repeat`` times. Printed: best and median per
+tree and their ratio (target for issue 17: within 1.10).
 
 Targets (issue 2): (a) at least 20x faster than (b); (a) at most 1.5x (c).
 """
@@ -329,6 +335,63 @@ def whole_process(rounds: int, markdown: Path | None) -> None:
         markdown.write_text("\n".join(lines) + "\n")
 
 
+_AGAINST_CHILD = r"""
+import json, sys, time, warnings, logging
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+import torch
+from gapcheck.export_diff.runner import export_diff
+from gapcheck.inputs import parse_input_spec, random_samples
+from gapcheck.model.export import export_onnx
+from gapcheck.model.factory import resolve_callable
+module = resolve_callable(sys.argv[2])().eval()
+sample = random_samples([parse_input_spec(sys.argv[3])], 1, seed=0)[0]
+model = export_onnx(module, sample).model
+export_diff(module, [sample], onnx_model=model)
+times, cpu = [], []
+for _ in range(int(sys.argv[4])):
+    start, start_cpu = time.perf_counter(), time.process_time()
+    result = export_diff(module, [sample], onnx_model=model)
+    times.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - start_cpu)
+print(json.dumps({"times": times, "cpu": cpu, "verdict": str(result.verdict), "file": __import__("gapcheck").__file__}))
+"""
+
+
+def against(ref: str, rounds: int, repeat: int, markdown: Path | None) -> None:
+    """This tree's plain run vs REF's, in alternated fresh processes (see the module docstring)."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="gapcheck-base-") as base:
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", base], input=archive, check=True)
+        trees = {ref: base, "this tree": str(root)}
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        cpu: dict[str, list[float]] = {name: [] for name in trees}
+        for round_ in range(rounds):
+            for name, folder in trees.items():
+                out = subprocess.run([sys.executable, "-c", _AGAINST_CHILD, folder, MODEL, INPUT, str(repeat)],
+                                     check=True, capture_output=True, text=True, cwd=folder).stdout
+                record = json.loads(out.strip().splitlines()[-1])
+                assert record["file"].startswith(folder), record  # each tree imports its own gapcheck
+                times[name] += record["times"]
+                cpu[name] += record["cpu"]
+                print(f"round {round_ + 1}: {name}: best {min(record['times']):.3f}s, cpu {min(record['cpu']):.3f}s "
+                      f"({record['verdict']})")
+    best = {name: min(values) for name, values in times.items()}
+    median = {name: statistics.median(values) for name, values in times.items()}
+    cpu_best = {name: min(values) for name, values in cpu.items()}
+    lines = ["| tree | best wall (s) | median wall (s) | best CPU (s) | runs |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {best[name]:.3f} | {median[name]:.3f} | {cpu_best[name]:.3f} | {len(times[name])} |"
+              for name in trees]
+    lines += ["", f"ratio this tree / {ref}: best wall {best['this tree'] / best[ref]:.3f}, "
+              f"median wall {median['this tree'] / median[ref]:.3f}, best CPU {cpu_best['this tree'] / cpu_best[ref]:.3f}; "
+              f"load average at the end {load_average()}"]
+    print("\n".join(lines))
+    if markdown:
+        markdown.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--whole-process", type=int, metavar="ROUNDS",
@@ -344,12 +407,17 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the per-variant memory subprocesses")
     parser.add_argument("--budget-mib", default="16", help="comma-separated max_intermediate_bytes rows, in MiB")
     parser.add_argument("--markdown", type=Path, help="also write the table as markdown to this file")
+    parser.add_argument("--against", metavar="REF", help="instead: this tree's plain run vs git REF's, side by side")
+    parser.add_argument("--rounds", type=int, default=3, help="with --against: alternated rounds of fresh processes")
     parser.add_argument("--variant", help=argparse.SUPPRESS)  # internal: memory run in a fresh process
     parser.add_argument("--onnx", help=argparse.SUPPRESS)  # internal: the parent's exported model
     args = parser.parse_args()
     budget_mib = [int(v) for v in args.budget_mib.split(",") if v.strip()]
     if args.whole_process:
         whole_process(args.whole_process, args.markdown)
+        return
+    if args.against:
+        against(args.against, args.rounds, args.repeat or (2 if args.quick else 5), args.markdown)
         return
     if args.variant:
         child_main(args.variant, args.onnx, budget_mib)

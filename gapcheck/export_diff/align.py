@@ -165,15 +165,16 @@ def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
     return worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
 
 
-def _plausible(target: np.ndarray, values: dict[str, np.ndarray], named: str | None) -> bool:
-    """Whether the named value is the tensor closest to torch's output, and near it (see PLAUSIBLE_RELATIVE_ERROR)."""
-    if named is None or named not in values or values[named].shape != target.shape:
-        return False
-    own = _relative_error(values[named], target)
-    if own > PLAUSIBLE_RELATIVE_ERROR:
-        return False
-    return all(_relative_error(array, target) >= own for name, array in values.items()
-               if name != named and array.shape == target.shape and np.issubdtype(array.dtype, np.floating))
+def _closest(target: np.ndarray, values: dict[str, np.ndarray]) -> str | None:
+    """The tensor nearest torch's output when it is near (see PLAUSIBLE_RELATIVE_ERROR) and unambiguous: every
+    other same-shape tensor is at least ten times farther (a residual stream and its block differ by little)."""
+    errors = sorted((_relative_error(array, target), name) for name, array in values.items()
+                    if array.shape == target.shape and np.issubdtype(array.dtype, np.floating))
+    if not errors or errors[0][0] > PLAUSIBLE_RELATIVE_ERROR:
+        return None
+    if len(errors) > 1 and errors[1][0] < 10 * errors[0][0]:
+        return None
+    return errors[0][1]
 
 
 def _downstream(index: GraphIndex, value: str) -> set[str]:
@@ -246,13 +247,19 @@ def _realign_one(path: str, group: FusedGroup | None, capture: CaptureResult, or
         out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=group.describe())
         return
     tol = policy.for_name(path, captured.output.dtype, noise.get(path))
-    match = _best_match(captured.output, ort_values, tol, order, mappings[path].value)
+    named = mappings[path].value
+    match = _best_match(captured.output, ort_values, tol, order, named)
+    how = "matched by value"
     if match is None:
-        out.plausible[path] = _plausible(captured.output, ort_values, mappings[path].value)
-        return
+        closest = _closest(captured.output, ort_values)
+        if closest is None or closest == named:
+            out.plausible[path] = closest is not None
+            return
+        # Its name points at another tensor; the one near its output is it, computed differently: a divergence
+        match, how = (closest, compare_arrays(ort_values[closest], captured.output, tol)), "closest by value"
     value, stats = match
     out.mappings[path] = _mapping(path, value, index, how="value", scope=mappings[path].scope)
-    note = f"matched by value: ONNX value {value!r} (its name pointed at {mappings[path].value!r})"
+    note = f"{how}: ONNX value {value!r} (its name pointed at {named!r})"
     out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=note)
 
 

@@ -69,6 +69,8 @@ def _conv_attributes(node: onnx.NodeProto, conv: _ConvNd, name: str) -> list[str
             found.append(f"{name}'s padding differs: the ONNX Conv pads {pads}"
                          f"{' auto_pad ' + str(attrs.get('auto_pad')) if 'auto_pad' in attrs else ''}, torch padding "
                          f"{tuple(conv.padding)}")
+    if conv.padding_mode != "zeros":
+        found.append(f"{name}'s padding mode differs: torch pads with {conv.padding_mode!r}, the ONNX Conv with zeros")
     for attr, torch_value in (("strides", conv.stride), ("dilations", conv.dilation)):
         if attr in attrs and list(attrs[attr]) != list(torch_value):
             found.append(f"{name}'s {attr} differ: ONNX {attrs[attr]}, torch {tuple(torch_value)}")
@@ -80,7 +82,8 @@ def _conv_attributes(node: onnx.NodeProto, conv: _ConvNd, name: str) -> list[str
 def _eps(nodes, node_ids: Sequence[int], submodules: dict[str, nn.Module], owner: str,
          group_members: Sequence[str]) -> list[str]:
     """A normalization's epsilon against the module's own eps."""
-    candidates = [p for p in (owner, *group_members) if hasattr(submodules.get(p), "eps")]
+    near = (owner, *group_members, *(p for p in submodules if p.startswith(owner + ".") and p.count(".") == owner.count(".") + 1))
+    candidates = [p for p in dict.fromkeys(near) if hasattr(submodules.get(p), "eps")]
     found = []
     for i in node_ids:
         node = nodes[i]

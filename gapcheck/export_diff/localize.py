@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-from gapcheck.backends.torch_eager import TorchBackend
+from gapcheck.backends.torch_eager import TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
 from gapcheck.errors import BackendError
 from gapcheck.export_diff.blame import differences
@@ -288,32 +288,56 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
                         "its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
 
 
+def _own_nodes(index: GraphIndex, value: str) -> list[int]:
+    """The node computing ``value``, and the Conv/MatMul/Gemm before it when it only adds a bias initializer."""
+    nodes = index.model.graph.node
+    producer = index.producer.get(value)
+    if producer is None:
+        return []
+    own = [producer]
+    node = nodes[producer]
+    if node.op_type == "Add":
+        for name in node.input:
+            before = index.producer.get(name)
+            if before is not None and nodes[before].op_type in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
+                own.insert(0, before)
+    return own
+
+
 def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, feeds, sample: int,
                policy, noise: dict[str, float], group) -> FirstDivergence:
     """Localization for a module matched by value or heading a fused group: the graph is cut at the values torch
-    also has (see :func:`localize_by_values`); a fused group's reference is torch's conv -> batch_norm."""
+    also has (see :func:`localize_by_values`); a fused group's Conv is fed the conv's own torch input and compared
+    with torch's conv -> batch_norm. An inherited error whose ONNX source belongs to no compared module is traced
+    to the module that owns it (:func:`_culprit_owner`)."""
     from gapcheck.export_diff.align import group_reference  # the align pass imports this module
 
     mapping = mappings[layer.module]
     trusted = [p for p, m in mappings.items() if m.mapped and m.how not in ("unmatched", "group") and p != layer.module]
-    capture = torch_backend.capture(feeds, modules=trusted + [layer.module])
+    capture = torch_backend.capture(feeds, modules=trusted + [layer.module], inputs_of=[layer.module])
     torch_values = {name: feeds[name] for name in feeds}
     for path in trusted:
         captured = capture.modules.get(path)
         if captured is not None and captured.output is not None:
             torch_values.setdefault(mappings[path].value, captured.output)
+    own = _own_nodes(index, mapping.value)
     target = capture.modules[layer.module].output
     if group is not None:
         target = group_reference(target, dict(torch_backend.module.named_modules())[group.norm])
-    frontier, node_ids = _frontier(index, mapping.value, set(torch_values))
+        conv_inputs = capture.modules[layer.module].inputs
+        if own and len(conv_inputs) == 1:  # the fused Conv reads the conv's input: feed torch's own
+            torch_values[index.model.graph.node[own[0]].input[0]] = conv_inputs[0]
+    frontier, _ = _frontier(index, mapping.value, set(torch_values))
     wanted = [n for n in frontier if n not in feeds]
     ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
     tol = policy.for_name(layer.module, target.dtype, noise.get(layer.module))
     result = localize_by_values(test_model, index, mapping.value, target, torch_values, ort_values, tol)
-    note = result.note
-    if group is not None:
-        note += f"; {group.describe()}"
-    found = differences(index, node_ids, torch_backend.module, layer.module,
+    if result.cause == "inherited" and result.culprit_value:
+        owner = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
+        if owner is not None:
+            return _owned(owner, result.culprit_value, index, layer, sample, ort_values, torch_backend)
+    note = result.note + (f"; {group.describe()}" if group is not None else "")
+    found = differences(index, own, torch_backend.module, layer.module,
                         group.members if group is not None else ()) if result.cause == "local" else []
     source = layer.source
     if result.cause == "inherited" and result.culprit_value:
@@ -326,3 +350,47 @@ def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: To
         local_max_abs=result.local.max_abs if result.local else None,
         amplification=(output_max / result.input_max_abs) if result.input_max_abs else None, note=note,
         group=group.members if group is not None else (), differences=tuple(found))
+
+
+def _culprit_owner(index: GraphIndex, culprit: str, torch_backend: TorchBackend, feeds, test_model,
+                   policy) -> str | None:
+    """The module an unnamed ONNX node implements: the one torch fed exactly what ONNX Runtime feeds the node, whose
+    output has the node's shape (the innermost such module). None when no module fits."""
+    nodes = index.model.graph.node
+    producer = index.producer.get(culprit)
+    if producer is None:
+        return None
+    dynamic = [n for n in nodes[producer].input if n and n not in index.initializers
+               and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
+    if len(dynamic) != 1:
+        return None
+    wanted = [n for n in (dynamic[0], culprit) if n not in feeds]
+    ort = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
+    ort.update({k: v for k, v in feeds.items() if k in (dynamic[0], culprit)})
+    fed, produced = ort[dynamic[0]], ort[culprit]
+    paths = [p for p, m in torch_backend.module.named_modules() if p and hookable(m)]
+    capture = torch_backend.capture(feeds, modules=paths, inputs_of=paths)
+    fits = []
+    for path, captured in capture.modules.items():
+        if captured.output is None or len(captured.inputs) != 1 or captured.output.shape != produced.shape:
+            continue
+        given = captured.inputs[0]
+        if given.shape != fed.shape or not compare_arrays(fed, given, policy.for_name(path, given.dtype)).passed:
+            continue
+        if compare_arrays(produced, captured.output, policy.for_name(path, captured.output.dtype)).passed:
+            continue  # computes what torch computes: not where the error comes from
+        fits.append((path.count("."), captured.order, path))
+    return max(fits)[2] if fits else None
+
+
+def _owned(owner: str, culprit: str, index: GraphIndex, layer, sample: int, ort_values, torch_backend) -> FirstDivergence:
+    """The first divergence at the module that owns an unnamed node (see :func:`_culprit_owner`): local."""
+    node = index.model.graph.node[index.producer[culprit]]
+    torch_kind = type(dict(torch_backend.module.named_modules())[owner]).__name__
+    note = (f"its ONNX op ({node.op_type}, value {culprit!r}) disagrees with torch although fed torch's input; the "
+            f"tool that wrote the file fused it, so it has no compared value of its own (first seen at {layer.module})")
+    return FirstDivergence(
+        module=owner, cause="local", source=module_source(dict(torch_backend.module.named_modules())[owner]),
+        op_types=(node.op_type,), sample=sample, output_max_abs=layer.stats.max_abs if layer.stats else float("nan"),
+        input_max_abs=0.0, local_max_abs=None, amplification=None, note=note,
+        differences=(f"the ONNX graph computes {node.op_type} where torch's {owner} is {torch_kind}",))

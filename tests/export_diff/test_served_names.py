@@ -1,7 +1,8 @@
 """A deployment that names its outputs its own way: paired by position (or an explicit map), values compared.
 
-Unit cases on audit values, then a real Triton server serving facenet-pytorch's MTCNN ONet (its shipped weights)
-under the names its owner gave (b, c, a), and a deployment whose first output really is the other head.
+Unit cases on audit values, then a real Triton server serving an ONet-shaped model (and, slow, facenet-pytorch's
+MTCNN ONet with its shipped weights) under the names its owner gave (b, c, a), and a deployment whose first output
+really is the other head.
 """
 from __future__ import annotations
 
@@ -76,15 +77,17 @@ def _owner_export(module, shape, names) -> onnx.ModelProto:
                            dynamic_axes={"x": {0: "batch"}, **{n: {0: "batch"} for n in names}})
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["in-code"])
+def server(tmp_path_factory, request):
     from gapcheck.triton.local_server import LocalTritonServer
     from tests.triton.conftest import write_python_model
 
     repo = tmp_path_factory.mktemp("served_names_repo")
-    onet = deployed.mtcnn_onet()
-    write_python_model(repo, "onet", _config("onet", [("b", 4), ("c", 10), ("a", 2)], "3, 48, 48"),
-                       {1: _owner_export(onet, (1, 3, 48, 48), ["b", "c", "a"])})
+    write_python_model(repo, "onet_like", _config("onet_like", [("b", 4), ("c", 10), ("a", 2)], "3, 48, 48"),
+                       {1: _owner_export(deployed.onet_like(), (1, 3, 48, 48), ["b", "c", "a"])})
+    if request.param == "real":
+        write_python_model(repo, "onet", _config("onet", [("b", 4), ("c", 10), ("a", 2)], "3, 48, 48"),
+                           {1: _owner_export(deployed.mtcnn_onet(), (1, 3, 48, 48), ["b", "c", "a"])})
     heads = deployed.two_heads()
     swapped = _owner_export(heads, (1, 6), ["q", "p"])  # q is the first head, p the second
     write_python_model(repo, "heads_swapped", _config("heads_swapped", [("p", 3), ("q", 3)], "6"), {1: swapped})
@@ -113,7 +116,19 @@ def _compare(server, protocol, model_name, module, shape, output_map=None):
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_mtcnn_onet_served_under_its_own_names_passes(server, protocol):
+def test_onet_served_under_its_own_names_passes(server, protocol):
+    findings, mapping, result = _compare(server, protocol, "onet_like", deployed.onet_like(), (1, 3, 48, 48))
+    assert mapping == {"0": "b", "1": "c", "2": "a"}
+    assert not [f for f in findings if f.is_gap], [f.message for f in findings]
+    assert result.verdict == "pass", [f.message for f in result.findings if f.is_gap]
+    served = [o for o in result.outputs if o.backend == f"triton-{protocol}"]
+    assert len(served) == 3 and all(o.status == "pass" for o in served)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["real"], indirect=True)
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_real_mtcnn_onet_served_under_its_own_names_passes(server, protocol):
     findings, mapping, result = _compare(server, protocol, "onet", deployed.mtcnn_onet(), (1, 3, 48, 48))
     assert mapping == {"0": "b", "1": "c", "2": "a"}
     assert not [f for f in findings if f.is_gap], [f.message for f in findings]
