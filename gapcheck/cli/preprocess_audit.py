@@ -15,7 +15,6 @@ from gapcheck.cli.options import ProgressOpt
 from gapcheck.errors import UsageError
 from gapcheck.groups import EngineSpec, ReportTargets, check_number
 
-_DEFAULTS = {"n": 256, "p_threshold": 0.01, "repeats": 2}
 PREPROCESS_WORKERS = 2  # [preprocess] workers, else this (the engine group's --workers)
 
 
@@ -40,9 +39,7 @@ def command(
 ) -> None:
     """Run the same raw samples through training, validation and inference preprocessing and name what differs."""
     from gapcheck.cli.rich_progress import RichProgress
-    from gapcheck.config import merge_flags
-    from gapcheck.preprocess.audit import DEFAULT_TOLERANCE, preprocess_audit
-    from gapcheck.preprocess.distribution import DEFAULT_MIN_EFFECT
+    from gapcheck.preprocess.audit import preprocess_audit
     from gapcheck.preprocess.stages import parse_stage_option
 
     check_number(p_threshold, "--p-threshold", low=0.0, low_open=True, high=1.0)
@@ -59,13 +56,11 @@ def command(
     sample_source = samples if samples is not None else cfg.samples
     if sample_source is None:
         raise UsageError("no samples: pass --samples or set [preprocess] samples in gapcheck.toml")
-    defaults = {**_DEFAULTS, "min_effect": DEFAULT_MIN_EFFECT, "tolerance": DEFAULT_TOLERANCE}
-    chosen = {**defaults, **{k: v for k, v in cfg.__dict__.items() if k in defaults and v is not None}}
-    settings = merge_flags(None, {**chosen, **{k: v for k, v in dict(
-        n=n, p_threshold=p_threshold, min_effect=min_effect, repeats=repeats, tolerance=tolerance).items()
-        if v is not None}})
+    # file < environment < flags for the statistics; what neither sets takes preprocess_audit's own defaults
+    flags = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "repeats": repeats, "tolerance": tolerance}
+    settings = {k: v for k, v in {**{k: getattr(cfg, k) for k in flags}, **flags}.items() if v is not None}
     engine = groups[EngineSpec]
     with RichProgress(enabled=progress) as bar, engine.open() as opened:
-        result = preprocess_audit(sample_source, specs, progress=bar, engine=opened, workers=engine.workers or PREPROCESS_WORKERS,
-                                  **settings)
+        result = preprocess_audit(sample_source, specs, progress=bar, engine=opened,
+                                  workers=engine.workers or PREPROCESS_WORKERS, **settings)
     raise typer.Exit(groups[ReportTargets].emit(result))
