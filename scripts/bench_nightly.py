@@ -11,8 +11,9 @@ ONNX Runtime; the bundled server has no onnxruntime backend), and, interleaved r
 - ``bare``: a ``tritonclient.grpc`` loop sending the same batches with the same number of requests in
   flight (one client per thread) and keeping the answers, nothing else.
 
-A third nightly row leaves out only the reading and SHA256 verification of the bundle (the bare loop's
-inputs are already in memory): lock, readiness, audit, inference, comparison, history and status stay in.
+A third nightly row leaves out only the opening of the bundle before any endpoint work (the manifest check
+and the file reads; ``run_nightly`` hashes the files beside the first endpoint's readiness and requests): lock,
+readiness, audit, inference, comparison, history and status stay in.
 Two more rows time one endpoint's check with the bundle verification (no lock, history or status): one after
 the other (``load_bundle`` then ``check_endpoint``, what ``run_nightly`` does) and pipelined
 (``open_bundle`` then ``check_endpoint`` on the pending bundle: readiness and the first requests run while
@@ -159,20 +160,23 @@ def main() -> None:
             if round_ % 2 == 1:
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
             # The bare loop's inputs are already in memory; this row leaves out the one step that puts the
-            # bundle's there (reading and SHA256-verifying it), and keeps everything else the issue names.
-            served_s = nightly_s - result.seconds["verify_golden"]
+            # bundle's there before any endpoint work (the manifest check and the file reads; the SHA256 of the
+            # files runs beside the first endpoint's readiness and requests), and keeps everything else.
+            opened_s = result.seconds.get("open_golden", result.seconds["verify_golden"])
+            served_s = nightly_s - opened_s
             sequential_s, pipelined_s = endpoint_with_verification(work / "golden", spec, args.in_flight,
                                                                    pipelined_first=round_ % 2 == 0)
             rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s))
             ep = result.endpoints[0].outcome.seconds
-            fixed.append({"verify bundle": result.seconds["verify_golden"], "readiness": ep.get("readiness", 0.0),
+            fixed.append({"open bundle (manifest, file reads; hashes beside the endpoint)": opened_s,
+                          "readiness": ep.get("readiness", 0.0),
                           "inference + comparison": phase_s,
                           "after inference (audit wait, history, status)": ep["total"] - ep.get("readiness", 0.0) - phase_s,
                           "outside the endpoint (lock, history open/close, report)": nightly_s - ep["total"]
-                          - result.seconds["verify_golden"]})
+                          - opened_s})
             print(f"round {round_}: bare {args.samples / bare_s:7.0f}/s   nightly inference+compare "
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
-                  f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without bundle verification "
+                  f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without opening the bundle "
                   f"({bare_s / served_s:.2f}x)   endpoint + verification: one after the other "
                   f"({bare_s / sequential_s:.2f}x), pipelined ({bare_s / pipelined_s:.2f}x)")
     print(f"\n{args.samples} samples of {args.input}, batch {args.batch}, {args.in_flight} in flight, "
@@ -182,9 +186,9 @@ def main() -> None:
     bare = [r[2] for r in rows]
     for label, index in (("bare tritonclient loop (same batches, same concurrency)", 2),
                          ("nightly: inference + per-sample comparison", 1),
-                         ("nightly, bundle already verified in memory (lock, readiness, audit, inference, comparison, "
-                          "history, status)", 3),
-                         ("nightly end to end (verify bundle, lock, readiness, audit, inference, comparison, "
+                         ("nightly without opening the bundle (lock, readiness, audit, inference, comparison, "
+                          "history, status; the hashes run beside the endpoint)", 3),
+                         ("nightly end to end (open and verify bundle, lock, readiness, audit, inference, comparison, "
                           "history, status)", 0),
                          ("one endpoint: verify bundle, then readiness, audit, inference, comparison", 4),
                          ("one endpoint: verification pipelined with readiness and the first requests", 5)):
