@@ -1,16 +1,21 @@
 """Benchmark ``gapcheck lint`` against ``ruff check`` on the same files (a reference point, not a race).
 
-Two corpora, side by side in one run:
+Corpora, side by side in one run:
 
 - **generated**: a training codebase written by this script (>= 100k lines by default): packages of
   models, datasets, train/eval loops, HPO objectives and utilities, with a few planted bugs;
 - **real**: the training scripts shipped inside installed packages (ray's train/tune examples,
-  accelerate's test scripts, every non-test module of site-packages that calls ``.backward()``).
+  accelerate's test scripts, every non-test module of site-packages that calls ``.backward()``);
+- **corpus** (``--corpus DIR``): the fetched upstream corpus of ``tests/lint/corpus`` (21 repositories,
+  notebooks included).
 
 Each tool runs as a subprocess (start-up included, no cache: ``ruff --no-cache --isolated``), best of
-``--rounds``. Prints lines/s for each and the ratio ruff/gapcheck. Usage::
+``--rounds``; ruff twice, with its default rules and with ``--select ALL``. Prints lines per CPU-second
+for each and the ratios. **Memory**: peak RSS of each tool on one generated 50k-line file
+(``--memory-lines``). ``--compare-inference DIR`` times astroid's inference against gapcheck's symbol
+table on the receivers of ``.step()/.scale()/.set_epoch()...`` calls of the corpus (needs astroid).
 
-    .venv/bin/python scripts/bench_lint.py [--lines 100000] [--rounds 3] [--jobs N]
+    .venv/bin/python scripts/bench_lint.py [--lines 100000] [--rounds 3] [--jobs N] [--corpus DIR]
 """
 from __future__ import annotations
 
@@ -315,10 +320,23 @@ def real_scripts() -> list[Path]:
 
 
 def count_lines(files: list[Path]) -> int:
-    return sum(p.read_bytes().count(b"\n") for p in files)
+    """Lines of code: a notebook counts its code cells' lines (as gapcheck reports them), not its JSON."""
+    from gapcheck.errors import InputError
+    from gapcheck.lint.notebook import join_cells
+
+    total = 0
+    for path in files:
+        if path.suffix == ".ipynb":
+            try:
+                total += join_cells(path.read_text(encoding="utf-8", errors="replace"), str(path))[0].count("\n")
+            except InputError:
+                continue
+        else:
+            total += path.read_bytes().count(b"\n")
+    return total
 
 
-def best_of(command: list[str], rounds: int, cwd: Path) -> tuple[float, float]:
+def best_of(command: list[str], rounds: int, cwd: Path, ok: tuple[int, ...] = (0, 1)) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the process and its workers), best of ``rounds``.
 
     CPU time is reported beside wall time because a shared machine's wall clock mostly measures the
@@ -331,22 +349,24 @@ def best_of(command: list[str], rounds: int, cwd: Path) -> tuple[float, float]:
         done = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         elapsed = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode not in (0, 1):
+        if done.returncode not in ok:
             raise SystemExit(f"{command[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         best_wall, best_cpu = min(best_wall, elapsed), min(best_cpu, cpu)
     return best_wall, best_cpu
 
 
-def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int) -> None:
+def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int, ok: tuple[int, ...] = (0, 1)) -> None:
     lines = count_lines(files)
     arguments = [str(p) for p in files]
+    ruff = [str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"]
     commands = {
         f"gapcheck lint (-j {jobs})": [str(BIN / "gapcheck"), "lint", "--exit-zero", "--jobs", str(jobs), *arguments],
         "gapcheck lint (-j 1)": [str(BIN / "gapcheck"), "lint", "--exit-zero", "--jobs", "1", *arguments],
-        "ruff check": [str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", *arguments],
+        "ruff check": [*ruff, *arguments],
+        "ruff check --select ALL": [*ruff, "--select", "ALL", *arguments],
     }
-    timings = {tool: best_of(command, rounds, cwd) for tool, command in commands.items()}
+    timings = {tool: best_of(command, rounds, cwd, ok) for tool, command in commands.items()}
     print(f"\n{name}: {len(files)} files, {lines:,} lines (best of {rounds}, {os.cpu_count()} CPUs)")
     print(f"  {'tool':<22}{'wall s':>9}{'lines/s (wall)':>16}{'CPU s':>9}{'lines/s (CPU)':>15}{'ruff is x faster (CPU)':>24}")
     ruff_cpu = timings["ruff check"][1]
@@ -356,21 +376,102 @@ def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int) -> No
     sys.stdout.flush()
 
 
+def peak_rss(command: list[str], cwd: Path) -> float:
+    """Peak resident memory (MiB) of ``command``, measured in a fresh process so earlier runs do not count."""
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+             "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    done = subprocess.run([sys.executable, "-c", probe, *command], cwd=cwd, capture_output=True, text=True, check=True)
+    return int(done.stdout.strip()) / 1024  # Linux reports KiB
+
+
+def memory(root: Path, lines: int) -> None:
+    """Peak RSS of each tool on one file of ``lines`` lines (generated modules concatenated)."""
+    parts = generate(root / "one", lines)
+    big = root / "big_train.py"
+    big.write_text("\n".join(p.read_text() for p in parts if p.name.startswith("train_")))
+    count = big.read_text().count("\n")
+    commands = {
+        "gapcheck lint": [str(BIN / "gapcheck"), "lint", "--exit-zero", "--jobs", "1", str(big)],
+        "ruff check": [str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", str(big)],
+    }
+    print(f"\nmemory: one file of {count:,} lines ({big.stat().st_size / 1e6:.1f} MB)")
+    baseline = peak_rss([sys.executable, "-c", "pass"], root)
+    for tool, command in commands.items():
+        print(f"  {tool:<22} peak RSS {peak_rss(command, root):8.1f} MiB   (a bare python: {baseline:.1f} MiB)")
+    sys.stdout.flush()
+
+
+def compare_inference(corpus: Path, limit: int = 120) -> None:
+    """astroid's inference vs gapcheck's symbol table: time, and how many step/scale/set_epoch receivers each
+    ties to a constructor (the question the loop rules ask)."""
+    import ast
+
+    import astroid
+    from astroid import nodes
+
+    from gapcheck.lint.source import read_source
+    from gapcheck.lint.symbols import ModuleIndex, dotted
+
+    methods = {"step", "scale", "set_epoch", "unscale_", "update", "zero_grad"}
+    repos = ("pytorch+examples", "facebookresearch+mae", "facebookresearch+deit", "facebookresearch+dino",
+             "ultralytics+yolov5", "karpathy+minGPT")
+    files = sorted(p for repo in repos for p in (corpus / repo).rglob("*.py"))[:limit]
+    lines = count_lines(files)
+    started, ours = time.process_time(), {}
+    for path in files:
+        module = ModuleIndex.build(read_source(path, str(path)))
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods:
+                receiver = node.func.value
+                ours[(str(path), receiver.lineno, receiver.col_offset)] = bool(module.constructors(dotted(receiver)))
+    ours_s = time.process_time() - started
+    started, theirs = time.process_time(), {}
+    for path in files:
+        tree = astroid.MANAGER.ast_from_file(str(path))
+        for call in tree.nodes_of_class(nodes.Call):
+            if isinstance(call.func, nodes.Attribute) and call.func.attrname in methods:
+                try:
+                    known = any(v is not astroid.Uninferable for v in call.func.expr.infer())
+                except Exception:  # astroid raises many kinds of inference errors
+                    known = False
+                theirs[(str(path), call.func.expr.lineno, call.func.expr.col_offset)] = known
+    theirs_s = time.process_time() - started
+    keys = set(ours) & set(theirs)
+    print(f"\ninference on {len(files)} files ({lines:,} lines), {len(keys)} step/scale/set_epoch receivers:")
+    print(f"  gapcheck symbols   {ours_s:8.2f} CPU s  {lines / ours_s:>9,.0f} lines/s  tied to a constructor: "
+          f"{sum(ours[k] for k in keys)}")
+    print(f"  astroid infer()    {theirs_s:8.2f} CPU s  {lines / theirs_s:>9,.0f} lines/s  inferred: "
+          f"{sum(theirs[k] for k in keys)}   (astroid is {theirs_s / max(ours_s, 1e-9):.0f}x slower)")
+    sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--lines", type=int, default=100_000, help="lines of the generated corpus (0: skip it)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--skip-real", action="store_true", help="only the generated corpus")
+    parser.add_argument("--corpus", type=Path, help="also the fetched upstream corpus (tests/lint/corpus)")
+    parser.add_argument("--memory-lines", type=int, default=50_000, help="lines of the one-file memory test (0: skip)")
+    parser.add_argument("--compare-inference", type=Path, metavar="CORPUS", help="astroid vs the symbol table")
     args = parser.parse_args()
     if shutil.which(str(BIN / "ruff")) is None:
         raise SystemExit("ruff is not installed in this environment (pip install ruff)")
     with tempfile.TemporaryDirectory(prefix="bench-lint-") as tmp:
         root = Path(tmp)
-        files = generate(root / "generated", args.lines)
-        bench("generated training codebase", files, root, args.rounds, args.jobs)
+        if args.lines:
+            files = generate(root / "generated", args.lines)
+            bench("generated training codebase", files, root, args.rounds, args.jobs)
         if not args.skip_real:
             bench("real training scripts in site-packages", real_scripts(), root, args.rounds, args.jobs)
+        if args.corpus:
+            corpus = sorted(p for p in args.corpus.resolve().rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file())
+            # exit 2 is expected there: upstream has empty notebooks and a cell that does not parse
+            bench(f"upstream corpus ({args.corpus})", corpus, root, args.rounds, args.jobs, ok=(0, 1, 2))
+        if args.memory_lines:
+            memory(root, args.memory_lines)
+    if args.compare_inference:
+        compare_inference(args.compare_inference.resolve())
 
 
 if __name__ == "__main__":
