@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
-from gapcheck.lint.facts import Aspect, is_scaler_call
+from gapcheck.lint.facts import Aspect, is_clip, is_scaler_call
 from gapcheck.lint.loops import Event, Kind, belongs, events, loop_events
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import ModuleIndex, dotted, keyword, literal
@@ -114,7 +114,7 @@ class ClipWithoutUnscale(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
-        for unit in (module.tree, *module.functions.values(), *module.nested_functions):
+        for unit in _clipping_units(ctx):
             body = [s for s in unit.body if not isinstance(s, _DEFS)] if unit is module.tree else unit.body
             found = unit_events(ctx, unit, body)
             if not any(e.kind is Kind.SCALER_STEP for e in found):
@@ -139,6 +139,19 @@ class ClipWithoutUnscale(Rule):
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _clipping_units(ctx: Context) -> list[ast.AST]:
+    """The functions (and module body) that clip, or call a function of this module that does: only there can
+    a reported clip (always in this module) follow a scaled backward."""
+    module = ctx.module
+    clipping = {id(module.enclosing_function(c) or module.tree) for c in module.calls if is_clip(module, c)}
+    if not clipping:
+        return []
+    units = [module.tree, *module.functions.values(), *module.nested_functions]
+    return [u for u in dict.fromkeys(units) if id(u) in clipping or any(
+        (found := ctx.program.resolve(module, c, within=module.enclosing_function(c))) is not None
+        and found[0] is module and id(found[1]) in clipping for c in module.scope_calls(u))]
 
 
 def unit_events(ctx: Context, unit: ast.AST, body: list[ast.stmt]) -> list[Event]:
