@@ -137,3 +137,16 @@ def test_suppression_inside_a_cell(tmp_path: Path) -> None:
                "Z = StandardScaler().fit_transform(X)  # gapcheck: ignore[GC101] -- unsupervised demo\n"
                "a, b = train_test_split(Z)", 1)
     assert lint_paths([notebook(tmp_path / "s.ipynb", fit)], jobs=1).findings == ()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON"),  # nesting past the JSON parser's recursion limit
+    ('{"cells": [{"cell_type": "code", "source": "x = 1\\u0000"}]}', "does not parse"),
+    ("", "not valid JSON"),  # an empty file is not a notebook either
+])
+def test_hostile_notebooks_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                           message: str) -> None:
+    path = tmp_path / "hostile.ipynb"
+    path.write_text(content)
+    code, out, _ = run(capsys, str(path))
+    assert code == 2 and message in out
