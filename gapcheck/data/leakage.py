@@ -46,8 +46,16 @@ class LeakageOptions:
         if self.sample_size < 2:
             from gapcheck.errors import UsageError
             raise UsageError(f"the sample size must be at least 2, got {self.sample_size}", parameter="sample_size")
-        if isinstance(self.within, list):  # from a config file or JSON
-            object.__setattr__(self, "within", tuple(self.within))
+        within = self.within
+        if isinstance(within, str):  # one split name (a config file's `within = "val"`), never a substring test
+            within = (within,)
+        if isinstance(within, list):  # from a config file or JSON
+            within = tuple(within)
+        if not (within is None or isinstance(within, bool) or
+                (isinstance(within, tuple) and all(isinstance(n, str) and n for n in within))):
+            from gapcheck.errors import UsageError
+            raise UsageError(f"within must be true, false or split names, got {self.within!r}", parameter="within")
+        object.__setattr__(self, "within", within)
 
 
 # Split names checked for duplicates within by default: a name with one of these words (val, test_2024, leaky-val).

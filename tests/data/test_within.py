@@ -108,7 +108,14 @@ def test_photos_within_every_split_when_asked(photo_folders, serial):
 
 
 def test_within_option_from_a_config_list():
+    from gapcheck.errors import UsageError
+
     assert LeakageOptions(within=["val"]).within == ("val",)  # type: ignore[arg-type]
+    assert LeakageOptions(within="val").within == ("val",)  # type: ignore[arg-type]
+    assert not checks_within(LeakageOptions(within="validation").within, "val")  # a name, not a substring
+    for bad in (3, ("val", 2), ("",), {"val": 1}):
+        with pytest.raises(UsageError, match="within"):
+            LeakageOptions(within=bad)  # type: ignore[arg-type]
     with pytest.raises(Exception, match="near"):
         LeakageOptions(near=float("nan"))
 
