@@ -1,18 +1,19 @@
 """`gapcheck export-diff`: parse, call :func:`gapcheck.export_diff.run_export_diff`, render, exit 0/1."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import typer
 from rich.console import Console
 
 from gapcheck.cli.choices import Precision
 from gapcheck.cli.groups import Groups, declare, use
-from gapcheck.cli.options import ProgressOpt, configured
+from gapcheck.cli.options import ProgressOpt
 from gapcheck.cli.triton_options import triton_errors
 from gapcheck.errors import UsageError
-from gapcheck.groups import ExportSpec, InputSource, ModelSource, ReportTargets, ToleranceSpec, TritonTarget
+from gapcheck.groups import ExportSpec, Group, InputSource, ModelSource, Opt, ReportTargets, ToleranceSpec, TritonTarget
 
 
 def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
@@ -27,14 +28,40 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
-# export-diff's own options (the shared ones come from the groups it declares)
+@dataclass(frozen=True)
+class Comparison(Group):
+    """export-diff's own comparison options, with their ``[export_diff]`` keys: a group like the shared ones, so
+    :func:`gapcheck.cli.groups.resolve` merges them too (file < environment < flags)."""
+
+    precision: str = "fp32"
+    batch_sizes: tuple[int, ...] = ()
+    max_intermediate_mb: int = 1024
+    keep_train_mode: bool = False
+
+    OPTIONS: ClassVar[tuple[Opt, ...]] = (
+        Opt("precision", "--precision", "Check what an FP16/BF16 deployment computes: fp32, fp16 or bf16.", str,
+            key="precision"),
+        Opt("batch_sizes", "--batch-sizes", "Check batch consistency, e.g. 1,4.", Optional[str], key="batch_sizes"),
+        Opt("max_intermediate_mb", "--max-intermediate-mb", "Memory for marked ONNX intermediates per run.", int,
+            key="max_intermediate_mb", low=1, high=2**31),
+        Opt("keep_train_mode", "--keep-train-mode", "Do not switch a training-mode model to eval().", bool),
+    )
+
+    def check(self) -> None:
+        if self.precision not in {p.value for p in Precision}:
+            raise UsageError(f"--precision must be fp32, fp16 or bf16, not {self.precision!r}", parameter="precision")
+
+    @classmethod
+    def from_cli(cls, values: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+        """``--batch-sizes 1,4`` from the command line, ``batch_sizes = [1, 4]`` from the config."""
+        sizes = values.get("batch_sizes")
+        values["batch_sizes"] = parse_batch_sizes(sizes) if isinstance(sizes, str) or sizes is None else tuple(sizes)
+        values["precision"] = getattr(values.get("precision"), "value", values.get("precision"))
+        return values
+
+
+# export-diff's other own options (flags only)
 _Onnx = Annotated[Optional[Path], typer.Option("--onnx", help="Compare this ONNX file instead of exporting.")]
-_BatchSizes = Annotated[Optional[str], typer.Option("--batch-sizes", help="Check batch consistency, e.g. 1,4.")]
-_Precision = Annotated[Precision, typer.Option("--precision", help="Check what an FP16/BF16 deployment computes.")]
-_KeepTrainMode = Annotated[bool, typer.Option(
-    "--keep-train-mode", help="Do not switch a training-mode model to eval().")]
-_MaxIntermediateMb = Annotated[int, typer.Option(
-    "--max-intermediate-mb", min=1, help="Memory for marked ONNX intermediates per run.")]
 _TritonLayers = Annotated[bool, typer.Option(
     "--triton-layers", help="Also compare layer by layer on the server (loads a temporary twin; needs explicit model control).")]
 _TwinFile = Annotated[list[Path], typer.Option(
@@ -79,21 +106,15 @@ def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str |
                            mask_input=names[1] if len(names) > 1 else None, pad_id=pad_id)
 
 
-#: export-diff's own options -> [export_diff] key (the groups' keys are resolved by gapcheck.cli.groups.resolve)
-_EXPORT_DIFF_KEYS = {"precision": "precision", "batch_sizes": "batch_sizes", "max_intermediate_mb": "max_intermediate_mb"}
 #: export-diff compares request by request: no total deadline per endpoint
 EXPORT_DIFF_TRITON = use(TritonTarget, skip=("deadline_s",))
 
 
-@declare(ModelSource, InputSource, ToleranceSpec, ExportSpec, EXPORT_DIFF_TRITON, ReportTargets, section="export_diff")
+@declare(ModelSource, InputSource, ToleranceSpec, ExportSpec, Comparison, EXPORT_DIFF_TRITON, ReportTargets,
+         section="export_diff")
 def command(
-    ctx: typer.Context,
     groups: Groups,
     onnx_file: _Onnx = None,
-    batch_sizes: _BatchSizes = None,
-    precision: _Precision = Precision.fp32,
-    keep_train_mode: _KeepTrainMode = False,
-    max_intermediate_mb: _MaxIntermediateMb = 1024,
     triton_layers: _TritonLayers = False,
     twin_file: _TwinFile = [],  # noqa: B006 - typer reads the default; it is never mutated
     pad_check: _PadCheck = False,
@@ -108,16 +129,13 @@ def command(
     from gapcheck.export_diff.api import ExportDiffRequest, run_export_diff
 
     padding = parse_pad_check(pad_check, pad_side, pad_lengths, pad_inputs, pad_id)
-    own: dict[str, Any] = {"precision": precision, "batch_sizes": parse_batch_sizes(batch_sizes),
-                           "max_intermediate_mb": max_intermediate_mb}
-    own.update(configured(ctx, groups.config.section("export_diff"), _EXPORT_DIFF_KEYS))
-    triton = groups[TritonTarget]
+    triton, comparison = groups[TritonTarget], groups[Comparison]
     request = ExportDiffRequest(
         model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
         export=groups[ExportSpec], triton=triton if triton.given else None, onnx_file=onnx_file,
-        batch_sizes=tuple(own["batch_sizes"] or ()), precision=Precision(own["precision"]).value,
-        keep_train_mode=keep_train_mode, max_intermediate_bytes=own["max_intermediate_mb"] * 1024 * 1024,
-        deployment=_deployment(triton), server_layers=triton_layers, twin_files=tuple(twin_file), pad_check=padding)
+        batch_sizes=comparison.batch_sizes, precision=comparison.precision, keep_train_mode=comparison.keep_train_mode,
+        max_intermediate_bytes=comparison.max_intermediate_mb * 1024 * 1024, deployment=_deployment(triton),
+        server_layers=triton_layers, twin_files=tuple(twin_file), pad_check=padding)
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)
     raise typer.Exit(groups[ReportTargets].emit(result))

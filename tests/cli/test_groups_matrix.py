@@ -43,42 +43,47 @@ def test_the_table_names_real_commands():
     assert named <= set(ALL), named - set(ALL)
 
 
+def _check(name: str, group, flags: dict) -> None:
+    """``name`` takes every option of ``group`` (less its listed skips) with the group's spelling and default."""
+    skipped = SKIPPED.get((name, group), set())
+    for opt in group.OPTIONS:
+        if opt.field in skipped:
+            assert opt.flag not in flags, f"{name} takes {opt.flag} though it is listed as skipped"
+            continue
+        assert opt.flag in flags, f"{name} lacks {opt.flag} ({group.__name__}.{opt.field})"
+        for alias in opt.aliases:
+            assert alias in flags and flags[alias].hidden, f"{name}: the older spelling {alias} is not accepted"
+        default = DEFAULTS.get((name, opt.field), group.defaults()[opt.field])
+        shown = flags[opt.flag].default
+        if opt.field == "strict":  # --non-strict is the negative form
+            shown = not shown
+        if isinstance(default, (tuple, dict)):
+            assert not shown and not default, f"{name} {opt.flag}: default {shown!r}"
+        else:
+            assert shown == default, f"{name} {opt.flag}: default {shown!r}, the group's is {default!r}"
+
+
 @pytest.mark.parametrize("group", list(USES), ids=lambda g: g.__name__)
 def test_every_command_takes_the_group_with_one_spelling_and_one_default(group):
     for name in sorted(USES[group]):
-        flags = options(ALL[name])
-        skipped = SKIPPED.get((name, group), set())
-        for opt in group.OPTIONS:
-            if opt.field in skipped:
-                assert opt.flag not in flags, f"{name} takes {opt.flag} though it is listed as skipped"
-                continue
-            assert opt.flag in flags, f"{name} lacks {opt.flag} ({group.__name__}.{opt.field})"
-            for alias in opt.aliases:
-                assert alias in flags and flags[alias].hidden, f"{name}: the older spelling {alias} is not accepted"
-            default = DEFAULTS.get((name, opt.field), group.defaults()[opt.field])
-            param = flags[opt.flag]
-            shown = param.default
-            if opt.field == "strict":  # --non-strict is the negative form
-                shown = not shown
-            if isinstance(default, (tuple, dict)):
-                assert not shown and not default, f"{name} {opt.flag}: default {shown!r}"
-            else:
-                assert shown == default, f"{name} {opt.flag}: default {shown!r}, the group's is {default!r}"
+        _check(name, group, options(ALL[name]))
 
 
-def test_no_command_spells_a_group_option_its_own_way():
-    """A command that does not declare a group must not take one of its flags by hand either."""
+def test_any_command_that_takes_one_option_of_a_group_takes_the_group():
+    """A command added later (not in USES) that takes, say, --checkpoint takes all of ModelSource, spelled and
+    defaulted the same: a group is declared whole, never copied flag by flag."""
     owners = {opt.flag: group for group in USES for opt in group.OPTIONS}
     for name, command in ALL.items():
-        for flag in options(command):
-            group = owners.get(flag)
-            if group is None or name in USES[group] or name.startswith("lint"):
-                continue
+        flags = options(command)
+        if name.startswith("lint"):
+            continue  # lint's own report options (another area); see docs/architecture.md, What is left
+        for group in {owners[f] for f in flags if f in owners}:
+            own = [f for f in flags if owners.get(f) is group and (name, f) not in LEGACY | SAME_MEANING]
+            if own and name not in USES[group]:
+                _check(name, group, flags)
+        for flag in flags:
             if (name, flag) in LEGACY:
-                assert options(command)[flag].hidden
-                continue
+                assert flags[flag].hidden, f"{name}: the older spelling {flag} must be hidden"
             if (name, flag) in SAME_MEANING:
-                field = next(o.field for o in group.OPTIONS if o.flag == flag)
-                assert options(command)[flag].default == group.defaults()[field]
-                continue
-            pytest.fail(f"{name} takes {flag}, an option of {group.__name__}, without declaring the group")
+                field = next(o.field for o in owners[flag].OPTIONS if o.flag == flag)
+                assert flags[flag].default == owners[flag].defaults()[field]
