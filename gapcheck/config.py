@@ -9,7 +9,7 @@ Each command owns one section (``[export_diff]``, ``[preprocess]``, ``[triton]``
 loading a config never imports a heavy module). Values merge **file < environment < flags**:
 ``GAPCHECK_<SECTION>__<KEY>=value`` overrides the file (nested keys joined by ``__``; values read as
 TOML, so ``GAPCHECK_PREPROCESS__N=16`` is an int and ``...__SAMPLES=data/x`` a string), and the CLI
-applies its flags last (:func:`merge_flags`). Every problem is a :class:`~gapcheck.errors.ConfigError`
+applies its flags last (:func:`gapcheck.cli.groups.resolve`). Every problem is a :class:`~gapcheck.errors.ConfigError`
 naming the file (or environment variable), the key, and what was expected.
 
 Why pydantic: it is already a dependency of the new commands, v2 validates in compiled code, gives
@@ -375,10 +375,3 @@ def _stage(name: str, table: StageTable, source: Path | None, base: Path) -> Any
         raise ConfigError(f"{origin}: [preprocess.stages.{name}]: {exc.message}") from exc
     except GapcheckError as exc:
         raise ConfigError(f"{origin}: [preprocess.stages.{name}]: {exc.message}") from exc
-
-
-def merge_flags(section: BaseModel | None, flags: Mapping[str, Any]) -> dict[str, Any]:
-    """File < environment < flags: the section's values, overridden by every flag that is not None."""
-    values = section.model_dump() if section is not None else {}
-    values.update({key: value for key, value in flags.items() if value is not None})
-    return values

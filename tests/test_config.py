@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gapcheck.config import ExportDiffSection, Section, find_config, load_config, merge_flags, register_section
+from gapcheck.config import ExportDiffSection, Section, find_config, load_config, register_section
 from gapcheck.errors import ConfigError
 
 
@@ -74,8 +74,6 @@ def test_merge_order_file_environment_flags(tmp_path):
     assert (section.num_samples, section.seed, section.tolerances) == (5, 7, {"layer1.*": (1e-3, 1e-4)})
     assert cfg.preprocess.samples == "/abs/imgs"  # the environment's absolute path, not rebased
     assert cfg.section("triton").url == "grpc://127.0.0.1:8001"
-    merged = merge_flags(section, {"num_samples": 9, "seed": None})
-    assert merged["num_samples"] == 9 and merged["seed"] == 7
 
 
 def test_environment_errors_name_the_variable(tmp_path):

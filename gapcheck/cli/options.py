@@ -1,12 +1,12 @@
 """CLI pieces outside the option groups: the report flags as ``Annotated`` aliases (for commands that are not
-declared from :mod:`gapcheck.groups` yet), the library parameter -> flag table, progress, and :func:`configured` for a
-command's own options. The shared options are the groups', derived by :mod:`gapcheck.cli.groups`.
+declared from :mod:`gapcheck.groups` yet), the library parameter -> flag table, and progress.
+The shared options are the groups', derived by :mod:`gapcheck.cli.groups`.
 Nothing here imports torch.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -56,20 +56,3 @@ def flag_for(parameter: str | None) -> str | None:
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", help="gapcheck.toml or pyproject.toml (default: discovered from the current directory).")]
-
-
-def configured(ctx: typer.Context, section: Any, names: dict[str, str]) -> dict[str, Any]:
-    """File < environment < flags: for each ``parameter -> section field``, the section's value when the flag was not given.
-
-    Only values the user left at their default are taken from the config (click knows where each value came from).
-    """
-    if section is None:
-        return {}
-    out = {}
-    for parameter, key in names.items():
-        value = getattr(section, key, None)
-        source = ctx.get_parameter_source(parameter)  # typer may vendor click: compare the enum by name
-        given = source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
-        if value is not None and not given:
-            out[parameter] = value
-    return out

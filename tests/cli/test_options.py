@@ -2,15 +2,11 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from gapcheck.cli import options
 from gapcheck.codes.export_diff import TRAINING_MODE
-from gapcheck.config import ExportDiffSection
 from gapcheck.errors import UsageError
 from gapcheck.groups import ToleranceSpec
 from gapcheck.report.contract import SimpleResult
@@ -38,28 +34,6 @@ def test_tolerance_overrides_parse_and_refuse_garbage():
     for bad in ("layer1", "a=1", "=1,2", "a=x,y"):
         with pytest.raises(UsageError, match="PATTERN=RTOL,ATOL"):
             options.parse_overrides([bad])
-
-
-def test_configured_fills_only_flags_left_at_their_default():
-    app = typer.Typer()
-    seen = {}
-
-    @app.command()
-    def run(ctx: typer.Context, num_samples: Annotated[int, typer.Option("--num-samples")] = 1,
-            seed: Annotated[int, typer.Option("--seed")] = 0,
-            progress: options.ProgressOpt = True,
-            rtol: Annotated[float, typer.Option("--rtol")] = 0.0) -> None:
-        section = ExportDiffSection(num_samples=5, seed=9, rtol=None)
-        seen.update(configured=options.configured(ctx, section, {"num_samples": "num_samples", "seed": "seed",
-                                                                   "rtol": "rtol"}), progress=progress)
-
-    @app.command()
-    def other() -> None:
-        pass
-
-    result = CliRunner().invoke(app, ["run", "--seed", "3", "--no-progress"])
-    assert result.exit_code == 0, result.output
-    assert seen == {"configured": {"num_samples": 5}, "progress": False}  # --seed given: the flag wins; rtol unset
 
 
 def test_every_library_parameter_maps_to_a_real_flag():
