@@ -236,6 +236,7 @@ class History:
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
             if not readonly:
+                self._refuse_foreign()  # before anything is written, the journal mode included
                 self.db.execute("PRAGMA journal_mode = WAL")
                 self.db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoint, never corrupt
                 self._migrate()
@@ -252,6 +253,17 @@ class History:
             if hasattr(self, "db"):
                 self.db.close()
             raise
+
+    def _refuse_foreign(self) -> None:
+        """A new history is an empty file. A database of another program (a mistyped --history, a planted link)
+        would otherwise be switched to WAL and get gapcheck's tables added to it."""
+        if self.db.execute("PRAGMA user_version").fetchone()[0] != 0:
+            return
+        others = [r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 3")]
+        if others:
+            raise ConfigError(f"history {self.path} is an SQLite database of something else (it holds tables "
+                              f"{', '.join(ascii(t) for t in others)}); gapcheck leaves it as it is",
+                              hint="give --history a new file or an existing gapcheck history")
 
     def _check_readable(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]

@@ -113,3 +113,24 @@ def test_a_lock_wait_that_is_no_bound_is_refused(tmp_path: Path, wait: float) ->
         HistoryLock(tmp_path / "h.sqlite", wait)
     with pytest.raises(GapcheckError, match="finite number of seconds"):
         History(tmp_path / "h.sqlite", busy_timeout_s=wait)
+
+
+def test_another_programs_database_is_left_as_it_is(tiny_golden: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """A mistyped --history (or a link planted in its place) naming another program's SQLite file: exit 2, untouched."""
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (name TEXT)")
+    db.execute("INSERT INTO users VALUES ('ada')")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(GapcheckError, match="an SQLite database of something else"):
+        History(path)
+    assert path.read_bytes() == before
+    link = tmp_path / "h.sqlite"
+    link.symlink_to(path)
+    assert main(["nightly", "--golden", str(tiny_golden), "--history", str(link), "--retries", "0", "--no-audit",
+                 "--endpoint", "e=http://127.0.0.1:1/m"]) == 2
+    assert "an SQLite database of something else" in capsys.readouterr().err
+    assert path.read_bytes() == before
