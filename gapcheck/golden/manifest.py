@@ -74,6 +74,8 @@ class TensorEntry(_Part):
 
 class Samples(_Part):
     count: Annotated[StrictInt, Field(ge=1, le=MAX_SAMPLES)]  # an empty bundle checks nothing: refused
+    # every sample's input SHA256 at record time (nightly reports request digests from them)
+    fingerprints: Optional[list[dict[StrictStr, Annotated[StrictStr, Field(pattern=_HEX64)]]]] = None
 
 
 class OutputTolerance(_Part):

@@ -57,6 +57,8 @@ CASES = {
     "versions as a list": (_edit(lambda m: m.update(versions=[])), "versions: Input should be a valid dictionary"),
     "an onnx entry naming another hash": (_edit(lambda m: m["onnx"].update(sha256="1" * 64)), "its onnx entry"),
     "a tensor too large for any bundle": (_edit(lambda m: m["inputs"][0].update(shape=[1, 2**31, 2**31])), "would need"),
+    "a recorded fingerprint that is no SHA256": (_edit(lambda m: m["samples"]["fingerprints"][2].update(x=5)),
+                                                 "samples.fingerprints.2.x: Input should be a valid string"),
 }
 
 
