@@ -115,7 +115,8 @@ class ClipWithoutUnscale(Rule):
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
         for unit in _clipping_units(ctx):
-            body = [s for s in unit.body if not isinstance(s, _DEFS)] if unit is module.tree else unit.body
+            statements: list[ast.stmt] = unit.body  # type: ignore[attr-defined]
+            body = [s for s in statements if not isinstance(s, _DEFS)] if unit is module.tree else statements
             found = unit_events(ctx, unit, body)
             if not any(e.kind is Kind.SCALER_STEP for e in found):
                 continue

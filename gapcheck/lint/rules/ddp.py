@@ -11,6 +11,7 @@ from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.symbols import (
     ModuleIndex,
     Program,
+    Step,
     dotted,
     flow,
     is_eval_name,
@@ -48,16 +49,17 @@ class SamplerWithoutSetEpoch(Rule):
         return name is not None and _handed_over_to_unknown(ctx, name)
 
     aspect = Aspect.SAMPLER_EPOCH
-    needs = ("DistributedSampler",)
+    needs = ("DistributedSampler", "epoch")  # the sampler may be built in another module
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         samplers = [c for c in ctx.module.calls if ctx.module.callee(c).split(".")[-1] == "DistributedSampler"
                     and literal(keyword(c, "shuffle")) is not False and not _evaluates(c)]
-        if not samplers:
-            return
         epoch_loop = next((loop for loop in ctx.module.loops if is_epoch_loop(loop)), None)
         if epoch_loop is None:
             return  # one pass over the data: the epoch never changes
+        if not samplers:
+            yield from self._built_elsewhere(ctx, epoch_loop)
+            return
         samplers = [c for c in samplers if not self._handed_over(ctx, c)]
         if not samplers:
             return
@@ -70,6 +72,38 @@ class SamplerWithoutSetEpoch(Rule):
             yield ctx.finding(self.code, sampler, "DistributedSampler is never given set_epoch(epoch) in the "
                               f"epoch loop (line {epoch_loop.lineno}): every epoch repeats the same order",
                               epoch_loop_line=epoch_loop.lineno)
+
+
+    def _built_elsewhere(self, ctx: Context, epoch_loop: ast.AST) -> Iterator[Finding]:
+        """The sampler is built by a function of another project module that this module calls (``build_loader()``
+        in ``data.py``), and nothing this module runs sets its epoch: reported at the epoch loop."""
+        if "DistributedSampler" in ctx.module.source.text:
+            return  # imported or named here: the rule above decides
+        built: Step | None = None
+        for step in flow(ctx.program, ctx.module, [ctx.module.tree, *ctx.module.functions.values()], depth=2,
+                         only=(ast.Call,)):
+            node = step.node
+            if method(node) == "set_epoch":  # type: ignore[arg-type]
+                return
+            if (built is None and step.module is not ctx.module
+                    and step.module.callee(node).split(".")[-1] == "DistributedSampler"  # type: ignore[arg-type]
+                    and literal(keyword(node, "shuffle")) is not False and not _evaluates(node)  # type: ignore[arg-type]
+                    and not _handed_over_in(step.module, node)):  # type: ignore[arg-type]
+                built = step
+        if built is not None:
+            where = f"{built.module.source.display}:{built.node.lineno}"  # type: ignore[attr-defined]
+            yield ctx.finding(self.code, epoch_loop, f"the DistributedSampler built in {where} (called at line "
+                              f"{built.via.lineno}) is never given set_epoch(epoch) in this epoch loop: every epoch "  # type: ignore[union-attr]
+                              "repeats the same order", sampler=where)
+
+
+def _handed_over_in(module: ModuleIndex, sampler: ast.Call) -> bool:
+    """In the module that builds it, the sampler is passed to something other than a DataLoader (its epoch may be
+    set there), or returned on its own (the caller may set it: then the caller's text names set_epoch)."""
+    name = _assigned(module, sampler)
+    if name is None:
+        return False
+    return any(module.callee(call).split(".")[-1] not in _ONLY_LOOK for call in _calls_by_argument(module).get(name, ()))
 
 
 def _evaluates(sampler: ast.Call) -> bool:
