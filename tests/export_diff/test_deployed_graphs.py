@@ -119,3 +119,13 @@ def test_torchscript_refusal_also_names_the_onnx_inputs_missing():
     with pytest.raises(InputError) as info:
         export_diff(scripted, [{"x": np.ones((1, 4), np.float32)}], onnx_model=onnx_model)
     assert "sr" in info.value.message and "the ONNX file also needs inputs sr" in info.value.message
+
+
+def test_changed_activation_inside_a_fused_group_is_named_at_the_activation(cnn):
+    model, samples, onnx_model = cnn
+    changed = __import__("copy").deepcopy(model)
+    changed.bn1.act = torch.nn.LeakyReLU(0.1)  # the checkpoint's code; the deployed file keeps ReLU
+    result = export_diff(changed, samples, onnx_model=deployed.slimmed(onnx_model))
+    fd = result.first_divergence
+    assert fd is not None and fd.module == "bn1.act" and fd.cause == "local", fd
+    assert any("Relu" in d and "LeakyReLU" in d for d in fd.differences), fd.differences
