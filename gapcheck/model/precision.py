@@ -31,8 +31,12 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
             model = copy
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "values truncated to fp16" warnings: the point of the check
-            return float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False,
-                                                    node_block_list=list(keep_fp32) or None)
+            # max_finite_val: the converter's default (1e4) clamps constants that FP16 holds exactly (a divisor
+            # of 20,000 became 10,000); a deployment's FP16 conversion keeps every value up to 65504.
+            converted = float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False,
+                                                         max_finite_val=FP16_MAX,
+                                                         node_block_list=list(keep_fp32) or None)
+        return drop_round_trips(converted) if keep_fp32 else converted
     if precision == "bf16":
         raise UsageError(
             "precision bf16 is not available: ONNX Runtime's CPU execution provider has no bfloat16 kernels for "
@@ -41,3 +45,35 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
             parameter="precision",
         )
     raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}", parameter="precision")
+
+
+def drop_round_trips(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Remove FP32 -> FP16 -> FP32 cast pairs between two nodes kept in FP32.
+
+    onnxconverter-common casts every output of a blocked node back to FP16 and removes the pair again only when the
+    value has one consumer; a value with several (a residual stream) keeps the round trip, and a value beyond 65504
+    comes back as Inf — exactly what keeping the node in FP32 was to prevent. Consumers read the FP32 value instead.
+    """
+    nodes = list(model.graph.node)
+    to = {n.name: next((a.i for a in n.attribute if a.name == "to"), None) for n in nodes if n.op_type == "Cast"}
+    by_output = {o: n for n in nodes for o in n.output}
+    replace: dict[str, str] = {}
+    for node in nodes:
+        if node.op_type != "Cast" or to.get(node.name) != onnx.TensorProto.FLOAT:
+            continue
+        source = by_output.get(node.input[0])
+        if source is not None and source.op_type == "Cast" and to.get(source.name) == onnx.TensorProto.FLOAT16 \
+                and source.name.endswith(tuple(f"_output_cast{i}" for i in range(8))):
+            replace[node.output[0]] = source.input[0]
+    if not replace:
+        return model
+    for node in nodes:
+        for i, name in enumerate(node.input):
+            if name in replace:
+                node.input[i] = replace[name]
+    outputs = {o.name for o in model.graph.output}
+    used = {name for n in nodes for name in n.input} | outputs
+    keep = [n for n in nodes if not (n.op_type == "Cast" and n.output[0] not in used)]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    return model

@@ -99,6 +99,14 @@ def _hot(values: dict[str, np.ndarray]) -> set[str]:
     return hot
 
 
+def _hot_constants(model: onnx.ModelProto) -> set[str]:
+    """Float initializers with a value beyond FP16's range (the converter clamps them to 65504)."""
+    from onnx import numpy_helper
+
+    return _hot({i.name: numpy_helper.to_array(i) for i in model.graph.initializer
+                 if i.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)})
+
+
 def _as_float(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float32) if array.dtype == np.float16 else array
 
@@ -130,7 +138,7 @@ def analyze(module, graph: Graph, samples: Sequence[dict[str, np.ndarray]], refs
     fp16 = ValueRunner(fp16_model, names)
     fp16_index = index_graph(fp16_model)
     accs = {p: _Acc() for p, m in graph.mappings.items() if m.mapped}
-    hot: set[str] = set()
+    hot = _hot_constants(graph.model)
     for feeds, ref in zip(samples, refs, strict=True):
         f32, f16 = fp32.run(feeds), fp16.run(feeds)
         hot |= _hot(f32)
@@ -179,7 +187,8 @@ def _local_ratio(graph: Graph, fp16_model: onnx.ModelProto, fp16_index, path: st
             if not value or value in produced or value in graph.index.initializers or value not in f32:
                 continue
             array = f32[value]
-            feeds[value] = contiguous(array.astype(f16[value].dtype) if value in f16 else array)
+            with np.errstate(over="ignore"):  # a value beyond FP16's range becomes Inf, as the FP16 model has it
+                feeds[value] = contiguous(array.astype(f16[value].dtype) if value in f16 else array)
     for value in graph.index.graph_inputs & {v for n in members for v in nodes[n].input}:
         feeds.setdefault(value, contiguous(f32.get(value, np.empty(0))))
     feeds = {k: v for k, v in feeds.items() if v.size or k not in graph.index.graph_inputs}

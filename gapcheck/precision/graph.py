@@ -90,19 +90,17 @@ def outputs_only(model: onnx.ModelProto) -> ValueRunner:
 
 
 def value_map(original: onnx.ModelProto, converted: onnx.ModelProto) -> dict[str, str]:
-    """Original value name -> its name in a converted copy: the same name where the copy still has it (QDQ and
-    dynamic quantization keep a quantized node's output name), else by node name and position (onnxconverter-common
-    renames the outputs of a node kept in FP32 to ``<node>_output_cast_0``)."""
+    """Original value name -> its name in a converted copy: the output of the node of the same name and type (a node
+    kept in FP32 by onnxconverter-common writes ``<node>_output_cast_0``, and its old name is an FP16 copy), else the
+    same name (dynamic quantization replaces a MatMul by other nodes that write its output name)."""
     present = {v for n in converted.graph.node for v in n.output} | {o.name for o in converted.graph.output}
-    produced = {n.name: list(n.output) for n in converted.graph.node}
+    produced = {n.name: (n.op_type, list(n.output)) for n in converted.graph.node}
     mapping = {}
     for node in original.graph.node:
-        new = produced.get(node.name, [])
+        op_type, new = produced.get(node.name, ("", []))
         for position, name in enumerate(node.output):
-            if not name:
-                continue
-            if name in present:
+            if name and op_type == node.op_type and position < len(new) and new[position]:
+                mapping[name] = new[position]  # the node's own value (FP32 for a kept node), not its FP16 cast
+            elif name in present:
                 mapping[name] = name
-            elif position < len(new) and new[position]:
-                mapping[name] = new[position]
     return mapping

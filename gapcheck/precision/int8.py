@@ -2,9 +2,10 @@
 (weights only, for Linear-heavy text models); each module's sensitivity; the fewest modules to exclude.
 
 Sensitivity is the *local* measure, from one run of the FP32 and the fully quantized model with every value marked:
-the relative L2 error (``||q - f|| / ||f||``, worst over the samples) at the values a module's own ops hand on, minus
-the worst at the values they receive — the error the module adds. (The other measure, the output error with only
-that module quantized, costs one quantization per module.) The fix excludes the most sensitive modules' own nodes
+a module's own ops (innermost scope) are re-run in FP32 on the values the quantized model fed them, and the relative
+L2 error (``||q - f|| / ||f||``, worst over the samples) of the quantized output against that is what quantizing the
+module adds, whatever it inherits. (The other measure, the output error with only that module quantized, costs one
+quantization per module.) The fix excludes the most sensitive modules' own nodes
 (``nodes_to_exclude``): 1, 2, 4, ... until the target holds, then the smallest count between (a binary search,
 assuming more exclusions never hurt), each candidate quantized and verified on the verification samples. The
 calibration ranges are computed once and reused (ONNX Runtime's calibration cache).
@@ -116,23 +117,6 @@ def _relative(q: np.ndarray, f: np.ndarray) -> float:
     return diff / norm if norm > 0 else (0.0 if diff == 0 else float("inf"))
 
 
-def value_errors(graph: Graph, quantized: onnx.ModelProto, samples: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
-    """Relative L2 error of every float value the quantized model still has, worst over the samples."""
-    renamed = {**value_map(graph.model, quantized), **after_qdq(quantized)}
-    names = [n for n in value_names(graph.model) if n in renamed]
-    fp32 = ValueRunner(graph.model, names)
-    q = ValueRunner(quantized, [renamed[n] for n in names])
-    errors: dict[str, float] = {}
-    for feeds in samples:
-        f, got = fp32.run(feeds), q.run(feeds)
-        for name in names:
-            a, b = f.get(name), got.get(renamed[name])
-            if a is None or b is None or a.dtype.kind != "f":
-                continue
-            errors[name] = max(errors.get(name, 0.0), _relative(b, a))
-    return errors
-
-
 def after_qdq(quantized: onnx.ModelProto) -> dict[str, str]:
     """Value -> the dequantized copy its consumers read (QuantizeLinear -> DequantizeLinear). The value itself may be
     computed otherwise: the QDQ quantizer folds a ReLU into the quantization range and hands its input on instead."""
@@ -141,23 +125,83 @@ def after_qdq(quantized: onnx.ModelProto) -> dict[str, str]:
             if n.op_type == "QuantizeLinear" and n.output[0] in dequantized}
 
 
-def sensitivity(module, graph: Graph, errors: dict[str, float]) -> list[ModuleRow]:
-    """Each module's own ops (innermost scope): the error they add (see the module docstring), ranked."""
-    classes = {p: type(m).__name__ for p, m in module.named_modules() if p}
+def value_errors(graph: Graph, quantized: onnx.ModelProto,
+                 samples: Sequence[dict[str, np.ndarray]]) -> tuple[dict[str, float], dict[str, float]]:
+    """(relative L2 error of every float value the quantized model still has, and of every module's own ops), worst
+    over the samples. A module's own error: its quantized output against its FP32 ops fed the same (quantized)
+    inputs — what quantizing it adds, whatever it inherits."""
+    renamed = {**value_map(graph.model, quantized), **after_qdq(quantized)}
+    names = [n for n in value_names(graph.model) if n in renamed]
+    fp32 = ValueRunner(graph.model, names)
+    q = ValueRunner(quantized, [renamed[n] for n in names])
+    units = _units(graph, set(names))
+    errors: dict[str, float] = {}
+    local: dict[str, float] = {}
+    for feeds in samples:
+        f, got = fp32.run(feeds), q.run(feeds)
+        seen = {name: got[renamed[name]] for name in names if renamed[name] in got}
+        for name, value in seen.items():
+            if name in f and f[name].dtype.kind == "f":
+                errors[name] = max(errors.get(name, 0.0), _relative(value, f[name]))
+        for owner, (handed, received) in units.items():
+            own = _own_error(graph, handed, received, seen, feeds)
+            if own is not None:
+                local[owner] = max(local.get(owner, 0.0), own)
+    return errors, local
+
+
+def _units(graph: Graph, known: set[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """Owner module -> (float values its own ops hand on, values they receive), for modules with a marked output."""
     nodes = {n.name: n for n in graph.model.graph.node}
     outputs = set(graph.index.graph_outputs)
-    rows = []
+    units = {}
     for owner, own in graph.owners().items():
         own_set = set(own)
         produced = {v for n in own for v in nodes[n].output if v}
-        handed = [v for v in produced if v in errors and (v in outputs or set(graph.consumers_of(v)) - own_set)]
-        received = {v for n in own for v in nodes[n].input if v in errors and v not in produced}
-        if not handed:
-            continue
-        out = max(errors[v] for v in handed)
-        added = max(0.0, out - max((errors[v] for v in received), default=0.0))
-        rows.append(ModuleRow(module=owner, class_name=classes.get(owner, "(ops)"), nodes=tuple(own), ratio=out,
-                              local=added, sensitivity=added))
+        handed = [v for v in produced if v in known and (v in outputs or set(graph.consumers_of(v)) - own_set)]
+        received = list(dict.fromkeys(v for n in own for v in nodes[n].input
+                                      if v and v not in produced and v not in graph.index.initializers))
+        if handed:
+            units[owner] = (handed[-1:], received)
+    return units
+
+
+def _own_error(graph: Graph, handed: list[str], received: list[str], seen: dict[str, np.ndarray],
+               feeds: dict[str, np.ndarray]) -> float | None:
+    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+    from gapcheck.export_diff.localize import extract_subgraph
+
+    inputs = {}
+    for name in received:
+        value = seen.get(name, feeds.get(name))
+        if value is None:
+            if graph.producer_of(name) is not None and graph.model.graph.node[
+                    graph.index.producer[name]].op_type == "Constant":
+                continue
+            return None
+        inputs[name] = np.ascontiguousarray(value)
+    output = handed[0]
+    if output not in seen:
+        return None
+    try:
+        sub = extract_subgraph(graph.model, graph.index, inputs, output)
+        used = {i.name for i in sub.graph.input}
+        result = OnnxRuntimeBackend(sub, name="fp32-module").infer({k: v for k, v in inputs.items() if k in used})
+    except (BackendError, KeyError):
+        return None
+    return _relative(seen[output], result[output])
+
+
+def sensitivity(module, graph: Graph, errors: dict[str, float], local: dict[str, float]) -> list[ModuleRow]:
+    """Each module's own ops (innermost scope), ranked by the error quantizing them adds (see value_errors)."""
+    classes = {p: type(m).__name__ for p, m in module.named_modules() if p}
+    units = _units(graph, set(errors))
+    owners = graph.owners()
+    rows = []
+    for owner, (handed, _) in units.items():
+        own = local.get(owner, 0.0)
+        rows.append(ModuleRow(module=owner, class_name=classes.get(owner, "(ops)"), nodes=tuple(owners[owner]),
+                              ratio=max(errors[v] for v in handed), local=own, sensitivity=own))
     rows.sort(key=lambda r: (-r.sensitivity, -(r.ratio or 0.0), r.module))
     return rows
 
@@ -165,7 +209,7 @@ def sensitivity(module, graph: Graph, errors: dict[str, float]) -> list[ModuleRo
 def fix(rows: Sequence[ModuleRow], quantizer: Quantizer, check: Callable[[onnx.ModelProto], Scores],
         targets: Sequence[Target]) -> Int8Fix:
     """The fewest modules (most sensitive first) whose exclusion reaches the targets (see the module docstring)."""
-    ranked = [r for r in rows if r.sensitivity > 0] or list(rows)
+    ranked = list(rows)  # most sensitive first; the last try excludes every module with a marked output
     attempts: dict[int, tuple[Attempt, onnx.ModelProto]] = {}
 
     def attempt(k: int) -> bool:

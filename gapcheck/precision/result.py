@@ -13,7 +13,8 @@ from gapcheck.report.contract import Chart, ResultBase, Series, Table
 
 MEASURES = {
     "fp16": "local error ratio: the module's FP16 ops fed the reference inputs, error / tolerance (inf: overflow)",
-    "int8": "local: relative L2 error the module's own ops add over their inputs, fully quantized model vs FP32",
+    "int8": "local: relative L2 error of the module's quantized output against its FP32 ops fed the same quantized "
+            "inputs (fully quantized model, one run)",
 }
 
 

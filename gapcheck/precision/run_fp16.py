@@ -19,7 +19,10 @@ from gapcheck.precision.result import PrecisionResult
 
 def _findings(analysis: fp16.Analysis) -> list[Finding]:
     out = []
+    overflowing = [r.module for r in analysis.rows if r.sensitivity == math.inf]
     for row in analysis.rows:
+        if row.sensitivity == math.inf and any(m.startswith(row.module + ".") for m in overflowing):
+            continue  # its submodule overflows: named there, not again for every module around it
         subject = Subject(module=row.module)
         evidence = {"nodes": list(row.nodes), "overflow": row.overflow, "underflow": row.underflow,
                     "out_of_range": row.out_of_range, "local_error_ratio": row.local}
@@ -36,6 +39,20 @@ def _findings(analysis: fp16.Analysis) -> list[Finding]:
             f"the FP16 model misses the tolerance ({analysis.verification.worst}); no module fails on its own: the "
             "error accumulates", where=analysis.verification.failing[0]))
     return out
+
+
+def beyond_range(context: Any, analysis: fp16.Analysis) -> dict[str, Any]:
+    """Values beyond FP16's range in the FP32 reference, whatever ONNX Runtime made of them: it runs some ops in FP32
+    (casts it inserts for ops without an FP16 kernel, fused normalizations), a TensorRT FP16 engine may not."""
+    graph = context.graph
+    ids = {n.name: i for i, n in enumerate(graph.model.graph.node)}
+    rows = []
+    for value in analysis.hot_values[:20]:
+        node = graph.producer_of(value)
+        rows.append({"value": value, "node": node, "module": graph.owner(ids[node]) if node in ids else None})
+    return {"values": rows, "count": len(analysis.hot_values),
+            "note": "beyond 65504 in the FP32 reference; the verdict is ONNX Runtime's FP16 (CPU), which runs ops "
+                    "without an FP16 kernel in FP32: a TensorRT FP16 engine may overflow there"}
 
 
 def _fix_section(fix: fp16.Fix, path: Any, written: bool) -> dict[str, Any]:
@@ -57,15 +74,15 @@ def run_fp16(context: Any) -> PrecisionResult:
     context.timings["analysis_s"] = time.perf_counter() - start
     findings = _findings(analysis)
     if analysis.verification.passed:
-        return PrecisionResult("fp16", tuple(findings), "FP16 passes as it is: no module needs FP32",
-                               tuple(analysis.rows), details={"samples": len(context.samples)})
+        return _clean(context, analysis, findings)
     if request.fix_path is None:
         return PrecisionResult("fp16", tuple(findings), f"FP16 misses the tolerance: {analysis.verification.worst}",
-                               tuple(analysis.rows), details={"samples": len(context.samples)})
+                               tuple(analysis.rows), details={"samples": len(context.samples),
+                                                              "beyond_fp16_range": beyond_range(context, analysis)})
     start = time.perf_counter()
     fixed = fp16.fix(graph, analysis, context.samples, refs, policy, max_runs=request.max_runs)
     context.timings["fix_s"] = time.perf_counter() - start
-    details = {"samples": len(context.samples),
+    details = {"samples": len(context.samples), "beyond_fp16_range": beyond_range(context, analysis),
                "tensorrt": fp16.tensorrt_settings(fixed.block_list)}
     nodes = len(fixed.block_list)
     if fixed.verification.passed:
@@ -84,6 +101,23 @@ def run_fp16(context: Any) -> PrecisionResult:
         headline = f"FP16 not fixed: {fixed.verification.worst}"
     return PrecisionResult("fp16", tuple(findings), headline, tuple(analysis.rows),
                            fix=_fix_section(fixed, request.fix_path, fixed.verification.passed), details=details)
+
+
+def _clean(context: Any, analysis: fp16.Analysis, findings: list[Finding]) -> PrecisionResult:
+    """Nothing needs FP32: with --fix the plain FP16 model (verified by the run just made) is the written model."""
+    from gapcheck.precision.api import write_fix
+    from gapcheck.precision.fp16 import to_precision
+
+    path, fix = context.request.fix_path, None
+    if path is not None:
+        write_fix(path, to_precision(context.graph.model, "fp16"))
+        fix = {"path": str(path), "status": "verified", "kept": [], "modules": [], "nodes": [], "runs": 0,
+               "verification": {"passed": True, "failing": [], "worst": ""}}
+        findings = [*findings, PRECISION_FIX_VERIFIED.finding(
+            f"wrote {path}: the whole model in FP16 (no module needs FP32; it passes layer by layer)", where=str(path))]
+    return PrecisionResult("fp16", tuple(findings), "FP16 passes as it is: no module needs FP32",
+                           tuple(analysis.rows), fix=fix, details={"samples": len(context.samples),
+                                                                   "beyond_fp16_range": beyond_range(context, analysis)})
 
 
 def _downgraded(finding: Finding) -> Finding:

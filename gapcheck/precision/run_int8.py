@@ -72,7 +72,8 @@ def run_int8(context: Any) -> PrecisionResult:
     try:
         quantized = quantizer.quantize()
         scores = check(quantized)
-        rows = int8.sensitivity(context.module, graph, int8.value_errors(graph, quantized, verification))
+        errors, local = int8.value_errors(graph, quantized, verification)
+        rows = int8.sensitivity(context.module, graph, errors, local)
         context.timings["sensitivity_s"] = time.perf_counter() - start
         details = {"mode": mode, "calibration": {"source": source, "samples": len(calibration) if mode == "static"
                                                  else 0, "method": request.calibration_method if mode == "static"
