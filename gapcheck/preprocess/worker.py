@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
@@ -182,6 +182,7 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
 
     observations: list[StageObservation] = []
     outputs: dict[str, tuple[np.ndarray, ArraySummary]] = {}
+    observed: dict[str, StageObservation] = {}
     dead = dict(item.dead)
     with local_path(item.path, data) as path:  # a URL's bytes in a private temporary file, for stages that take a path
         for position, (spec, fn) in enumerate(stages):
@@ -189,10 +190,11 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
                 observations.append(StageObservation(spec.name, False, dead[spec.name]))
                 continue
             mark(item.index, position)
-            observation, output = _observe(spec, fn, item, path, data, options)
+            observation, output = _observe(spec, fn, item, path, data, options, _twin(outputs, observed))
             observations.append(observation)
             if output is not None:
                 outputs[spec.name] = (output, observation.stats)
+                observed[spec.name] = observation
 
     mark(item.index, ANALYSING)
     issue = screening.issue
@@ -201,11 +203,7 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
         decode_issue = full_decode_issue(data, options.max_pixels)
         if decode_issue is not None:
             issue = decode_issue
-    deltas = tuple(
-        pair_delta(a, outputs[a][0], outputs[a][1], b, outputs[b][0], outputs[b][1])
-        for a, b in combinations([s.name for s, _ in stages], 2)
-        if a in outputs and b in outputs
-    )
+    deltas = _deltas([s.name for s, _ in stages], outputs)
     profile = None
     first = stages[0][0].name if stages else None
     if item.profile and first in outputs and stages[0][0].recipe is None:
@@ -214,15 +212,67 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
                         profile)
 
 
+TwinFn = Callable[[np.ndarray], "StageObservation | None"]
+
+
+def _twin(outputs: dict[str, tuple[np.ndarray, ArraySummary]], observed: dict[str, StageObservation]) -> TwinFn:
+    """Finds an earlier stage whose output on this sample is the very same array (dtype, shape, every value).
+
+    Stages that agree usually agree bit for bit (train and val without augmentation): the second one's fingerprint,
+    statistics and KS values are then the first one's, and are not computed again (the hashing and statistics of a
+    stage output are most of the audit's own per-sample cost). NaN never compares equal, so such outputs are
+    always summarized on their own.
+    """
+    def find(output: np.ndarray) -> StageObservation | None:
+        for name, (array, _) in outputs.items():
+            if array.shape == output.shape and array.dtype == output.dtype and np.array_equal(array, output):
+                return observed[name]
+        return None
+
+    return find
+
+
+def _deltas(names: list[str], outputs: dict[str, tuple[np.ndarray, ArraySummary]]) -> tuple[PairDelta, ...]:
+    """Every pair's delta; a pair whose outputs are the same arrays as an already measured pair's reuses its numbers."""
+    alias: dict[str, str] = {}
+    for name in names:
+        if name in outputs:
+            alias[name] = next((a for a in alias if alias[a] == a and outputs[a][1].sha256 == outputs[name][1].sha256
+                                and outputs[a][1].nonfinite == 0), name)
+    measured: dict[tuple[str, str], PairDelta] = {}
+    deltas = []
+    for a, b in combinations(names, 2):
+        if a not in outputs or b not in outputs:
+            continue
+        key = (alias[a], alias[b])
+        if key not in measured:
+            measured[key] = pair_delta(a, outputs[a][0], outputs[a][1], b, outputs[b][0], outputs[b][1])
+        deltas.append(replace(measured[key], a=a, b=b))
+    return tuple(deltas)
+
+
 def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str, data: bytes,
-             options: WorkerOptions) -> tuple[StageObservation, np.ndarray | None]:
+             options: WorkerOptions, twin_of: TwinFn | None = None) -> tuple[StageObservation, np.ndarray | None]:
     """Run one stage on one sample: its observation (summary, layout, repeats, KS values) and its output."""
     try:
         output = _call(spec, fn, path, data)
     except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
         return StageObservation(spec.name, False, _error_text(exc)), None
+    twin = twin_of(output) if twin_of is not None else None
+    repeats = _repeats(spec, fn, item, path, data, options)
+    kept = output if item.keep_arrays else None
+    if twin is not None:
+        return replace(twin, stage=spec.name, repeat_fingerprints=repeats, array=kept), output
     info = detect_layout(output.shape)
     summary = summarize(output, info.channel_axis)
+    chw = chw_view(output, info)
+    ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
+    return StageObservation(spec.name, True, "", summary, info, repeats, ks_values, kept), output
+
+
+def _repeats(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str, data: bytes,
+             options: WorkerOptions) -> tuple[str, ...]:
+    """The fingerprints of ``options.repeats`` more runs on a probe sample (nondeterminism); () elsewhere."""
     repeats: tuple[str, ...] = ()
     if item.probe:
         repeat_list = []
@@ -232,10 +282,7 @@ def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str,
             except Exception as exc:  # noqa: BLE001 - a stage that fails only sometimes is nondeterministic too
                 repeat_list.append(f"error: {_error_text(exc)}")
         repeats = tuple(repeat_list)
-    chw = chw_view(output, info)
-    ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
-    kept = output if item.keep_arrays else None
-    return StageObservation(spec.name, True, "", summary, info, repeats, ks_values, kept), output
+    return repeats
 
 
 def _first_stage_profile(data: bytes, output: np.ndarray, max_pixels: int) -> StageProfile | None:

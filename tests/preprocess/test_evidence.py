@@ -178,3 +178,29 @@ def test_fit_does_not_depend_on_memory_layout(folders):
     strided = np.ascontiguousarray(chw.transpose(1, 2, 0)).transpose(2, 0, 1)
     raw = decode_rgb(path.read_bytes())
     assert fit_profile(raw, to_chw(chw)) == fit_profile(raw, to_chw(strided))
+
+
+def test_a_stage_identical_to_an_earlier_one_is_summarized_once(folders, monkeypatch):
+    """train and val without augmentation agree bit for bit: val's summary, KS values and deltas are train's, not
+    computed again (issue 23 item 15: the audit's own per-sample cost is mostly hashing and statistics)."""
+    from gapcheck.preprocess import worker
+    from gapcheck.preprocess.stages import make_spec
+    from tests.preprocess import evidence_pipelines as pipes
+
+    calls = []
+    real = worker.summarize
+    monkeypatch.setattr(worker, "summarize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    stages = [(make_spec(name, function=fn), fn) for name, fn in
+              (("train", pipes.pil_rgb), ("val", pipes.pil_rgb_twice), ("infer", pipes.rounded_resize))]
+    item = worker.WorkItem(0, str(folders["rounding"] / sorted(phone_photos.rounding_crops(folders["rounding"]))[0]),
+                           False, True)
+    record = worker.process_sample(stages, item, worker.WorkerOptions(10**8, 1, 16))
+    assert len(calls) == 2  # train and infer; val is train's twin
+    train, val, infer = record.stages
+    assert val.stage == "val" and val.stats == train.stats and np.array_equal(val.ks_values, train.ks_values)
+    assert val.repeat_fingerprints and val.repeat_fingerprints[0] == val.stats.sha256  # its own probe still runs
+    deltas = {(d.a, d.b): d for d in record.deltas}
+    assert deltas[("train", "val")].max_abs == 0.0 and deltas[("train", "infer")].max_abs > 0
+    direct = worker.pair_delta("val", val.array if val.array is not None else pipes.pil_rgb_twice(item.path).numpy(),
+                               val.stats, "infer", pipes.rounded_resize(item.path).numpy(), infer.stats)
+    assert (deltas[("val", "infer")].max_abs, deltas[("val", "infer")].psnr_db) == (direct.max_abs, direct.psnr_db)
