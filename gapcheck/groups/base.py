@@ -25,7 +25,7 @@ class Opt:
     ``field``: the group's field; ``flag``: its spelling (``--num-samples``); ``kind``: the value's Python type as
     typer reads it (``list[str]`` for a repeatable flag); ``key``: its key in a config section (None: flag only);
     ``low``/``high``: the closed range of a number (``low_open``: the low end excluded); ``aliases``: hidden older
-    spellings that are still accepted; ``secret``: never echoed in an error.
+    spellings that are still accepted.
     """
 
     field: str
@@ -37,7 +37,6 @@ class Opt:
     high: float | None = None
     low_open: bool = False
     aliases: tuple[str, ...] = ()
-    secret: bool = False
     metavar: str | None = None
 
     def environment(self, section: str) -> str | None:

@@ -41,13 +41,13 @@ class TritonTarget(Group):
     SECTION: ClassVar[str | None] = "triton"
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
         Opt("url", "--triton-url", "Triton server: http://host:8000, https://..., grpc://host:8001, grpcs://..., or "
-            "host:port (protocol detected); may end in /MODEL?version=N.", Optional[str], key="url", secret=True),
+            "host:port (protocol detected); may end in /MODEL?version=N.", Optional[str], key="url"),
         Opt("model", "--triton-model", "Model name on the server.", Optional[str], key="model"),
         Opt("protocol", "--protocol", "http or grpc (default: the URL's scheme; detected for host:port).",
             Optional[str], key="protocol"),
         Opt("version", "--triton-version", "Model version expected on the server.", Optional[str], key="version"),
         Opt("headers", "--triton-header", "Request header KEY:VALUE, e.g. triton-access-token:TOKEN (never printed). "
-            "Repeatable.", list[str], aliases=("--header",), secret=True),
+            "Repeatable.", list[str], aliases=("--header",)),
         Opt("ssl", "--triton-ssl", "Use TLS (implied by https:// and grpcs://).", bool, key="ssl", aliases=("--ssl",)),
         Opt("ssl_root_cert", "--triton-ssl-root-cert", "CA certificate (PEM).", Optional[Path], key="ssl_root_cert",
             aliases=("--ssl-root-cert",)),
