@@ -1,8 +1,10 @@
 """``gapcheck lint``: the training-code review checklist as a static checker.
 
-Library entry point: :func:`lint_paths` (files and folders -> :class:`LintResult`). The engine
+Library entry point: :func:`lint_paths` (files, folders and notebooks -> :class:`LintResult`). The engine
 (:mod:`.engine`) runs the rules of :mod:`.rules` on each file with the symbol/flow layer of
-:mod:`.symbols`; codes and their documentation live in :mod:`gapcheck.codes.lint`.
+:mod:`.symbols`; notebooks become one module through :mod:`.notebook`; rules whose risk depends on the
+torch version read it through :mod:`.versions`; :mod:`.fix` (LibCST, imported only for ``--fix``/``--diff``)
+rewrites the mechanical findings. Codes and their documentation live in :mod:`gapcheck.codes.lint`.
 """
 from __future__ import annotations
 

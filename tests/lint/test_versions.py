@@ -85,3 +85,14 @@ def test_gc602_only_for_projects_on_torch_before_1_9(tmp_path: Path) -> None:
     assert lint_paths([path], Selection(select=("GC602",), target_torch=(2, 5)), jobs=1).findings == ()
     (old,) = lint_paths([path], Selection(select=("GC602",), target_torch=(1, 8)), jobs=1).findings
     assert "on torch 1.8" in old.message
+
+
+def test_target_torch_in_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = project(tmp_path, "requirements.txt", "torch>=2.0\n")
+    config = tmp_path / "gapcheck.toml"
+    config.write_text('[lint]\ntarget-torch = "2.7"\nselect = ["GC801"]\n')
+    assert main(["lint", str(path), "--config", str(config), "--format", "json"]) == 1
+    out = capsys.readouterr().out
+    assert '"severity": "info"' in out and '"severity": "gap"' in out
+    config.write_text('[lint]\ntarget-torch = "two"\n')
+    assert main(["lint", str(path), "--config", str(config)]) == 2
