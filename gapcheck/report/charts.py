@@ -2,15 +2,24 @@
 
 Only the HTML format calls this; matplotlib is imported on the first chart, never by ``import gapcheck``.
 The chart says what to draw (series, marks, matrix, images); this module only draws it.
+
+Chart text comes from outside (endpoint, layer and feature names): every string reaches matplotlib through
+:func:`_text`, and every warning matplotlib gives while drawing is emitted again through
+:func:`gapcheck.report.text.safe_line` (its glyph warnings quote the character raw: an ESC or BEL would reach
+the terminal).
 """
 from __future__ import annotations
 
 import base64
 import io
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gapcheck.report.contract import Chart, Series
+from gapcheck.report.text import safe_line
 
 _MAX_TICK_LABELS = 40
 _STYLE_LINES = {"line": "-", "dashed": "--", "step": "-"}
@@ -38,9 +47,29 @@ def draw(chart: Chart) -> list[str]:
     """Base64 PNGs for ``chart`` (one, or none for an "images" chart whose images are already PNGs)."""
     if chart.kind == "images":
         return [png for _, png in chart.images]
-    if chart.kind == "heatmap":
-        return [_heatmap(chart)]
-    return [_series_chart(chart)]
+    with safe_warnings():
+        return [_heatmap(chart) if chart.kind == "heatmap" else _series_chart(chart)]
+
+
+@contextmanager
+def safe_warnings() -> Iterator[None]:
+    """Warnings given inside are caught and emitted again, in order, with their message through ``safe_line``
+    (same category; control characters as escapes, one line), also when the body raises."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # all recorded here; the filters in force outside decide what shows
+            yield
+    finally:  # outside the recording block: inside it, they would only be recorded again
+        for warning in caught:
+            warnings.warn(safe_line(warning.message), warning.category, stacklevel=3)
+
+
+def _text(value: object) -> str:
+    """Outside text as matplotlib should draw it: control characters as escapes (matplotlib draws them as missing
+    glyphs and warns with the raw character), each ``$`` literal (a pair is otherwise parsed as mathtext: a name
+    holding ``$\\frac$`` failed the whole report, and ``$5 and $6`` was drawn in italics)."""
+    return safe_line(value).replace("$", r"\$")
 
 
 def _values(series: Series, log_y: bool) -> list[float]:
@@ -65,26 +94,26 @@ def _series_chart(chart: Chart) -> str:
         values = _values(series, chart.log_y)
         if number in bars:
             offset = (bars.index(number) - (len(bars) - 1) / 2) * bar_width
-            ax.bar([p + offset for p in positions], values, width=bar_width, label=series.name)
+            ax.bar([p + offset for p in positions], values, width=bar_width, label=_text(series.name))
         elif series.style == "scatter":
-            ax.scatter(positions, values, s=12, label=series.name)
+            ax.scatter(positions, values, s=12, label=_text(series.name))
         elif series.style == "step":
-            ax.step(positions, values, where="mid", linestyle="--", linewidth=1, label=series.name)
+            ax.step(positions, values, where="mid", linestyle="--", linewidth=1, label=_text(series.name))
         else:
             ax.plot(positions, values, _STYLE_LINES.get(series.style, "-"), marker="." if len(positions) <= 80 else None,
-                    linewidth=1.2, label=series.name)
+                    linewidth=1.2, label=_text(series.name))
     for index in chart.marks:
         if 0 <= index < len(positions):
             ax.axvline(index, color="#b00020", linewidth=1, linestyle=":")
-            ax.annotate(chart.x[index], (index, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+            ax.annotate(_text(chart.x[index]), (index, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
                         color="#b00020", ha="right", va="bottom")
     if chart.log_y:
         ax.set_yscale("log")
-    ax.set_ylabel(chart.y_label)
+    ax.set_ylabel(_text(chart.y_label))
     step = max(1, math.ceil(len(positions) / _MAX_TICK_LABELS))
     ax.set_xticks(positions[::step])
-    ax.set_xticklabels(chart.x[::step], rotation=90, fontsize=7)
-    ax.set_title(chart.title, fontsize=10)
+    ax.set_xticklabels([_text(x) for x in chart.x[::step]], rotation=90, fontsize=7)
+    ax.set_title(_text(chart.title), fontsize=10)
     if chart.series:
         ax.legend(fontsize=7)
     return png_base64(fig)
@@ -99,8 +128,8 @@ def _heatmap(chart: Chart) -> str:
     shown = ax.imshow(grid, aspect="auto", cmap="viridis")
     fig.colorbar(shown, ax=ax, fraction=0.046)
     ax.set_xticks(range(cols))
-    ax.set_xticklabels(chart.x[:cols], rotation=90, fontsize=7)
+    ax.set_xticklabels([_text(x) for x in chart.x[:cols]], rotation=90, fontsize=7)
     ax.set_yticks(range(rows))
-    ax.set_yticklabels(chart.y[:rows], fontsize=7)
-    ax.set_title(chart.title, fontsize=10)
+    ax.set_yticklabels([_text(y) for y in chart.y[:rows]], fontsize=7)
+    ax.set_title(_text(chart.title), fontsize=10)
     return png_base64(fig)
