@@ -435,9 +435,12 @@ class Program:
             for nested in module.nested_named(func.id):  # def run_validate(...) inside validate(), called there
                 if within is not None and module.enclosing_function(nested) is within:
                     return module, nested
+            if objects and func.id in module.classes:  # Loop(kind) runs Loop.__init__ (seeds set there count)
+                init = module.functions.get(f"{func.id}.__init__")
+                return (module, init) if init is not None else None
             origin = module.imports.get(func.id)
             if origin:
-                return self._imported(module, origin)
+                return self._imported(module, origin, objects)
             return self._object_call(module, func) if objects else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id == "self" and within is not None:
@@ -482,7 +485,7 @@ class Program:
         function = target_module.functions.get(f"{name}.{method}")
         return (target_module, function) if function is not None else None
 
-    def _imported(self, module: ModuleIndex, origin: str) -> tuple[ModuleIndex, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    def _imported(self, module: ModuleIndex, origin: str, objects: bool = False) -> Resolved | None:
         module_name, _, attr = origin.rpartition(".")
         if not module_name and not origin.startswith("."):
             return None
@@ -493,6 +496,8 @@ class Program:
         if target is None:
             return None
         function = target.functions.get(attr)
+        if function is None and objects and attr in target.classes:
+            function = target.functions.get(f"{attr}.__init__")  # a project class built: its __init__ runs
         return (target, function) if function is not None else None
 
     def _find_module(self, importer: Path, name: str) -> Path | None:

@@ -21,6 +21,10 @@ REVIEWED = {
     # GC601 true positives: the entry point (or the train function it launches) trains with no seed at all.
     ("accelerate/test_utils/scripts/external_deps/test_ds_multiple_model.py", 330, "GC601"),  # config["seed"] never used
     ("accelerate/test_utils/scripts/test_merge_weights.py", 128, "GC601"),
+    # Lightning examples under Tune: trainer.fit with no pl.seed_everything; seen once a project class's
+    # constructor is followed (the LightningModule's __init__ builds its layers from torch's unseeded RNG).
+    ("ray/tune/examples/mnist_ptl_mini.py", 154, "GC601"),
+    ("ray/tune/examples/mlflow_ptl.py", 88, "GC601"),
     ("ray/train/examples/pytorch/torch_data_prefetch_benchmark/auto_pipeline_for_host_to_device_data_transfer.py",
      122, "GC601"),
     ("ray/train/examples/pytorch/torch_fashion_mnist_example.py", 153, "GC601"),
