@@ -21,15 +21,18 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from gapcheck.errors import EndpointError, GapcheckError, InputError
+from gapcheck.errors import EndpointError, GapcheckError, InputError, one_line
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle
 from gapcheck.nightly.config import EndpointSpec
 from gapcheck.triton.url import redact
+
+if TYPE_CHECKING:
+    from gapcheck.nightly.deadline import DeadlineConnection, DeadlineEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +103,17 @@ class EndpointOutcome:
     @property
     def gap(self) -> bool:
         return any(f.is_gap for f in self.findings)
+
+
+def _connect(endpoint: DeadlineEndpoint) -> DeadlineConnection:
+    """A client for ``endpoint`` whose every attempt is capped at the time its deadline leaves.
+
+    Not :func:`gapcheck.triton.client.connect`: that makes a plain ``TritonConnection``, which bounds each attempt by
+    ``timeout_s`` alone, so a server that accepts and never answers would hold the endpoint ``(retries + 1) *
+    timeout_s`` past ``--deadline``."""
+    from gapcheck.nightly.deadline import DeadlineConnection
+
+    return DeadlineConnection(endpoint)
 
 
 def _is_restricted(exc: BaseException) -> bool:
@@ -299,7 +313,8 @@ class _Inference:
     """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within the endpoint's
     deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
 
-    def __init__(self, spec: EndpointSpec, endpoint: Any, outputs: list[str], digests: InputDigests) -> None:
+    def __init__(self, spec: EndpointSpec, endpoint: DeadlineEndpoint, outputs: list[str],
+                 digests: InputDigests) -> None:
         self.spec, self.endpoint, self.outputs, self.digests = spec, endpoint, outputs, digests
         self._local = threading.local()
         self._connections: list[Any] = []
@@ -308,7 +323,7 @@ class _Inference:
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self.endpoint.connect()
+            conn = _connect(self.endpoint)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -330,12 +345,12 @@ class _Inference:
             conn.close()
 
 
-def _served_facts(spec: EndpointSpec, endpoint: Any, findings: list[Finding]) -> tuple[str | None, str | None, int | None,
-                                                                                      list[str]]:
+def _served_facts(spec: EndpointSpec, endpoint: DeadlineEndpoint,
+                  findings: list[Finding]) -> tuple[str | None, str | None, int | None, list[str]]:
     """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
-    with endpoint.connect() as conn:
+    with _connect(endpoint) as conn:
         if not conn.server_live():
             raise EndpointError(f"Triton server {conn.display_url} is not live")
         if not conn.model_ready(spec.model, spec.version, wait=False):
@@ -377,6 +392,16 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
                     Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in result.findings]
 
 
+def _unreachable_message(exc: BaseException) -> str:
+    """Why an endpoint could not be checked, on one line (:func:`gapcheck.errors.one_line`: colour codes removed, a
+    long message cut). Our own errors are already worded (and redacted): no type, and their hint (e.g. which access
+    header a restricted API expects); anything else is named by its type."""
+    if isinstance(exc, GapcheckError):
+        message = one_line(exc).removeprefix(f"{type(exc).__name__}: ") if exc.message.strip() else type(exc).__name__
+        return f"{message} ({exc.hint})" if exc.hint else message
+    return one_line(exc)
+
+
 def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
     tick = time.monotonic()
     return fn(*args), time.monotonic() - tick
@@ -398,9 +423,11 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     findings: list[Finding] = []
     served: tuple[str | None, str | None, int | None] = (None, None, None)
     try:
-        # Every connection made from this endpoint (readiness, audit, inference) stops at the deadline.
+        # Readiness and inference connect through _connect: every attempt stops at the deadline. The audit's own
+        # connection (triton.audit, through client.connect) is a plain one: its attempts are bounded by timeout_s.
         bounded = DeadlineEndpoint.of(spec.triton_endpoint(retries), deadline, deadline_s)
-        endpoint = bounded.resolve()  # a bare host:port is probed once, here
+        # A bare host:port is probed once, here; resolve() keeps the class (dataclasses.replace), typed as its base.
+        endpoint = cast(DeadlineEndpoint, bounded.resolve())
         version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)
         served = (version, chash, max_batch)
         timings["readiness"] = time.monotonic() - start
@@ -417,12 +444,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     except BadBundle:
         raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        # Our own errors are already worded (and redacted); anything else is named by its type.
-        message = first_line if isinstance(exc, GapcheckError) and first_line else \
-            f"{type(exc).__name__}: {first_line}".rstrip(": ")
-        if isinstance(exc, GapcheckError) and exc.hint:  # e.g. which access header a restricted API expects
-            message = f"{message} ({exc.hint})"
+        message = _unreachable_message(exc)
         # The last attempt, capped at the time left, fails as a plain timeout ("Deadline Exceeded" on gRPC):
         # say which deadline it was. (Timers fire within a few milliseconds of it, either side.)
         if time.monotonic() > deadline - 0.05 and deadline_message(deadline_s) not in message:

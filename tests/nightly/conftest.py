@@ -20,7 +20,7 @@ import onnx
 import pytest
 
 from gapcheck.golden import RecordRequest, load_bundle, record_bundle
-from gapcheck.triton.client import TritonEndpoint
+from gapcheck.triton.client import TritonEndpoint, connect
 from gapcheck.triton.local_server import LocalTritonServer, restriction_args
 
 ADMIN_HEADER = "x-admin-token"
@@ -109,7 +109,7 @@ class Served:
         name = model or self.model
         onnx.save_model(onnx_model, str(self.repo / name / "1" / "model.onnx"))
         admin = TritonEndpoint(self.server.http_url, "http", headers={ADMIN_HEADER: ADMIN_TOKEN})
-        with admin.connect() as conn:
+        with connect(admin) as conn:
             conn.load_model(name)
 
 

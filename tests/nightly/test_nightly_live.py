@@ -192,7 +192,7 @@ def test_tampered_bundle_exits_2_and_names_the_file(served, tiny_golden: Path, t
 
 def test_a_changed_config_is_reported_with_both_hashes(served, tiny_golden: Path, golden_onnx, webhook_server,
                                                        tmp_path: Path) -> None:
-    from gapcheck.triton.client import TritonEndpoint
+    from gapcheck.triton.client import TritonEndpoint, connect
     from tests.nightly.conftest import ADMIN_HEADER, ADMIN_TOKEN, model_config
 
     history = tmp_path / "h.sqlite"
@@ -202,7 +202,7 @@ def test_a_changed_config_is_reported_with_both_hashes(served, tiny_golden: Path
     assert main(args) == 0
     config = model_config("cli", golden_onnx, max_batch_size=4)
     (served.repo / "cli" / "config.pbtxt").write_text(config)
-    with TritonEndpoint(served.server.http_url, "http", headers={ADMIN_HEADER: ADMIN_TOKEN}).connect() as conn:
+    with connect(TritonEndpoint(served.server.http_url, "http", headers={ADMIN_HEADER: ADMIN_TOKEN})) as conn:
         conn.load_model("cli")
     assert main([*args, "--json", str(tmp_path / "r.json")]) == 0  # a change is a warning, not a gap
     document = json.loads((tmp_path / "r.json").read_text())
