@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError
 from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names, re-exported
     FORMAT_VERSION,
@@ -136,12 +137,9 @@ def file_sha256(path: Path) -> str:
 
 
 def write_file_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """Transitional name of :func:`gapcheck.atomic.write_atomic` (the one atomic writer) for golden/record.py; it goes
+    when that caller calls write_atomic itself."""
+    write_atomic(path, data, what="golden bundle file")
 
 
 def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> bytes:
