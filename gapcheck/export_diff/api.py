@@ -23,7 +23,7 @@ from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, evaluati
 from gapcheck.findings import Finding, Subject
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec, TritonTarget
 from gapcheck.groups.inputs import forward_input_names, specs_from_onnx  # noqa: F401 - their old home, re-exported
-from gapcheck.groups.keywords import KEYWORDS, with_keywords
+from gapcheck.groups.keywords import KEYWORDS, fill_request
 from gapcheck.model.onnx_file import load_onnx
 from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.triton.client import TritonEndpoint
@@ -78,23 +78,9 @@ class ExportDiffRequest:
     twin_files: tuple[Path, ...] = ()  # files the twin needs besides model.onnx (e.g. a Python backend's model.py)
     pad_check: PadCheckRequest | None = None  # also check padding invariance on every backend
 
-    def __init__(self, *, model: ModelSource | None = None, inputs: InputSource | None = None,
-                 tolerance: ToleranceSpec | None = None, export: ExportSpec | None = None,
-                 triton: TritonTarget | None = None, onnx_file: Path | None = None, batch_sizes: tuple[int, ...] = (),
-                 precision: str = "fp32", keep_train_mode: bool = False,
-                 max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES, deployment: DeploymentTarget | None = None,
-                 server_layers: bool = False, twin_files: tuple[Path, ...] = (), pad_check: PadCheckRequest | None = None,
-                 **keywords: Any) -> None:
-        groups = with_keywords({ModelSource: model or ModelSource(), InputSource: inputs or InputSource(),
-                                ToleranceSpec: tolerance or ToleranceSpec(), ExportSpec: export or ExportSpec()},
-                               keywords, "ExportDiffRequest")
-        values = {**{name: groups[group] for group, name in _HOLDERS.items()}, "triton": triton,
-                  "onnx_file": onnx_file, "batch_sizes": tuple(batch_sizes), "precision": precision,
-                  "keep_train_mode": keep_train_mode, "max_intermediate_bytes": max_intermediate_bytes,
-                  "deployment": deployment, "server_layers": server_layers, "twin_files": tuple(twin_files),
-                  "pad_check": pad_check}
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+    def __init__(self, **values: Any) -> None:
+        fill_request(self, values, {"model": ModelSource(), "inputs": InputSource(), "tolerance": ToleranceSpec(),
+                                    "export": ExportSpec()})
 
     def __getattr__(self, name: str) -> Any:
         """The library keywords read back from the groups (``request.factory`` is ``request.model.factory``)."""

@@ -29,7 +29,7 @@ from gapcheck.findings import Finding, Subject
 from gapcheck.golden import bundle as fmt
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
 from gapcheck.groups.inputs import RECORD_SAMPLES
-from gapcheck.groups.keywords import with_keywords
+from gapcheck.groups.keywords import fill_request
 from gapcheck.tensors import fingerprint, sha256_bytes, summarize
 
 logger = logging.getLogger(__name__)
@@ -56,19 +56,12 @@ class RecordRequest:
     stage: str | None = None  # "infer=module:callable" turning one raw sample into the model input
     overwrite: bool = False
 
-    def __init__(self, out: Path, factory: str | None = None, *, model: ModelSource | None = None,
-                 inputs: InputSource | None = None, tolerance: ToleranceSpec | None = None,
-                 export: ExportSpec | None = None, samples: Path | None = None, stage: str | None = None,
-                 overwrite: bool = False, **keywords: Any) -> None:
-        groups: dict[Any, Any] = {ModelSource: model or ModelSource(), InputSource: inputs or InputSource(
-            num_samples=RECORD_SAMPLES), ToleranceSpec: tolerance or ToleranceSpec(), ExportSpec: export or ExportSpec()}
+    def __init__(self, out: Path, factory: str | None = None, **values: Any) -> None:
         if factory is not None:
-            keywords["factory"] = factory
-        groups = with_keywords(groups, keywords, "RecordRequest")
-        for name, value in (("out", Path(out)), ("model", groups[ModelSource]), ("inputs", groups[InputSource]),
-                            ("tolerance", groups[ToleranceSpec]), ("export", groups[ExportSpec]), ("samples", samples),
-                            ("stage", stage), ("overwrite", overwrite)):
-            object.__setattr__(self, name, value)
+            values["factory"] = factory
+        fill_request(self, {"out": Path(out), **values}, {
+            "model": ModelSource(), "inputs": InputSource(num_samples=RECORD_SAMPLES), "tolerance": ToleranceSpec(),
+            "export": ExportSpec()})
 
 
 @dataclass(frozen=True)

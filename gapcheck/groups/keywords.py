@@ -37,3 +37,29 @@ def with_keywords(groups: Mapping[type[Group], Group], keywords: Mapping[str, An
         changes.setdefault(group, {})[name] = tuple(value) if name == "specs" else value
     return {group: dataclasses.replace(value, **changes[group]) if group in changes else value  # type: ignore[type-var]
             for group, value in groups.items()}
+
+
+def fill_request(request: Any, values: dict[str, Any], groups: Mapping[str, Group]) -> None:
+    """Set the fields of a frozen request dataclass from ``values``: its group fields (``groups``: field name -> the
+    default group) given as groups or built from library keywords, the rest as given or their defaults.
+    A name that is neither is a TypeError, as a dataclass's own ``__init__`` would raise."""
+    owner = type(request).__name__
+    keywords = {k: values.pop(k) for k in list(values) if k in KEYWORDS}
+    built = {type(default): values.pop(name, None) or default for name, default in groups.items()}
+    built = with_keywords(built, keywords, owner)
+    for name, default in groups.items():
+        object.__setattr__(request, name, built[type(default)])
+    for f in dataclasses.fields(request):
+        if f.name in groups:
+            continue
+        if f.name in values:
+            value = values.pop(f.name)
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise TypeError(f"{owner}() missing required argument {f.name!r}")
+        object.__setattr__(request, f.name, tuple(value) if isinstance(value, list) else value)
+    if values:
+        raise TypeError(f"{owner}() got an unexpected keyword argument {next(iter(values))!r}")
