@@ -71,6 +71,8 @@ def is_forward(module: ModuleIndex, call: ast.Call) -> bool:
         return False
     if isinstance(func, ast.Attribute) and name in _FORWARD_METHODS:
         return is_model_name(last_name(func.value))
+    if _built_as_network(module, dotted(func)):
+        return True  # m = Net(); m(x): what it holds decides, whatever it is called
     if not is_model_name(name) or tokens(name) & _NOT_FORWARD:
         return False
     if isinstance(func, ast.Name):
@@ -78,6 +80,20 @@ def is_forward(module: ModuleIndex, call: ast.Call) -> bool:
     root = dotted(func)
     head = root.split(".")[0] if root else None
     return head is None or head not in module.imports
+
+
+#: Constructors of library networks: calling what they built is a forward pass.
+_NETWORK_FACTORIES = ("torchvision.models.", "timm.create_model", "transformers.AutoModel")
+
+
+def _built_as_network(module: ModuleIndex, name: str | None) -> bool:
+    """``name`` holds a network: built from a class of this module with a ``forward``, or a library model."""
+    for constructor in module.constructors(name) if name else ():
+        if constructor in module.classes and f"{constructor}.forward" in module.functions:
+            return True
+        if constructor.startswith(_NETWORK_FACTORIES):
+            return True
+    return False
 
 
 def _calls_model(program: Program, module: ModuleIndex, loop: ast.AST) -> bool:
