@@ -1,0 +1,155 @@
+"""INT8: static QDQ on a small CNN calibrated with real photos (a folder through a declared stage) and verified on
+other photos; the fix excludes the most sensitive modules and the written model meets the target; the faults."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from gapcheck.errors import BackendError, InputError, UsageError
+from gapcheck.groups import InputSource, ModelSource
+from gapcheck.precision import PrecisionRequest, parse_target, run_precision
+from gapcheck.precision.graph import ValueRunner
+from gapcheck.precision.targets import score
+
+STAGE = "photo=tests.precision.stages:photo_32"
+CNN = "sample_models.cnn:build_small_resnet"
+
+
+def _request(photos, **kw) -> PrecisionRequest:
+    calibration, verification = photos
+    base = dict(model=ModelSource(factory=CNN), inputs=InputSource(file=verification), precision="int8",
+                calibration=calibration, calibration_stage=STAGE)
+    return PrecisionRequest(**{**base, **kw})
+
+
+def _codes(result) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def test_static_int8_on_photos_fix_reaches_the_target(photos_32, tmp_path: Path):
+    plain = run_precision(_request(photos_32, targets=(parse_target("cosine=0"),)))
+    assert plain.details["mode"] == "static" and plain.details["calibration"]["samples"] == 16
+    assert "calibration_unrepresentative" not in _codes(plain)  # real photos, verified on other photos
+    cosine = plain.details["scores"]["cosine"]
+    assert cosine < 1 - 1e-7
+    target = 1 - (1 - cosine) / 3  # stricter than the fully quantized model reaches
+    fix = tmp_path / "cnn.int8.onnx"
+    result = run_precision(_request(photos_32, targets=(parse_target(f"cosine={target}"),), fix_path=fix))
+    assert result.verdict == "pass", [f.message for f in result.findings]
+    assert result.fix["status"] == "verified" and result.fix["modules"]
+    ranking = [r.module for r in result.rows]
+    assert result.fix["modules"] == ranking[:len(result.fix["modules"])]  # greedy by sensitivity
+    assert "precision_target_missed" in _codes(result) and "precision_fix_verified" in _codes(result)
+    trade = result.fix["trade"]
+    assert trade[-1]["met"] or any(t["met"] for t in trade)
+    # The written model, checked independently against torch on the verification photos.
+    model = onnx.load(str(fix))
+    assert any(n.op_type == "QuantizeLinear" for n in model.graph.node)
+    excluded = set(result.fix["nodes"])
+    assert not any(n.op_type == "DequantizeLinear" and n.output[0] in
+                   {o for m in model.graph.node if m.name in excluded for o in m.output} for n in model.graph.node)
+    from sample_models.cnn import build_small_resnet
+
+    module = build_small_resnet().eval()
+    x = np.load(photos_32[1])["x"]
+    runner = ValueRunner(model, [])
+    got = [runner.run({"x": x[i:i + 1]}) for i in range(len(x))]
+    with torch.no_grad():
+        ref = [{"output": module(torch.from_numpy(x[i:i + 1])).numpy()} for i in range(len(x))]
+    assert score(ref, [{"output": g[model.graph.output[0].name]} for g in got]).cosine >= target
+
+
+def test_a_target_no_exclusion_reaches_is_a_gap_and_nothing_is_written(photos_32, tmp_path: Path):
+    fix = tmp_path / "never.onnx"
+    result = run_precision(_request(photos_32, targets=(parse_target("max-rel-error=0"),), fix_path=fix))
+    assert result.verdict == "gap"
+    assert result.fix["status"] == "insufficient" and result.fix["path"] is None
+    assert "precision_fix_insufficient" in _codes(result) and not fix.exists()
+
+
+def test_calibrating_on_the_verification_samples_warns(photos_32):
+    _, verification = photos_32
+    result = run_precision(_request(photos_32, calibration=verification, calibration_stage=None,
+                                    targets=(parse_target("cosine=0"),)))
+    warned = [f for f in result.findings if f.code == "calibration_unrepresentative"]
+    assert warned and "calibration samples too" in warned[0].message
+
+
+def test_random_inputs_for_int8_warn():
+    result = run_precision(PrecisionRequest(model=ModelSource(factory=CNN), precision="int8",
+                                            inputs=InputSource(specs=("x:1x3x32x32:float32",), num_samples=4),
+                                            targets=(parse_target("cosine=0"),)))
+    assert any("random inputs" in f.message for f in result.findings if f.code == "calibration_unrepresentative")
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_calibration_methods(photos_32, method: str):
+    result = run_precision(_request(photos_32, calibration_method=method, targets=(parse_target("cosine=0"),)))
+    assert result.details["calibration"]["method"] == method and result.verdict == "pass"
+
+
+def test_calibration_from_an_npz_and_a_pt(photos_32, tmp_path: Path):
+    from tests.precision.conftest import stacked
+    from tests.precision.stages import photo_32
+
+    arrays = stacked(photos_32[0], photo_32)
+    np.savez(tmp_path / "cal.npz", x=arrays)
+    torch.save({"x": torch.from_numpy(arrays)}, tmp_path / "cal.pt")
+    for path in (tmp_path / "cal.npz", tmp_path / "cal.pt"):
+        result = run_precision(_request(photos_32, calibration=path, calibration_stage=None,
+                                        targets=(parse_target("cosine=0"),)))
+        assert result.details["calibration"]["samples"] == len(arrays)
+
+
+def test_empty_calibration_folder_is_an_input_error(photos_32, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no sample files"):
+        run_precision(_request(photos_32, calibration=tmp_path / "empty"))
+
+
+def test_calibration_samples_that_do_not_fit_are_an_input_error(photos_32, tmp_path: Path):
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((4, 3, 48, 48), np.float32))
+    with pytest.raises(InputError, match="calibration sample 0: input 'x' has shape"):
+        run_precision(_request(photos_32, calibration=tmp_path / "wrong.npz", calibration_stage=None))
+
+
+def test_a_folder_of_raw_samples_needs_a_stage(photos_32):
+    with pytest.raises(UsageError, match="declare their preprocessing"):
+        run_precision(_request(photos_32, calibration_stage=None))
+
+
+def test_a_model_onnx_runtime_cannot_quantize_is_a_backend_error():
+    from onnx import TensorProto, helper
+
+    from gapcheck.precision.int8 import Quantizer
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("NoSuchOp", ["x"], ["y"], domain="custom.ops")],
+                                                "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.ops", 1)])
+    quantizer = Quantizer(model, "static", [{"x": np.ones((1, 4), np.float32)}])
+    try:
+        with pytest.raises(BackendError, match="cannot quantize"):
+            quantizer.quantize()
+    finally:
+        quantizer.close()
+
+
+def test_text_model_with_token_ids_is_quantized_dynamically():
+    result = run_precision(PrecisionRequest(
+        model=ModelSource(factory="sample_models.transformer:build_transformer"), precision="int8",
+        inputs=InputSource(specs=("tokens:1x16:int64:0,1000",), num_samples=3), targets=(parse_target("cosine=0"),)))
+    assert result.details["mode"] == "dynamic" and result.details["calibration"]["samples"] == 0
+    assert result.rows and result.details["quantized_nodes"] > 0
+
+
+def test_targets_are_parsed_and_checked():
+    assert str(parse_target("top1-agreement=0.99")) == "top1-agreement=0.99"
+    for bad in ("cosine", "cosine=2", "cosine=nan", "accuracy=0.9"):
+        with pytest.raises(UsageError):
+            parse_target(bad)
