@@ -1,0 +1,67 @@
+"""`gapcheck precision` as a user runs it: exit codes, the JSON a CI job applies (schema-checked), the HTML chart,
+and the files it may and may not touch."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gapcheck.cli.app import main
+from gapcheck.report.envelope import validate
+
+PLANTED = ["precision", "--model", "sample_models.planted:build_fp16_overflow", "--input", "x:1x8x16:float32",
+           "--num-samples", "2", "--no-cache"]
+
+
+def test_gap_without_fix_then_fixed_with_json_and_html(tmp_path: Path):
+    assert main([*PLANTED, "--json", str(tmp_path / "gap.json")]) == 1
+    out = tmp_path / "deploy"
+    out.mkdir()
+    (out / "keep.txt").write_text("a user's file")
+    report, html = tmp_path / "r.json", tmp_path / "r.html"
+    code = main([*PLANTED, "--fix", str(out / "model.fp16.onnx"), "--json", str(report), "--html", str(html)])
+    assert code == 0
+    document = json.loads(report.read_text())
+    validate(document)
+    assert document["fix"]["status"] == "verified" and "attn.scores" in document["fix"]["modules"]
+    assert document["fix"]["nodes"] and document["fix"]["path"].endswith("model.fp16.onnx")
+    assert document["modules"][0]["module"] == "attn.scores" and document["modules"][0]["sensitivity"] == "inf"
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt", "model.fp16.onnx"]
+    assert (out / "keep.txt").read_text() == "a user's file"
+    text = html.read_text()
+    assert "Sensitivity ranking" in text and "data:image/png;base64" in text.split("Sensitivity ranking", 2)[-1]
+
+
+def test_the_fix_never_overwrites_the_export(tmp_path: Path):
+    same = tmp_path / "model.onnx"
+    assert main([*PLANTED, "--save-onnx", str(same), "--fix", str(same)]) == 2
+    assert not same.exists()
+
+
+def test_bad_options_are_usage_errors(tmp_path: Path):
+    assert main([*PLANTED, "--precision", "int4"]) == 2
+    assert main([*PLANTED, "--precision", "int8", "--target", "cosine=1.5"]) == 2
+    assert main([*PLANTED, "--precision", "int8", "--calibration-method", "median"]) == 2
+    assert main([*PLANTED, "--calibration", str(tmp_path / "absent")]) == 2  # calibration is for INT8
+
+
+def test_int8_empty_calibration_folder_and_misfit_samples_exit_2(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    cnn = ["precision", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
+           "--precision", "int8", "--no-cache"]
+    assert main([*cnn, "--calibration", str(tmp_path / "empty"), "--calibration-stage", "p=tests.precision.stages:photo_32"]) == 2
+    np.savez(tmp_path / "wrong.npz", y=np.zeros((2, 3, 32, 32), np.float32))
+    assert main([*cnn, "--calibration", str(tmp_path / "wrong.npz")]) == 2
+
+
+def test_int8_cli_json_lists_what_ci_applies(tmp_path: Path):
+    report = tmp_path / "int8.json"
+    code = main(["precision", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
+                 "--num-samples", "4", "--precision", "int8", "--target", "max-rel-error=0",
+                 "--fix", str(tmp_path / "q.onnx"), "--json", str(report), "--no-cache"])
+    assert code == 1  # unreachable: the fix is insufficient, nothing written
+    document = json.loads(report.read_text())
+    validate(document)
+    assert document["fix"]["status"] == "insufficient" and not (tmp_path / "q.onnx").exists()
+    assert {f["code"] for f in document["findings"]} >= {"precision_fix_insufficient", "calibration_unrepresentative"}
