@@ -77,11 +77,11 @@ class SamplerWithoutSetEpoch(Rule):
     def _built_elsewhere(self, ctx: Context, epoch_loop: ast.AST) -> Iterator[Finding]:
         """The sampler is built by a function of another project module that this module calls (``build_loader()``
         in ``data.py``), and nothing this module runs sets its epoch: reported at the epoch loop."""
-        if "DistributedSampler" in ctx.module.source.text:
-            return  # imported or named here: the rule above decides
+        if "DistributedSampler" in ctx.module.source.text or "set_epoch" in ctx.module.source.text:
+            return  # named here (the rule above decides), or this module sets some sampler's epoch
         built: Step | None = None
-        for step in flow(ctx.program, ctx.module, [ctx.module.tree, *ctx.module.functions.values()], depth=2,
-                         only=(ast.Call,)):
+        home = ctx.module.enclosing_function(epoch_loop)  # where the loader the loop reads is set up
+        for step in flow(ctx.program, ctx.module, [home or ctx.module.tree], depth=2, only=(ast.Call,)):
             node = step.node
             if method(node) == "set_epoch":  # type: ignore[arg-type]
                 return
