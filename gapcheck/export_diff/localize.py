@@ -201,6 +201,11 @@ def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_back
         module_inputs,
         policy.for_name(layer.module, captured.output.dtype, noise.get(layer.module)),
     )
+    if result.cause == "inherited" and result.culprit_value and result.culprit_value not in torch_values:
+        # The diverging input is no compared module's value (a tool fused its module away): find who owns it
+        owned = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
+        if owned is not None:
+            return _owned(owned[0], owned[1], index, layer, sample, ort_values, torch_backend)
     output_max = layer.stats.max_abs if layer.stats else float("nan")
     input_max = result.input_max_abs
     source = layer.source
@@ -333,9 +338,9 @@ def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: To
     tol = policy.for_name(layer.module, target.dtype, noise.get(layer.module))
     result = localize_by_values(test_model, index, mapping.value, target, torch_values, ort_values, tol)
     if result.cause == "inherited" and result.culprit_value:
-        owner = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
-        if owner is not None:
-            return _owned(owner, result.culprit_value, index, layer, sample, ort_values, torch_backend)
+        owned = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
+        if owned is not None:
+            return _owned(owned[0], owned[1], index, layer, sample, ort_values, torch_backend)
     note = result.note + (f"; {group.describe()}" if group is not None else "")
     found = differences(index, own, torch_backend.module, layer.module,
                         group.members if group is not None else ()) if result.cause == "local" else []
@@ -353,34 +358,56 @@ def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: To
 
 
 def _culprit_owner(index: GraphIndex, culprit: str, torch_backend: TorchBackend, feeds, test_model,
-                   policy) -> str | None:
-    """The module an unnamed ONNX node implements: the one torch fed exactly what ONNX Runtime feeds the node, whose
-    output has the node's shape (the innermost such module). None when no module fits."""
+                   policy) -> tuple[str, str] | None:
+    """The module an unnamed ONNX node implements, and the node's value: walking back from ``culprit`` along single
+    dynamic inputs (at most 8 nodes), the first node whose input torch fed a module exactly, and whose output has
+    that module's shape and is near its values but not within tolerance (the nearest such module, innermost on a
+    tie). None when no node on the way fits."""
     nodes = index.model.graph.node
-    producer = index.producer.get(culprit)
-    if producer is None:
+    chain: list[tuple[str, str]] = []  # (node input, node output), walking back
+    value = culprit
+    while len(chain) < 8 and value in index.producer:
+        dynamic = [n for n in nodes[index.producer[value]].input if n and n not in index.initializers
+                   and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
+        if len(dynamic) != 1:
+            break
+        chain.append((dynamic[0], value))
+        value = dynamic[0]
+    if not chain:
         return None
-    dynamic = [n for n in nodes[producer].input if n and n not in index.initializers
-               and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
-    if len(dynamic) != 1:
-        return None
-    wanted = [n for n in (dynamic[0], culprit) if n not in feeds]
+    wanted = [n for n in dict.fromkeys(v for pair in chain for v in pair) if n not in feeds]
     ort = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
-    ort.update({k: v for k, v in feeds.items() if k in (dynamic[0], culprit)})
-    fed, produced = ort[dynamic[0]], ort[culprit]
+    ort.update(feeds)
     paths = [p for p, m in torch_backend.module.named_modules() if p and hookable(m)]
     capture = torch_backend.capture(feeds, modules=paths, inputs_of=paths)
-    fits = []
-    for path, captured in capture.modules.items():
-        if captured.output is None or len(captured.inputs) != 1 or captured.output.shape != produced.shape:
-            continue
-        given = captured.inputs[0]
-        if given.shape != fed.shape or not compare_arrays(fed, given, policy.for_name(path, given.dtype)).passed:
-            continue
-        if compare_arrays(produced, captured.output, policy.for_name(path, captured.output.dtype)).passed:
-            continue  # computes what torch computes: not where the error comes from
-        fits.append((path.count("."), captured.order, path))
-    return max(fits)[2] if fits else None
+    for fed_name, produced_name in chain:
+        fed, produced = ort[fed_name], ort[produced_name]
+        fits = []
+        for path, captured in capture.modules.items():
+            if captured.output is None or len(captured.inputs) != 1 or captured.output.shape != produced.shape:
+                continue
+            given = captured.inputs[0]
+            if given.shape != fed.shape or not compare_arrays(fed, given, policy.for_name(path, given.dtype)).passed:
+                continue
+            if compare_arrays(produced, captured.output, policy.for_name(path, captured.output.dtype)).passed:
+                continue  # computes what torch computes: not where the error comes from
+            off = _relative_error(produced, captured.output)
+            if off <= OWNER_RELATIVE_ERROR:  # another module fed the same input (key vs query) is O(1) off
+                fits.append((off, -path.count("."), path))
+        if fits:
+            return min(fits)[2], produced_name
+    return None
+
+
+#: How far an unnamed node's output may be from a module's output and still be that module computed otherwise (a
+#: ReLU exported where torch has LeakyReLU(0.1) is ~0.1 off); a sibling fed the same input (query vs key) is O(1).
+OWNER_RELATIVE_ERROR = 0.5
+
+
+def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    worst = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64)))) if expected.size else 0.0
+    return worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
 
 
 def _owned(owner: str, culprit: str, index: GraphIndex, layer, sample: int, ort_values, torch_backend) -> FirstDivergence:
