@@ -5,7 +5,11 @@ one thread per process), nothing hashed, summarized or compared. Overhead = audi
 in wall time and in CPU time (all processes: the parent and every worker, imports included). On a
 shared, loaded machine the wall times of single rounds swing by tens of percent; CPU time does not.
 
-    python scripts/bench_preprocess.py [--images 256] [--workers 2] [--rounds 3] [--traced-images 32]
+    python scripts/bench_preprocess.py [--images 256] [--workers 2] [--rounds 3] [--traced-images 32] [--in-process 48]
+
+First, in one process (CPU time, so other load on the machine hardly moves it): the same photos through the bare
+stage callables and through the worker's per-sample work (``run_chunk``) without and with the fixed costs (the
+determinism probe on 4 samples, the reference's replay for the stage table, two kept outputs), interleaved rounds.
 
 Then the traced-step overhead: the same failing audit (a callable inference stage with the wrong
 normalization against the training callable) with and without step tracing (the step locators
@@ -65,6 +69,31 @@ def run_bare(paths: list[str], workers: int) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu_start + sum(per_worker.values())
 
 
+def in_process(paths: list[str], rounds: int) -> None:
+    """CPU seconds of the bare stages vs the audit's per-sample work in this process, best of ``rounds``."""
+    from gapcheck.preprocess.worker import WorkerOptions, WorkItem, run_chunk
+
+    specs = tuple(make_spec(name, target=target) for name, target in STAGES.items())
+    fns = [resolve(spec) for spec in specs]
+    init_worker(DEFAULT_MAX_PIXELS)
+    options = WorkerOptions(DEFAULT_MAX_PIXELS, 2, 256)
+    run_chunk(specs, (WorkItem(0, paths[0], False, False),), options)  # imports and caches, not measured
+    plain = tuple(WorkItem(i, p, False, False) for i, p in enumerate(paths))
+    full = tuple(WorkItem(i, p, i < 2, i < 4, profile=i == 0) for i, p in enumerate(paths))
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, run in (("bare", lambda: [fn(p) for p in paths for fn in fns]),
+                          ("per-sample work", lambda: run_chunk(specs, plain, options)),
+                          ("+ probe, replay, kept outputs", lambda: run_chunk(specs, full, options))):
+            start = time.process_time()
+            run()
+            best[name] = min(best.get(name, float("inf")), time.process_time() - start)
+    print(f"in one process: {len(paths)} photos, {len(STAGES)} stages, CPU s, best of {rounds}")
+    for name, seconds in best.items():
+        print(f"  {name:32s} {seconds:6.2f} s  {1000 * seconds / len(paths):6.1f} ms/photo  "
+              f"{100 * (seconds / best['bare'] - 1):+6.1f}%")
+
+
 def run_audit(folder: Path, n: int, workers: int) -> tuple[float, float]:
     start = time.perf_counter()
     result = preprocess_audit(folder, STAGES, n=n, workers=workers)
@@ -114,6 +143,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--traced-images", type=int, default=32, help="photos for the traced-step overhead (0: skip)")
     parser.add_argument("--skip-throughput", action="store_true", help="only the traced-step overhead")
+    parser.add_argument("--in-process", type=int, default=48, help="photos for the in-process CPU breakdown (0: skip)")
     args = parser.parse_args()
     data = Path(skimage.__file__).parent / "data"
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,6 +153,8 @@ def main() -> None:
             source = data / PHOTOS[i % len(PHOTOS)]
             shutil.copy(source, folder / f"{i:05d}{source.suffix}")
         paths = sorted(str(p) for p in folder.iterdir())
+        if args.in_process:
+            in_process(paths[: args.in_process], args.rounds)
         if args.traced_images:
             small = Path(tmp) / "traced"
             small.mkdir()
