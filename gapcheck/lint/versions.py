@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from pathlib import Path
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 Version = tuple[int, ...]
 
