@@ -355,7 +355,8 @@ for _ in range(int(sys.argv[4])):
     result = export_diff(module, [sample], onnx_model=model)
     times.append(time.perf_counter() - start)
     cpu.append(time.process_time() - start_cpu)
-print(json.dumps({"times": times, "cpu": cpu, "verdict": str(result.verdict), "file": __import__("gapcheck").__file__}))
+print(json.dumps({"times": times, "cpu": cpu, "verdict": str(result.verdict), "file": __import__("gapcheck").__file__,
+                  "realign_s": result.timings.get("realign_s")}))
 """
 
 
@@ -368,6 +369,7 @@ def against(ref: str, rounds: int, repeat: int, markdown: Path | None) -> None:
         trees = {ref: base, "this tree": str(root)}
         times: dict[str, list[float]] = {name: [] for name in trees}
         cpu: dict[str, list[float]] = {name: [] for name in trees}
+        realign: list[float] = []
         for round_ in range(rounds):
             for name, folder in trees.items():
                 out = subprocess.run([sys.executable, "-c", _AGAINST_CHILD, folder, MODEL, INPUT, str(repeat)],
@@ -376,17 +378,22 @@ def against(ref: str, rounds: int, repeat: int, markdown: Path | None) -> None:
                 assert record["file"].startswith(folder), record  # each tree imports its own gapcheck
                 times[name] += record["times"]
                 cpu[name] += record["cpu"]
+                if record.get("realign_s") is not None:
+                    realign.append(record["realign_s"])
                 print(f"round {round_ + 1}: {name}: best {min(record['times']):.3f}s, cpu {min(record['cpu']):.3f}s "
                       f"({record['verdict']})")
     best = {name: min(values) for name, values in times.items()}
     median = {name: statistics.median(values) for name, values in times.items()}
     cpu_best = {name: min(values) for name, values in cpu.items()}
-    lines = ["| tree | best wall (s) | median wall (s) | best CPU (s) | runs |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {name} | {best[name]:.3f} | {median[name]:.3f} | {cpu_best[name]:.3f} | {len(times[name])} |"
-              for name in trees]
+    cpu_median = {name: statistics.median(values) for name, values in cpu.items()}
+    lines = ["| tree | best wall (s) | median wall (s) | best CPU (s) | median CPU (s) | runs |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {best[name]:.3f} | {median[name]:.3f} | {cpu_best[name]:.3f} | {cpu_median[name]:.3f} "
+              f"| {len(times[name])} |" for name in trees]
     lines += ["", f"ratio this tree / {ref}: best wall {best['this tree'] / best[ref]:.3f}, "
-              f"median wall {median['this tree'] / median[ref]:.3f}, best CPU {cpu_best['this tree'] / cpu_best[ref]:.3f}; "
-              f"load average at the end {load_average()}"]
+              f"median wall {median['this tree'] / median[ref]:.3f}, best CPU {cpu_best['this tree'] / cpu_best[ref]:.3f}, "
+              f"median CPU {cpu_median['this tree'] / cpu_median[ref]:.3f}; value confirmation in this tree's runs: "
+              f"max {max(realign, default=0.0) * 1e3:.2f} ms; load average at the end {load_average()}"]
     print("\n".join(lines))
     if markdown:
         markdown.write_text("\n".join(lines) + "\n")
