@@ -135,6 +135,7 @@ class TritonConnection:
         self._secrets = self.endpoint.secrets
         self._headers = self._request_headers(self.endpoint.headers)
         self.timeout_s = float(self.endpoint.timeout_s)
+        self._attempt_timeout_s = self.timeout_s  # the endpoint's own; self.timeout_s is capped per attempt
         self.retries = int(self.endpoint.retries)
         self.max_response_bytes = int(self.endpoint.max_response_bytes)
         self.backoff_s = float(backoff_s)
@@ -221,6 +222,10 @@ class TritonConnection:
         raise EndpointError(self._message(what, last, attempts))
 
     def _within_deadline(self, fn: Callable[[], T]) -> T:
+        # Every attempt passes through here: cap it at the time the endpoint has left (unlimited for a plain
+        # endpoint, the run's total deadline for a nightly one), so any caller of connect() keeps that deadline.
+        # gRPC's client_timeout and the HTTP timer below both read self.timeout_s.
+        self.timeout_s = min(self._attempt_timeout_s, self.endpoint.time_left())
         if self.protocol == "grpc":
             return fn()  # every gRPC call carries client_timeout: gRPC's deadline is already total
         timer = gevent.Timeout(self.timeout_s)

@@ -205,3 +205,19 @@ def test_total_deadline_holds_in_worker_threads_too():
     with fake_server(slow_loris) as port, ThreadPoolExecutor(max_workers=2) as pool:
         elapsed = list(pool.map(lambda _: one(), range(2)))
     assert max(elapsed) < 10, elapsed
+
+
+def test_every_attempt_is_capped_at_the_time_the_endpoint_has_left():
+    """A plain connect() keeps an endpoint's total deadline (nightly's audit connected this way and lost it)."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Bounded(TritonEndpoint):
+        def time_left(self, last_error: str = "") -> float:
+            return 0.5
+
+    with fake_server(black_hole) as port:
+        conn = connect(Bounded(f"http://127.0.0.1:{port}", "http", timeout_s=30, retries=0), backoff_s=0)
+        with pytest.raises(EndpointError) as caught:
+            conn.server_metadata()
+    assert "total deadline of 0.5s" in str(caught.value)
