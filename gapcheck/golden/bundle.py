@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError
 from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names, re-exported
     FORMAT_VERSION,
@@ -134,12 +133,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_file_atomic(path: Path, data: bytes) -> None:
-    """Transitional name of :func:`gapcheck.atomic.write_atomic` (the one atomic writer) for golden/record.py; it goes
-    when that caller calls write_atomic itself."""
-    write_atomic(path, data, what="golden bundle file")
 
 
 def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> bytes:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.golden import bundle as fmt
@@ -358,7 +359,7 @@ def _write(out: Path, manifest: dict[str, Any], onnx_bytes: bytes, inputs: dict[
         manifest["files"] = {name: {"sha256": fmt.file_sha256(staging / name), "bytes": (staging / name).stat().st_size}
                              for name in (fmt.ONNX_FILE, fmt.INPUTS_FILE, fmt.TORCH_FILE, fmt.ORT_FILE)}
         data = (json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
-        fmt.write_file_atomic(staging / fmt.MANIFEST, data)
+        write_atomic(staging / fmt.MANIFEST, data, what="golden bundle file")
         _swap_in(staging, out, overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -5,14 +5,14 @@ import os
 
 import pytest
 
+from gapcheck.atomic import write_atomic
 from gapcheck.errors import UsageError
-from gapcheck.golden.bundle import write_file_atomic
 
 
 def test_member_written_whole_with_umask_permissions_and_no_temp_left(tmp_path):
     target = tmp_path / "manifest.json"
-    write_file_atomic(target, b'{"a": 1}')
-    write_file_atomic(target, b'{"a": 2}')
+    write_atomic(target, b'{"a": 1}', what="golden bundle file")
+    write_atomic(target, b'{"a": 2}', what="golden bundle file")
     assert target.read_bytes() == b'{"a": 2}' and [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
     mask = os.umask(0)
     os.umask(mask)
@@ -26,5 +26,5 @@ def test_a_link_in_a_members_place_is_refused_and_left_alone(tmp_path):
     link.parent.mkdir()
     link.symlink_to(elsewhere)
     with pytest.raises(UsageError, match="symbolic link"):
-        write_file_atomic(link, b"{}")
+        write_atomic(link, b"{}", what="golden bundle file")
     assert link.is_symlink() and elsewhere.read_text() == "keep"
