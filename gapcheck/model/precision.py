@@ -25,10 +25,9 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
     if precision == "fp16":
         from onnxconverter_common import float16  # only needed for this mode
 
-        if keep_fp32:
-            copy = onnx.ModelProto()
-            copy.CopyFrom(model)  # the converter edits a model it does not shape-infer in place
-            model = copy
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # the converter edits a model it does not shape-infer in place
+        model = copy
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "values truncated to fp16" warnings: the point of the check
             # max_finite_val: the converter's default (1e4) clamps constants that FP16 holds exactly (a divisor
@@ -36,6 +35,7 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
             converted = float16.convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False,
                                                          max_finite_val=FP16_MAX,
                                                          node_block_list=list(keep_fp32) or None)
+        retype_casts(converted)
         return drop_round_trips(converted) if keep_fp32 else converted
     if precision == "bf16":
         raise UsageError(
@@ -45,6 +45,22 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
             parameter="precision",
         )
     raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}", parameter="precision")
+
+
+def retype_casts(model: onnx.ModelProto) -> None:
+    """A Cast to FP32 whose output the converter typed FP16 is made a Cast to FP16.
+
+    onnxconverter-common retypes every float value to FP16 but leaves a Cast from an integer (an attention mask's
+    ``.to(torch.float32)``) casting to FP32; ONNX Runtime then refuses the model ("Type (tensor(float16)) of output
+    arg ... does not match expected type (tensor(float))"), as it would for any BERT with a mask.
+    """
+    typed = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.value_info, *model.graph.output]}
+    for node in model.graph.node:
+        if node.op_type != "Cast" or typed.get(node.output[0]) != onnx.TensorProto.FLOAT16:
+            continue
+        for attribute in node.attribute:
+            if attribute.name == "to" and attribute.i == onnx.TensorProto.FLOAT:
+                attribute.i = onnx.TensorProto.FLOAT16
 
 
 def drop_round_trips(model: onnx.ModelProto) -> onnx.ModelProto:

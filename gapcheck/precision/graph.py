@@ -89,18 +89,21 @@ def outputs_only(model: onnx.ModelProto) -> ValueRunner:
     return ValueRunner(model, [])
 
 
-def value_map(original: onnx.ModelProto, converted: onnx.ModelProto) -> dict[str, str]:
+def value_map(original: onnx.ModelProto, converted: onnx.ModelProto, *, by_node: bool = True) -> dict[str, str]:
     """Original value name -> its name in a converted copy: the output of the node of the same name and type (a node
     kept in FP32 by onnxconverter-common writes ``<node>_output_cast_0``, and its old name is an FP16 copy), else the
-    same name (dynamic quantization replaces a MatMul by other nodes that write its output name)."""
+    same name (dynamic quantization replaces a MatMul by other nodes that write its output name). ``by_node=False``
+    prefers the name: a quantized Gather keeps its node name but hands on int8 codes, dequantized under the old name."""
     present = {v for n in converted.graph.node for v in n.output} | {o.name for o in converted.graph.output}
     produced = {n.name: (n.op_type, list(n.output)) for n in converted.graph.node}
     mapping = {}
     for node in original.graph.node:
         op_type, new = produced.get(node.name, ("", []))
         for position, name in enumerate(node.output):
-            if name and op_type == node.op_type and position < len(new) and new[position]:
+            if by_node and name and op_type == node.op_type and position < len(new) and new[position]:
                 mapping[name] = new[position]  # the node's own value (FP32 for a kept node), not its FP16 cast
             elif name in present:
                 mapping[name] = name
+            elif name and op_type == node.op_type and position < len(new) and new[position]:
+                mapping[name] = new[position]
     return mapping

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -130,21 +131,23 @@ def value_errors(graph: Graph, quantized: onnx.ModelProto,
     """(relative L2 error of every float value the quantized model still has, and of every module's own ops), worst
     over the samples. A module's own error: its quantized output against its FP32 ops fed the same (quantized)
     inputs — what quantizing it adds, whatever it inherits."""
-    renamed = {**value_map(graph.model, quantized), **after_qdq(quantized)}
+    renamed = {**value_map(graph.model, quantized, by_node=False), **after_qdq(quantized)}
     names = [n for n in value_names(graph.model) if n in renamed]
     fp32 = ValueRunner(graph.model, names)
     q = ValueRunner(quantized, [renamed[n] for n in names])
     units = _units(graph, set(names))
     errors: dict[str, float] = {}
     local: dict[str, float] = {}
+    sessions: dict[tuple, Any] = {}  # one FP32 subgraph session per module and input shapes, reused across samples
     for feeds in samples:
         f, got = fp32.run(feeds), q.run(feeds)
-        seen = {name: got[renamed[name]] for name in names if renamed[name] in got}
+        seen = {name: got[renamed[name]] for name in names if renamed[name] in got
+                and (got[renamed[name]].dtype.kind == "f" or name not in f or f[name].dtype.kind != "f")}
         for name, value in seen.items():
             if name in f and f[name].dtype.kind == "f":
                 errors[name] = max(errors.get(name, 0.0), _relative(value, f[name]))
         for owner, (handed, received) in units.items():
-            own = _own_error(graph, handed, received, seen, feeds)
+            own = _own_error(graph, handed, received, seen, feeds, sessions)
             if own is not None:
                 local[owner] = max(local.get(owner, 0.0), own)
     return errors, local
@@ -167,7 +170,7 @@ def _units(graph: Graph, known: set[str]) -> dict[str, tuple[list[str], list[str
 
 
 def _own_error(graph: Graph, handed: list[str], received: list[str], seen: dict[str, np.ndarray],
-               feeds: dict[str, np.ndarray]) -> float | None:
+               feeds: dict[str, np.ndarray], sessions: dict[tuple, Any]) -> float | None:
     from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
     from gapcheck.export_diff.localize import extract_subgraph
 
@@ -183,11 +186,17 @@ def _own_error(graph: Graph, handed: list[str], received: list[str], seen: dict[
     output = handed[0]
     if output not in seen:
         return None
+    key = (output, *((k, v.shape, str(v.dtype)) for k, v in inputs.items()))
+    if key in sessions and sessions[key] is None:
+        return None  # this module's subgraph cannot run alone
     try:
-        sub = extract_subgraph(graph.model, graph.index, inputs, output)
-        used = {i.name for i in sub.graph.input}
-        result = OnnxRuntimeBackend(sub, name="fp32-module").infer({k: v for k, v in inputs.items() if k in used})
+        if key not in sessions:
+            sub = extract_subgraph(graph.model, graph.index, inputs, output)
+            sessions[key] = (OnnxRuntimeBackend(sub, name="fp32-module"), {i.name for i in sub.graph.input})
+        backend, used = sessions[key]
+        result = backend.infer({k: v for k, v in inputs.items() if k in used})
     except (BackendError, KeyError):
+        sessions[key] = None
         return None
     return _relative(seen[output], result[output])
 

