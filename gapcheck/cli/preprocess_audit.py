@@ -1,4 +1,5 @@
-"""`gapcheck preprocess-audit`: parse, call :func:`gapcheck.preprocess.audit.preprocess_audit`, render, exit 0/1.
+"""`gapcheck preprocess-audit`: parse, call :func:`gapcheck.preprocess.audit.preprocess_audit` (images) or
+:func:`gapcheck.text.cli_bridge.run_text_audit` (text samples or ``hf:`` tokenizer stages), render, exit 0/1.
 
 The command's own options (samples, stages, statistics) stay here; the engine and the reports are the shared groups
 (:mod:`gapcheck.groups`). Values merge file < environment < flags.
@@ -47,13 +48,20 @@ def command(
     tolerance = range_tolerance if range_tolerance is not None else tolerance
     check_number(tolerance, "--range-tolerance")
     cfg = groups.config.preprocess
+    sample_source = samples if samples is not None else cfg.samples
+    texts = _text_stages(stage, cfg)
+    if sample_source is not None and _is_text(sample_source, texts):
+        if augmented or tolerance is not None:
+            raise UsageError("--augmented and --range-tolerance are for image stages, not tokenizer stages")
+        flags = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "repeats": repeats}
+        settings = {k: v for k, v in {**{k: getattr(cfg, k) for k in flags}, **flags}.items() if v is not None}
+        raise typer.Exit(_text_audit(groups, sample_source, texts, settings, progress))
     specs = [parse_stage_option(s) for s in stage] if stage else list(cfg.stages)
     marked = set(augmented or [])
     unknown = marked - {s.name for s in specs}
     if unknown:
         raise UsageError(f"--augmented names unknown stage(s): {', '.join(sorted(unknown))}")
     specs = [type(s)(**{**s.__dict__, "augmented": s.augmented or s.name in marked}) for s in specs]
-    sample_source = samples if samples is not None else cfg.samples
     if sample_source is None:
         raise UsageError("no samples: pass --samples or set [preprocess] samples in gapcheck.toml")
     # file < environment < flags for the statistics; what neither sets takes preprocess_audit's own defaults
@@ -64,3 +72,35 @@ def command(
         result = preprocess_audit(sample_source, specs, progress=bar, engine=opened,
                                   workers=engine.workers or PREPROCESS_WORKERS, **settings)
     raise typer.Exit(groups[ReportTargets].emit(result))
+
+
+def _text_stages(stage: list[str] | None, cfg: object) -> list[str]:
+    """The stages as NAME=TARGET strings, as the text audit takes them (the flags, else [preprocess] stages)."""
+    if stage:
+        return list(stage)
+    return [f"{s.name}={s.target}" for s in getattr(cfg, "stages", ()) if getattr(s, "target", "")]
+
+
+def _is_text(samples: object, stages: list[str]) -> bool:
+    from gapcheck.text.cli_bridge import is_text_audit
+
+    return is_text_audit(str(samples), stages)
+
+
+def _text_audit(groups: Groups, samples: object, stages: list[str], settings: dict, progress: bool) -> int:
+    """Text samples or tokenizer stages: the text audit, rendered and exited like the image path. Without --engine
+    (flag, config or environment) the chunks run in this process, the text audit's own default."""
+    from gapcheck.cli.rich_progress import RichProgress
+    from gapcheck.text.cli_bridge import run_text_audit
+
+    if not stages:
+        raise UsageError("no stages: pass --stage NAME=hf:PATH or NAME=module:fn (at least one)")
+    engine = groups[EngineSpec]
+    chosen = groups.given.get(EngineSpec, frozenset())
+    with RichProgress(enabled=progress) as bar:
+        result = run_text_audit(str(samples), stages, max_samples=settings.get("n"),
+                                repeats=settings.get("repeats", 2), p_threshold=settings.get("p_threshold", 0.01),
+                                min_effect=settings.get("min_effect", 0.1),
+                                engine=engine.name if "name" in chosen else None, workers=engine.workers,
+                                address=engine.address, progress=bar)
+    return groups[ReportTargets].emit(result)
