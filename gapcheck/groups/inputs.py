@@ -1,4 +1,5 @@
-"""``InputSource``: the inputs compared — drawn at random from ``name:shape:dtype`` specs, or read from a file."""
+"""``InputSource``: the inputs compared — drawn at random from ``name:shape:dtype`` specs, read from a file, or real
+sentences tokenized by one tokenizer stage (``--text-samples FILE[:field] --tokenizer hf:PATH[,...]``)."""
 from __future__ import annotations
 
 import inspect
@@ -19,6 +20,8 @@ class InputSource(Group):
     num_samples: int = 1
     seed: int = 0
     max_elements: int | None = None  # per drawn input (None: gapcheck.inputs.DEFAULT_MAX_ELEMENTS)
+    text_samples: str | None = None
+    tokenizer: str | None = None
 
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
         Opt("specs", "--input", "name:shape:dtype[:low,high], e.g. x:1x3x224x224:float32 (repeatable).", list[str]),
@@ -26,10 +29,18 @@ class InputSource(Group):
         Opt("num_samples", "--num-samples", "Random input draws (ignored with --inputs).", int, key="num_samples",
             low=1),
         Opt("seed", "--seed", "Seed for random inputs.", int, key="seed"),
+        Opt("text_samples", "--text-samples", "Real sentences for a text model instead of random ids: lines of a "
+            ".txt, FILE.jsonl:field, FILE.csv:column, a folder of .txt; tokenized by --tokenizer, laid out as the "
+            "--input specs say (input_ids/attention_mask/token_type_ids by name, else in that order).",
+            Optional[str], metavar="FILE[:FIELD]"),
+        Opt("tokenizer", "--tokenizer", "The tokenizer stage for --text-samples: hf:PATH[,fast|slow][,max_length=N,"
+            "...] (as preprocess-audit's --stage) or module:fn.", Optional[str], metavar="hf:PATH[,...]"),
     )
 
     def check(self) -> None:
         check_input_file(self.file, "inputs file")
+        if self.text_samples is not None or self.tokenizer is not None:
+            self._check_text()
         if self.seed is not None and not 0 <= self.seed < 2**32:
             raise UsageError(f"--seed must be in 0..2**32-1, got {self.seed}", parameter="seed")
 
@@ -44,6 +55,14 @@ class InputSource(Group):
         from gapcheck.inputs import DEFAULT_MAX_ELEMENTS, load_samples_file, random_samples
 
         specs = self.parsed()
+        if self.text_samples is not None:
+            from gapcheck.text.feed import tokenized_samples
+
+            assert self.tokenizer is not None  # check() refused one without the other
+            if not specs and onnx_model is not None:
+                specs = specs_from_onnx(onnx_model)
+            return tokenized_samples(self.text_samples, self.tokenizer, specs,
+                                     self.num_samples if count is None else count)
         if self.file is not None:
             names = [s.name for s in specs] or (forward_input_names(module, onnx_model) if module is not None else None)
             return load_samples_file(self.file, names)
@@ -54,6 +73,18 @@ class InputSource(Group):
             specs = specs_from_onnx(onnx_model)
         return random_samples(specs, self.num_samples if count is None else count, seed=self.seed,
                               max_elements=self.max_elements or DEFAULT_MAX_ELEMENTS)
+
+
+    def _check_text(self) -> None:
+        """--text-samples and --tokenizer go together, not with --inputs; the file, the recipe and integer specs are
+        checked before any model is loaded (exit 2)."""
+        if self.text_samples is None:
+            raise UsageError("--tokenizer is for --text-samples: give the sentences too", parameter="tokenizer")
+        if self.file is not None:
+            raise UsageError("give --inputs or --text-samples, not both", parameter="text_samples")
+        from gapcheck.text.feed import check_text_feed
+
+        check_text_feed(self.text_samples, self.tokenizer, self.parsed())
 
 
 def specs_from_onnx(model: Any) -> list[Any]:
