@@ -232,6 +232,8 @@ def _worst_and_typical(ranked: list[SampleRecord]) -> list[SampleRecord]:
 
 def _with_population(finding: Finding, population: Population) -> Finding:
     """Every pair finding says on how many samples the stages differ, of how many compared."""
+    if not population.differing:
+        return finding  # nothing was ranked (no sample has both outputs): the finding says so itself
     said = f" The stages differ on {len(population.differing)} of {population.compared} sample(s)."
     message = finding.message.rstrip()
     message = message + ("" if message.endswith(".") else ".") + said
