@@ -5,6 +5,7 @@ result like any other (its envelope's command is ``text-audit``, described by ``
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ def is_text_audit(samples: str | Path, stages: Sequence[str] = ()) -> bool:
     if path.is_file():
         return path.suffix.lower() in TEXT_SUFFIXES
     if path.is_dir():
-        files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")]
-        return bool(files) and all(p.suffix.lower() == ".txt" for p in files[:1000])
+        # the first 1000 files decide: an image folder of a million files is not listed whole before the image path
+        files = list(itertools.islice((p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")), 1000))
+        return bool(files) and all(p.suffix.lower() == ".txt" for p in files)
     return False
 
 
