@@ -96,3 +96,14 @@ def test_export_diff_usage_errors_exit_2(tmp_path: Path, minilm: Path):
     assert main([*base, "--input", "input_ids:1x8:int64", "--text-samples", f"{texts}:text"]) == 2
     assert main([*base, "--input", "input_ids:1x8:float32", "--text-samples", f"{texts}:text",
                  "--tokenizer", f"hf:{minilm}"]) == 2
+
+
+def test_a_callable_tokenizer_without_mask_gets_ones_then_zeros(tmp_path: Path):
+    path = tmp_path / "texts.txt"
+    path.write_text("abc\nlonger than eight characters\n", encoding="utf-8")
+    group = InputSource(specs=("input_ids:2x8:int64", "attention_mask:2x8:int64"), text_samples=str(path),
+                        tokenizer="tests.text.text_models:char_ids", num_samples=5)
+    (sample,) = group.samples()  # one 2x8 sample: both lines; no third and fourth line for a second one
+    assert sample["input_ids"].tolist() == [[ord(c) % 97 + 1 for c in "abc"] + [0] * 5,
+                                            [ord(c) % 97 + 1 for c in "longer t"]]
+    assert sample["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [1] * 8]

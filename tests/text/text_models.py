@@ -26,3 +26,8 @@ def build_bert() -> Any:
             return out.last_hidden_state
 
     return Wrapped().eval()
+
+
+def char_ids(text: str) -> list[int]:
+    """A callable tokenizer stage returning bare ids (no mask, no type ids): one id per character."""
+    return [ord(c) % 97 + 1 for c in text]
