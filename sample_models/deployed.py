@@ -32,6 +32,10 @@ def trained_like(model: nn.Module, seed: int = 1) -> nn.Module:
                     module.bias.copy_(torch.randn(n, generator=generator) * 0.2)
                 module.running_mean.copy_(torch.randn(n, generator=generator) * 0.5)
                 module.running_var.copy_(torch.rand(n, generator=generator) * 1.5 + 0.5)
+        for name, parameter in model.named_parameters():
+            # layer scale (timm's ConvNeXt gamma starts at 1e-6, which hides every block from the output)
+            if name.rsplit(".", 1)[-1] in ("gamma", "ls1", "ls2") and parameter.dim() == 1:
+                parameter.copy_(torch.rand(parameter.shape, generator=generator) * 0.5 + 0.1)
     return model.eval()
 
 

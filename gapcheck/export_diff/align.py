@@ -172,9 +172,10 @@ def _closest(target: np.ndarray, values: dict[str, np.ndarray]) -> str | None:
                     if array.shape == target.shape and np.issubdtype(array.dtype, np.floating))
     if not errors or errors[0][0] > PLAUSIBLE_RELATIVE_ERROR:
         return None
-    if len(errors) > 1 and errors[1][0] < 10 * errors[0][0]:
-        return None
-    return errors[0][1]
+    best = values[errors[0][1]]
+    # a copy of the same tensor (a MatMul and its Add of a zero bias, an Identity) is no rival
+    rivals = [e for e, name in errors[1:] if e < 10 * errors[0][0] and not np.array_equal(values[name], best)]
+    return None if rivals else errors[0][1]
 
 
 def _downstream(index: GraphIndex, value: str) -> set[str]:
@@ -220,6 +221,11 @@ def realign(
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
     for path in [*groups, *[s for s in suspects if s not in grouped]]:
         _realign_one(path, groups.get(path), capture, ort_values, order, index, mappings, submodules, policy, noise, out)
+    # Something diverges: modules the names gave no value (no scopes, a fused weight) are matched by value too, so
+    # the divergence is localized among them rather than at the next module that has a name
+    for path in hooked:
+        if not mappings[path].mapped and path not in grouped and path not in out.mappings:
+            _match_unnamed(path, capture, ort_values, order, index, policy, noise, out)
     _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
     return out
@@ -261,6 +267,26 @@ def _realign_one(path: str, group: FusedGroup | None, capture: CaptureResult, or
     out.mappings[path] = _mapping(path, value, index, how="value", scope=mappings[path].scope)
     note = f"{how}: ONNX value {value!r} (its name pointed at {named!r})"
     out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=note)
+
+
+def _match_unnamed(path: str, capture: CaptureResult, ort_values: dict[str, np.ndarray], order: dict[str, int],
+                   index: GraphIndex, policy: TolerancePolicy, noise: dict[str, float], out: Realignment) -> None:
+    """A module without a name mapping: the ONNX value agreeing with its output, else the unambiguously nearest one
+    (its output computed otherwise: a divergence); nothing when neither exists."""
+    captured = capture.modules.get(path)
+    if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
+        return
+    tol = policy.for_name(path, captured.output.dtype, noise.get(path))
+    match = _best_match(captured.output, ort_values, tol, order, None)
+    how = "matched by value"
+    if match is None:
+        closest = _closest(captured.output, ort_values)
+        if closest is None:
+            return
+        match, how = (closest, compare_arrays(ort_values[closest], captured.output, tol)), "nearest by value"
+    value, stats = match
+    out.mappings[path] = _mapping(path, value, index, how="value", scope=None)
+    out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=f"{how}: ONNX value {value!r} (no name mapped it)")
 
 
 def _mapping(path: str, value: str, index: GraphIndex, *, how: str, scope: str | None) -> ModuleMapping:
