@@ -13,15 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from gapcheck.atomic import write_atomic
 from gapcheck.errors import UsageError
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
 from gapcheck.groups.base import check_output_file
 from gapcheck.precision.graph import Graph, describe
+from gapcheck.precision.outcome import DEFAULT_TARGET, write_fix  # noqa: F401 - their public home too
 from gapcheck.precision.targets import Target
 
 PRECISIONS = ("fp16", "int8")
-DEFAULT_TARGET = Target("cosine", 0.99)
 
 
 @dataclass(frozen=True)
@@ -92,8 +91,3 @@ def run_precision(request: PrecisionRequest) -> Any:
 
             result = run_int8(context)
     return dataclasses.replace(result, run_timings={**context.timings, "total_s": time.perf_counter() - start})
-
-
-def write_fix(path: Path, model: Any) -> Path:
-    """The fixed model, atomically: the file alone (nothing else in its folder is touched)."""
-    return write_atomic(path, model.SerializeToString(), what="fixed model")

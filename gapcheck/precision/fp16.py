@@ -193,6 +193,8 @@ def _local_ratio(graph: Graph, fp16_model: onnx.ModelProto, fp16_index, path: st
         feeds.setdefault(value, contiguous(f32.get(value, np.empty(0))))
     feeds = {k: v for k, v in feeds.items() if v.size or k not in graph.index.graph_inputs}
     captured = ref.modules[path].output
+    if captured is None:
+        return None
     try:
         sub = extract_subgraph(fp16_model, fp16_index, feeds, mapping.value or "")
         used = {i.name for i in sub.graph.input}

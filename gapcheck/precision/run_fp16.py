@@ -12,8 +12,9 @@ from gapcheck.codes.precision import (
     PRECISION_SENSITIVE,
     PRECISION_TARGET_MISSED,
 )
-from gapcheck.findings import Finding, Severity, Subject
+from gapcheck.findings import Finding, Subject
 from gapcheck.precision import fp16
+from gapcheck.precision.outcome import downgraded, write_fix
 from gapcheck.precision.result import PrecisionResult
 
 
@@ -64,8 +65,6 @@ def _fix_section(fix: fp16.Fix, path: Any, written: bool) -> dict[str, Any]:
 
 
 def run_fp16(context: Any) -> PrecisionResult:
-    from gapcheck.precision.api import write_fix
-
     request, graph = context.request, context.graph
     policy = request.tolerance.policy("fp16")
     start = time.perf_counter()
@@ -88,7 +87,7 @@ def run_fp16(context: Any) -> PrecisionResult:
     if fixed.verification.passed:
         write_fix(request.fix_path, fixed.model)
         modules = ", ".join(g.module for g in fixed.kept)
-        findings = [_downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+        findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
             f"wrote {request.fix_path}: {nodes} of {len(graph.model.graph.node)} nodes kept in FP32 ({modules}); "
             f"the written model passes the FP16 tolerance layer by layer ({fixed.runs} verification run(s))",
             where=str(request.fix_path), evidence={"nodes": list(fixed.block_list)})]
@@ -105,7 +104,6 @@ def run_fp16(context: Any) -> PrecisionResult:
 
 def _clean(context: Any, analysis: fp16.Analysis, findings: list[Finding]) -> PrecisionResult:
     """Nothing needs FP32: with --fix the plain FP16 model (verified by the run just made) is the written model."""
-    from gapcheck.precision.api import write_fix
     from gapcheck.precision.fp16 import to_precision
 
     path, fix = context.request.fix_path, None
@@ -118,12 +116,3 @@ def _clean(context: Any, analysis: fp16.Analysis, findings: list[Finding]) -> Pr
     return PrecisionResult("fp16", tuple(findings), "FP16 passes as it is: no module needs FP32",
                            tuple(analysis.rows), fix=fix, details={"samples": len(context.samples),
                                                                    "beyond_fp16_range": beyond_range(context, analysis)})
-
-
-def _downgraded(finding: Finding) -> Finding:
-    """A cause the verified fix handles stays in the report, as a warning: the written model passes."""
-    if finding.severity is not Severity.GAP:
-        return finding
-    from dataclasses import replace
-
-    return replace(finding, severity=Severity.WARNING, message=finding.message + " (kept in FP32 by the fix)")

@@ -16,8 +16,8 @@ from gapcheck.findings import Finding, Subject
 from gapcheck.precision import int8
 from gapcheck.precision.calibration import add_batch_axis, check_fit, graph_inputs, load_calibration, shared_samples
 from gapcheck.precision.graph import ValueRunner
+from gapcheck.precision.outcome import DEFAULT_TARGET, downgraded, write_fix
 from gapcheck.precision.result import PrecisionResult
-from gapcheck.precision.run_fp16 import _downgraded
 from gapcheck.precision.targets import score
 
 TOP_SENSITIVE = 5  # modules named in findings (the table ranks them all)
@@ -54,7 +54,6 @@ def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str
 
 
 def run_int8(context: Any) -> PrecisionResult:
-    from gapcheck.precision.api import DEFAULT_TARGET
     from gapcheck.precision.fp16 import reference
 
     request, graph = context.request, context.graph
@@ -111,8 +110,6 @@ def _missed(rows, scores, targets) -> list[Finding]:
 
 
 def _passed(context, quantized, rows, scores, findings, details) -> PrecisionResult:
-    from gapcheck.precision.api import write_fix
-
     fix = None
     path = context.request.fix_path
     if path is not None:
@@ -126,8 +123,6 @@ def _passed(context, quantized, rows, scores, findings, details) -> PrecisionRes
 
 
 def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
-    from gapcheck.precision.api import write_fix
-
     path = context.request.fix_path
     total = len(context.graph.model.graph.node)
     trade = [{"excluded_modules": a.excluded_modules, "excluded_nodes": a.excluded_nodes, "met": a.met,
@@ -139,7 +134,7 @@ def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
            "verification": {"passed": fixed.met, "scores": fixed.scores.as_dict()}, "trade": trade}
     if fixed.met:
         write_fix(path, fixed.model)
-        findings = [_downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+        findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
             f"wrote {path}: {len(fixed.excluded)} module(s), {len(fixed.nodes)} of {total} nodes kept in FP32 "
             f"({', '.join(r.module for r in fixed.excluded)}); verified: cosine {fixed.scores.cosine:.5f}"
             + (f", top-1 agreement {fixed.scores.top1_agreement:.4f}" if fixed.scores.top1_agreement is not None
