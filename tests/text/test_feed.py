@@ -107,3 +107,17 @@ def test_a_callable_tokenizer_without_mask_gets_ones_then_zeros(tmp_path: Path):
     assert sample["input_ids"].tolist() == [[ord(c) % 97 + 1 for c in "abc"] + [0] * 5,
                                             [ord(c) % 97 + 1 for c in "longer t"]]
     assert sample["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [1] * 8]
+
+
+def test_golden_record_says_its_samples_are_tokenized_text(tmp_path: Path, minilm: Path):
+    """The bundle's manifest names the text source and tokenizer (it said "random" before)."""
+    texts = _jsonl(tmp_path / "texts.jsonl", ORDINARY)
+    out = tmp_path / "bundle"
+    code = main(["golden", "record", "--model", "tests.text.text_models:build_bert",
+                 *(a for s in SPECS for a in ("--input", s)), "--text-samples", f"{texts}:text",
+                 "--tokenizer", f"hf:{minilm},max_length={L},padding=max_length", "--num-samples", "2",
+                 "--out", str(out)])
+    assert code == 0
+    samples = json.loads((out / "manifest.json").read_text())["samples"]
+    assert samples["source"] == "text" and samples["text_samples"] == "texts.jsonl:text"
+    assert samples["tokenizer"].startswith("hf:") and samples["count"] == 2
