@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from gapcheck.errors import UsageError
 
-__all__ = ["check_folder", "check_writable", "write_atomic"]
+__all__ = ["check_folder", "check_not_input", "check_writable", "write_atomic"]
 
 
 def check_writable(path: str | Path, what: str = "report", *, probe: bool = True) -> Path:
@@ -31,6 +32,35 @@ def check_writable(path: str | Path, what: str = "report", *, probe: bool = True
     if check_folder(parent, f"{what} path {target}") == parent and probe:
         _probe_folder(parent, target, what)
     return target
+
+
+def check_not_input(path: str | Path, what: str, inputs: Iterable[tuple[str, str | Path]]) -> None:
+    """Refuse (UsageError, exit 2, before any work) an output ``path`` that is one of the command's ``inputs``
+    (``(flag, path)`` pairs) or lies inside one: the atomic rename would replace the user's checkpoint, sample or
+    bundle member with a report. Compared by real path (links and ``..`` resolved) and, when both exist, by inode."""
+    target = _real(path)
+    for label, source in inputs:
+        real = _real(source)
+        if target == real or _same_file(path, source):
+            raise UsageError(f"{what} path {path} is also {label} {source}: an output never replaces a file the "
+                             "command reads or writes; give another path")
+        if target.startswith(real.rstrip(os.sep) + os.sep):
+            raise UsageError(f"{what} path {path} lies inside {label} {source}: an output is never written into "
+                             "a folder the command reads or writes; give a path outside it")
+
+
+def _real(path: str | Path) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):  # a NUL in the name: nothing on disk can be it
+        return os.path.abspath(path)
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either does not exist (yet), or a NUL in a name
+        return False
 
 
 def check_folder(folder: str | Path, label: str) -> Path:

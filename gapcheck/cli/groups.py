@@ -18,8 +18,10 @@ Both sections already include ``GAPCHECK_<SECTION>__<KEY>`` from the environment
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Any, Optional, TypeVar, get_args, get_origin
 
 import typer
 
-from gapcheck.groups import Group, Opt
+from gapcheck.groups import Group, Opt, ReportTargets
 
 G = TypeVar("G", bound=Group)
 _INVERTED = {"strict"}  # fields whose flag is the negative form (--non-strict sets strict=False)
@@ -139,6 +141,7 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
         ordered = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty]
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in ordered]
         ctx_first = [p for p in added if p.name == "ctx"] + ordered
+        labels = {p.name: _label(p) for p in own if p.name not in ("ctx", "config")}
         params = ctx_first + rest + [p for p in added if p.name != "ctx"]
 
         @functools.wraps(fn)
@@ -146,7 +149,10 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
             ctx = values["ctx"] if "ctx" in names else values.pop("ctx")
             config = values["config"] if "config" in names else values.pop("config")
             group_values = {k: values.pop(k) for k in list(values) if "__" in k}
-            groups = resolve(ctx, uses, group_values, section=section, config=config)
+            own_values = {labels[k]: v for k, v in values.items() if k in labels}
+            if config is not None:
+                own_values["--config"] = config
+            groups = resolve(ctx, uses, group_values, section=section, config=config, own=own_values)
             return fn(groups=groups, **values)
 
         del command.__wrapped__  # typer must read the signature below, not fn's
@@ -155,6 +161,19 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
         return command
 
     return decorate
+
+
+def _label(parameter: inspect.Parameter) -> str:
+    """How the user spelled a command's own parameter: its first flag (``--out``), else its name (``BUNDLE``)."""
+    infos = [parameter.default, *get_args(parameter.annotation)[1:]]
+    for info in infos:
+        decls = tuple(getattr(info, "param_decls", None) or ())
+        first = getattr(info, "default", None)
+        if isinstance(first, str) and first.startswith("--"):  # inside Annotated, typer.Option("--x") puts it here
+            decls = (first, *decls)
+        if decls:
+            return str(next((d for d in decls if d.startswith("--")), decls[0]))
+    return parameter.name.upper()
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -175,10 +194,12 @@ def _from_config(opt: Opt, sections: tuple[Any, ...]) -> Any:
 
 
 def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any], *, section: str | None,
-            config: Path | None) -> Groups:
+            config: Path | None, own: Mapping[str, Any] | None = None) -> Groups:
     """THE resolution: for each declared group, each option from its flag (a hidden older spelling counts as the
     flag), else the command's config section, else the group's own section, else the default; then the group is
-    built, which validates it (exit 2 before any work)."""
+    built, which validates it (exit 2 before any work). A group that writes files (its ``inputs`` field) is then
+    handed the paths the command reads — the other groups' and the command's ``own`` values (flag -> value) — so
+    no report or saved model replaces an input."""
     from gapcheck.config import load_config
 
     loaded = load_config(config)
@@ -216,4 +237,59 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
             fields_ = from_cli(fields_, from_config)
         built[u.group] = u.group(**fields_)
         given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
+    _hand_inputs(uses, built, own or {})
     return Groups(values=built, config=loaded, given=given_fields, flags=flag_fields)
+
+
+_NOT_PATHS = frozenset({"headers"})  # secrets, never a path: never read, never named in a message
+
+
+def _hand_inputs(uses: tuple[Use, ...], built: dict[type[Group], Group], own: Mapping[str, Any]) -> None:
+    """Rebuild (and so re-check) each group with an ``inputs`` field, given every path the command names elsewhere:
+    the other groups' fields and the command's own options."""
+    from_groups = {u.group: [(opt.flag, getattr(built[u.group], opt.field)) for opt in u.options()
+                             if opt.field not in _NOT_PATHS] for u in uses if u.group is not ReportTargets}
+    command_paths = _paths(own.items())
+    for cls, group in built.items():
+        if "inputs" not in {f.name for f in dataclasses.fields(group)}:  # type: ignore[arg-type]
+            continue
+        others = [pair for other, pairs in from_groups.items() if other is not cls for pair in pairs]
+        paths = tuple(dict.fromkeys((*_paths(others), *command_paths)))
+        if paths:
+            built[cls] = dataclasses.replace(group, inputs=paths)  # type: ignore[type-var]
+
+
+def _paths(items: Any) -> list[tuple[str, Path]]:
+    """(flag, path) for each value that names a local path: a Path (existing or not: ``--out`` is made by the work),
+    or a string one of whose readings exists (``name=data/train``, ``file.jsonl:field``, ``hf:tok,fast``,
+    ``net.py:build``). A glob is not expanded (a report matching one is not caught)."""
+    out: list[tuple[str, Path]] = []
+    for flag, value in items:
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, Path):
+                out.append((flag, item))
+            elif isinstance(item, str) and item:
+                out.extend((flag, Path(text)) for text in _readings(item) if _exists(text))
+    return out
+
+
+def _readings(text: str) -> list[str]:
+    """The local paths a string option may name (only the existing ones are kept)."""
+    readings = [text]
+    if "=" in text and "://" not in text.partition("=")[0]:
+        readings.append(text.partition("=")[2])  # name=location
+    for reading in list(readings):
+        for prefix in ("file://", "hf:"):
+            if reading.startswith(prefix):
+                readings.append(reading[len(prefix):])
+    for reading in list(readings):
+        readings.append(reading.split(",")[0])
+        readings.append(reading.rpartition(":")[0])  # FILE:field, path.py:callable
+    return [r for r in dict.fromkeys(readings) if r]
+
+
+def _exists(text: str) -> bool:
+    try:
+        return os.path.lexists(text)
+    except (OSError, ValueError):
+        return False

@@ -24,6 +24,8 @@ class ExportSpec(Group):
     no_cache: bool = False
     save_onnx: Path | None = None
     cache_max_mb: int | None = None  # the cache's size cap (None: [cache] max_mb, else the cache's default)
+    # (flag, path) of the command's other inputs (set by the one resolve path): --save-onnx may not be one or lie in one
+    inputs: tuple[tuple[str, Path], ...] = ()
 
     SECTION: ClassVar[str | None] = "cache"
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
@@ -45,6 +47,10 @@ class ExportSpec(Group):
         if exporter != self.exporter:
             object.__setattr__(self, "exporter", exporter)  # an Exporter enum member becomes its value
         check_output_file(self.save_onnx, "--save-onnx")
+        if self.save_onnx is not None:
+            from gapcheck.atomic import check_not_input
+
+            check_not_input(self.save_onnx, "--save-onnx", self.inputs)
         if self.cache_dir is not None and Path(self.cache_dir).exists() and not Path(self.cache_dir).is_dir():
             raise UsageError(f"--cache-dir {self.cache_dir} is not a folder")
 

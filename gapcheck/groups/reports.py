@@ -22,6 +22,9 @@ class ReportTargets(Group):
     html: Path | None = None
     sarif: Path | None = None
     max_rows: int = 0
+    # (flag, path) of the command's inputs (set by the one resolve path, or a library caller): no report may be one
+    # or lie inside one. Not an option: what the command reads, not how it reports.
+    inputs: tuple[tuple[str, Path], ...] = ()
 
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
         Opt("json", "--json", "Write the JSON report here ('-': print it on stdout instead of the tables).",
@@ -33,13 +36,15 @@ class ReportTargets(Group):
     )
 
     def check(self) -> None:
-        """Every path checked now (UsageError, exit 2, before any work); two formats may not share a file."""
-        from gapcheck.atomic import check_writable
+        """Every path checked now (UsageError, exit 2, before any work); two formats may not share a file, and none
+        may be (or lie inside) one of the command's inputs."""
+        from gapcheck.atomic import check_not_input, check_writable
 
         seen: dict[Path, str] = {}
         for fmt, path in self.paths().items():
             flag = f"--{fmt}"
             check_writable(path, what=f"{flag} report")
+            check_not_input(path, f"{flag} report", self.inputs)
             key = Path(path).resolve()
             if key in seen:
                 raise UsageError(f"{seen[key]} and {flag} name the same file {path}")
