@@ -177,7 +177,7 @@ def _audited(records: list[SampleRecord], deaths: list[Any]) -> list[SampleRecor
         raise InputError(f"none of the {len(records)} sample(s) could be audited",
                          hint="; ".join(f"{r.path}: {r.issue.code}" for r in records[:5] if r.issue))
     if deaths and not any(sum(1 for o in r.stages if o.ok) >= 2 for r in audited):
-        first = min(deaths, key=lambda d: (d.sample, d.stage))  # not the first to finish: the same on every run
+        first = min(deaths, key=lambda d: d.sample)  # by sample, not by which finished first (same sample: stage order)
         raise BackendError(f"nothing could be audited: stage workers died on every sample; first: stage "
                            f"{first.stage!r} on {first.sample} ({describe_exit(first.exitcode)})")
     return audited
