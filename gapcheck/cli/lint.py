@@ -1,7 +1,9 @@
 """`gapcheck lint`: parse, call :func:`gapcheck.lint.lint_paths`, render, exit 0 clean / 1 findings / 2 errors."""
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -43,6 +45,16 @@ def render(result, fmt: LintFormat) -> str:  # type: ignore[no-untyped-def]
     return render_format(ReportFormat(fmt.value), result)
 
 
+def _linted(paths: list[Path], outputs: list[Path]) -> tuple[tuple[str, Path], ...]:
+    """The linted paths an output must not be: each file given, and each output that is an existing source file
+    (*.py, *.ipynb) inside a given folder (the walk lints it; a report beside the code, ``out/report.sarif``, is fine)."""
+    read = [("the linted path", Path(p)) for p in paths if not Path(p).is_dir()]
+    for folder in (Path(p) for p in paths if Path(p).is_dir()):
+        read += [("the linted path", out) for out in outputs if out.suffix in (".py", ".ipynb") and out.is_file()
+                 and Path(os.path.realpath(out)).is_relative_to(os.path.realpath(folder))]
+    return tuple(read)
+
+
 def command(
     paths: Annotated[list[Path] | None, typer.Argument(
         help="Files and folders to lint (folders: every *.py and *.ipynb).")] = None,
@@ -78,14 +90,20 @@ def command(
         raise typer.Exit(ExitCode.NO_GAP)
     if not paths:
         raise UsageError("give files or folders to lint (e.g. gapcheck lint train.py src/)")
+    from gapcheck.atomic import check_not_input
     from gapcheck.codes import all_codes
     from gapcheck.config import load_config
     from gapcheck.lint import LintSection, lint_paths, make_selection
     from gapcheck.report.formats import check_writable
 
     reports = prepare_reports(json=json_path, junit=junit_path, html=html_path, sarif=sarif_path)
+    # no report replaces a linted file, the config or the --output report (a report in a linted folder is fine)
+    outputs = [p for p in (output, *reports.paths().values()) if p is not None]
+    read = _linted(paths, outputs) + ((("--config", config),) if config is not None else ())
     if output is not None:
         check_writable(output, what="--output report")
+        check_not_input(output, "--output report", read)
+    reports = replace(reports, inputs=read + ((("--output", output),) if output is not None else ()))
     section = load_config(config).section("lint")
     assert isinstance(section, LintSection)
     known = tuple(c.code for c in all_codes() if c.family == "lint")
