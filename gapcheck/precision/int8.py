@@ -112,9 +112,11 @@ class _Reader:
 def _relative(q: np.ndarray, f: np.ndarray) -> float:
     if q.shape != f.shape:
         return float("inf")
-    f64, q64 = f.astype(np.float64), q.astype(np.float64)
-    norm = float(np.linalg.norm(f64))
-    diff = float(np.linalg.norm(q64 - f64))
+    f64, q64 = f.astype(np.float64).ravel(), q.astype(np.float64).ravel()
+    delta = q64 - f64
+    # einsum, not np.linalg.norm: BLAS's dot took 16 ms per activation on a shared machine (60% of the pass)
+    norm = float(np.sqrt(np.einsum("i,i->", f64, f64)))
+    diff = float(np.sqrt(np.einsum("i,i->", delta, delta)))
     return diff / norm if norm > 0 else (0.0 if diff == 0 else float("inf"))
 
 
