@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -37,6 +38,21 @@ class RayEngine:
         self.max_attempts = max(1, max_attempts)
         self._started_here = False
         if not self.ray.is_initialized():
+            self._start(address, workers)
+            self._started_here = True
+        self.workers = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    def _start(self, address: str | None, workers: int | None) -> None:
+        """``ray.init``: its warnings come back one safe line each, and the address is shown without credentials."""
+        from gapcheck.report.text import safe_line
+        from gapcheck.triton.url import redact, secrets_in
+
+        secrets = secrets_in(address or "", None)
+        failure: Exception | None = None
+        # Ray warns with raw multi-line text (a site-packages path, its own advice) before it raises: caught here
+        # so that the terminal sees one neutralized line per warning, through the CLI's log handler.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 # RAY_ADDRESS in the environment is honoured by ray.init() when address is None; a local Ray
                 # is started (with ``workers`` CPUs) only when neither names a cluster.
@@ -44,10 +60,13 @@ class RayEngine:
                 self.ray.init(address=address, num_cpus=workers if local else None,
                               include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             except Exception as exc:  # noqa: BLE001 - Ray raises many types for an unreachable cluster
-                where = f" at {address}" if address else ""
-                raise BackendError(f"could not start or reach Ray{where}: {describe_error(exc)}") from exc
-            self._started_here = True
-        self.workers = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+                failure = exc
+        for warning in caught:
+            logger.warning("Ray: %s", safe_line(redact(str(warning.message), secrets)))
+        if failure is not None:
+            where = f" at {redact(address, secrets)}" if address else ""
+            raise BackendError(safe_line(redact(f"could not start or reach Ray{where}: {describe_error(failure)}",
+                                                secrets))) from None
 
     def map_shards(self, fn: Callable[[Any], Any], shards: Sequence[Shard]) -> Iterator[Outcome]:
         ray = self.ray
