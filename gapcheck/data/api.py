@@ -6,6 +6,9 @@ local process pool), and turns the merged partial into findings and a result obj
 from __future__ import annotations
 
 import contextlib
+import io
+import os
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -26,6 +29,7 @@ from gapcheck.data.near import ENGINE_SEARCH_PAIRS
 from gapcheck.data.sketches import kll_rank_error
 from gapcheck.data.sources import SourcePlan, SourceSpec, parse_split, plan
 from gapcheck.engines import Engine, run_job
+from gapcheck.engines.base import describe_error
 from gapcheck.groups import EngineSpec
 from gapcheck.progress import ProgressReporter
 
@@ -105,16 +109,42 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
         run_timings={"plan_s": planned - started, "job_s": merged - planned, "total_s": time.perf_counter() - started})
 
 
+def _labels_bytes(path: str) -> bytes:
+    """The labels file's bytes, when it is a regular file within :data:`gapcheck.limits.MAX_FILE_BYTES`.
+
+    Opened non-blocking and checked on the open descriptor: a FIFO would block ``open`` until a writer came (and a
+    check by name could be raced), and a link to ``/dev/zero`` would be read forever."""
+    from gapcheck.errors import InputError
+    from gapcheck.limits import MAX_FILE_BYTES
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(f"cannot read the labels file {path}: {exc.strerror or type(exc).__name__}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"the labels file {path} is not a regular file (a FIFO, device or folder)")
+        raise InputError(f"the labels file {path} is {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)  # bounded even if the file grows after the check
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"the labels file {path} grew past the {MAX_FILE_BYTES} byte limit while being read")
+    return data
+
+
 def _labels_file(path: str) -> dict[str, tuple[Any, Any]]:
     """labels.csv (columns ``path,label[,group]``) → {path: (label, group)}; paths match relative names or file names."""
     import pandas as pd
 
     from gapcheck.errors import InputError
 
+    data = _labels_bytes(path)
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the labels file {path}: {exc}") from exc
+        raise InputError(f"cannot read the labels file {path}: {describe_error(exc)}") from None
     if "path" not in table.columns or "label" not in table.columns:
         raise InputError(f"{path}: the labels file needs the columns path,label (optionally group)")
     groups = table["group"] if "group" in table.columns else [None] * len(table)
@@ -165,9 +195,9 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
     if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
         raise UsageError("leakage needs at least two splits with distinct names")
+    table = _labels_file(labels_file) if labels_file else None  # checked before any split is listed
     started = time.perf_counter()
     plans = [plan(spec, shard_size) for spec in specs]
-    table = _labels_file(labels_file) if labels_file else None
     job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
     wrapped = []
     for p in plans:
