@@ -28,6 +28,8 @@ def command(
         "--max-batch-size", min=0, help="Default: 64 with a dynamic batch axis, else 0.")] = None,
     instance_kind: Annotated[InstanceKind, typer.Option(
         "--instance-kind", help="Triton instance group kind.")] = InstanceKind.cpu,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the model already in --triton-repo/--name "
+                                            "(its config.pbtxt and this version's model.onnx).")] = False,
 ) -> None:
     """Export a checkpoint to ONNX and write a Triton model repository (config.pbtxt + version/model.onnx)."""
     from gapcheck.errors import UsageError
@@ -37,5 +39,6 @@ def command(
     if not inputs.specs:
         raise UsageError("give the model's inputs: --input name:shape:dtype (repeatable)")
     result = export_model_repository(model, inputs.specs, triton_repo, name, export=groups[ExportSpec],
-                                     version=version, max_batch_size=max_batch_size, instance_kind=instance_kind.value)
+                                     version=version, max_batch_size=max_batch_size, instance_kind=instance_kind.value,
+                                     overwrite=overwrite)
     raise typer.Exit(groups[ReportTargets].emit(result))

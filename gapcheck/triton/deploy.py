@@ -109,9 +109,12 @@ def export_model_repository(
     version: int = 1,
     max_batch_size: int | None = None,
     instance_kind: str = "KIND_CPU",
+    overwrite: bool = False,
 ) -> ExportRepositoryResult:
     """Load ``model``, export it with a dynamic batch axis (``export``: exporter, opset, the export cache, where to
-    save a copy; default: the group's defaults), and write ``repo_dir/name``."""
+    save a copy; default: the group's defaults), and write ``repo_dir/name``. A model already deployed there (a
+    non-empty ``repo_dir/name``) is refused before any work unless ``overwrite``; a linked repository or model
+    folder always is."""
     from gapcheck.triton.repository import (
         check_model_target,
         check_repository_dir,
@@ -124,7 +127,7 @@ def export_model_repository(
     started = time.perf_counter()
     check_model_name(name)
     check_repository_dir(repo_dir)
-    check_model_target(repo_dir, name, version)
+    check_model_target(repo_dir, name, version, overwrite=overwrite)
     export = export or ExportSpec()
     sample = InputSource(specs=tuple(input_specs), num_samples=1, seed=0).samples()[0]
     module = model.load().module.eval()  # a deployment serves inference mode

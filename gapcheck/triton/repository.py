@@ -187,14 +187,20 @@ def write_model_repository(
     return model_dir
 
 
-def check_model_target(repo_dir: str | Path, name: str, version: int) -> None:
-    """UsageError when writing ``repo_dir/name`` would go through a link or onto something not a file.
+def check_model_target(repo_dir: str | Path, name: str, version: int, *, overwrite: bool = True) -> None:
+    """UsageError when writing ``repo_dir/name`` would go through a link or onto something not a file, or (without
+    ``overwrite``) would replace a model already deployed there (a non-empty ``repo_dir/name``).
 
     An existing repository is not ours: a link planted where gapcheck writes (``config.pbtxt`` pointing
     at a user's file, a version directory pointing elsewhere) would send the write out of the repository.
     """
     model_dir = Path(repo_dir) / name
     version_dir = model_dir / str(int(version))
+    if not overwrite and not model_dir.is_symlink() and model_dir.is_dir() and any(model_dir.iterdir()):
+        raise UsageError(f"model repository: {model_dir} already holds a model; refusing to replace its "
+                         f"config.pbtxt and version {int(version)}", hint="choose another --name, or pass --overwrite")
+    if model_dir.exists() and not model_dir.is_dir():
+        raise UsageError(f"model repository: {model_dir} exists and is not a directory")
     for path in (model_dir, version_dir, version_dir / "model.onnx", version_dir / "model.onnx.data",
                  model_dir / "config.pbtxt"):
         if path.is_symlink():
@@ -204,8 +210,11 @@ def check_model_target(repo_dir: str | Path, name: str, version: int) -> None:
 
 
 def check_repository_dir(repo_dir: str | Path) -> Path:
-    """A repository path that is (or can become) a writable directory; UsageError before any work otherwise."""
+    """A repository path that is (or can become) a writable directory, not a symbolic link (the write would land
+    wherever the link points); UsageError before any work otherwise."""
     path = Path(repo_dir)
+    if path.is_symlink():
+        raise UsageError(f"model repository {path} is a symbolic link; give the folder's real path")
     check_folder(path, f"model repository {path}")
     return path
 
