@@ -180,12 +180,22 @@ def _cell_samples(name: str, first: int, values: Any, max_chars: int) -> Iterato
     for offset, value in enumerate(values):
         sample_id = f"{name}:{first + offset}"
         if isinstance(value, str) and value:
-            yield checked_text(sample_id, value, max_chars)  # surrogateescape'd bytes are caught there
+            yield _cell_text(sample_id, value, max_chars)
         elif isinstance(value, bytes):
             yield checked(sample_id, value, max_chars)
         else:
             yield TextSample(safe_line(sample_id), None, "an empty cell" if value in (None, "") or value != value
                              else f"not a string ({type(value).__name__})")
+
+
+def _cell_text(sample_id: str, value: str, max_chars: int) -> TextSample:
+    """A CSV cell; one holding surrogateescape'd bytes goes back to its bytes so the finding names the bad byte."""
+    if not value.isascii() and any(0xDC80 <= ord(ch) <= 0xDCFF for ch in value):
+        try:
+            return checked(sample_id, value.encode("utf-8", "surrogateescape"), max_chars)
+        except UnicodeEncodeError:
+            pass  # not from surrogateescape: checked_text counts it as lone surrogates
+    return checked_text(sample_id, value, max_chars)
 
 
 def _table(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
@@ -197,7 +207,9 @@ def _table(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
     name, first = source.path.name, 0
     try:
         with open(source.path, "rb") as handle:
-            chunks = pd.read_csv(LineGuard(handle), usecols=[source.field], dtype=str, chunksize=CSV_CHUNK_ROWS,
+            # dtype=object, not str: pandas 3's str dtype is Arrow-backed, and Arrow refuses the surrogateescape'd
+            # byte of one bad cell for the whole chunk; as objects the cell reaches checked_text and is counted alone
+            chunks = pd.read_csv(LineGuard(handle), usecols=[source.field], dtype=object, chunksize=CSV_CHUNK_ROWS,
                                  sep="\t" if source.kind == "tsv" else ",", encoding_errors="surrogateescape",
                                  keep_default_na=False)
             for chunk in chunks:
