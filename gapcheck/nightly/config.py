@@ -214,7 +214,7 @@ def endpoint_spec(config: EndpointConfig, target: TritonTarget | None = None, *,
     if not _NAME.fullmatch(config.name):  # match() would let a trailing newline through
         raise UsageError(f"endpoint name {config.name!r} may only use letters, digits, '_', '-' and '.'")
     try:
-        location = parse_endpoint_url(config.url)
+        location = parse_endpoint_url(config.url, allow_credentials=False)
     except UsageError as exc:
         raise UsageError(f"endpoint {config.name!r}: {exc.message}") from None
     model = config.model or location.model
@@ -235,7 +235,10 @@ def endpoint_spec(config: EndpointConfig, target: TritonTarget | None = None, *,
 
 def parse_endpoint_option(text: str, timeout_s: float | None = None) -> EndpointConfig:
     """``NAME=URL`` from the command line."""
+    from gapcheck.triton.url import redact, secrets_in
+
     name, sep, url = text.partition("=")
     if not sep or not name.strip() or not url.strip():
-        raise UsageError(f"endpoint {text!r} is not NAME=URL (e.g. resnet-prod=grpc://triton:8001/resnet)")
+        shown = redact(text, secrets_in(url.strip() if sep else text.strip(), None))
+        raise UsageError(f"endpoint {shown!r} is not NAME=URL (e.g. resnet-prod=grpc://triton:8001/resnet)")
     return EndpointConfig(name=name.strip(), url=url.strip(), timeout_s=timeout_s)

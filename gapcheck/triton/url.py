@@ -114,14 +114,20 @@ def _model_and_version(path: str | None, query: str | None) -> tuple[str | None,
     return model, version
 
 
-def parse_endpoint_url(url: str) -> EndpointUrl:
-    """Parse any accepted form (see the module docstring); UsageError for anything else."""
+def parse_endpoint_url(url: str, *, allow_credentials: bool = True) -> EndpointUrl:
+    """Parse any accepted form (see the module docstring); UsageError for anything else.
+
+    ``allow_credentials=False`` refuses a ``user:password@`` (never shown) instead of dropping it: an unattended
+    caller (nightly) would otherwise run unauthenticated night after night with the credentials silently unused."""
     text = (url or "").strip()
     if not text or _CONTROL.search(text) or " " in text:
         raise UsageError("a Triton URL must be [scheme://]host:port without spaces or control characters")
     match = _URL.match(text)
     if not match:
         raise UsageError("a Triton URL is [scheme://]host:port, optionally followed by /MODEL?version=N")
+    if match.group("userinfo") is not None and not allow_credentials:
+        raise UsageError("the URL holds credentials (user:password@, not shown), which gapcheck never sends: "
+                         "remove them and pass a header instead (e.g. triton-access-token)")
     scheme = (match.group("scheme") or "").lower() or None
     if scheme is not None and scheme not in SCHEMES:
         raise UsageError(f"unsupported URL scheme {scheme!r} for a Triton server: use http, https, grpc or grpcs")
