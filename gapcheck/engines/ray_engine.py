@@ -47,7 +47,9 @@ class RayEngine:
         from gapcheck.report.text import safe_line
         from gapcheck.triton.url import redact, secrets_in
 
-        secrets = secrets_in(address or "", None)
+        # RAY_ADDRESS (used when no address is given) may hold credentials too, and Ray quotes it in its warnings.
+        secrets = tuple(sorted(set(secrets_in(address or "", None) + secrets_in(os.environ.get("RAY_ADDRESS", ""), None)),
+                               key=len, reverse=True))
         failure: Exception | None = None
         # Ray warns with raw multi-line text (a site-packages path, its own advice) before it raises: caught here
         # so that the terminal sees one neutralized line per warning, through the CLI's log handler.

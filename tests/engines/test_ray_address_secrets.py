@@ -3,6 +3,7 @@ line each (issue 23). A stand-in ``ray`` module keeps the fast test bounded; the
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import types
 import warnings
@@ -25,6 +26,7 @@ def _free_port() -> int:
 def _fake_ray(address_seen: list[str]) -> types.SimpleNamespace:
     def init(address: str | None = None, **_: object) -> None:
         address_seen.append(str(address))
+        address = address or os.environ.get("RAY_ADDRESS")  # what Ray itself falls back to
         # What Ray does for an unreachable client address: a multi-line warning, then an error naming the address.
         warnings.warn(f"Ray Client connection timed out.\n  warnings.warn(\x1b[2J at {address}", UserWarning,
                       stacklevel=2)
@@ -37,10 +39,10 @@ def test_unreachable_address_is_redacted_and_warnings_are_one_safe_line(monkeypa
     seen: list[str] = []
     monkeypatch.setattr(ray_engine, "import_ray", lambda: _fake_ray(seen))
     address = f"ray://u:{SECRET}@127.0.0.1:{_free_port()}"
-    with caplog.at_level(logging.WARNING, logger="gapcheck.engines.ray_engine"), pytest.raises(BackendError) as info:
-        with warnings.catch_warnings(record=True) as leaked:
-            warnings.simplefilter("always")
-            RayEngine(address=address)
+    with (caplog.at_level(logging.WARNING, logger="gapcheck.engines.ray_engine"),
+          pytest.raises(BackendError) as info, warnings.catch_warnings(record=True) as leaked):
+        warnings.simplefilter("always")
+        RayEngine(address=address)
     assert seen == [address]  # the credentials are still handed to Ray itself
     message = str(info.value)
     assert SECRET not in message and "u:" not in message and "\n" not in message
@@ -53,6 +55,17 @@ def test_unreachable_address_is_redacted_and_warnings_are_one_safe_line(monkeypa
     assert "\n" not in line and "\x1b" not in line and SECRET not in line
     captured = capsys.readouterr()
     assert SECRET not in captured.out + captured.err + caplog.text
+
+
+def test_credentials_in_ray_address_from_the_environment_are_redacted_too(monkeypatch, caplog):
+    seen: list[str] = []
+    monkeypatch.setattr(ray_engine, "import_ray", lambda: _fake_ray(seen))
+    monkeypatch.setenv("RAY_ADDRESS", f"ray://u:{SECRET}@127.0.0.1:{_free_port()}")
+    with caplog.at_level(logging.WARNING), pytest.raises(BackendError) as info:
+        RayEngine(address=None)
+    assert seen == ["None"]  # Ray reads RAY_ADDRESS itself
+    assert SECRET not in str(info.value) + caplog.text
+    assert "ray://***@127.0.0.1:" in caplog.text  # the warning quoted it, redacted
 
 
 @pytest.mark.slow  # Ray's client gives up on an unreachable address after about 30 s
