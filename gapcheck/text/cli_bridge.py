@@ -25,7 +25,7 @@ def is_text_audit(samples: str | Path, stages: Sequence[str] = ()) -> bool:
     if not path.exists() and ":" in text:
         path = Path(text.rpartition(":")[0])
         return path.suffix.lower() in TEXT_SUFFIXES | set(TABLE_SUFFIXES)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or device named .txt too: the text readers refuse it by name
         return path.suffix.lower() in TEXT_SUFFIXES
     if path.is_dir():
         # the first 1000 files decide: an image folder of a million files is not listed whole before the image path

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gapcheck.errors import InputError, UsageError
 from gapcheck.report.text import safe_line as _safe_line
@@ -69,12 +69,46 @@ def parse_source(spec: str | Path) -> SampleSource:
         path, field = Path(head), tail or None
     if not path.exists():
         raise InputError(f"text samples {safe_line(text)!r}: no such file or folder")
+    if not path.is_dir():
+        _check_regular(path, os.stat(path).st_mode, f"text samples {safe_line(text)!r}")
     source = SampleSource(path, field)
     if source.kind in ("jsonl", "csv", "tsv", "parquet") and not field:
         raise UsageError(f"text samples {safe_line(text)!r}: name the field or column, e.g. {path.name}:text")
     if source.kind in ("lines", "folder") and field:
         raise UsageError(f"text samples {safe_line(text)!r}: a field is only read from .jsonl, .csv or .parquet")
     return source
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _check_regular(path: Path, mode: int, what: str) -> None:
+    """Refuse anything but a regular file (after symlinks): reading a FIFO waits for a writer forever, /dev/zero
+    never ends, and opening some devices acts on them."""
+    if not stat.S_ISREG(mode):
+        real = os.path.realpath(path)
+        target = f" ({safe_line(real)})" if real != os.path.abspath(path) else ""
+        raise InputError(f"{what}: {_file_kind(mode)}{target}, not a regular file; give a text file or a folder")
+
+
+def open_regular(path: Path, what: str) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file, checked on the open descriptor: a file swapped for a
+    FIFO after :func:`parse_source` looked is refused too (O_NONBLOCK: opening a FIFO does not wait for a writer)."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        _check_regular(path, os.fstat(fd).st_mode, what)
+        if nonblock:
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~nonblock)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def iter_samples(source: SampleSource | str | Path, *, max_samples: int | None = None,
@@ -127,7 +161,7 @@ def checked_text(raw_id: str, text: str, max_chars: int) -> TextSample:
 
 def _bounded_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes without the newline) per line; None for a line over ``max_bytes``, skipped unread."""
-    with open(path, "rb") as handle:
+    with open_regular(path, f"text samples {safe_line(path)}") as handle:
         number = 0
         while True:
             line = handle.readline(max_bytes + 1)
@@ -206,7 +240,7 @@ def _table(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
 
     name, first = source.path.name, 0
     try:
-        with open(source.path, "rb") as handle:
+        with open_regular(source.path, f"text samples {safe_line(name)}") as handle:
             # dtype=object, not str: pandas 3's str dtype is Arrow-backed, and Arrow refuses the surrogateescape'd
             # byte of one bad cell for the whole chunk; as objects the cell reaches checked_text and is counted alone
             chunks = pd.read_csv(LineGuard(handle), usecols=[source.field], dtype=object, chunksize=CSV_CHUNK_ROWS,
@@ -227,16 +261,17 @@ def _parquet(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
     import pyarrow.parquet as pq
 
     name, first = source.path.name, 0
-    try:
-        table = pq.ParquetFile(source.path)
-    except Exception as exc:  # noqa: BLE001 - a corrupt file is bad input, not a crash
-        raise InputError(f"{safe_line(name)}: not a readable Parquet file ({type(exc).__name__})") from exc
-    if source.field not in table.schema_arrow.names:
-        raise UsageError(f"{safe_line(name)}: no column {source.field!r}")
-    for batch in table.iter_batches(batch_size=4096, columns=[source.field]):
-        values = batch.column(0).to_pylist()
-        yield from _cell_samples(name, first, values, max_chars)
-        first += len(values)
+    with open_regular(source.path, f"text samples {safe_line(name)}") as handle:
+        try:
+            table = pq.ParquetFile(handle)
+        except Exception as exc:  # noqa: BLE001 - a corrupt file is bad input, not a crash
+            raise InputError(f"{safe_line(name)}: not a readable Parquet file ({type(exc).__name__})") from exc
+        if source.field not in table.schema_arrow.names:
+            raise UsageError(f"{safe_line(name)}: no column {source.field!r}")
+        for batch in table.iter_batches(batch_size=4096, columns=[source.field]):
+            values = batch.column(0).to_pylist()
+            yield from _cell_samples(name, first, values, max_chars)
+            first += len(values)
 
 
 def _folder(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
@@ -252,12 +287,21 @@ def _folder(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
         if not stat.S_ISREG(info.st_mode):
             yield TextSample(safe_line(sample_id), None, "not a regular file (never opened)")
             continue
-        if info.st_size > 4 * max_chars + 4:
-            yield TextSample(safe_line(sample_id), None, f"{info.st_size} bytes, over the {max_chars} character limit")
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            yield TextSample(safe_line(sample_id), None, f"unreadable ({exc.strerror})")
-            continue
-        yield checked(sample_id, data, max_chars)
+        yield _folder_file(path, sample_id, max_chars)
+
+
+def _folder_file(path: Path, sample_id: str, max_chars: int) -> TextSample:
+    """One file's sample; kind and size checked again on the open descriptor (the file may change after the stat)."""
+    limit = 4 * max_chars + 4
+    try:
+        with open_regular(path, sample_id) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(limit + 1) if size <= limit else b""
+    except InputError:
+        return TextSample(safe_line(sample_id), None, "not a regular file (never opened)")
+    except OSError as exc:
+        return TextSample(safe_line(sample_id), None, f"unreadable ({exc.strerror})")
+    if size > limit or len(data) > limit:
+        return TextSample(safe_line(sample_id), None, f"{max(size, len(data))} bytes, over the {max_chars} "
+                          "character limit")
+    return checked(sample_id, data, max_chars)
