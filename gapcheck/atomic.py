@@ -36,17 +36,30 @@ def check_writable(path: str | Path, what: str = "report", *, probe: bool = True
 
 def check_not_input(path: str | Path, what: str, inputs: Iterable[tuple[str, str | Path]]) -> None:
     """Refuse (UsageError, exit 2, before any work) an output ``path`` that is one of the command's ``inputs``
-    (``(flag, path)`` pairs) or lies inside one: the atomic rename would replace the user's checkpoint, sample or
-    bundle member with a report. Compared by real path (links and ``..`` resolved) and, when both exist, by inode."""
+    (``(flag, path)`` pairs) or lies inside one where it could replace something (:func:`_replaces_inside`): the
+    atomic rename would replace the user's checkpoint, sample or bundle member with a report. Compared by real path
+    (links and ``..`` resolved) and, when both exist, by inode."""
     target = _real(path)
     for label, source in inputs:
         real = _real(source)
         if target == real or _same_file(path, source):
             raise UsageError(f"{what} path {path} is also {label} {source}: an output never replaces a file the "
                              "command reads or writes; give another path")
-        if target.startswith(real.rstrip(os.sep) + os.sep):
+        if target.startswith(real.rstrip(os.sep) + os.sep) and _replaces_inside(target, label, real):
             raise UsageError(f"{what} path {path} lies inside {label} {source}: an output is never written into "
                              "a folder the command reads or writes; give a path outside it")
+
+
+#: Folders the command itself fills: any path inside them may be one of its outputs (a bundle's manifest, a model's
+#: config.pbtxt), so nothing else is written there, existing or not.
+OUTPUT_FOLDER_FLAGS = frozenset({"--out", "--triton-repo"})
+
+
+def _replaces_inside(target: str, label: str, folder: str) -> bool:
+    """Whether an output at ``target`` inside the input ``folder`` could destroy something: it replaces a file that
+    is there now (a sample, a bundle member), or the folder is one the work creates or fills. A new report inside a
+    folder that is only read (``--samples .  --json r.json``) replaces nothing and is allowed."""
+    return os.path.lexists(target) or label in OUTPUT_FOLDER_FLAGS or not os.path.isdir(folder)
 
 
 def _real(path: str | Path) -> str:

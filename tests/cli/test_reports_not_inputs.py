@@ -137,8 +137,15 @@ def test_an_unrelated_report_path_still_passes_the_check(tmp_path):
     check_not_input(tmp_path / "report.json", "--json report", [("--samples", tmp_path / "data"),
                                                                 ("--checkpoint", tmp_path / "victim.pt")])
     check_not_input(tmp_path / "data2" / "r.json", "--json report", [("--samples", tmp_path / "data")])
-    with pytest.raises(UsageError, match="lies inside --samples"):
-        check_not_input(tmp_path / "data" / "new" / "r.json", "--json report", [("--samples", tmp_path / "data")])
+    # a NEW report inside a folder the command only reads replaces nothing (``--samples . --json r.json``)
+    check_not_input(tmp_path / "data" / "new" / "r.json", "--json report", [("--samples", tmp_path / "data")])
+    (tmp_path / "data" / "old.json").write_text("{}")
+    with pytest.raises(UsageError, match="lies inside --samples"):  # an existing file there is a sample
+        check_not_input(tmp_path / "data" / "old.json", "--json report", [("--samples", tmp_path / "data")])
+    with pytest.raises(UsageError, match="lies inside --out"):  # the command fills --out: nothing else goes there
+        check_not_input(tmp_path / "data" / "r.json", "--json report", [("--out", tmp_path / "data")])
+    with pytest.raises(UsageError, match="lies inside --bundle"):  # a folder the work will create
+        check_not_input(tmp_path / "made" / "r.json", "--json report", [("--bundle", tmp_path / "made")])
 
 
 def test_a_link_to_an_input_is_refused_as_the_input(tmp_path):
@@ -146,5 +153,6 @@ def test_a_link_to_an_input_is_refused_as_the_input(tmp_path):
     victim.write_bytes(PAYLOAD)
     (tmp_path / "link").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "link")
+    (tmp_path / "link" / "r.json").write_bytes(PAYLOAD)
     with pytest.raises(UsageError, match="lies inside --samples"):
         check_not_input(tmp_path / "alias" / "r.json", "--json report", [("--samples", tmp_path / "link")])
