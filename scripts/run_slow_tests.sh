@@ -3,6 +3,8 @@
 # Usage: bash scripts/run_slow_tests.sh [extra pytest args]   (after scripts/setup.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The deployment-tool corpus needs timm and facenet-pytorch (installed without torchvision; see the script).
+bash scripts/setup_deploy_corpus.sh || { echo "corpus setup failed"; exit 1; }
 .venv/bin/python -m pytest -n 2 -m slow "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

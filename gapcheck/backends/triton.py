@@ -21,7 +21,7 @@ from tritonclient.utils import triton_to_np_dtype
 from gapcheck.backends.base import TensorSpec
 from gapcheck.errors import EndpointError
 from gapcheck.tensors import contiguous, fingerprint
-from gapcheck.triton.client import RestrictedApiError, TritonEndpoint
+from gapcheck.triton.client import RestrictedApiError, TritonEndpoint, connect
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class TritonBackend:
         self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
         self.restricted: list[str] = []  # "what was not checked: API restricted", for reports
-        self.connection = endpoint.connect()
+        self.connection = connect(endpoint)
         self.protocol = self.connection.protocol  # resolved: a bare host:port was probed
         self.name = f"triton-{self.protocol}"
         try:

@@ -220,11 +220,16 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,
                              torch_module=module)
     progress.finish()
-    findings = list(audit.findings)
+    from gapcheck.export_diff.served_names import served_output_names
+
+    # A deployment that names its outputs its own way (same count, order, shapes, dtypes) is paired by position or by
+    # --triton-output-map and compared by value; the naming is a warning, a real mismatch stays the audit's gap.
+    findings, output_map = served_output_names(audit, request.triton.outputs() if request.triton else None)
     if any(f.is_gap for f in findings):
         findings.append(DEPLOYMENT_NOT_COMPARED.finding(
             "outputs of the deployment were not compared: fix the config gaps above first", where=target.model,
             subject=Subject(endpoint=target.model)))
         return [], findings, exported
-    backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version))
+    backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version,
+                                                output_map=output_map))
     return [backend], findings, exported

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from gapcheck.errors import EndpointError, ExitCode, UsageError, one_line
 from gapcheck.triton.probe import probe_protocol
@@ -28,9 +27,6 @@ from gapcheck.triton.url import (
     redact,
     secrets_in,
 )
-
-if TYPE_CHECKING:
-    from gapcheck.triton.client import TritonConnection
 
 logger = logging.getLogger(__name__)
 
@@ -184,11 +180,3 @@ class TritonEndpoint:
         """Seconds this endpoint may still spend (no limit here; a subclass with a total deadline raises when
         none are left). ``last_error``: what the previous attempt said, for that message."""
         return float("inf")
-
-    def connect(self, *, backoff_s: float = 0.2) -> TritonConnection:
-        """A client for this endpoint. Transitional: call :func:`gapcheck.triton.client.connect` instead. This method
-        is the one import from this light module up to the client (an import circle); it goes when its last callers
-        (nightly/probe.py, backends/triton.py, their tests) have switched."""
-        from gapcheck.triton.client import TritonConnection
-
-        return TritonConnection(self, backoff_s=backoff_s)

@@ -6,7 +6,7 @@ from tritonclient.utils import InferenceServerException
 
 from gapcheck.backends.triton import TritonBackend
 from gapcheck.errors import EndpointError, ExitCode, UsageError
-from gapcheck.triton.client import TlsOptions, TritonEndpoint, parse_url, redact, secrets_in
+from gapcheck.triton.client import TlsOptions, TritonEndpoint, connect, parse_url, redact, secrets_in
 from gapcheck.triton.local_server import free_ports
 
 
@@ -73,8 +73,8 @@ def test_tls_options_imply_tls_and_endpoints_compare_by_value():
 
 
 def _connection(retries=2):
-    return TritonEndpoint("127.0.0.1:1", protocol="http", retries=retries,
-                          headers={"authorization": "Bearer abc-secret"}).connect(backoff_s=0.0)
+    return connect(TritonEndpoint("127.0.0.1:1", protocol="http", retries=retries,
+                                  headers={"authorization": "Bearer abc-secret"}), backoff_s=0.0)
 
 
 def test_transient_failures_are_retried_then_reported_once():

@@ -379,7 +379,7 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
         return real_export(module, *args, **kwargs)
 
     class ServedByOrt(OnnxRuntimeBackend):  # the served model, run locally: a context manager as TritonBackend is
-        def __init__(self, endpoint, model, version=None):
+        def __init__(self, endpoint, model, version=None, output_map=None):
             super().__init__(audited[0], name="triton")
 
         def __enter__(self):
@@ -390,7 +390,7 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
 
     def fake_audit(endpoint, model, *, onnx_model, version=None, torch_module=None):
         audited.append(onnx_model)
-        return SimpleNamespace(findings=())
+        return SimpleNamespace(findings=(), served=None, onnx_outputs=())
 
     monkeypatch.setattr(runner, "export_onnx", counting_export)
     monkeypatch.setattr("gapcheck.model.export.export_onnx", counting_export)  # ExportSpec.obtain's export

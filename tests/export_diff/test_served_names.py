@@ -142,3 +142,26 @@ def test_served_output_that_is_another_tensor_is_a_gap(server):
     assert mapping == {"0": "p", "1": "q"}  # count, order, shapes and types agree: paired by position
     codes = [f.code for f in result.findings if f.is_gap]
     assert "deployment_mismatch" in codes, codes
+
+
+def test_cli_pairs_served_names_and_honours_the_output_map(server, tmp_path):
+    """Through the one CLI path: export-diff --triton-url passes on a deployment with its own names (a warning says
+    how they were paired), and --triton-output-map pairs the swapped heads the user names."""
+    import json
+
+    from gapcheck.cli.app import main
+
+    report = tmp_path / "r.json"
+    code = main(["export-diff", "--model", "sample_models.deployed:onet_like", "--input", "x:1x3x48x48:float32",
+                 "--num-samples", "2", "--triton-url", server.url("http"), "--triton-model", "onet_like",
+                 "--json", str(report), "--no-cache"])
+    document = json.loads(report.read_text())
+    assert code == 0, document["headline"]
+    assert "served_output_names" in [f["code"] for f in document["findings"]]
+    code = main(["export-diff", "--model", "sample_models.deployed:two_heads", "--input", "x:1x6:float32",
+                 "--num-samples", "2", "--triton-url", server.url("grpc"), "--triton-model", "heads_swapped",
+                 "--triton-output-map", "0=q,1=p", "--json", str(report), "--no-cache"])
+    document = json.loads(report.read_text())
+    assert code == 0, document["headline"]
+    found = [f for f in document["findings"] if f["code"] == "served_output_names"]
+    assert found and found[0]["evidence"]["output_map"] == {"0": "q", "1": "p"}
