@@ -23,6 +23,8 @@ def command(
     min_effect: Annotated[Optional[float], typer.Option("--min-effect", help="Minimum effect: KS D or "
                                                         "Wasserstein/ref std, Cramér's V. Default 0.1.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the row sample behind the KS tests.")] = 0,
+    fail_underpowered: Annotated[Optional[bool], typer.Option("--fail-underpowered", help="Make drift_underpowered "
+                                                              "(too few rows to detect --min-effect) a gap.")] = None,
     progress: ProgressFlag = False,
 ) -> None:
     """Compare the current split's distributions with the reference's (tables per column, images per property)."""
@@ -37,7 +39,8 @@ def command(
     file = groups.config.section("drift")
     options = DriftOptions(p_threshold=first_given(p_threshold, file.p_threshold, DriftOptions.p_threshold),
                            min_effect=first_given(min_effect, file.min_effect, DriftOptions.min_effect),
-                           columns=split_list(columns) or (tuple(file.columns) if file.columns else None), seed=seed)
+                           columns=split_list(columns) or (tuple(file.columns) if file.columns else None), seed=seed,
+                           fail_underpowered=first_given(fail_underpowered, file.fail_underpowered, False))
     result = run_with_engine(groups[EngineSpec], progress,
                              lambda e, r: drift(reference, current, options, engine=e, progress=r))
     reports = groups[ReportTargets]

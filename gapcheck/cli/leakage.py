@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from gapcheck.cli.groups import Groups, declare
+from gapcheck.errors import UsageError
 from gapcheck.groups import EngineSpec, ReportTargets, check_number
 
 
@@ -38,6 +39,10 @@ def command(
     group_column: Annotated[Optional[str], typer.Option("--group-column", help="Group id column (patient, user).")] = None,
     label_column: Annotated[Optional[str], typer.Option("--label-column", help="Label column of table splits.")] = None,
     columns: Annotated[Optional[list[str]], typer.Option("--columns", help="Column names of .npy/.npz matrices.")] = None,
+    within: Annotated[Optional[bool], typer.Option("--within/--no-within", help="Search every split (or none) for "
+                                                   "duplicates inside itself. Default: validation/test splits.")] = None,
+    within_split: Annotated[Optional[list[str]], typer.Option("--within-split", help="Search only this split for "
+                                                              "duplicates inside itself (repeatable).")] = None,
     progress: ProgressFlag = False,
 ) -> None:
     """Find samples shared across splits: exact and near duplicates, group overlap, label conflicts, target leakage."""
@@ -54,7 +59,8 @@ def command(
     options = LeakageOptions(near=first_given(near, file.near, LeakageOptions.near),
                              key_columns=split_list(key) or (tuple(file.key) if file.key else None),
                              group_column=group_column or file.group_column,
-                             label_column=label_column or file.label_column)
+                             label_column=label_column or file.label_column,
+                             within=within_choice(within, within_split, file.within))
     labels_file = labels or file.labels
     result = run_with_engine(groups[EngineSpec], progress,
                              lambda e, r: leakage(specs, options, labels_file=str(labels_file) if labels_file else None,
@@ -63,6 +69,17 @@ def command(
     if not reports.json_on_stdout:
         typer.echo(render(result), nl=False)
     raise typer.Exit(reports.emit_files(result))
+
+
+def within_choice(flag: bool | None, names: list[str] | None,
+                  configured: bool | list[str] | None) -> bool | tuple[str, ...] | None:
+    """--within-split names, else --within/--no-within, else the config file; None keeps the by-name default."""
+    if names and flag is not None:
+        raise UsageError("give --within/--no-within or --within-split, not both", parameter="within")
+    if names:
+        return split_list(names)
+    chosen = flag if flag is not None else configured
+    return tuple(chosen) if isinstance(chosen, list) else chosen
 
 
 def first_given(*values):  # type: ignore[no-untyped-def]

@@ -45,7 +45,6 @@ class DriftResult(ResultBase):
     def sections(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)
         options["columns"] = list(self.options.columns) if self.options.columns else None
-        options.pop("fail_underpowered")  # not in drift.schema.json yet (the findings carry the verdict)
         return {
             "reference": dataclasses.asdict(self.reference),
             "current": dataclasses.asdict(self.current),
@@ -90,8 +89,6 @@ class DriftResult(ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
-    for key in ("min_detectable_effect", "underpowered"):  # not in drift.schema.json yet: views and findings
-        data.pop(key)
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data

@@ -48,7 +48,8 @@ class LeakageResult(ResultBase):
     def sections(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)
         options["key_columns"] = list(self.options.key_columns) if self.options.key_columns else None
-        options.pop("within")  # not in leakage.schema.json yet: the within pairs are in "pairs" (split == other_split)
+        if isinstance(self.options.within, tuple):  # split names as a JSON list; within pairs: split == other_split
+            options["within"] = list(self.options.within)
         return {
             "splits": [dataclasses.asdict(s) for s in self.splits],
             "options": options,
