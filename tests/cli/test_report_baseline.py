@@ -21,6 +21,7 @@ from gapcheck.cli.app import main
 from tests.data.conftest import photo_splits, shifted_tables  # noqa: F401 - the fixture is used below
 
 BASELINE = Path(__file__).parent / "baseline"
+ROOT = Path(__file__).resolve().parents[2]
 WRITE = os.environ.get("GAPCHECK_WRITE_BASELINE") == "1"
 VOLATILE = {"timings", "seconds", "started_at", "finished_at", "run_id", "created_at", "gapcheck_version", "versions",
             "export_seconds", "waited_s", "lock_wait", "elapsed_s", "last_pass_at", "failing_since", "trend",
@@ -43,6 +44,9 @@ def _normalized(value: Any, tmp: str) -> Any:
         return [_normalized(v, tmp) for v in value]
     if isinstance(value, str):
         value = value.replace(tmp, "<tmp>")
+        # where the checkout and the installed packages live is no part of the report (CI runs a fresh clone elsewhere)
+        value = re.sub(r"[^\s'\"()]*/site-packages/", "<site>/", value)
+        value = value.replace(str(ROOT), "<repo>")
         value = re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{8}", "<run>", value)
         # pytest's own folders (under xdist one level deeper, popen-gwN) are the same place for this comparison
         value = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/(?:popen-gw\d+/)?[^/]+", "<tmp>", value)
@@ -60,7 +64,8 @@ def _check(name: str, report: Path, tmp: Path) -> None:
         BASELINE.mkdir(exist_ok=True)
         stored.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
         return
-    changed = _changes(json.loads(stored.read_text()), document, CHANGED_ON_PURPOSE.get(name, set()))
+    before = _normalized(json.loads(stored.read_text()), str(tmp))
+    changed = _changes(before, document, CHANGED_ON_PURPOSE.get(name, set()))
     assert not changed, f"{name}: the report changed:\n" + "\n".join(changed)
 
 
