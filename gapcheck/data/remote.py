@@ -100,9 +100,27 @@ def host_of(location: str) -> str:
     return f"{protocol_of(location)}://{rest.split('/', 1)[0].rsplit('@', 1)[-1]}"
 
 
-def shown(location: str) -> str:
-    """The location safe to print: URL credentials replaced, control characters neutralized."""
-    return clean_text(redact(location, secrets_in(location, None)), limit=200)
+def _hidden_parts(location: str) -> tuple[str, ...]:
+    """The parts of a remote URL that may carry a token and are never printed: the userinfo, the query and fragment
+    (a presigned ``?sig=``), and the folders between the host and the file (``/<token>/a.csv``)."""
+    if not is_remote(location):
+        return secrets_in(location, None)
+    rest = location.partition("://")[2]
+    path, _, query = rest.partition("?")
+    path, _, fragment = path.partition("#")
+    parts = list(secrets_in(location, None))
+    parts += [piece for piece in (query, fragment) if piece]
+    folders = path.split("/", 1)[1].rsplit("/", 1)[0] if path.count("/") >= 2 else ""
+    if folders:
+        parts.append(folders)
+    return tuple(sorted(set(parts), key=len, reverse=True))
+
+
+def shown(text: str, location: str | None = None) -> str:
+    """``text`` (a location, or a message about ``location``) safe to print: URL credentials, query strings and a
+    remote URL's folders replaced, control characters neutralized."""
+    hidden = _hidden_parts(text if location is None else location) + secrets_in(text, None)
+    return clean_text(redact(text, tuple(sorted(set(hidden), key=len, reverse=True))), limit=200)
 
 
 def filesystem(location: str, policy: RemotePolicy | None = None) -> tuple[Any, str]:
@@ -187,8 +205,8 @@ def remote_call(what: str, location: str, fn: Callable[[], T], policy: RemotePol
         except Exception as exc:  # noqa: BLE001 - classified below; permanent ones go back unchanged
             if not is_transient(exc):
                 raise
-            last = shown(one_line(exc if not isinstance(exc, FileNotFoundError) or not exc.__cause__
-                                  else exc.__cause__))
+            cause = exc.__cause__ if isinstance(exc, FileNotFoundError) and exc.__cause__ else exc
+            last = shown(one_line(cause), location=location)
         if attempt < attempts:
             pause = min(policy.backoff_s * 2 ** (attempt - 1), 2.0)
             logger.warning("remote read of %s (%s): attempt %d/%d failed (%s); retrying in %.1f s",

@@ -223,3 +223,14 @@ def test_the_policy_refuses_nonsense(env):
     with pytest.raises(UsageError):
         RemotePolicy.from_env(env)
     assert RemotePolicy.from_env({}) == RemotePolicy(timeout_s=30.0, retries=3)
+
+
+def test_tokens_in_a_remote_path_or_query_are_never_shown():
+    """A presigned ?sig= or a token folder is a credential too: only the host and the file name are printed."""
+    from gapcheck.data.remote import shown
+
+    url = "http://127.0.0.1:9/S3CRETTOK/r.csv?sig=S3CRETTOK"
+    assert "S3CRETTOK" not in shown(url) and shown(url).startswith("http://127.0.0.1:9/") and "r.csv" in shown(url)
+    message = f"ClientError: GET {url} failed"
+    assert "S3CRETTOK" not in shown(message, location=url)
+    assert shown("data/x.csv") == "data/x.csv"
