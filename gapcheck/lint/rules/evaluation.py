@@ -346,7 +346,9 @@ class TrainModeNotRestored(Rule):
                 continue
             last_eval = len(kinds) - 1 - kinds[::-1].index(Kind.EVAL)
             first_backward = kinds.index(Kind.BACKWARD)
-            if Kind.TRAIN in kinds[last_eval:] or Kind.TRAIN in kinds[:first_backward]:
+            if Kind.TRAIN in kinds[:first_backward] or any(
+                    e.kind is Kind.TRAIN and not _skipped_by_return(e, found[:i]) for i, e in
+                    enumerate(found[last_eval:], start=last_eval)):
                 continue
             if _trains_in_eval_mode(ctx.module, found, first_backward):
                 continue
@@ -378,6 +380,40 @@ def _foreign_self(module: ModuleIndex, loop: ast.AST, event: Event) -> bool:
     home = module.enclosing_function(loop)
     ours = module.owner.get(id(home)) if home is not None else None
     return theirs is not None and (theirs != ours or where is not module)
+
+
+def _skipped_by_return(train: Event, before: list[Event]) -> bool:
+    """``train`` is a ``.train()`` in a function the loop calls, and that function can return to the loop before it
+    (after its own ``.eval()``, if any): on that path the loop goes on in eval mode. A return of the loop's own function
+    ends training, so it does not count; nor does one whose ``try`` restores the mode in ``finally``."""
+    if train.step.via is None:
+        return False
+    module = train.step.module
+    home = module.enclosing_function(train.node)
+    if home is None:
+        return False
+    evals = [e.node.lineno for e in before if e.kind is Kind.EVAL and e.step.module is module
+             and module.enclosing_function(e.node) is home and e.node.lineno < train.node.lineno]  # type: ignore[attr-defined]
+    start = max(evals, default=home.lineno)  # type: ignore[attr-defined]
+    return any(start < node.lineno < train.node.lineno and not _restored_in_finally(module, node, train.node)  # type: ignore[attr-defined]
+               for node in _own_returns(home))
+
+
+def _own_returns(function: ast.AST) -> Iterator[ast.Return]:
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _restored_in_finally(module: ModuleIndex, leave: ast.AST, train: ast.AST) -> bool:
+    for parent in module.ancestors(leave):
+        if isinstance(parent, ast.Try) and any(train is n for s in parent.finalbody for n in ast.walk(s)):
+            return True
+    return False
 
 
 def _trains_in_eval_mode(module: ModuleIndex, found: list[Event], first_backward: int) -> bool:
