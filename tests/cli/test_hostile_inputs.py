@@ -16,17 +16,7 @@ INPUT = "x:1x3x8x8:float32"
 SECRET = "SECRET123"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    """Any attempt to load a model fails the test: what is refused must be refused before any work."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded: the input should have been refused before any work")
-    monkeypatch.setattr("gapcheck.model.loading.load_model", refuse)
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # tests/cli/conftest.py; no_model too
 
 
 def _everything_written(folder) -> str:

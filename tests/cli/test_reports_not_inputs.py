@@ -14,16 +14,7 @@ INPUT = "x:1x3x8x8:float32"
 PAYLOAD = b"\x80\x02precious bytes\n"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded: the report path should have been refused before any work")
-    monkeypatch.setattr("gapcheck.model.loading.load_model", refuse)
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # tests/cli/conftest.py; no_model too
 
 
 def _refused(argv, victim, capsys, expect):
