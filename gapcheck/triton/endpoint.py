@@ -83,7 +83,7 @@ class ServerAddress:
 
 
 def parse_url(url: str, *, ssl: bool = False) -> ServerAddress:
-    """host:port and TLS of any accepted URL form (see :mod:`gapcheck.triton.url`); credentials dropped."""
+    """host:port and TLS of any accepted URL form (see :mod:`gapcheck.triton.url`); URL credentials refused."""
     location = parse_endpoint_url(url)
     return ServerAddress(address=location.address, ssl=ssl or location.ssl)
 

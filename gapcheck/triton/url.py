@@ -1,6 +1,7 @@
 """Endpoint URLs, model names and secrets: the one parser every Triton entry point shares.
 
-Forms accepted (credentials in the URL are dropped, never used nor shown)::
+Forms accepted (credentials in the URL, ``user:password@``, are refused and never shown: gapcheck never sends
+them, and silently dropping them would run unauthenticated; pass a header instead)::
 
     host:port                      protocol unknown: the client probes once (see gapcheck.triton.probe)
     http://host:8000   https://host:443      HTTP, without / with TLS
@@ -114,11 +115,12 @@ def _model_and_version(path: str | None, query: str | None) -> tuple[str | None,
     return model, version
 
 
-def parse_endpoint_url(url: str, *, allow_credentials: bool = True) -> EndpointUrl:
+def parse_endpoint_url(url: str, *, allow_credentials: bool = False) -> EndpointUrl:
     """Parse any accepted form (see the module docstring); UsageError for anything else.
 
-    ``allow_credentials=False`` refuses a ``user:password@`` (never shown) instead of dropping it: an unattended
-    caller (nightly) would otherwise run unauthenticated night after night with the credentials silently unused."""
+    A ``user:password@`` is refused (never shown) rather than dropped: every caller would otherwise run
+    unauthenticated with the credentials silently unused (nightly night after night). ``allow_credentials=True``
+    drops them instead, for callers that only want the location of a URL someone else will use."""
     text = (url or "").strip()
     if not text or _CONTROL.search(text) or " " in text:
         raise UsageError("a Triton URL must be [scheme://]host:port without spaces or control characters")

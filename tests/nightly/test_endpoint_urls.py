@@ -50,10 +50,10 @@ def test_a_malformed_endpoint_option_never_echoes_credentials():
     assert SECRET not in str(info.value) and "NAME=URL" in str(info.value)
 
 
-def test_the_same_parser_accepts_the_url_without_credentials_and_other_callers_keep_dropping_them():
+def test_the_same_parser_accepts_the_url_without_credentials_and_refuses_them_for_every_caller():
     spec = endpoint_spec(EndpointConfig(name="prod", url="grpc://127.0.0.1:8001/m?version=3"))
     assert (spec.address, spec.protocol, spec.model, spec.version) == ("127.0.0.1:8001", "grpc", "m", "3")
-    assert parse_endpoint_url(f"http://u:{SECRET}@h:8000/m").address == "h:8000"  # default: dropped, not refused
-    with pytest.raises(UsageError) as info:
-        parse_endpoint_url(f"http://u:{SECRET}@h:8000/m", allow_credentials=False)
+    with pytest.raises(UsageError) as info:  # the default: refused, never dropped silently
+        parse_endpoint_url(f"http://u:{SECRET}@h:8000/m")
     assert SECRET not in str(info.value)
+    assert parse_endpoint_url(f"http://u:{SECRET}@h:8000/m", allow_credentials=True).address == "h:8000"

@@ -15,7 +15,7 @@ from gapcheck.triton.url import check_headers, check_model_name, parse_endpoint_
         ("http://triton:8000", ("triton", 8000, "http", False, None, None)),
         ("https://triton.example", ("triton.example", 443, "http", True, None, None)),
         ("grpc://triton", ("triton", 8001, "grpc", False, None, None)),
-        ("grpcs://u:pw@triton:8443/", ("triton", 8443, "grpc", True, None, None)),
+        ("grpcs://triton:8443/", ("triton", 8443, "grpc", True, None, None)),
         ("grpc://host:8001/resnet?version=3", ("host", 8001, "grpc", False, "resnet", "3")),
         ("http://host:8000/v2/models/resnet/versions/7", ("host", 8000, "http", False, "resnet", "7")),
         ("http://[::1]:8000/bert", ("[::1]", 8000, "http", False, "bert", None)),
@@ -25,6 +25,16 @@ def test_url_forms(url, expected):
     parsed = parse_endpoint_url(url)
     assert (parsed.host, parsed.port, parsed.protocol, parsed.ssl, parsed.model, parsed.version) == expected
     assert "pw" not in parsed.display
+
+
+@pytest.mark.parametrize("url", ["grpcs://u:pw@triton:8443/", "http://alice:hunter2pw@h:8000/m", "u:pw@h:8001"])
+def test_url_credentials_are_refused_by_default_and_never_echoed(url):
+    with pytest.raises(UsageError) as refused:
+        parse_endpoint_url(url)
+    assert "credentials" in str(refused.value)
+    assert "pw" not in str(refused.value) and "alice" not in str(refused.value)
+    dropped = parse_endpoint_url(url, allow_credentials=True)  # only for callers that want the location
+    assert "pw" not in dropped.display and "@" not in dropped.address
 
 
 @pytest.mark.parametrize("url", ["ftp://h:1", "h", "h:0", "h:99999", "h:80/a/b", "http://h:1/?version=2",
