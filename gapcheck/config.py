@@ -92,22 +92,27 @@ def _tolerance_pairs(data: Any) -> Any:
     return data
 
 
-class ExportDiffSection(Section):
-    exporter: Optional[Literal["dynamo", "torchscript"]] = None
-    opset: Optional[int] = Field(default=None, ge=7)
-    precision: Optional[Literal["fp32", "fp16", "bf16"]] = None
+class _SampledSection(Section):
+    """Keys every command that draws samples and compares them shares (export-diff, golden record)."""
+
     num_samples: Optional[int] = Field(default=None, ge=1)
     seed: Optional[int] = None
     rtol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     atol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # pattern -> [rtol, atol]
-    batch_sizes: Optional[list[int]] = None
-    max_intermediate_mb: Optional[int] = Field(default=None, ge=1)
+    exporter: Optional[Literal["dynamo", "torchscript"]] = None
+    opset: Optional[int] = Field(default=None, ge=7)
 
     @model_validator(mode="before")
     @classmethod
     def _lists_as_tuples(cls, data: Any) -> Any:
         return _tolerance_pairs(data)
+
+
+class ExportDiffSection(_SampledSection):
+    precision: Optional[Literal["fp32", "fp16", "bf16"]] = None
+    batch_sizes: Optional[list[int]] = None
+    max_intermediate_mb: Optional[int] = Field(default=None, ge=1)
 
 
 class TritonSection(Section):
@@ -128,21 +133,9 @@ class TritonSection(Section):
     ssl_insecure: bool = False
 
 
-class GoldenSection(Section):
-    """``[golden]``: the recording defaults of ``gapcheck golden record`` (its groups' keys)."""
-
-    num_samples: Optional[int] = Field(default=None, ge=1)
-    seed: Optional[int] = None
-    rtol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
-    atol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
-    tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # output glob -> [rtol, atol]
-    exporter: Optional[Literal["dynamo", "torchscript"]] = None
-    opset: Optional[int] = Field(default=None, ge=7)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _lists_as_tuples(cls, data: Any) -> Any:
-        return _tolerance_pairs(data)
+class GoldenSection(_SampledSection):
+    """``[golden]``: the recording defaults of ``gapcheck golden record`` (its groups' keys; tolerance patterns are
+    output globs)."""
 
 
 class CacheSection(Section):
