@@ -159,6 +159,7 @@ SECTION_MODELS: dict[str, str] = {
     "engine": "gapcheck.engines.config:EngineSection",
     "leakage": "gapcheck.data.config:LeakageSection",
     "drift": "gapcheck.data.config:DriftSection",
+    "text": "gapcheck.text.config:TextSection",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}
 
