@@ -34,19 +34,40 @@ def is_text_audit(samples: str | Path, stages: Sequence[str] = ()) -> bool:
     return False
 
 
-def run_text_audit(samples: str | Path, stages: Sequence[str], *, max_samples: int | None = None,
-                   repeats: int = 2, p_threshold: float = 0.01, min_effect: float = 0.1, engine: str | None = None,
-                   workers: int | None = None, address: str | None = None, progress: Any = None) -> Any:
+def wants_text_audit(samples: str | Path | None, stages: Sequence[str] = (), config: Any = None) -> bool:
+    """:func:`is_text_audit` on the flags, else on ``[text]``: a configuration whose ``[text]`` names stages or
+    samples runs the text audit when the command line names neither."""
+    if samples is not None or stages:
+        return samples is not None and is_text_audit(samples, stages)
+    from gapcheck.text.config import resolve
+
+    run = resolve(config)
+    return run.samples is not None and bool(run.stages)
+
+
+def run_text_audit(samples: str | Path | None, stages: Sequence[str], *, config: Any = None,
+                   max_samples: int | None = None, repeats: int | None = None, p_threshold: float | None = None,
+                   min_effect: float | None = None, engine: str | None = None, workers: int | None = None,
+                   address: str | None = None, progress: Any = None) -> Any:
     """Parsed CLI options -> :class:`~gapcheck.text.result.TextAuditResult` (usage errors raise, exit 2).
 
+    Options left None are not given: ``[text]`` (and ``[preprocess]``'s shared statistics) of ``config``, a
+    :class:`gapcheck.config.GapcheckConfig`, fill them, then the library's defaults (:mod:`gapcheck.text.config`).
     ``engine``: None runs in this process; ``serial``/``local``/``ray`` run chunks as engine shards."""
+    from gapcheck.errors import UsageError
     from gapcheck.text.audit import DEFAULT_MAX_SAMPLES, audit_text
+    from gapcheck.text.config import resolve
 
-    options: dict[str, Any] = dict(max_samples=max_samples or DEFAULT_MAX_SAMPLES, repeats=repeats,
-                                   p_threshold=p_threshold, min_effect=min_effect, progress=progress)
+    run = resolve(config, samples=None if samples is None else str(samples), stages=tuple(stages),
+                  max_samples=max_samples, repeats=repeats, p_threshold=p_threshold, min_effect=min_effect)
+    if run.samples is None:
+        raise UsageError("no samples: pass --samples or set [text] samples in gapcheck.toml")
+    if not run.stages:
+        raise UsageError("no stages: pass --stage NAME=hf:PATH or NAME=module:fn, or set [text.stages]")
+    options: dict[str, Any] = {"max_samples": DEFAULT_MAX_SAMPLES, **run.options, "progress": progress}
     if engine is None:
-        return audit_text(str(samples), list(stages), **options)
+        return audit_text(run.samples, list(run.stages), **options)
     from gapcheck.engines import open_engine
 
     with open_engine(engine, workers=workers, address=address) as opened:
-        return audit_text(str(samples), list(stages), engine=opened, **options)
+        return audit_text(run.samples, list(run.stages), engine=opened, **options)
