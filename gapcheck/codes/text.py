@@ -7,7 +7,7 @@ diagnosis reproduces is ``text_unexplained``.
 from gapcheck.codes import define
 from gapcheck.findings import Severity
 
-F = "text-audit"
+F = "preprocess-audit (text)"
 
 TEXT_NORMALIZATION = define(
     "text_normalization", Severity.GAP, F, "Case or accent normalization differs between stages",

@@ -3,7 +3,7 @@
 ``audit_text(samples, stages)`` hashes what each stage feeds the model (SHA256 of the canonical ids, mask and
 type ids, :func:`gapcheck.tensors.fingerprint`), joins the stages by sample, finds the first differing token of
 each differing sample with the characters it comes from, names the root cause (registered codes of the
-``text-audit`` family, :mod:`gapcheck.codes.text`), and gives per-stage statistics with KS drift between stages.
+``preprocess-audit (text)`` family, :mod:`gapcheck.codes.text`), and gives per-stage statistics with KS drift between stages.
 
 Modules, top down: ``audit`` (the flow) → ``analysis`` (findings and report rows) → ``shard`` (one chunk through
 every stage) → ``diagnose`` (first divergence and root cause) → ``stages`` (hf: recipes and callables) and

@@ -22,7 +22,7 @@ from gapcheck.errors import InputError, UsageError
 from gapcheck.findings import Finding
 from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.text import analysis
-from gapcheck.text.result import BadSample, StageError, TextAuditResult
+from gapcheck.text.result import StageError, TextAuditResult
 from gapcheck.text.samples import DEFAULT_MAX_CHARS, SampleSource, TextSample, from_strings, iter_samples, parse_source
 from gapcheck.text.shard import ChunkOptions, ChunkPartial, audit_chunk, pair_key, run_chunk
 from gapcheck.text.stages import LoadedStage, TextStageSpec, load_stage, make_stage, parse_stage
@@ -225,7 +225,7 @@ def _result(specs: tuple[TextStageSpec, ...], loaded: list[LoadedStage], merged:
         "pairs": analysis.pair_rows(names, merged.pairs, merged.divergences),
         "divergences": tuple(d for d in merged.divergences if d.ref == names[0]),
         "ks": ks,
-        "bad_samples": tuple(BadSample(s, r) for s, r in reader.bad),
+        "bad_samples": tuple(reader.bad),
         "bad_total": sum(reader.bad_kinds.values()),
         "stage_errors": tuple(StageError(*e) for e in merged.errors),
         "samples": tuple(merged.rows),

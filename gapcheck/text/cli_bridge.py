@@ -1,7 +1,8 @@
 """What ``gapcheck preprocess-audit`` calls when its samples are text: decide, then run the text audit.
 
 The CLI module stays thin: ``if is_text_audit(samples, stages): result = run_text_audit(...)`` and render the
-result like any other (its envelope's command is ``text-audit``, described by ``text-audit.schema.json``).
+result like any other (its envelope's command is ``preprocess-audit`` with ``input: text``, described by
+``gapcheck/schemas/preprocess-audit-text.json``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """What ``audit_text`` returns: frozen, truthy when the stages agree, and a
 :class:`~gapcheck.report.contract.CommandResult` (JSON sections, tables and charts, JUnit checks), so every
-report format renders it. Its JSON envelope is described by ``gapcheck/schemas/text-audit.schema.json``.
+report format renders it.
+
+The user ran ``gapcheck preprocess-audit``, so that is the envelope's ``command`` (JUnit suite, HTML title, SARIF
+id) on text as on images; the ``input`` section (``"text"``) says which of the command's two report shapes this
+is, and ``gapcheck/schemas/preprocess-audit-text.json`` describes it.
 """
 from __future__ import annotations
 
@@ -9,23 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gapcheck.findings import Finding
+from gapcheck.preprocess.rows import StageError  # stage, sample, error: the image path's row, shared
 from gapcheck.report.contract import Chart, Check, ResultBase, Table
 from gapcheck.text.analysis import KSRow, PairRow, StageRow
 from gapcheck.text.diagnose import Divergence
 from gapcheck.text.shard import SampleRow
 
+COMMAND = "preprocess-audit"
+INPUT = "text"
+#: the JSON sections, in order, that are the result's own fields as they are (divergences and bad samples are shaped)
+_PLAIN = ("settings", "stages", "pairs", "ks", "bad_total", "stage_errors", "samples", "audited")
 
-@dataclass(frozen=True)
-class BadSample:
-    sample: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class StageError:
-    stage: str
-    sample: str
-    error: str
+__all__ = ["COMMAND", "INPUT", "StageError", "TextAuditResult"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class TextAuditResult(ResultBase):
     pairs: tuple[PairRow, ...]
     divergences: tuple[Divergence, ...]
     ks: tuple[KSRow, ...]
-    bad_samples: tuple[BadSample, ...]  # the first ones (the findings count them all)
+    bad_samples: tuple[tuple[str, str], ...]  # (sample, reason): the first ones (the findings count them all)
     bad_total: int
     stage_errors: tuple[StageError, ...]
     samples: tuple[SampleRow, ...]  # the first ``settings['sample_rows']`` samples
@@ -43,7 +42,7 @@ class TextAuditResult(ResultBase):
     settings: dict[str, Any]
     length_histograms: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    command: str = field(default="text-audit", init=False)
+    command: str = field(default=COMMAND, init=False)
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -58,21 +57,12 @@ class TextAuditResult(ResultBase):
 
     @property
     def timings(self) -> Mapping[str, float]:
-        return dict(self.seconds)
+        return self.seconds
 
     def sections(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings,
-            "stages": list(self.stages),
-            "pairs": list(self.pairs),
-            "divergences": [_divergence_json(d) for d in self.divergences],
-            "ks": list(self.ks),
-            "bad_samples": list(self.bad_samples),
-            "bad_total": self.bad_total,
-            "stage_errors": list(self.stage_errors),
-            "samples": list(self.samples),
-            "audited": self.audited,
-        }
+        shaped = {"divergences": [_divergence_json(d) for d in self.divergences],
+                  "bad_samples": [{"sample": s, "reason": r} for s, r in self.bad_samples]}
+        return {"input": INPUT, **{name: getattr(self, name) for name in _PLAIN}, **shaped}
 
     def views(self) -> Sequence[Table | Chart]:
         from gapcheck.text.views import all_views

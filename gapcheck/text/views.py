@@ -14,7 +14,7 @@ from gapcheck.report.text import safe_line
 from gapcheck.text.analysis import KSRow, PairRow, StageRow
 from gapcheck.text.diagnose import Divergence
 
-CLASSNAME = "text-audit"
+CLASSNAME = "preprocess-audit"  # the command the user ran (JUnit classnames)
 SHOWN_DIVERGENCES = 20
 
 
@@ -90,7 +90,7 @@ def ks_table(result: TextAuditView) -> Table:
 
 def bad_table(result: TextAuditView) -> Table:
     return Table("Bad inputs (skipped)", ("sample", "reason"),
-                 tuple((b.sample, safe_line(b.reason)) for b in result.bad_samples[:50]))
+                 tuple((s, safe_line(r)) for s, r in result.bad_samples[:50]))
 
 
 def length_chart(result: TextAuditView) -> Chart:

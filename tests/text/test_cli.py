@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 from gapcheck.cli.app import main
-from gapcheck.report.envelope import validate
-from tests.text.conftest import ORDINARY
+from tests.text.conftest import ORDINARY, validate_text_report
 
 
 def _jsonl(path: Path, texts: list[str]) -> Path:
@@ -27,8 +26,8 @@ def test_fast_and_slow_agree_on_ordinary_text_exit_0(tmp_path: Path, minilm: Pat
     samples = _jsonl(tmp_path / "texts.jsonl", ORDINARY)
     code, document = _run(tmp_path, f"{samples}:text", f"train=hf:{minilm}", f"serve=hf:{minilm},slow")
     assert code == 0, document.get("headline")
-    validate(document)
-    assert document["command"] == "text-audit" and document["verdict"] == "pass"
+    validate_text_report(document)
+    assert document["verdict"] == "pass"
     assert not [f for f in document["findings"] if f["severity"] == "error"]
 
 
@@ -37,7 +36,7 @@ def test_lowercasing_mismatch_exit_1_with_the_code(tmp_path: Path, minilm: Path)
     code, document = _run(tmp_path, f"{samples}:text", f"train=hf:{minilm}",
                           f"serve=hf:{minilm},do_lower_case=false", extra=("--repeats", "0"))
     assert code == 1
-    validate(document)
+    validate_text_report(document)
     assert document["verdict"] == "gap"
     assert "text_normalization" in {f["code"] for f in document["findings"]}
 

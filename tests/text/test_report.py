@@ -1,13 +1,13 @@
-"""The text audit's result renders in every format; its JSON envelope validates against text-audit.schema.json."""
+"""The text audit's result renders in every format; its JSON envelope validates against preprocess-audit-text.json."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from gapcheck.report.envelope import envelope, validate
+from gapcheck.report.envelope import envelope
 from gapcheck.report.formats import render
 from gapcheck.text import TextAuditResult, audit_text
-from tests.text.conftest import ORDINARY
+from tests.text.conftest import ORDINARY, validate_text_report
 
 
 def _result(minilm: Path) -> TextAuditResult:
@@ -19,8 +19,8 @@ def _result(minilm: Path) -> TextAuditResult:
 def test_json_envelope_validates_and_names_the_divergence(minilm: Path):
     result = _result(minilm)
     document = json.loads(json.dumps(envelope(result)))
-    validate(document)
-    assert document["command"] == "text-audit" and document["verdict"] == "gap"
+    validate_text_report(document)
+    assert document["verdict"] == "gap"
     assert document["bad_total"] == 2  # invalid UTF-8, over the character limit
     first = document["divergences"][0]
     assert first["ref_token"] != first["cand_token"] and first["span"] is not None
@@ -35,8 +35,11 @@ def test_console_html_junit_render(minilm: Path):
     assert "\x1b" not in console.replace("\x1b[", "")  # the escape in the text never reaches the terminal raw
     html = render("html", result)
     assert "First divergences" in html and "⟦" in html
+    assert "<title>gapcheck preprocess-audit: gap</title>" in html  # the command the user ran, not an inner name
     junit = render("junit", result)
     assert "train→serve same ids" in junit and "<failure" in junit
+    assert 'name="gapcheck preprocess-audit"' in junit and 'classname="preprocess-audit.text_normalization"' in junit
+    assert "text-audit" not in junit + html + render("sarif", result)
 
 
 def test_fingerprints_use_the_shared_tensor_function(minilm: Path):
