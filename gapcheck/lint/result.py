@@ -46,7 +46,7 @@ class LintResult(ResultBase):
         """The flat, ruff-like list: path, line, col, code, message, severity."""
         # a notebook finding's line is the .ipynb file's line (its cell and cell line are in the finding's evidence)
         return [{"path": f.subject.path, "line": f.subject.line, "col": f.subject.col or 1, "code": f.code,
-                 "message": f.message, "severity": f.severity.value} for f in self.findings]
+                 "message": f.message, "severity": f.severity.value, **_cell_of(f)} for f in self.findings]
 
     def sections(self) -> dict[str, Any]:
         return {
@@ -74,3 +74,12 @@ class LintResult(ResultBase):
         cases += [Check(name=f"parse {e.path}", classname="lint.error", failure=e.message, details=e.message)
                   for e in self.errors]
         return cases or [Check(name=f"no findings in {self.files} file(s)", classname="lint")]
+
+
+def _cell_of(finding: Finding) -> dict[str, int]:
+    """A notebook finding's cell, line and column in that cell (``nb.ipynb:cell N:line L``); {} elsewhere."""
+    keys = ("cell", "cell_line", "cell_col")
+    values = [finding.evidence.get(key) for key in keys]
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return dict(zip(keys, values, strict=True))  # type: ignore[arg-type]
+    return {}

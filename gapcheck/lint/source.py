@@ -82,7 +82,7 @@ def parse_notebook(text: str, path: Path, display: str) -> SourceFile:
     """A notebook's code cells as one module (see :mod:`gapcheck.lint.notebook`); errors name the cell."""
     code, cells = join_cells(text, display)
     try:
-        source = parse_source(code, path, display)
+        source = parse_source(code, path, display, top_level_await=True)
     except InputError as exc:
         cause = exc.__cause__
         spot = cells.locate(cause.lineno or 0) if isinstance(cause, SyntaxError) else None
@@ -128,7 +128,9 @@ def _read_regular(path: Path, display: str) -> bytes:
         os.close(fd)
 
 
-def parse_source(text: str, path: Path, display: str) -> SourceFile:
+def parse_source(text: str, path: Path, display: str, *, top_level_await: bool = False) -> SourceFile:
+    """``text`` parsed, with its suppressions. ``top_level_await``: IPython runs ``await``/``async for``/``async
+    with`` at a cell's top level; the compiler's own flag accepts them there, positions unchanged."""
     # a token is at least one character, so only texts longer than the limit are counted (~0.1 s per MB)
     tokens = _TOKENISH.subn("", text)[1] if len(text) > MAX_TOKENS else 0
     if tokens > MAX_TOKENS:
@@ -137,7 +139,8 @@ def parse_source(text: str, path: Path, display: str) -> SourceFile:
     if "\r" in text:  # universal newlines, as Python reads a module: a lone CR ends a line for ast *and* tokenize
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        tree = ast.parse(text, filename=display)
+        flags = ast.PyCF_ONLY_AST | (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0)
+        tree = compile(text, display, "exec", flags=flags, dont_inherit=True)
     except SyntaxError as exc:
         where = f"{display}:{exc.lineno}:{exc.offset or 1}" if exc.lineno else display
         raise InputError(f"{where}: does not parse: {exc.msg}") from exc

@@ -150,3 +150,58 @@ def test_hostile_notebooks_are_input_errors(tmp_path: Path, capsys: pytest.Captu
     path.write_text(content)
     code, out, _ = run(capsys, str(path))
     assert code == 2 and message in out
+
+
+AWAIT = (cell("import asyncio\nimport torch\nfrom sklearn.preprocessing import StandardScaler\n"
+              "from sklearn.model_selection import train_test_split", 1),
+         cell("rows = await fetch_rows()\nasync for batch in stream():\n    rows.extend(batch)\n"
+              "async with asyncio.timeout(5):\n    ready = [await r for r in pending]\n"
+              "X = StandardScaler().fit_transform(rows)\nX_train, X_test = train_test_split(X)", 2))
+
+
+def test_top_level_await_parses_and_findings_keep_their_cell_position(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """IPython runs top-level ``await``/``async for``/``async with`` (autoawait): never "does not parse"."""
+    path = notebook(tmp_path / "await.ipynb", *AWAIT)
+    code, out, err = run(capsys, str(path))
+    assert code == 1, err
+    assert out.splitlines()[0].startswith(f"{path}:cell 2:line 6: GC101 fit_transform on 'rows' before it is split")
+    file_line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "fit_transform" in text)
+    file_col = path.read_text().splitlines()[file_line - 1].index("StandardScaler().fit") + 1
+    _, out, _ = run(capsys, str(path), "--format", "json")
+    (diagnostic,) = json.loads(out)["diagnostics"]
+    assert (diagnostic["line"], diagnostic["col"]) == (file_line, file_col)
+    assert (diagnostic["cell"], diagnostic["cell_line"], diagnostic["cell_col"]) == (2, 6, 5)
+
+
+def test_await_only_notebook_is_clean_and_a_real_syntax_error_still_names_its_cell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = notebook(tmp_path / "clean.ipynb", cell("import asyncio", 1), cell("await asyncio.sleep(0)", 2))
+    assert run(capsys, str(clean))[0] == 0
+    broken = notebook(tmp_path / "broken.ipynb", cell("await asyncio.sleep(0)", 1), cell("await = 3", 2))
+    code, out, err = run(capsys, str(broken))
+    assert code == 2 and f"{broken}:cell 2:line 1: does not parse" in out + err
+
+
+def test_notebook_json_diagnostics_carry_the_cell_and_validate_against_the_schema(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real JSON report of a notebook (findings in two cells, one a GC305 info) against lint.schema.json."""
+    path = notebook(tmp_path / "leak.ipynb", *LEAK, cell("import torch\nwith torch.cuda.amp.autocast():\n    pass", 4))
+    _, out, _ = run(capsys, str(path), "--format", "json")
+    report = json.loads(out)
+    jsonschema.Draft202012Validator(SCHEMA).validate(report)
+    assert sorted((d["code"], d["cell"], d["cell_line"]) for d in report["diagnostics"]) == [
+        ("GC101", 4, 3), ("GC305", 5, 2)]
+    for finding, diagnostic in zip(report["findings"], report["diagnostics"], strict=True):
+        assert diagnostic["cell"] == finding["evidence"]["cell"]
+        assert finding["where"].endswith(f":cell {diagnostic['cell']}:line {diagnostic['cell_line']}")
+    bad = dict(report, diagnostics=[dict(report["diagnostics"][0], cell=0)])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+    partial = dict(report, diagnostics=[{k: v for k, v in report["diagnostics"][0].items() if k != "cell_line"}])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(partial)
+    _, out, _ = run(capsys, str(tmp_path / "leak.ipynb"), "--format", "json", "--select", "GC6")
+    plain = json.loads(out)
+    jsonschema.Draft202012Validator(SCHEMA).validate(plain)
+    assert plain["diagnostics"] == [] and plain["verdict"] == "pass"
