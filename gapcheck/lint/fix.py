@@ -7,7 +7,11 @@ Only two codes are fixed, both without judgement:
   with ``**kwargs`` (the linter does not report it).
 - **GC305** ``torch.cuda.amp.autocast(...)`` -> ``torch.amp.autocast("cuda", ...)`` and
   ``torch.cuda.amp.GradScaler(...)`` -> ``torch.amp.GradScaler("cuda", ...)``; ``from torch.cuda.amp
-  import autocast`` becomes ``from torch.amp import autocast`` with ``"cuda"`` added at each call.
+  import autocast`` becomes ``from torch.amp import autocast`` with ``"cuda"`` added at each call, and
+  ``from torch.cuda import amp`` / ``import torch.cuda.amp as amp`` become ``from torch import amp`` /
+  ``import torch.amp as amp`` when the module is used only for ``amp.autocast(...)``/``amp.GradScaler(...)``
+  calls being fixed (otherwise those calls become ``torch.amp.X("cuda", ...)`` where ``torch`` is imported,
+  and are left alone where it is not).
   ``torch.cuda.amp.autocast``'s positional arguments (enabled, dtype, cache_enabled) are in another
   order than ``torch.amp.autocast``'s, so they are passed by name.
 
@@ -82,25 +86,62 @@ def fix_text(text: str, wanted: dict[int, set[str]]) -> tuple[str, int]:
     wrapper.module.visit(scan)
     # the import is rewritten only when every call of its names is being fixed (a suppressed one would break)
     imports_too = bool(scan.calls) and all("GC305" in wanted.get(line, set()) for line in scan.calls)
+    # `from torch.cuda import amp`: the same, and the module must be used for nothing but those calls
+    module_too = bool(scan.module_calls) and len(scan.module_calls) == scan.module_uses and all(
+        "GC305" in wanted.get(line, set()) for line in scan.module_calls)
     fixer = _Fixer(wanted, positions, imports_too)
+    fixer.amp_modules = {alias: "module" if module_too else ("torch" if scan.torch_bound else "")
+                         for alias in scan.modules}
     return wrapper.module.visit(fixer).code, fixer.count
 
 
+_AMP_NAMES = ("autocast", "GradScaler")
+
+
 class _AmpImports(cst.CSTVisitor):
-    """Lines of the calls of names imported ``from torch.cuda.amp``."""
+    """Lines of the calls of names imported ``from torch.cuda.amp``; the local names of the ``torch.cuda.amp``
+    module itself (``from torch.cuda import amp``, ``import torch.cuda.amp as amp``), how often they are used
+    outside imports, and the lines of their ``autocast``/``GradScaler`` calls; whether ``torch`` is a name."""
 
     def __init__(self, positions: object) -> None:
         super().__init__()
         self.positions, self.names, self.calls = positions, set(), []  # type: ignore[var-annotated]
+        self.modules: set[str] = set()
+        self.module_calls: list[int] = []
+        self.module_uses = 0
+        self.torch_bound = False
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is not None and _dotted(node.module) == "torch.cuda.amp" and not isinstance(
-                node.names, cst.ImportStar):
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            name = _dotted(alias.name)
+            if name == "torch.cuda.amp" and alias.asname is not None:
+                self.modules.add(alias.evaluated_alias or "")
+            self.torch_bound |= alias.asname is None and (name or "").split(".")[0] == "torch"
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        module = _dotted(node.module) if node.module is not None else None
+        if module == "torch.cuda.amp" and not isinstance(node.names, cst.ImportStar):
             self.names |= {a.evaluated_alias or _dotted(a.name) for a in node.names}
+        if module == "torch.cuda" and not isinstance(node.names, cst.ImportStar) and len(node.names) == 1 and \
+                _dotted(node.names[0].name) == "amp":
+            self.modules.add(node.names[0].evaluated_alias or "amp")
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `x.amp` is not a use of a module named amp: its attribute name is skipped
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.module_uses += node.value in self.modules
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _dotted(node.func) in self.names:
+        name = _dotted(node.func) or ""
+        if name in self.names:
             self.calls.append(self.positions[node].start.line)  # type: ignore[index]
+        head, _, tail = name.rpartition(".")
+        if head in self.modules and tail in _AMP_NAMES:
+            self.module_calls.append(self.positions[node].start.line)  # type: ignore[index]
 
 
 def apply(fixes: Sequence[FileFix]) -> None:
@@ -136,6 +177,14 @@ class _Fixer(cst.CSTTransformer):
         self.wanted, self.positions, self.count, self.imports_too = wanted, positions, 0, imports_too
         self.amp_names: dict[str, str] = {}  # local name -> autocast/GradScaler, from `from torch.cuda.amp import`
         self.load_names: set[str] = {"torch.load"}
+        #: local name of the torch.cuda.amp module -> "module" (rewrite its import, keep the calls' names),
+        #: "torch" (call torch.amp.X instead) or "" (leave it)
+        self.amp_modules: dict[str, str] = {}
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        aliases = [a.with_changes(name=cst.parse_expression("torch.amp")) if _dotted(a.name) == "torch.cuda.amp"
+                   and self.amp_modules.get(a.evaluated_alias or "") == "module" else a for a in updated.names]
+        return updated.with_changes(names=aliases)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = _dotted(node.module) if node.module is not None else None
@@ -145,6 +194,10 @@ class _Fixer(cst.CSTTransformer):
                     self.load_names.add(alias.evaluated_alias or "load")
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if original.module is not None and _dotted(original.module) == "torch.cuda" and \
+                not isinstance(original.names, cst.ImportStar) and len(original.names) == 1 and \
+                self.amp_modules.get(original.names[0].evaluated_alias or "amp") == "module":
+            return updated.with_changes(module=cst.Name("torch"))  # from torch.cuda import amp -> from torch import amp
         if original.module is None or _dotted(original.module) != "torch.cuda.amp" or \
                 isinstance(original.names, cst.ImportStar) or not self.imports_too:
             return updated
@@ -166,6 +219,12 @@ class _Fixer(cst.CSTTransformer):
             return self._amp(updated.with_changes(func=cst.parse_expression(f"torch.amp.{short}")), short)
         if "GC305" in codes and name in self.amp_names:
             return self._amp(updated, self.amp_names[name])
+        head, _, short = (name or "").rpartition(".")
+        how = self.amp_modules.get(head, "")
+        if "GC305" in codes and short in _AMP_NAMES and how:
+            if how == "torch":
+                updated = updated.with_changes(func=cst.parse_expression(f"torch.amp.{short}"))
+            return self._amp(updated, short)
         return updated
 
     def _weights_only(self, call: cst.Call) -> cst.Call:

@@ -96,3 +96,54 @@ def test_from_torch_import_load_and_single_line_calls() -> None:
     text = "from torch import load\nsd = load(path, map_location='cpu')\n"
     assert fix_text(text, {2: {"GC801"}}) == (
         "from torch import load\nsd = load(path, map_location='cpu', weights_only=True)\n", 1)
+
+
+MODULE_AMP = '''from torch.cuda import amp
+
+scaler = amp.GradScaler(init_scale=2.**16)  # keep
+with amp.autocast(True):
+    pass
+'''
+
+MODULE_AMP_FIXED = '''from torch import amp
+
+scaler = amp.GradScaler("cuda", init_scale=2.**16)  # keep
+with amp.autocast("cuda", enabled=True):
+    pass
+'''
+
+
+def test_fix_and_diff_from_torch_cuda_import_amp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``from torch.cuda import amp; amp.autocast()`` is reported (GC305) and now fixed: the module import
+    moves to torch.amp, the calls get their device; --diff shows exactly that and writes nothing."""
+    path = tmp_path / "train.py"
+    path.write_text(MODULE_AMP)
+    assert [f.code for f in lint_paths([path], jobs=1).findings] == ["GC305", "GC305"]
+    code, out, err = run(capsys, str(path), "--diff")
+    assert code == 1 and path.read_text() == MODULE_AMP
+    removed = [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert removed == ["-from torch.cuda import amp", "-scaler = amp.GradScaler(init_scale=2.**16)  # keep",
+                       "-with amp.autocast(True):"]
+    assert added == ["+from torch import amp", '+scaler = amp.GradScaler("cuda", init_scale=2.**16)  # keep',
+                     '+with amp.autocast("cuda", enabled=True):']
+    assert "2 fix(es) in 1 file(s) (nothing written)" in err
+    code, out, err = run(capsys, str(path), "--fix")
+    assert path.read_text() == MODULE_AMP_FIXED and code == 0
+    assert "Fixed 2 finding(s) in 1 file(s)" in err
+    assert lint_paths([path], jobs=1).findings == ()
+
+
+def test_amp_module_with_other_uses_calls_torch_amp_or_is_left() -> None:
+    # amp.custom_fwd stays torch.cuda.amp's: the import stays, the calls go through torch.amp where torch is imported
+    text = "import torch\nfrom torch.cuda import amp\nwith amp.autocast():\n    pass\nf = amp.custom_fwd\n"
+    assert fix_text(text, {3: {"GC305"}}) == (
+        'import torch\nfrom torch.cuda import amp\nwith torch.amp.autocast("cuda"):\n    pass\nf = amp.custom_fwd\n', 1)
+    alone = "from torch.cuda import amp\nwith amp.autocast():\n    pass\nf = amp.custom_fwd\n"
+    assert fix_text(alone, {3: {"GC305"}}) == (alone, 0)  # no `torch` name to call through: left for a person
+    aliased = "import torch.cuda.amp as mp\nwith mp.autocast(dtype=None):  # bf16 later\n    pass\n"
+    assert fix_text(aliased, {2: {"GC305"}}) == (
+        'import torch.amp as mp\nwith mp.autocast("cuda", dtype=None):  # bf16 later\n    pass\n', 1)
+    suppressed = ("from torch.cuda import amp\nwith amp.autocast():\n    pass\n"
+                  "with amp.autocast():  # gapcheck: ignore[GC305]\n    pass\n")
+    assert fix_text(suppressed, {2: {"GC305"}}) == (suppressed, 0)  # moving the import would break line 4
