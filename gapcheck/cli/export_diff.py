@@ -14,6 +14,7 @@ from gapcheck.cli.options import ProgressOpt
 from gapcheck.cli.triton_options import triton_errors
 from gapcheck.errors import UsageError
 from gapcheck.groups import ExportSpec, Group, InputSource, ModelSource, Opt, ReportTargets, ToleranceSpec, TritonTarget
+from gapcheck.precision.spec import PrecisionSpec
 
 
 def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
@@ -39,8 +40,9 @@ class Comparison(Group):
     keep_train_mode: bool = False
 
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
-        Opt("precision", "--precision", "Check what an FP16/BF16 deployment computes: fp32, fp16 or bf16.", str,
-            key="precision"),
+        Opt("precision", "--precision", "Check what an FP16/BF16 deployment computes: fp32, fp16 or bf16; int8, or "
+            "fp16 with --fix OUT, finds the modules that break, writes the fixed model and verifies it (as gapcheck "
+            "precision).", str, key="precision"),
         Opt("batch_sizes", "--batch-sizes", "Check batch consistency, e.g. 1,4.", Optional[str], key="batch_sizes"),
         Opt("max_intermediate_mb", "--max-intermediate-mb", "Memory for marked ONNX intermediates per run.", int,
             key="max_intermediate_mb", low=1, high=2**31),
@@ -48,8 +50,9 @@ class Comparison(Group):
     )
 
     def check(self) -> None:
-        if self.precision not in {p.value for p in Precision}:
-            raise UsageError(f"--precision must be fp32, fp16 or bf16, not {self.precision!r}", parameter="precision")
+        if self.precision not in {p.value for p in Precision} | {"int8"}:
+            raise UsageError(f"--precision must be fp32, fp16, bf16 or int8, not {self.precision!r}",
+                             parameter="precision")
 
     @classmethod
     def from_cli(cls, values: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -110,8 +113,8 @@ def parse_pad_check(enabled: bool, side: str, lengths: str | None, inputs: str |
 EXPORT_DIFF_TRITON = use(TritonTarget, skip=("deadline_s",))
 
 
-@declare(ModelSource, InputSource, ToleranceSpec, ExportSpec, Comparison, EXPORT_DIFF_TRITON, ReportTargets,
-         section="export_diff")
+@declare(ModelSource, InputSource, ToleranceSpec, ExportSpec, Comparison, use(PrecisionSpec, skip=("precision",)),
+         EXPORT_DIFF_TRITON, ReportTargets, section="export_diff")
 def command(
     groups: Groups,
     onnx_file: _Onnx = None,
@@ -130,6 +133,14 @@ def command(
 
     padding = parse_pad_check(pad_check, pad_side, pad_lengths, pad_inputs, pad_id)
     triton, comparison = groups[TritonTarget], groups[Comparison]
+    if _precision_run(groups, onnx_file=onnx_file, triton_layers=triton_layers, twin_file=twin_file,
+                      padding=padding):
+        from gapcheck.precision import run_precision
+
+        request = groups[PrecisionSpec].request(
+            model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
+            export=groups[ExportSpec], precision=comparison.precision)
+        raise typer.Exit(groups[ReportTargets].emit(run_precision(request)))
     request = ExportDiffRequest(
         model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
         export=groups[ExportSpec], triton=triton if triton.given else None, onnx_file=onnx_file,
@@ -139,6 +150,26 @@ def command(
     with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)
     raise typer.Exit(groups[ReportTargets].emit(result))
+
+
+def _precision_run(groups: Groups, **own: Any) -> bool:
+    """Whether this is the reduced-precision run (``--precision int8``, or ``fp16`` with ``--fix`` or another
+    precision option): the same request as ``gapcheck precision``. Its options without fp16/int8, and export-diff's
+    comparison-only options with it, are usage errors (exit 2) before any work."""
+    comparison, spec = groups[Comparison], groups[PrecisionSpec]
+    spec.require_precision(comparison.precision, plain=f"export-diff --precision {comparison.precision}")
+    if comparison.precision != "int8" and not spec.changed():
+        return False  # fp32/bf16, or fp16's layer-wise comparison alone
+    flags = {"--onnx": own["onnx_file"] is not None, "--triton-url": groups[TritonTarget].given,
+             "--triton-layers": own["triton_layers"], "--twin-file": bool(own["twin_file"]),
+             "--pad-check": own["padding"] is not None, "--batch-sizes": bool(comparison.batch_sizes),
+             "--keep-train-mode": comparison.keep_train_mode}
+    clash = [flag for flag, set_ in flags.items() if set_]
+    if clash:
+        raise UsageError(f"{', '.join(clash)} compare(s) an FP32 deployment; --precision {comparison.precision} "
+                         f"{'--fix ' if spec.fix else ''}checks and fixes the reduced-precision model from the "
+                         "checkpoint: run them separately", parameter="precision")
+    return True
 
 
 def _deployment(triton: TritonTarget) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,13 @@ class PrecisionRequest:
     int8_mode: str = "auto"  # auto | static | dynamic
     targets: tuple[Target, ...] = ()
     max_runs: int = 3  # FP16: verification runs at most
+    # Where a verified model goes instead of ``fix_path`` (gapcheck export: a Triton model repository); returns the
+    # path written. Nothing is written, here or there, unless the fix is verified.
+    deploy: Callable[[Any], Path] | None = None
+
+    @property
+    def fixing(self) -> bool:
+        return self.fix_path is not None or self.deploy is not None
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

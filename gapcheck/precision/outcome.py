@@ -13,9 +13,12 @@ from gapcheck.precision.targets import Target
 DEFAULT_TARGET = Target("cosine", 0.99)
 
 
-def write_fix(path: Path, model: Any) -> Path:
-    """The fixed model, atomically: the file alone (nothing else in its folder is touched)."""
-    return write_atomic(path, model.SerializeToString(), what="fixed model")
+def write_fix(request: Any, model: Any) -> Path:
+    """The verified model: handed to the request's ``deploy`` (a Triton repository), else written atomically to
+    ``fix_path`` (the file alone: nothing else in its folder is touched). Returns where it went."""
+    if request.deploy is not None:
+        return Path(request.deploy(model))
+    return write_atomic(request.fix_path, model.SerializeToString(), what="fixed model")
 
 
 def downgraded(finding: Finding) -> Finding:

@@ -73,6 +73,15 @@ class PrecisionResult(ResultBase):
             kept = self.fix.get("kept", [])
             views.append(Table(title=f"Kept in FP32 ({self.fix.get('status')})", columns=("module", "nodes", "why"),
                                rows=tuple((k["module"], ", ".join(k["nodes"]), k["reason"]) for k in kept)))
+        repository = self.details.get("repository")
+        if repository and repository.get("model_dir"):
+            views.append(Table(
+                title=f"Triton model {repository['name']} version {repository['version']} (the verified model)",
+                columns=("kind", "name", "data_type", "dims"),
+                rows=tuple((kind, t["name"], t["data_type"], "[" + ", ".join(map(str, t["dims"])) + "]")
+                           for kind in ("input", "output") for t in repository[kind + "s"]),
+                note=f"{repository['config_path']}; max_batch_size {repository['max_batch_size']}; config.pbtxt "
+                     "read off the written model's own inputs/outputs and parsed back with Triton's parser"))
         if self.details.get("tensorrt"):
             trt = self.details["tensorrt"]
             views.append(Table(title="TensorRT equivalents", columns=("tool", "command"),

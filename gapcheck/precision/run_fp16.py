@@ -56,8 +56,9 @@ def beyond_range(context: Any, analysis: fp16.Analysis) -> dict[str, Any]:
                     "without an FP16 kernel in FP32: a TensorRT FP16 engine may overflow there"}
 
 
-def _fix_section(fix: fp16.Fix, path: Any, written: bool) -> dict[str, Any]:
-    return {"path": str(path) if written else None, "status": "verified" if fix.verification.passed else "insufficient",
+def _fix_section(fix: fp16.Fix, written: Any) -> dict[str, Any]:
+    return {"path": None if written is None else str(written),
+            "status": "verified" if fix.verification.passed else "insufficient",
             "kept": [{"module": g.module, "nodes": list(g.nodes), "reason": g.reason} for g in fix.kept],
             "modules": [g.module for g in fix.kept], "nodes": list(fix.block_list), "runs": fix.runs,
             "verification": {"passed": fix.verification.passed, "failing": list(fix.verification.failing),
@@ -74,7 +75,7 @@ def run_fp16(context: Any) -> PrecisionResult:
     findings = _findings(analysis)
     if analysis.verification.passed:
         return _clean(context, analysis, findings)
-    if request.fix_path is None:
+    if not request.fixing:
         return PrecisionResult("fp16", tuple(findings), f"FP16 misses the tolerance: {analysis.verification.worst}",
                                tuple(analysis.rows), details={"samples": len(context.samples),
                                                               "beyond_fp16_range": beyond_range(context, analysis)})
@@ -85,30 +86,31 @@ def run_fp16(context: Any) -> PrecisionResult:
                "tensorrt": fp16.tensorrt_settings(fixed.block_list)}
     nodes = len(fixed.block_list)
     if fixed.verification.passed:
-        write_fix(request.fix_path, fixed.model)
+        written = write_fix(request, fixed.model)
         modules = ", ".join(g.module for g in fixed.kept)
         findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
-            f"wrote {request.fix_path}: {nodes} of {len(graph.model.graph.node)} nodes kept in FP32 ({modules}); "
+            f"wrote {written}: {nodes} of {len(graph.model.graph.node)} nodes kept in FP32 ({modules}); "
             f"the written model passes the FP16 tolerance layer by layer ({fixed.runs} verification run(s))",
-            where=str(request.fix_path), evidence={"nodes": list(fixed.block_list)})]
+            where=str(written), evidence={"nodes": list(fixed.block_list)})]
         headline = f"FP16 fixed and verified: {nodes} node(s) in FP32 ({modules})"
     else:
+        written = None
         findings.append(PRECISION_FIX_INSUFFICIENT.finding(
             f"keeping {nodes} node(s) in FP32 is not enough after {fixed.runs} verification run(s): still off: "
             f"{', '.join(fixed.verification.failing[:5])} ({fixed.verification.worst}); nothing written",
             where=fixed.verification.failing[0] if fixed.verification.failing else "model"))
         headline = f"FP16 not fixed: {fixed.verification.worst}"
     return PrecisionResult("fp16", tuple(findings), headline, tuple(analysis.rows),
-                           fix=_fix_section(fixed, request.fix_path, fixed.verification.passed), details=details)
+                           fix=_fix_section(fixed, written), details=details)
 
 
 def _clean(context: Any, analysis: fp16.Analysis, findings: list[Finding]) -> PrecisionResult:
     """Nothing needs FP32: with --fix the plain FP16 model (verified by the run just made) is the written model."""
     from gapcheck.precision.fp16 import to_precision
 
-    path, fix = context.request.fix_path, None
-    if path is not None:
-        write_fix(path, to_precision(context.graph.model, "fp16"))
+    fix = None
+    if context.request.fixing:
+        path = write_fix(context.request, to_precision(context.graph.model, "fp16"))
         fix = {"path": str(path), "status": "verified", "kept": [], "modules": [], "nodes": [], "runs": 0,
                "verification": {"passed": True, "failing": [], "worst": ""}}
         findings = [*findings, PRECISION_FIX_VERIFIED.finding(

@@ -24,9 +24,11 @@ TOP_SENSITIVE = 5  # modules named in findings (the table ranks them all)
 
 
 def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str]:
-    """(calibration, verification, warnings, where the calibration came from). Verification: --inputs when given,
-    else the last quarter of the calibration set held out, else the (random) inputs."""
+    """(calibration, verification, warnings, where the calibration came from). Verification: the real inputs when
+    given (--inputs, or --text-samples tokenized), else the last quarter of the calibration set held out, else the
+    (random) inputs."""
     request, model = context.request, context.graph.model
+    real = real_inputs(request.inputs)
     warnings: list[Finding] = []
     names = [i.name for i in graph_inputs(model)]
     verification = context.samples
@@ -35,13 +37,13 @@ def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str
                                      model)
         check_fit(model, calibration, "calibration")
         source = str(request.calibration)
-        if request.inputs.file is None and len(calibration) >= 2:
+        if real is None and len(calibration) >= 2:
             held = max(1, len(calibration) // 4)
             calibration, verification = calibration[:-held], calibration[-held:]
     else:
-        calibration, source = context.samples, "the --inputs samples" if request.inputs.file else "random inputs"
-    random_used = request.inputs.file is None and (request.calibration is None or verification is context.samples)
-    if mode == "static" and request.calibration is None and request.inputs.file is None or random_used:
+        calibration, source = context.samples, real or "random inputs"
+    random_used = real is None and (request.calibration is None or verification is context.samples)
+    if random_used:
         warnings.append(CALIBRATION_UNREPRESENTATIVE.finding(
             "INT8 is calibrated or verified on random inputs: ranges and errors on noise say little about real "
             "inputs; give --calibration and --inputs with real samples", where="inputs"))
@@ -51,6 +53,14 @@ def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str
             f"{shared} of {len(verification)} verification samples are calibration samples too: the target is "
             "measured on what the ranges were fitted to", where="inputs", evidence={"shared": shared}))
     return calibration, verification, warnings, source
+
+
+def real_inputs(inputs: Any) -> str | None:
+    """Where the real samples come from (None: random draws from the --input specs): an inputs file, or real text
+    tokenized by the declared tokenizer (InputSource yields both the same way)."""
+    if inputs.text_samples is not None:
+        return f"the --text-samples sentences ({inputs.text_samples}, tokenized by {inputs.tokenizer})"
+    return "the --inputs samples" if inputs.file is not None else None
 
 
 def run_int8(context: Any) -> PrecisionResult:
@@ -82,7 +92,7 @@ def run_int8(context: Any) -> PrecisionResult:
         if scores.meets(targets):
             return _passed(context, quantized, rows, scores, findings, details)
         findings += _missed(rows, scores, targets)
-        if request.fix_path is None:
+        if not request.fixing:
             return PrecisionResult("int8", tuple(findings), f"INT8 misses {', '.join(scores.missed(targets))}",
                                    tuple(rows), details=details)
         start = time.perf_counter()
@@ -111,9 +121,8 @@ def _missed(rows, scores, targets) -> list[Finding]:
 
 def _passed(context, quantized, rows, scores, findings, details) -> PrecisionResult:
     fix = None
-    path = context.request.fix_path
-    if path is not None:
-        write_fix(path, quantized)
+    if context.request.fixing:
+        path = write_fix(context.request, quantized)
         fix = {"path": str(path), "status": "verified", "kept": [], "modules": [], "nodes": [], "runs": 1,
                "verification": {"passed": True, "scores": scores.as_dict()}}
         findings = findings + [PRECISION_FIX_VERIFIED.finding(
@@ -123,7 +132,7 @@ def _passed(context, quantized, rows, scores, findings, details) -> PrecisionRes
 
 
 def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
-    path = context.request.fix_path
+    path = write_fix(context.request, fixed.model) if fixed.met else None
     total = len(context.graph.model.graph.node)
     trade = [{"excluded_modules": a.excluded_modules, "excluded_nodes": a.excluded_nodes, "met": a.met,
               **a.scores.as_dict()} for a in fixed.attempts]
@@ -133,7 +142,6 @@ def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
            "modules": [r.module for r in fixed.excluded], "nodes": list(fixed.nodes), "runs": len(fixed.attempts),
            "verification": {"passed": fixed.met, "scores": fixed.scores.as_dict()}, "trade": trade}
     if fixed.met:
-        write_fix(path, fixed.model)
         findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
             f"wrote {path}: {len(fixed.excluded)} module(s), {len(fixed.nodes)} of {total} nodes kept in FP32 "
             f"({', '.join(r.module for r in fixed.excluded)}); verified: cosine {fixed.scores.cosine:.5f}"

@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gapcheck.errors import UsageError
 from gapcheck.groups.base import check_number
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MEASURES = ("top1-agreement", "cosine", "max-rel-error")
 
@@ -82,6 +84,8 @@ class Scores:
 
 def score(reference: Sequence[dict[str, np.ndarray]], actual: Sequence[dict[str, np.ndarray]]) -> Scores:
     """The measures of ``actual`` against ``reference`` (one dict of outputs per sample, float outputs only)."""
+    import numpy as np
+
     cosines, rels, agree, rows = [], [], 0, 0
     for ref, got in zip(reference, actual, strict=True):
         names = [n for n in ref if np.issubdtype(ref[n].dtype, np.floating)]

@@ -164,3 +164,52 @@ def export_model_repository(
         config_outputs=_config_tensors(config.output),
         duration_s=time.perf_counter() - started,
     )
+
+
+def export_precision_repository(
+    request: Any,
+    repo_dir: str | Path,
+    name: str,
+    *,
+    version: int = 1,
+    max_batch_size: int | None = None,
+    instance_kind: str = "KIND_CPU",
+    overwrite: bool = False,
+) -> Any:
+    """``gapcheck export --precision fp16|int8``: the one precision run (:func:`gapcheck.precision.run_precision`,
+    ``request`` a :class:`~gapcheck.precision.api.PrecisionRequest`) whose verified model — and only a verified one —
+    goes into ``repo_dir/name/version/model.onnx``, with a config.pbtxt read off that model's own inputs and outputs
+    (so its data types are the served model's) and parsed back with Triton's parser. A fix that is not verified
+    writes nothing (the result is a gap). Paths and the name are checked before any work."""
+    import dataclasses
+
+    from gapcheck.precision import run_precision
+    from gapcheck.triton.repository import (
+        check_model_target,
+        check_repository_dir,
+        parse_model_config,
+        resolve_max_batch_size,
+        write_model_repository,
+    )
+
+    check_model_name(name)
+    check_repository_dir(repo_dir)
+    check_model_target(repo_dir, name, version, overwrite=overwrite)
+    deployed: dict[str, Any] = {}
+
+    def deploy(model: Any) -> Path:
+        batch = resolve_max_batch_size(model, max_batch_size)
+        model_dir = write_model_repository(model, repo_dir, name, version=version, max_batch_size=batch,
+                                           instance_kind=instance_kind)
+        config = parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)
+        deployed.update(model_dir=str(model_dir), config_path=str(model_dir / "config.pbtxt"), name=name,
+                        version=version, max_batch_size=batch, instance_kind=instance_kind, config_checked=True,
+                        inputs=[_tensor(t) for t in _config_tensors(config.input)],
+                        outputs=[_tensor(t) for t in _config_tensors(config.output)])
+        logger.info("deployed the verified %s model %s to %s", request.precision, name, model_dir)
+        return model_dir / str(version) / "model.onnx"
+
+    result = run_precision(dataclasses.replace(request, fix_path=None, deploy=deploy))
+    repository = deployed or {"model_dir": None, "name": name, "version": version,
+                              "note": "nothing written: the fix was not verified"}
+    return dataclasses.replace(result, details={**result.details, "repository": repository})

@@ -26,3 +26,11 @@ def photo_48(path: str) -> np.ndarray:
     image = np.stack([image] * 3, axis=-1) if image.ndim == 2 else image[..., :3]
     small = resize(image, (48, 48), anti_aliasing=True, preserve_range=True).astype(np.float32)
     return (small.transpose(2, 0, 1) - 127.5) / 128.0
+
+
+def word_ids(text: str) -> list[int]:
+    """A tokenizer stage for the tiny text model (vocabulary 1000): each word's stable id (real sentences, ids in
+    range; sample_models.transformer takes ids in [0, 1000))."""
+    import zlib
+
+    return [1 + zlib.crc32(word.lower().encode()) % 998 for word in text.split()]
