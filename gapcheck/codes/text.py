@@ -99,3 +99,20 @@ BAD_TEXT = define(
     """The sample is not valid UTF-8, holds NUL bytes (binary junk), is longer than the character limit, or cannot
     be read (a missing field, a non-string cell); it is skipped, counted and listed, never fed to a stage.""",
     "Fix or drop the sample; raise the length limit (max_chars) only for trusted data.")
+GOLDEN_TOKENIZER_CHANGED = define(
+    "golden_tokenizer_changed", Severity.GAP, F, "Today's tokenizer no longer gives a golden bundle's ids",
+    """A golden bundle recorded with --text-samples/--tokenizer holds token ids, so replaying it (nightly) checks the
+    model behind the endpoint, not the tokenizer in front of it. Re-tokenizing the same strings with the tokenizer
+    the service uses today gives other ids for some samples, while the tokenizer recorded in the bundle still gives
+    the bundle's ids: the serving tokenizer changed since the release. The evidence names the samples and the root
+    cause the text audit reproduces between the recorded and today's tokenizer (lowercasing, truncation, padding,
+    special tokens, vocabulary, ...), or says that none does.""",
+    "Serve the tokenizer files and settings the model was released with, or record a new golden bundle after "
+    "checking the new tokenizer with preprocess-audit.")
+GOLDEN_TEXT_UNREPRODUCED = define(
+    "golden_text_unreproduced", Severity.WARNING, F, "A golden bundle's token ids could not be reproduced",
+    """Today's tokenizer gives other ids than the bundle holds, and the tokenizer recorded in the bundle cannot tell
+    why: it gives other ids too (the strings in the text file, or the recorded tokenizer's files, changed since
+    recording) or it cannot be loaded here. Which of the two changed is not guessed.""",
+    "Point the check at the text file the bundle was recorded from (the manifest names it) and the recorded "
+    "tokenizer's files, or record a new bundle.")
