@@ -13,7 +13,14 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gapcheck.data.common import SideSummary, bad_input_findings, listing_bad, make_shards, shard_failure_findings
+from gapcheck.data.common import (
+    SideSummary,
+    bad_input_findings,
+    listing_bad,
+    make_shards,
+    raise_remote_failure,
+    shard_failure_findings,
+)
 from gapcheck.data.drift import (
     DriftOptions,
     compare_sides,
@@ -27,7 +34,7 @@ from gapcheck.data.drift_result import DriftResult
 from gapcheck.data.features import SidePartial
 from gapcheck.data.near import ENGINE_SEARCH_PAIRS
 from gapcheck.data.sketches import kll_rank_error
-from gapcheck.data.sources import SourcePlan, SourceSpec, parse_split, plan
+from gapcheck.data.sources import SourcePlan, SourceSpec, parse_split, plan, refuse_unreadable
 from gapcheck.engines import Engine, run_job
 from gapcheck.engines.base import describe_error
 from gapcheck.groups import EngineSpec
@@ -87,11 +94,14 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
     merged = time.perf_counter()
     sides = {side: run.merged.get(side, SidePartial()) for side in plans}
     findings = shard_failure_findings(run.failures)
-    bad: dict[str, list[tuple[str, str]]] = {}
+    bad = {side: listing_bad(plans[side]) + [(f"{side}:{item}", reason) for item, reason in partial.bad]
+           for side, partial in sides.items()}
+    raise_remote_failure([reason for items in bad.values() for _, reason in items])  # exit 3 before exit 2
     for side, partial in sides.items():
-        bad[side] = listing_bad(plans[side]) + [(f"{side}:{item}", reason) for item, reason in partial.bad]
         findings += bad_input_findings(side, bad[side])
         if partial.rows == 0:
+            if bad[side]:
+                refuse_unreadable(plans[side].spec, bad[side])
             findings.append(codes.EMPTY_SPLIT.finding(
                 f"the {side} side ({plans[side].spec.location}) has no usable items", subject=Subject(stage=side),
                 evidence={"listed": plans[side].items, "bad": len(bad[side])}))
@@ -219,9 +229,12 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     findings = shard_failure_findings(run.failures)
     bad_all: list[tuple[str, str]] = []
     summaries = []
+    raise_remote_failure([reason for r in records.values() for _, reason in r.bad])  # exit 3 before exit 2
     for p in plans:
         rec = records[p.spec.name]
         bad = listing_bad(p) + rec.bad
+        if not rec.names and bad:
+            refuse_unreadable(p.spec, bad)
         bad_all += bad
         findings += bad_input_findings(p.spec.name, bad)
         small = [name for name, ok in zip(rec.names, rec.hashable.tolist(), strict=True) if not ok] \

@@ -222,13 +222,67 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
     first = 0
     try:
         with open_file(payload["url"]) as handle:
-            for chunk in pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS):
-                yield _named(chunk, payload, first)
+            for chunk, malformed in _csv_chunks(handle):
+                yield _clean_rows(_named(chunk, payload, first), payload["name"], malformed)
                 first += len(chunk)
-    except (UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
-        # Not retried as a shard failure: the same bytes fail the same way. The rows read so far stay in.
+    except pd.errors.EmptyDataError:
+        return  # a zero-byte file: no rows (its split is empty, not unreadable)
+    except (UnicodeDecodeError, ValueError, pd.errors.ParserError, OSError) as exc:
+        # Not retried as a shard failure: the same bytes (or permissions) fail the same way. The rows read so far
+        # stay in; a file with none read makes its split unreadable (exit 2) when nothing else of it was read.
         where = f" from row {first}" if first else ""
         yield Frame(pd.DataFrame(), [], [(f"{payload['name']}{where}", f"unreadable table: {_csv_reason(exc)}")])
+
+
+_SKIPPED_LINE = re.compile(r"Skipping line (\d+): ([^\n]*)")
+
+
+def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[int, str]]]]:
+    """(chunk, malformed lines) per :data:`CSV_CHUNK_ROWS` rows. A row with the wrong number of fields is skipped by
+    the parser and returned here (line number, why) to be counted; bytes that are not UTF-8 become U+FFFD, whose
+    rows :func:`_clean_rows` counts. Either way one bad row never makes the whole file unreadable."""
+    import warnings
+
+    import pandas as pd
+
+    reader = pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS, on_bad_lines="warn",
+                         encoding_errors="replace")
+    with reader:
+        while True:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", pd.errors.ParserWarning)
+                try:
+                    chunk = next(reader)
+                except StopIteration:
+                    return
+            malformed = [(int(line), why) for w in caught if issubclass(w.category, pd.errors.ParserWarning)
+                         for line, why in _SKIPPED_LINE.findall(str(w.message))]
+            yield chunk, malformed
+
+
+_NOT_UTF8 = "not UTF-8 text: re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+
+
+def _clean_rows(frame: Frame, file_name: str, malformed: list[tuple[int, str]]) -> Frame:
+    """Drop (and list as bad) the rows holding bytes that were not UTF-8; list the parser's malformed lines.
+    A column that was text only because of a bad row is numeric again once the row is out."""
+    import pandas as pd
+
+    bad = frame.bad + [(f"{file_name} line {line}", f"malformed row: {why}") for line, why in malformed]
+    data = frame.data
+    text = [c for c in data.columns if data[c].dtype.kind not in "biufcmM"]
+    hit = {c: data[c].astype(str).str.contains("\ufffd", regex=False).to_numpy() for c in text}
+    mask = np.zeros(len(data), dtype=bool)
+    for column_hit in hit.values():
+        mask |= column_hit
+    if not mask.any():
+        return Frame(data, frame.names, bad)
+    bad += [(name, _NOT_UTF8) for name, drop in zip(frame.names, mask.tolist(), strict=True) if drop]
+    data = data.loc[~mask].reset_index(drop=True)
+    for column in (c for c, column_hit in hit.items() if column_hit.any()):
+        with contextlib.suppress(ValueError, TypeError):
+            data[column] = pd.to_numeric(data[column])
+    return Frame(data, [n for n, drop in zip(frame.names, mask.tolist(), strict=True) if not drop], bad)
 
 
 MAX_CSV_LINE = 16 * 1024 * 1024  # a "line" longer than this is refused before the parser buffers all of it

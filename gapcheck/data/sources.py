@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -175,7 +176,10 @@ def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
     """List ``spec`` and cut it into shard payloads of about ``shard_size`` items."""
     if _CALLABLE.match(spec.location) and "://" not in spec.location:
         return _plan_dataset(spec, shard_size)
-    protocol, files, bad = list_files(spec.location)
+    try:
+        protocol, files, bad = list_files(spec.location)
+    except InputError as exc:
+        raise InputError(f"split {spec.name}: {exc}") from None
     suffix = {f: PurePosixPath(f).suffix.lower() for f in files}
     images = [f for f in files if suffix[f] in IMAGE_EXTENSIONS]
     tables = [f for f in files if suffix[f] in TABLE_EXTENSIONS | ARRAY_EXTENSIONS]
@@ -183,9 +187,25 @@ def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
         raise UsageError(f"split {spec.name!r} mixes images and tables ({spec.location}); give one kind per split")
     used = set(images) | set(tables)
     skipped = tuple(f for f in files if f not in used)
+    if not used and not bad:
+        extra = f" ({len(skipped)} other file(s), e.g. {shown(PurePosixPath(skipped[0]).name)})" if skipped else ""
+        raise InputError(f"split {spec.name} ({shown(spec.location)}) holds no image or table files{extra}")
     if tables:
-        return _plan_tables(spec, protocol, tables, bad, skipped, shard_size)
-    return _plan_images(spec, protocol, images, bad, skipped, shard_size)
+        planned = _plan_tables(spec, protocol, tables, bad, skipped, shard_size)
+    else:
+        planned = _plan_images(spec, protocol, images, bad, skipped, shard_size)
+    if not planned.payloads and planned.bad:
+        refuse_unreadable(spec, [(b.item, b.reason) for b in planned.bad])
+    return planned
+
+
+def refuse_unreadable(spec: SourceSpec, bad: list[tuple[str, str]]) -> None:
+    """A split none of whose items could be read is bad input (exit 2), one line naming the split and the reason;
+    a split with some bad items is checked over the rest and the bad ones are counted (``bad_input``)."""
+    first_item, first_reason = bad[0]
+    more = f" (and {len(bad) - 1} more item(s))" if len(bad) > 1 else ""
+    raise InputError(f"split {spec.name} ({shown(spec.location)}) cannot be read: {shown(first_item)}: "
+                     f"{shown(first_reason)}{more}")
 
 
 def _root(spec: SourceSpec) -> str:
@@ -220,6 +240,8 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
         base = {"kind": "table", "split": spec.name, "url": url, "name": PurePosixPath(path).name,
                 "columns": list(spec.columns) if spec.columns else None}
         try:
+            if protocol in ("file", "local") and suffix == ".csv":
+                _check_readable(path)  # read whole by a worker later: refuse an unopenable one now
             pieces = _table_pieces(url, suffix)
         except RemoteReadError:
             raise  # the server, not the table: exit 3 with its one line
@@ -231,6 +253,17 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
             offset += rows if rows is not None else 0
             known = known and rows is not None
     return SourcePlan(spec, SourceKind.table, tuple(payloads), offset, tuple(bad), skipped, items_known=known)
+
+
+def _check_readable(path: str) -> None:
+    """Open a local file the way a worker will (non-blocking: a FIFO swapped in never blocks) and check it is a
+    regular file: permission denied or a vanished file is found before any work."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file (a FIFO, device or folder)")
+    finally:
+        os.close(fd)
 
 
 def _table_pieces(url: str, suffix: str) -> list[tuple[dict[str, Any], int | None]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 from pathlib import Path
 
@@ -38,22 +37,31 @@ def _reasons(result) -> str:
     return " | ".join(reason for _, reason in result.bad_items)
 
 
-def test_csv_in_another_encoding_is_bad_input_with_the_fix(tables, serial):
+def test_csv_in_another_encoding_is_unreadable_input_with_the_fix(tables, serial):
     text = "name,a\n" + "".join(f"caf\xe9 {i},{i}\n" for i in range(50))
     (tables / "latin1.csv").write_bytes(text.encode("latin-1"))
-    result = drift(str(tables / "ok.csv"), str(tables / "latin1.csv"), engine=serial)
+    with pytest.raises(InputError, match=r"split current \(.*latin1.csv\) cannot be read: .*not UTF-8 text.*iconv"):
+        drift(str(tables / "ok.csv"), str(tables / "latin1.csv"), engine=serial)
+
+
+def test_csv_with_some_bad_rows_counts_them_and_checks_the_rest(tables, serial):
+    lines = (tables / "ok.csv").read_bytes().splitlines(keepends=True)
+    lines[50:50] = [b"\xff\xfe,1,0\n"]  # bytes that are not UTF-8 in one row
+    lines[120:120] = [b"1,2,3,4,5\n"]  # a row with too many fields
+    (tables / "some_bad.csv").write_bytes(b"".join(lines))
+    result = drift(str(tables / "ok.csv"), str(tables / "some_bad.csv"), engine=serial)
     validate(result)
-    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]  # not shard_failed: no retries
-    assert "not UTF-8 text" in _reasons(result) and "iconv" in _reasons(result)
-    assert "column only in" not in _reasons(result)  # an empty side has no columns to compare
+    assert result.current.used == 300 and result.current.bad == 2
+    assert "not UTF-8 text" in _reasons(result) and "malformed row: expected 3 fields, saw 5" in _reasons(result)
+    assert [f.code for f in result.findings if f.code in ("bad_input", "empty_split")] == ["bad_input"]
+    assert {f.feature for f in result.features} == {"a", "b", "y"}  # column a is numeric again without the bad row
 
 
 def test_csv_with_an_overlong_line_is_refused_while_reading(tables, serial, monkeypatch):
     monkeypatch.setattr(readers, "MAX_CSV_LINE", 1 << 16)
     (tables / "long.csv").write_text("a,b\n1," + "9" * 200_000 + "\n2,3\n")
-    result = drift(str(tables / "ok.csv"), str(tables / "long.csv"), engine=serial)
-    assert "a line longer than 65536 bytes" in _reasons(result)
-    assert {f.code for f in result.findings} == {"bad_input", "empty_split"}
+    with pytest.raises(InputError, match="a line longer than 65536 bytes"):
+        drift(str(tables / "ok.csv"), str(tables / "long.csv"), engine=serial)
 
 
 def test_numbers_in_one_split_and_text_in_the_other_are_reported_not_a_crash(tables, serial):
@@ -89,9 +97,8 @@ def _npy_header(shape: tuple[int, ...]) -> bytes:
 
 def test_npy_with_a_lying_header_is_refused_before_planning(tables, serial):
     (tables / "lie.npy").write_bytes(_npy_header((10**12, 3)) + bytes(800))
-    result = drift(str(tables / "ok.csv"), str(tables / "lie.npy"), engine=serial)
-    assert "the header declares shape (1000000000000, 3)" in _reasons(result)
-    assert result.shards == 1  # the reference's one CSV shard: no shard planned for 10^12 rows
+    with pytest.raises(InputError, match=r"the header declares shape \(1000000000000, 3\)"):  # no 10^12-row plan
+        drift(str(tables / "ok.csv"), str(tables / "lie.npy"), engine=serial)
 
 
 def test_npz_bomb_is_refused_before_decompression(tables, serial, monkeypatch):
@@ -103,19 +110,20 @@ def test_npz_bomb_is_refused_before_decompression(tables, serial, monkeypatch):
     with zipfile.ZipFile(tables / "lying.npz", "w") as archive:
         archive.writestr("x.npy", _npy_header((1000,)) + bytes(80))
     assert (tables / "bomb.npz").stat().st_size < 20_000
-    result = drift(str(tables / "ok.csv"), str(tables / "bomb.npz"), engine=serial)
-    assert "declare more than 1048576 bytes" in _reasons(result)
-    lying = drift(str(tables / "ok.csv"), str(tables / "lying.npz"), engine=serial)
-    assert "the header declares 8000 bytes, the archive holds" in _reasons(lying)
+    with pytest.raises(InputError, match="declare more than 1048576 bytes"):
+        drift(str(tables / "ok.csv"), str(tables / "bomb.npz"), engine=serial)
+    with pytest.raises(InputError, match="the header declares 8000 bytes, the archive holds"):
+        drift(str(tables / "ok.csv"), str(tables / "lying.npz"), engine=serial)
 
 
 def test_parquet_with_a_lying_footer(tables, serial):
     pd.read_csv(tables / "ok.csv").to_parquet(tables / "ok.parquet")
     data = (tables / "ok.parquet").read_bytes()
     (tables / "lie.parquet").write_bytes(data[:-8] + (10**9).to_bytes(4, "little") + b"PAR1")
-    result = drift(str(tables / "ok.parquet"), str(tables / "lie.parquet"), engine=serial)
-    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]
-    assert "unreadable table" in _reasons(result)
+    (tables / "half.parquet").write_bytes(data[: len(data) // 2])
+    for name in ("lie.parquet", "half.parquet"):
+        with pytest.raises(InputError, match=f"split current .*{name}.* cannot be read: .*unreadable table"):
+            drift(str(tables / "ok.parquet"), str(tables / name), engine=serial)
 
 
 @pytest.fixture
@@ -162,9 +170,10 @@ def test_cli_exit_codes_for_hostile_inputs(hostile, tables, capsys):
     (tables / "latin1.csv").write_bytes("a\n\xe9\n".encode("latin-1"))
     report = tables / "r.json"
     assert main(["drift", "--reference", str(tables / "ok.csv"), "--current", str(tables / "latin1.csv"),
-                 "--engine", "serial", "--json", str(report)]) == 1
-    assert "Traceback" not in capsys.readouterr().err
-    assert json.loads(report.read_text())["verdict"] == "gap"
+                 "--engine", "serial", "--json", str(report)]) == 2
+    err = capsys.readouterr().err
+    assert "split current" in err and "not UTF-8 text" in err and "Traceback" not in err
+    assert not report.exists()
 
 
 def test_escape_sequences_in_names_are_neutralized_in_console_and_html(tmp_path, serial, photo_splits):
@@ -194,15 +203,19 @@ def test_escape_sequences_in_names_are_neutralized_in_console_and_html(tmp_path,
         assert "\\x1b" in console and "\\x1b" in html
 
 
-def test_a_fifo_given_as_a_split_is_reported_not_opened(tables, serial):
+def test_a_fifo_given_as_a_split_is_refused_not_opened(tables, serial):
     import os
 
     os.mkfifo(tables / "pipe.csv")  # opening it would block the worker forever
-    result = drift(str(tables / "ok.csv"), str(tables / "pipe.csv"), engine=serial)
-    assert sorted(f.code for f in result.findings) == ["bad_input", "empty_split"]
-    assert "not a regular file" in _reasons(result)
-    globbed = drift(str(tables / "ok.csv"), str(tables / "p*.csv"), engine=serial)
-    assert "not a regular file" in _reasons(globbed)  # matched by a glob: reported, not skipped silently
+    with pytest.raises(InputError, match="split current .*pipe.csv.* cannot be read: .*not a regular file"):
+        drift(str(tables / "ok.csv"), str(tables / "pipe.csv"), engine=serial)
+    with pytest.raises(InputError, match="not a regular file"):  # matched by a glob: refused too, not skipped
+        drift(str(tables / "ok.csv"), str(tables / "p*.csv"), engine=serial)
+    (tables / "folder").mkdir()
+    (tables / "folder" / "ok.csv").write_bytes((tables / "ok.csv").read_bytes())
+    os.mkfifo(tables / "folder" / "pipe.csv")
+    partly = drift(str(tables / "ok.csv"), str(tables / "folder"), engine=serial)  # one good file: counted, checked
+    assert partly.current.used == 300 and "not a regular file" in _reasons(partly)
 
 
 def test_pixel_limit_is_ours_and_pils_bomb_warning_never_reaches_the_console(tmp_path, serial, monkeypatch, photo_splits):
@@ -218,5 +231,10 @@ def test_pixel_limit_is_ours_and_pils_bomb_warning_never_reaches_the_console(tmp
         warnings.simplefilter("error")
         assert hashing.decode_image((tmp_path / "small.png").read_bytes()).size == (40, 40)
     monkeypatch.setattr(hashing, "MAX_PIXELS", 1500)
-    result = leakage([f"train={photo_splits['train']}", f"val={tmp_path}"], engine=serial)
+    Image.new("RGB", (30, 30), "blue").save(tmp_path / "tiny.png")  # under the limit: the split is still read
+    train = tmp_path / "train"
+    train.mkdir()
+    Image.new("RGB", (30, 30), "green").save(train / "tiny.png")
+    result = leakage([f"train={train}", f"val={tmp_path / '*.png'}"], engine=serial)
     assert "image of 40x40 pixels is larger than the 1500 pixel limit" in _reasons(result)
+    assert result.splits[1].used == 1 and result.splits[1].bad == 1

@@ -8,6 +8,7 @@ import pytest
 from gapcheck.data.api import leakage
 from gapcheck.data.leakage import LeakageOptions
 from gapcheck.engines import open_engine
+from gapcheck.errors import InputError
 from tests.data.conftest import validate
 
 
@@ -69,26 +70,31 @@ def test_corrupt_images_symlink_loops_and_empty_splits_are_reported(photo_splits
     broken.mkdir()
     (broken / "truncated.png").write_bytes((photo_splits["train"] / "camera.png").read_bytes()[:200])
     (broken / "text.jpg").write_bytes(b"not an image")
+    (broken / "coins.png").write_bytes((photo_splits["train"] / "camera.png").read_bytes())  # the one readable image
     os.symlink(broken, broken / "loop")
     (broken / "notes.txt").write_text("not a sample")
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = leakage([f"train={photo_splits['train']}", f"broken={broken}", f"empty={empty}"], engine=serial)
+    result = leakage([f"train={photo_splits['train']}", f"broken={broken}"], engine=serial)
     document = validate(result)
     bad = [f for f in result.findings if f.code == "bad_input"]
     assert len(bad) == 1 and bad[0].evidence["count"] == 3  # two unreadable images + the symlink loop
-    assert {f.subject.stage for f in result.findings if f.code == "empty_split"} == {"broken", "empty"}
+    assert result.splits[1].used == 1 and "empty_split" not in {f.code for f in result.findings}
     reasons = " ".join(i["reason"] for i in document["bad_items"])
     assert "symlink loop" in reasons and "unreadable image" in reasons
     assert document["splits"][1]["skipped_files"] == 1  # notes.txt: counted, not silently dropped
+    (broken / "coins.png").unlink()  # now none of its images reads: bad input, exit 2
+    with pytest.raises(InputError, match="split broken .* cannot be read: .*symlink loop.*and 2 more"):
+        leakage([f"train={photo_splits['train']}", f"broken={broken}"], engine=serial)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="split empty .* holds no image or table files"):
+        leakage([f"train={photo_splits['train']}", f"empty={empty}"], engine=serial)
 
 
-def test_a_split_that_is_a_symlink_loop_is_reported(photo_splits, serial, tmp_path):
+def test_a_split_that_is_a_symlink_loop_is_refused(photo_splits, serial, tmp_path):
     loop = tmp_path / "loop"
     os.symlink(loop, loop)
-    result = leakage([f"train={photo_splits['train']}", f"val={loop}"], engine=serial)
-    codes = sorted(f.code for f in result.findings)
-    assert codes == ["bad_input", "empty_split"]
+    with pytest.raises(InputError, match="split val .* cannot be read: .*symlink loop"):
+        leakage([f"train={photo_splits['train']}", f"val={loop}"], engine=serial)
 
 
 def test_memory_and_file_urls(photo_splits, serial):
