@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gapcheck.errors import ExitCode
 from gapcheck.findings import Finding, Severity
 from gapcheck.report.contract import Check, ResultBase, Table
 
@@ -41,6 +42,12 @@ class LintResult(ResultBase):
     @property
     def timings(self) -> Mapping[str, float]:
         return {"lint_s": round(self.seconds, 4)}
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """2 when a file could not be checked (bad input: the check is incomplete, ``--exit-zero`` does not hide it);
+        else 0 for a pass, 1 for findings."""
+        return ExitCode.USAGE if self.errors else super().exit_code
 
     def diagnostics(self) -> list[dict[str, Any]]:
         """The flat, ruff-like list: path, line, col, code, message, severity."""

@@ -41,7 +41,13 @@ def summary(result: LintResult) -> list[str]:
     return lines
 
 
-def render(result: LintResult) -> str:
-    lines = [_line(f"{_position(f)}: {f.code} {f.message}") for f in result.findings]
+def render(result: LintResult, max_rows: int = 0) -> str:
+    """One line per finding (the first ``max_rows`` of them when not 0, then how many more), per file that could
+    not be checked, then the summary."""
+    shown = result.findings[:max_rows] if max_rows else result.findings
+    lines = [_line(f"{_position(f)}: {f.code} {f.message}") for f in shown]
+    if len(shown) < len(result.findings):
+        lines.append(f"... {len(result.findings) - len(shown)} more finding(s) (--max-rows {max_rows}; "
+                     "--max-rows 0 shows all)")
     lines += [_error(e) for e in result.errors]
     return "\n".join([*lines, *summary(result)]) + "\n"
