@@ -7,7 +7,10 @@ show on BERT files:
   capitals is matched by the fast tokenizer but lowercased and split by the slow one; #29774's own recipe (a
   special AddedToken, normalized=False) splits the upper-case form differently;
 - characters the two implementations' Unicode tables classify differently (an unassigned code point, U+061D
-  added in Unicode 14): the slow one drops or splits them, the fast one maps the word to [UNK].
+  added in Unicode 14): the slow one drops or splits them, the fast one maps the word to [UNK];
+- transformers#14844's emoji on bert-base-uncased's vocabulary (MiniLM's): the same mechanism, with emoji newer than
+  Python's Unicode database.
+#24918 (LlamaTokenizer vs LlamaTokenizerFast on open_llama_7b) is not reproduced: see docs/text.md.
 Each is named ``fast_slow_disagreement`` with the first divergent token and its characters.
 """
 from __future__ import annotations
@@ -72,3 +75,23 @@ def test_unicode_tables_differ_between_implementations(minilm: Path):
     assert {f.code for f in result.findings if f.is_gap} == {"fast_slow_disagreement"}
     assert result.pairs[0].differing == 2
     assert {d.ref_token for d in result.divergences} == {"[UNK]"}
+
+
+def test_emoji_newer_than_pythons_unicode_database_14844(minilm: Path):
+    """transformers#14844 (BertTokenizer vs BertTokenizerFast, bert-base-uncased — MiniLM's vocabulary): the issue's
+    emoji gave other ids in the slow tokenizer. The mechanism: the slow one drops a character whose category in
+    Python's ``unicodedata`` starts with C (unassigned there: 'Cn'), the fast one uses Rust's newer tables and maps
+    it to [UNK]. The issue's own emoji (Unicode 12/13) are known to this Python and agree now; emoji newer than this
+    Python's Unicode database (chosen by asking ``unicodedata``, so the test holds on any Python) disagree."""
+    import unicodedata
+
+    issue = ["\U0001F971", "\U0001F4F7\U0001F90F", "\U0001F9BE"]  # 🥱, 📷🤏, 🦾 from the issue
+    newer = [c for c in ("\U0001FAE8", "\U0001FA77", "\U0001FACE", "\U0001FAE9", "\U0001FADF")
+             if unicodedata.category(c) == "Cn"]  # Unicode 15/16 emoji this Python does not know
+    assert newer, f"every candidate is known to unicodedata {unicodedata.unidata_version}"
+    texts = [*issue, *(f"so tired {c} today" for c in newer)]
+    result = _fast_slow(minilm, texts)
+    assert {f.code for f in result.findings if f.is_gap} == {"fast_slow_disagreement"}
+    assert result.pairs[0].differing == len(newer)  # the issue's own strings agree with this Python
+    first = result.divergences[0]
+    assert (first.ref_token, first.cand_token, first.span) == ("[UNK]", "today", (9, 10))  # slow dropped the emoji
