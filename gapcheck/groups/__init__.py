@@ -24,6 +24,7 @@ from gapcheck.groups.engine import EngineSpec
 from gapcheck.groups.export import ExportSpec
 from gapcheck.groups.inputs import InputSource
 from gapcheck.groups.model import ModelSource
+from gapcheck.groups.remote import RemoteSpec
 from gapcheck.groups.reports import ReportTargets, exit_code
 from gapcheck.groups.tolerance import ToleranceSpec
 from gapcheck.groups.triton import TritonTarget
@@ -32,5 +33,5 @@ from gapcheck.groups.triton import TritonTarget
 GROUPS: tuple[type[Group], ...] = (ModelSource, InputSource, ToleranceSpec, ExportSpec, TritonTarget, EngineSpec,
                                    ReportTargets)
 
-__all__ = ["GROUPS", "EngineSpec", "ExportSpec", "Group", "InputSource", "ModelSource", "Opt", "ReportTargets",
+__all__ = ["GROUPS", "EngineSpec", "ExportSpec", "Group", "InputSource", "ModelSource", "Opt", "RemoteSpec", "ReportTargets",
            "ToleranceSpec", "TritonTarget", "check_header", "check_number", "exit_code", "parse_headers"]
