@@ -4,7 +4,8 @@
 Sensitivity is the *local* measure, from one run of the FP32 and the fully quantized model with every value marked:
 a module's own ops (innermost scope) are re-run in FP32 on the values the quantized model fed them, and the relative
 L2 error (``||q - f|| / ||f||``, worst over the samples) of the quantized output against that is what quantizing the
-module adds, whatever it inherits. (The other measure, the output error with only that module quantized, costs one
+module adds, whatever it inherits; every module's FP32 re-run is one copy of its ops in one replay model, so the
+pass is two ONNX Runtime sessions whatever the number of modules. (The other measure, the output error with only that module quantized, costs one
 quantization per module.) The fix excludes the most sensitive modules' own nodes
 (``nodes_to_exclude``): 1, 2, 4, ... until the target holds, then the smallest count between (a binary search,
 assuming more exclusions never hurt), each candidate quantized and verified on the verification samples. The
@@ -132,27 +133,123 @@ def value_errors(graph: Graph, quantized: onnx.ModelProto,
                  samples: Sequence[dict[str, np.ndarray]]) -> tuple[dict[str, float], dict[str, float]]:
     """(relative L2 error of every float value the quantized model still has, and of every module's own ops), worst
     over the samples. A module's own error: its quantized output against its FP32 ops fed the same (quantized)
-    inputs — what quantizing it adds, whatever it inherits."""
+    inputs — what quantizing it adds, whatever it inherits.
+
+    Two sessions in all, whatever the number of modules: the quantized model with every value marked, and the
+    :class:`Replay` model (the FP32 model plus a copy of each module's own ops, fed the quantized values), as
+    ``qdq_loss_debug`` marks every value of one augmented model. A module whose ops cannot be copied (a subgraph
+    attribute) is re-run alone (:func:`_own_error`), and so is every module if the replay model cannot be built."""
     renamed = {**value_map(graph.model, quantized, by_node=False), **after_qdq(quantized)}
     names = [n for n in value_names(graph.model) if n in renamed]
-    fp32 = ValueRunner(graph.model, names)
     q = ValueRunner(quantized, [renamed[n] for n in names])
     units = _units(graph, set(names))
     errors: dict[str, float] = {}
     local: dict[str, float] = {}
-    sessions: dict[tuple, Any] = {}  # one FP32 subgraph session per module and input shapes, reused across samples
+    replay: Replay | None = None
+    sessions: dict[tuple, Any] = {}  # the per-module fallback: one subgraph session per module and input shapes
+    not_float = _not_float(graph.model)
     for feeds in samples:
-        f, got = fp32.run(feeds), q.run(feeds)
+        got = q.run(feeds)
+        # a quantized value the FP32 model has as a float (int8 codes under the old name) is not that value
         seen = {name: got[renamed[name]] for name in names if renamed[name] in got
-                and (got[renamed[name]].dtype.kind == "f" or name not in f or f[name].dtype.kind != "f")}
+                and (got[renamed[name]].dtype.kind == "f" or name in not_float)}
+        if replay is None:
+            replay = Replay.build(graph, names, units, seen)
+        f, own = replay.run(feeds, seen)
         for name, value in seen.items():
             if name in f and f[name].dtype.kind == "f":
                 errors[name] = max(errors.get(name, 0.0), _relative(value, f[name]))
         for owner, (handed, received) in units.items():
-            own = _own_error(graph, handed, received, seen, feeds, sessions)
-            if own is not None:
-                local[owner] = max(local.get(owner, 0.0), own)
+            value = own.get(owner)
+            error = (_relative(seen[handed[0]], value) if value is not None and handed[0] in seen
+                     else _own_error(graph, handed, received, seen, feeds, sessions) if owner in replay.alone else None)
+            if error is not None:
+                local[owner] = max(local.get(owner, 0.0), error)
     return errors, local
+
+
+class Replay:
+    """One FP32 session for every module's own error: the FP32 model (its values marked) plus, per module, a copy of
+    the own ops that make its handed-on value, renamed (``gapcheck.replay<k>/<name>``) and fed from new graph inputs
+    that take the values the quantized model computed. Values of other modules' Constant nodes and the graph inputs
+    are read from the original graph; initializers are shared."""
+
+    PREFIX = "gapcheck.replay"
+
+    def __init__(self, runner: ValueRunner, outputs: dict[str, str], inputs: dict[str, dict[str, str]],
+                 alone: set[str]) -> None:
+        self.runner, self.outputs, self.inputs, self.alone = runner, outputs, inputs, alone
+
+    @classmethod
+    def build(cls, graph: Graph, names: list[str], units: dict[str, tuple[list[str], list[str]]],
+              seen: dict[str, np.ndarray]) -> Replay:
+        model = onnx.ModelProto()
+        model.CopyFrom(graph.model)
+        nodes = {n.name: n for n in graph.model.graph.node}
+        constants = {v for n in graph.model.graph.node if n.op_type == "Constant" for v in n.output}
+        direct = constants | set(graph.index.graph_inputs)
+        outputs: dict[str, str] = {}
+        inputs: dict[str, dict[str, str]] = {}
+        alone: set[str] = set()
+        for k, (owner, (handed, _)) in enumerate(units.items()):
+            needed = _ancestors(handed[0], [nodes[n] for n in graph.owners()[owner]])
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in needed
+                   for a in n.attribute):
+                alone.add(owner)  # a subgraph reads outer names the copy would rename: re-run alone
+                continue
+            made = {v for n in needed for v in n.output if v}
+            fed = [v for v in dict.fromkeys(v for n in needed for v in n.input) if v and v not in made
+                   and v not in graph.index.initializers and v not in direct]
+            if any(v not in seen for v in fed) or handed[0] not in seen:
+                continue  # the quantized model has no such value: no own error (as a module re-run alone)
+            prefix = f"{cls.PREFIX}{k}/"
+            rename = {**{v: prefix + v for v in made}, **{v: prefix + "in/" + v for v in fed}}
+            for node in needed:
+                copy = model.graph.node.add()
+                copy.CopyFrom(node)
+                copy.name = prefix + node.name
+                copy.input[:] = [rename.get(v, v) for v in node.input]
+                copy.output[:] = [rename.get(v, v) if v else v for v in node.output]
+            for v in fed:
+                model.graph.input.append(onnx.helper.make_tensor_value_info(
+                    rename[v], onnx.helper.np_dtype_to_tensor_dtype(seen[v].dtype), None))
+            model.graph.output.append(onnx.helper.make_tensor_value_info(
+                rename[handed[0]], onnx.helper.np_dtype_to_tensor_dtype(seen[handed[0]].dtype), None))
+            outputs[owner], inputs[owner] = rename[handed[0]], {v: rename[v] for v in fed}
+        try:
+            runner = ValueRunner(model, names)
+        except BackendError as exc:  # a copy ORT refuses: every module re-run alone, as before the replay model
+            log.info("the replay model cannot be built (%s); modules re-run alone", condense_error(exc))
+            return cls(ValueRunner(graph.model, names), {}, {}, set(units))
+        return cls(runner, outputs, inputs, alone)
+
+    def run(self, feeds: dict[str, np.ndarray],
+            seen: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(every FP32 value, each module's own FP32 output on the quantized inputs) for one sample."""
+        extra = {name: np.ascontiguousarray(seen[value]) for fed in self.inputs.values() for value, name in fed.items()}
+        values = self.runner.run({**feeds, **extra})
+        return values, {owner: values[name] for owner, name in self.outputs.items() if name in values}
+
+
+def _not_float(model: onnx.ModelProto) -> set[str]:
+    """Values the FP32 model types as something other than a float (shapes, indices, masks), by shape inference."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference fails on some custom ops: then only float values are compared
+        inferred = model
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
+    return {v.name for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]
+            if v.type.tensor_type.elem_type and v.type.tensor_type.elem_type not in floats}
+
+
+def _ancestors(output: str, own: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The own nodes ``output`` depends on, in graph order."""
+    wanted, keep = {output}, set()
+    for i in range(len(own) - 1, -1, -1):
+        if wanted & set(own[i].output):
+            keep.add(i)
+            wanted |= {v for v in own[i].input if v}
+    return [own[i] for i in sorted(keep)]
 
 
 def _units(graph: Graph, known: set[str]) -> dict[str, tuple[list[str], list[str]]]:

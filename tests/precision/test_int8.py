@@ -153,3 +153,62 @@ def test_targets_are_parsed_and_checked():
     for bad in ("cosine", "cosine=2", "cosine=nan", "accuracy=0.9"):
         with pytest.raises(UsageError):
             parse_target(bad)
+
+
+def _graph_and_quantized(factory: str, spec: str, mode: str):
+    from gapcheck.groups import ExportSpec
+    from gapcheck.precision.graph import describe
+    from gapcheck.precision.int8 import Quantizer
+
+    module = ModelSource(factory=factory).load().module.eval()
+    samples = InputSource(specs=(spec,), num_samples=5).samples(module=module)
+    exported, _ = ExportSpec(no_cache=True).obtain(module, samples[0])
+    graph = describe(exported.model, [p for p, _ in module.named_modules() if p])
+    quantizer = Quantizer(graph.model, mode, samples[:3])
+    try:
+        return graph, quantizer.quantize(), samples[3:]
+    finally:
+        quantizer.close()
+
+
+@pytest.mark.parametrize(("factory", "spec", "mode"), [(CNN, "x:1x3x32x32:float32", "static"),
+                                                       ("sample_models.transformer:build_transformer",
+                                                        "tokens:1x16:int64:0,1000", "dynamic")])
+def test_sensitivity_pass_is_two_sessions_and_equals_each_module_rerun_alone(factory, spec, mode, monkeypatch):
+    """The replay model (every module's own ops copied into one FP32 session, as qdq_loss_debug marks one augmented
+    model) gives each module's own error exactly as re-running its subgraph alone did, with 2 sessions, not 2 + one
+    per module."""
+    from gapcheck.backends import onnxruntime as ort_backend
+    from gapcheck.precision import int8
+    from gapcheck.precision.graph import value_map, value_names
+
+    graph, quantized, samples = _graph_and_quantized(factory, spec, mode)
+    built = []
+    original = ort_backend.OnnxRuntimeBackend.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(kwargs.get("name"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ort_backend.OnnxRuntimeBackend, "__init__", counting)
+    errors, local = int8.value_errors(graph, quantized, samples)
+    assert len(built) == 2 and len(local) >= 10
+    monkeypatch.setattr(ort_backend.OnnxRuntimeBackend, "__init__", original)
+    # Each module alone, the other way (its subgraph extracted, fed the same quantized values).
+    renamed = {**value_map(graph.model, quantized, by_node=False), **int8.after_qdq(quantized)}
+    names = [n for n in value_names(graph.model) if n in renamed]
+    q = int8.ValueRunner(quantized, [renamed[n] for n in names])
+    alone: dict[str, float] = {}
+    sessions: dict = {}
+    not_float = int8._not_float(graph.model)
+    for feeds in samples:
+        got = q.run(feeds)
+        seen = {n: got[renamed[n]] for n in names if renamed[n] in got
+                and (got[renamed[n]].dtype.kind == "f" or n in not_float)}
+        for owner, (handed, received) in int8._units(graph, set(names)).items():
+            error = int8._own_error(graph, handed, received, seen, feeds, sessions)
+            if error is not None:
+                alone[owner] = max(alone.get(owner, 0.0), error)
+    assert set(alone) == set(local)
+    assert all(local[m] == pytest.approx(alone[m], rel=1e-6, abs=1e-9) for m in alone)
+    assert errors and all(np.isfinite(v) for v in errors.values())
