@@ -178,44 +178,51 @@ class ModuleIndex:
                 index.calls.append(node)  # type: ignore[arg-type]
             elif kind in _LOOP_TYPES:
                 index.loops.append(node)  # type: ignore[arg-type]
-            elif kind not in _INDEXED:
-                continue
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    index.imports[local] = alias.name if alias.asname else alias.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom):
-                base = "." * node.level + (node.module or "")
-                for alias in node.names:
-                    if alias.name != "*":
-                        joiner = "" if base.endswith(".") or not base else "."
-                        index.imports[alias.asname or alias.name] = f"{base}{joiner}{alias.name}"
-            elif isinstance(node, ast.ClassDef):
-                index.classes.setdefault(node.name, node)
-                for item in node.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        index.functions.setdefault(f"{node.name}.{item.name}", item)
-                        index.owner[id(item)] = node.name
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    key = dotted(target)
-                    if key is not None:
-                        index.bindings.setdefault(key, []).append(node.value)
-                    elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
-                        for element, value in zip(target.elts, node.value.elts, strict=False):
-                            if dotted(element) is not None:
-                                index.bindings.setdefault(dotted(element) or "", []).append(value)
-        for node in source.tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                index.functions[node.name] = node
-        for node in _top_level(source.tree.body):  # defs under `if __name__ == "__main__":` run at module level too
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                index.functions.setdefault(node.name, node)
-        known = {id(f) for f in index.functions.values()}
-        index.nested_functions = [n for n in order if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                  and id(n) not in known]
+            elif kind in _INDEXED:
+                index._index(node)  # type: ignore[arg-type]
+        index._index_functions()
         return index
+
+    def _index(self, node: ast.stmt) -> None:
+        """Imports, classes (their methods and owners) and assignments (what each name is bound to)."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.imports[local] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name != "*":
+                    joiner = "" if base.endswith(".") or not base else "."
+                    self.imports[alias.asname or alias.name] = f"{base}{joiner}{alias.name}"
+        elif isinstance(node, ast.ClassDef):
+            self.classes.setdefault(node.name, node)
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.functions.setdefault(f"{node.name}.{item.name}", item)
+                    self.owner[id(item)] = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                key = dotted(target)
+                if key is not None:
+                    self.bindings.setdefault(key, []).append(node.value)
+                elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    for element, value in zip(target.elts, node.value.elts, strict=False):
+                        if dotted(element) is not None:
+                            self.bindings.setdefault(dotted(element) or "", []).append(value)
+
+    def _index_functions(self) -> None:
+        """Module functions (those under a top-level ``if __name__ == "__main__":`` too), then every other def."""
+        for node in self.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = node
+        for node in _top_level(self.tree.body):  # defs under `if __name__ == "__main__":` run at module level too
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, node)
+        known = {id(f) for f in self.functions.values()}
+        self.nested_functions = [n for n in self._order if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                 and id(n) not in known]
 
     def walk(self, root: ast.AST) -> Iterator[ast.AST]:
         """:func:`ordered` over the precomputed pre-order array (no re-traversal): nested scopes skipped."""

@@ -60,12 +60,8 @@ def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int)
     ``X = np.load("other.npy")`` rebinds ``X`` to other data, so a later split of ``X`` is not this one.
     """
     holding = set(names)
-    for node in module.walk(scope):
-        if getattr(node, "lineno", 0) <= line:
-            continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            _carry(node, holding)
-        elif isinstance(node, ast.Call):
+    for node in _after(module, scope, holding, line):
+        if isinstance(node, ast.Call):
             callee = module.callee(node).split(".")[-1]
             args = [*node.args, *(k.value for k in node.keywords if k.arg in ("dataset", "arrays"))]
             splits = callee in SPLITTERS or (callee == "split" and method(node) == "split"
@@ -78,6 +74,18 @@ def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int)
               and isinstance(node.ctx, ast.Load) and rows_sliced(node)):
             return node
     return None
+
+
+def _after(module: ModuleIndex, scope: ast.AST, holding: set[str], line: int) -> Iterator[ast.AST]:
+    """The nodes of ``scope`` after ``line`` in source order, with ``holding`` (the names that hold the value)
+    updated at each assignment before the nodes after it are seen."""
+    for node in module.walk(scope):
+        if getattr(node, "lineno", 0) <= line:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            _carry(node, holding)
+        else:
+            yield node
 
 
 def _carry(node: ast.Assign | ast.AnnAssign, holding: set[str]) -> None:
@@ -230,12 +238,8 @@ def _rebound_before(module: ModuleIndex, function: ast.AST, name: str, line: int
 def _returned(module: ModuleIndex, function: ast.AST, holding: set[str], line: int) -> tuple[int, ...] | None:
     """Which parts of ``function``'s first return after ``line`` hold the fitted data (followed through assignments)."""
     holding = set(holding)
-    for node in module.walk(function):
-        if getattr(node, "lineno", 0) <= line:
-            continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            _carry(node, holding)
-        elif isinstance(node, ast.Return) and node.value is not None:
+    for node in _after(module, function, holding, line):
+        if isinstance(node, ast.Return) and node.value is not None:
             parts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             held = tuple(i for i, part in enumerate(parts) if _reads(part, holding))
             if held:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
@@ -288,32 +289,34 @@ def _layer_mode_free(module: ModuleIndex, call: ast.Call) -> bool:
     return short in _MODE_FREE
 
 
-class EvalWithoutEvalMode(Rule):
+class _EvalLoopRule(Rule):
+    """A validation/test loop that must run under some state (eval mode, no_grad): set around it — here or at a
+    call site of its function — unless ``fine`` says the loop needs nothing."""
+
+    aspect = Aspect.EVAL_MODE
+    needs = ("for ",)
+    message: ClassVar[str]
+    fine: ClassVar[Callable[[Context, ast.AST], bool]]  # (ctx, loop): needs nothing
+    holds_at: ClassVar[Callable[[Context, ast.AST], bool]]  # (ctx, loop or call site): the state is set there
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for loop, function in eval_loops(ctx):
+            if not self.fine(ctx, loop) and not _covered(ctx, loop, function, lambda node: self.holds_at(ctx, node)):
+                yield ctx.finding(self.code, loop, self.message)
+
+
+class EvalWithoutEvalMode(_EvalLoopRule):
     code = codes.EVAL_WITHOUT_EVAL_MODE
-    aspect = Aspect.EVAL_MODE
-    needs = ("for ",)
-
-    def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop, function in eval_loops(ctx):
-            if _mode_free_models(ctx, loop):
-                continue
-            if not _covered(ctx, loop, function, lambda node: _in_eval_mode(ctx, node)):
-                yield ctx.finding(self.code, loop, "validation/test loop runs the model without model.eval(): "
-                                  "dropout and BatchNorm stay in training mode")
+    message = "validation/test loop runs the model without model.eval(): dropout and BatchNorm stay in training mode"
+    fine = staticmethod(_mode_free_models)
+    holds_at = staticmethod(_in_eval_mode)
 
 
-class EvalWithoutNoGrad(Rule):
+class EvalWithoutNoGrad(_EvalLoopRule):
     code = codes.EVAL_WITHOUT_NO_GRAD
-    aspect = Aspect.EVAL_MODE
-    needs = ("for ",)
-
-    def check(self, ctx: Context) -> Iterator[Finding]:
-        for loop, function in eval_loops(ctx):
-            if _no_grad_inside(ctx, loop):
-                continue
-            if not _covered(ctx, loop, function, lambda node: _in_no_grad(ctx, node)):
-                yield ctx.finding(self.code, loop, "validation/test loop without torch.no_grad()/inference_mode(): "
-                                  "every forward records an autograd graph")
+    message = "validation/test loop without torch.no_grad()/inference_mode(): every forward records an autograd graph"
+    fine = staticmethod(_no_grad_inside)
+    holds_at = staticmethod(_in_no_grad)
 
 
 _FROZEN_WORDS = {"teacher", "ema", "target", "frozen", "ref", "reference", "momentum", "mean"}

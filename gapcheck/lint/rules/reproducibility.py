@@ -162,19 +162,21 @@ def _assigned_true(module: ModuleIndex, suffix: str) -> ast.Assign | None:
     return None
 
 
+def _claims_determinism(module: ModuleIndex) -> ast.Assign | ast.Call | None:
+    """``cudnn.deterministic = True`` or ``torch.use_deterministic_algorithms(True)``."""
+    return _assigned_true(module, "cudnn.deterministic") or next(
+        (c for c in module.calls if module.callee(c).endswith("use_deterministic_algorithms")
+         and c.args and literal(c.args[0]) is True), None)
+
+
 class BenchmarkWithDeterminism(Rule):
     code = codes.BENCHMARK_WITH_DETERMINISM
     needs = ("benchmark",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        module = ctx.module
-        benchmark = _assigned_true(module, "cudnn.benchmark")
-        if benchmark is None:
-            return
-        claims = _assigned_true(module, "cudnn.deterministic") or next(
-            (c for c in module.calls if module.callee(c).endswith("use_deterministic_algorithms")
-             and c.args and literal(c.args[0]) is True), None)
-        if claims is not None:
+        benchmark = _assigned_true(ctx.module, "cudnn.benchmark")
+        claims = _claims_determinism(ctx.module) if benchmark is not None else None
+        if benchmark is not None and claims is not None:
             yield ctx.finding(self.code, benchmark, "cudnn.benchmark = True contradicts the determinism asked for "
                               f"on line {claims.lineno}", determinism_line=claims.lineno)
 
