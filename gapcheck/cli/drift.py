@@ -7,10 +7,10 @@ import typer
 
 from gapcheck.cli.groups import Groups, declare
 from gapcheck.cli.leakage import ProgressFlag, run_with_engine, split_list
-from gapcheck.groups import EngineSpec, ReportTargets, check_number
+from gapcheck.groups import EngineSpec, RemoteSpec, ReportTargets, check_number
 
 
-@declare(EngineSpec, ReportTargets, section="drift")
+@declare(EngineSpec, RemoteSpec, ReportTargets, section="drift")
 def command(
     groups: Groups,
     reference: Annotated[str, typer.Option("--reference", help="Reference split (folder, table, glob, fsspec URL, "
@@ -41,7 +41,7 @@ def command(
                            min_effect=first_given(min_effect, file.min_effect, DriftOptions.min_effect),
                            columns=split_list(columns) or (tuple(file.columns) if file.columns else None), seed=seed,
                            fail_underpowered=first_given(fail_underpowered, file.fail_underpowered, False))
-    result = run_with_engine(groups[EngineSpec], progress,
+    result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: drift(reference, current, options, engine=e, progress=r))
     reports = groups[ReportTargets]
     if not reports.json_on_stdout:

@@ -8,7 +8,7 @@ import typer
 
 from gapcheck.cli.groups import Groups, declare
 from gapcheck.errors import UsageError
-from gapcheck.groups import EngineSpec, ReportTargets, check_number
+from gapcheck.groups import EngineSpec, RemoteSpec, ReportTargets, check_number
 
 
 def split_list(values: list[str] | None) -> tuple[str, ...] | None:
@@ -16,18 +16,19 @@ def split_list(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(parts) or None
 
 
-def run_with_engine(engine: EngineSpec, progress: bool, call):  # type: ignore[no-untyped-def]
-    """Open the engine the group describes, run ``call(engine, reporter)``, always close the engine."""
+def run_with_engine(engine: EngineSpec, progress: bool, remote: RemoteSpec, call):  # type: ignore[no-untyped-def]
+    """Open the engine the group describes with the remote read settings applied (its workers inherit them), run
+    ``call(engine, reporter)``, always close the engine."""
     from gapcheck.cli.rich_progress import RichProgress
 
-    with RichProgress(enabled=progress) as reporter, engine.open() as opened:
+    with remote.applied(), RichProgress(enabled=progress) as reporter, engine.open() as opened:
         return call(opened, reporter)
 
 
 ProgressFlag = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]
 
 
-@declare(EngineSpec, ReportTargets, section="leakage")
+@declare(EngineSpec, RemoteSpec, ReportTargets, section="leakage")
 def command(
     groups: Groups,
     split: Annotated[list[str], typer.Option("--split", help="name=location (folder, file, glob, fsspec URL or "
@@ -62,7 +63,7 @@ def command(
                              label_column=label_column or file.label_column,
                              within=within_choice(within, within_split, file.within))
     labels_file = labels or file.labels
-    result = run_with_engine(groups[EngineSpec], progress,
+    result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: leakage(specs, options, labels_file=str(labels_file) if labels_file else None,
                                                   engine=e, progress=r))
     reports = groups[ReportTargets]

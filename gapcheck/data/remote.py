@@ -1,23 +1,25 @@
 """Remote reads (``http(s)://``, ``s3://``, ``gs://``, ... through fsspec) under the Triton client's rules.
 
-Every remote call — a listing, a footer or header read, a whole image, one block of a streamed
-table — runs under a TOTAL deadline (:data:`~gapcheck.triton.url.DEFAULT_TIMEOUT_S`, 30 s) and is
-retried :data:`~gapcheck.triton.url.DEFAULT_RETRIES` (3) times when the failure is transient
-(no answer, a refused or reset connection, HTTP 408/429/5xx), with exponential backoff from
-0.2 s capped at 2 s: one call ends within ``(retries + 1) × timeout_s`` plus the pauses. Two
-layers enforce the deadline: for HTTP the aiohttp session itself gets ``ClientTimeout(total=…)``
-(aiohttp's default is 300 s, the 302 s a silent server used to cost), and for every protocol the
-call runs in a watchdog thread the caller stops waiting for at the deadline.
+Every remote read — a listing, a footer or header read, a whole image, one block of a streamed
+table — has ONE total deadline (``[remote] timeout_s``, ``--remote-timeout``; 30 s by default) that
+all its attempts share: transient failures (no answer, a refused or reset connection, HTTP
+408/429/5xx) are retried up to ``retries`` (3) times with exponential backoff from 0.2 s capped at
+2 s, but only while the deadline leaves time, so one read ends within ``timeout_s`` (plus the
+moment it takes to notice). Two layers enforce it: for HTTP the aiohttp session itself gets
+``ClientTimeout(total=…)`` (aiohttp's default is 300 s, the 302 s a silent server used to cost), and
+for every protocol the attempt runs in a watchdog thread the caller stops waiting for when the
+deadline's remaining time is spent.
 
-Each retry is logged at WARNING (the CLI shows it: progress while a server stalls). Exhausted
-retries raise :class:`RemoteReadError` (an :class:`~gapcheck.errors.EndpointError`: exit 3) with
-one line naming the location (credentials redacted) and what happened. A host that failed every
-attempt fails the next reads in the same process at once (for :data:`BREAKER_S`), so a dead server
-costs one deadline per worker, not one per item.
+Each retry is logged at WARNING (the CLI shows it: progress while a server stalls). A read that
+failed raises :class:`RemoteReadError` (an :class:`~gapcheck.errors.EndpointError`: exit 3) with
+one line naming the location (credentials redacted) and what happened. A host that failed a read
+fails the next reads in the same process at once (for :data:`BREAKER_S`), so a dead server costs
+one deadline per worker, not one per item.
 
-``GAPCHECK_REMOTE_TIMEOUT_S`` and ``GAPCHECK_REMOTE_RETRIES`` override the defaults; they are read
-the same way on the driver and in every worker (the environment travels to process pools and a
-local Ray). ``memory://`` and local paths are not remote.
+The settings come from the :class:`~gapcheck.groups.remote.RemoteSpec` group (file < environment <
+flags); the CLI hands them to every worker through ``GAPCHECK_REMOTE_TIMEOUT_S`` /
+``GAPCHECK_REMOTE_RETRIES`` (the environment travels to process pools and a local Ray), which
+library callers may set too. ``memory://`` and local paths are not remote.
 """
 from __future__ import annotations
 
@@ -31,16 +33,20 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gapcheck.errors import EndpointError, UsageError, one_line
-from gapcheck.triton.url import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, clean_text, redact, secrets_in
+from gapcheck.groups.remote import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRIES,
+    MAX_TIMEOUT_S,
+    RETRIES_ENV,
+    TIMEOUT_ENV,
+)
+from gapcheck.triton.url import clean_text, redact, secrets_in
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 LOCAL_PROTOCOLS = frozenset({"file", "local", "memory"})
-TIMEOUT_ENV = "GAPCHECK_REMOTE_TIMEOUT_S"
-RETRIES_ENV = "GAPCHECK_REMOTE_RETRIES"
-MAX_RETRIES = 10
-MAX_TIMEOUT_S = 3600.0
 BREAKER_S = 300.0  # after a host failed every attempt, its next reads in this process fail at once for this long
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -68,6 +74,8 @@ class RemotePolicy:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "RemotePolicy":
+        """The settings a worker reads: the environment the CLI sets from the resolved ``RemoteSpec`` group
+        (:meth:`gapcheck.groups.remote.RemoteSpec.applied`), else the defaults."""
         env = os.environ if environ is None else environ
         timeout, retries = env.get(TIMEOUT_ENV), env.get(RETRIES_ENV)
         try:
@@ -198,25 +206,28 @@ def remote_call(what: str, location: str, fn: Callable[[], T], policy: RemotePol
         raise RemoteReadError(f"remote read of {shown(location)} ({what}) not tried: an earlier read from "
                               f"{shown(host)} failed every attempt ({broke[1]})")
     attempts = policy.retries + 1
-    last = ""
+    deadline = time.monotonic() + policy.timeout_s  # ONE deadline for the read: every attempt and pause inside it
+    last, tried = "", 0
     for attempt in range(1, attempts + 1):
+        tried = attempt
         try:
-            return _within(fn, policy.timeout_s)
+            return _within(fn, max(deadline - time.monotonic(), 0.001))
         except Exception as exc:  # noqa: BLE001 - classified below; permanent ones go back unchanged
             if not is_transient(exc):
                 raise
             cause = exc.__cause__ if isinstance(exc, FileNotFoundError) and exc.__cause__ else exc
             last = shown(one_line(cause), location=location)
-        if attempt < attempts:
-            pause = min(policy.backoff_s * 2 ** (attempt - 1), 2.0)
-            logger.warning("remote read of %s (%s): attempt %d/%d failed (%s); retrying in %.1f s",
-                           shown(location), what, attempt, attempts, last, pause)
-            time.sleep(pause)
+        pause = min(policy.backoff_s * 2 ** (attempt - 1), 2.0)
+        if attempt == attempts or time.monotonic() + pause >= deadline:
+            break  # no time left for another attempt
+        logger.warning("remote read of %s (%s): attempt %d/%d failed (%s); retrying in %.1f s",
+                       shown(location), what, attempt, attempts, last, pause)
+        time.sleep(pause)
     with _broken_lock:
         _broken[host] = (time.monotonic(), last)
-    tries = f" after {attempts} attempts" if attempts > 1 else ""
-    raise RemoteReadError(f"remote read of {shown(location)} ({what}) failed{tries} of at most "
-                          f"{policy.timeout_s:g} s each: {last}")
+    tries = f" after {tried} attempt(s)" if tried > 1 else ""
+    raise RemoteReadError(f"remote read of {shown(location)} ({what}) failed{tries} within its total deadline of "
+                          f"{policy.timeout_s:g} s: {last}")
 
 
 def forget_failures() -> None:

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import http.server
 import logging
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -113,9 +114,9 @@ def test_silent_server_ends_in_one_remote_read_error(caplog):
     error = caught.value
     assert isinstance(error, EndpointError) and error.exit_code is ExitCode.BACKEND
     text = str(error)
-    assert "\n" not in text and "/ref.csv" in text and "after 2 attempts" in text and "0.5 s" in text
-    # progress: the retry was announced while the server stalled
-    assert any("attempt 1/2 failed" in r.getMessage() for r in caplog.records)
+    assert "\n" not in text and "/ref.csv" in text and "within its total deadline of 0.5 s" in text
+    # one deadline per read: the silent first attempt spent it, so no second attempt of 0.5 s more was made
+    assert "attempts" not in text and not any("attempt 1/2 failed" in r.getMessage() for r in caplog.records)
 
 
 def test_silent_server_through_the_cli_is_exit_3_with_one_line(capsys):
@@ -234,3 +235,53 @@ def test_tokens_in_a_remote_path_or_query_are_never_shown():
     message = f"ClientError: GET {url} failed"
     assert "S3CRETTOK" not in shown(message, location=url)
     assert shown("data/x.csv") == "data/x.csv"
+
+
+def _deadline_in(err: str) -> str:
+    line = next(line for line in err.splitlines() if "remote read of" in line)
+    return line.split("within its total deadline of ")[1].split(" s")[0]
+
+
+@pytest.mark.parametrize("command", ["leakage", "drift"])
+def test_remote_deadline_from_file_environment_and_flags(command, tmp_path, monkeypatch, capsys):
+    """[remote] in the file < GAPCHECK_REMOTE__TIMEOUT_S < --remote-timeout (the older variable is the fallback)."""
+    from gapcheck.cli.app import main
+
+    config = tmp_path / "gapcheck.toml"
+    config.write_text("[remote]\ntimeout_s = 0.4\nretries = 0\n")
+
+    def run(url: str, *extra: str) -> str:
+        remote.forget_failures()
+        args = (["leakage", "--split", f"a={url}/a.csv", "--split", f"b={url}/b.csv"] if command == "leakage" else
+                ["drift", "--reference", f"{url}/a.csv", "--current", f"{url}/b.csv"])
+        assert main([*args, "--engine", "serial", "--config", str(config), *extra]) == 3
+        return _deadline_in(capsys.readouterr().err)
+
+    with silent_server() as (url, _):
+        assert run(url) == "0.4"  # the file beats the older variable (0.5)
+        monkeypatch.setenv("GAPCHECK_REMOTE__TIMEOUT_S", "0.3")
+        assert run(url) == "0.3"  # the environment beats the file
+        assert run(url, "--remote-timeout", "0.2", "--remote-retries", "2") == "0.2"  # the flag beats both
+    assert os.environ[remote.TIMEOUT_ENV] == "0.5"  # the run's settings were handed to workers, then restored
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e309", "7200"])
+def test_remote_settings_are_finite_and_in_range(value, tmp_path, capsys):
+    from gapcheck.cli.app import main
+
+    split = ["--split", "a=http://127.0.0.1:9/a.csv", "--split", "b=http://127.0.0.1:9/b.csv"]
+    assert main(["leakage", *split, "--remote-timeout", value]) == 2
+    assert "--remote-timeout" in capsys.readouterr().err
+    config = tmp_path / "gapcheck.toml"
+    config.write_text(f"[remote]\ntimeout_s = {value}\n")  # TOML spells nan and inf bare
+    assert main(["drift", "--reference", "http://127.0.0.1:9/a.csv", "--current", "http://127.0.0.1:9/b.csv",
+                 "--config", str(config)]) == 2
+    assert "timeout_s" in capsys.readouterr().err
+    assert main(["leakage", *split, "--remote-retries", "11"]) == 2
+
+
+def test_remote_defaults_match_the_triton_client():
+    from gapcheck.groups import remote as group
+    from gapcheck.triton import url
+
+    assert (group.DEFAULT_TIMEOUT_S, group.DEFAULT_RETRIES) == (url.DEFAULT_TIMEOUT_S, url.DEFAULT_RETRIES)
