@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from gapcheck.cli.groups import Groups, declare
-from gapcheck.cli.leakage import ProgressFlag, run_with_engine, split_list
+from gapcheck.cli.leakage import ProgressFlag, reports_beside_globs, run_with_engine, split_list
 from gapcheck.groups import EngineSpec, RemoteSpec, ReportTargets, check_number
 
 
@@ -41,9 +41,9 @@ def command(
                            min_effect=first_given(min_effect, file.min_effect, DriftOptions.min_effect),
                            columns=split_list(columns) or (tuple(file.columns) if file.columns else None), seed=seed,
                            fail_underpowered=first_given(fail_underpowered, file.fail_underpowered, False))
+    reports = reports_beside_globs(groups[ReportTargets], [("--reference", reference), ("--current", current)])
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: drift(reference, current, options, engine=e, progress=r))
-    reports = groups[ReportTargets]
     if not reports.json_on_stdout:
         typer.echo(render(result), nl=False)
     raise typer.Exit(reports.emit_files(result))

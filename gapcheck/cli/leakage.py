@@ -25,6 +25,28 @@ def run_with_engine(engine: EngineSpec, progress: bool, remote: RemoteSpec, call
         return call(opened, reporter)
 
 
+def reports_beside_globs(reports: ReportTargets, locations: list[tuple[str, str]]) -> ReportTargets:
+    """The report group re-checked with every file the splits' local globs match as an input (the one resolve path
+    hands it literal paths only): no report replaces a file a glob reads, and none is written where the glob would
+    read it on the next run. ``locations``: (flag, location) pairs."""
+    import dataclasses
+    import fnmatch
+    import os
+
+    from gapcheck.data.sources import glob_matches
+
+    matched = tuple((flag, Path(match)) for flag, location in locations for match in glob_matches(location) or ())
+    if matched:
+        reports = dataclasses.replace(reports, inputs=(*reports.inputs, *matched))  # re-validated: exit 2 now
+    for fmt, path in reports.paths().items():
+        for flag, location in locations:
+            pattern = os.path.abspath(location)
+            if glob_matches(location) is not None and fnmatch.fnmatch(os.path.abspath(path), pattern):
+                raise UsageError(f"--{fmt} report path {path} matches {flag} {location}: the next run would read the "
+                                 "report as data; give a path outside the glob")
+    return reports
+
+
 ProgressFlag = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]
 
 
@@ -63,10 +85,10 @@ def command(
                              label_column=label_column or file.label_column,
                              within=within_choice(within, within_split, file.within))
     labels_file = labels or file.labels
+    reports = reports_beside_globs(groups[ReportTargets], [(f"--split {s.name}", s.location) for s in specs])
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: leakage(specs, options, labels_file=str(labels_file) if labels_file else None,
                                                   engine=e, progress=r))
-    reports = groups[ReportTargets]
     if not reports.json_on_stdout:
         typer.echo(render(result), nl=False)
     raise typer.Exit(reports.emit_files(result))

@@ -172,6 +172,16 @@ def _glob(fs: Any, path: str, location: str) -> tuple[list[str], list[BadItem]]:
     return remote_call("listing", location, listing)
 
 
+def glob_matches(location: str) -> list[str] | None:
+    """The local files a glob location matches now (None: not a local glob), for checks made before any work."""
+    import glob
+
+    path = location[len("file://"):] if location.startswith("file://") else location
+    if "://" in path or not any(ch in path for ch in "*?["):
+        return None
+    return sorted(glob.glob(path, recursive=True))
+
+
 def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
     """List ``spec`` and cut it into shard payloads of about ``shard_size`` items."""
     if _CALLABLE.match(spec.location) and "://" not in spec.location:

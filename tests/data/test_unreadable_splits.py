@@ -121,3 +121,27 @@ def test_some_bad_rows_are_counted_not_dropped(command, folder, capsys):
     assert any("not UTF-8 text" in r for r in reasons) and any("malformed row" in r for r in reasons)
     assert "bad_input" in [f["code"] for f in report["findings"]]
     assert "empty_split" not in [f["code"] for f in report["findings"]]
+
+
+@pytest.mark.parametrize("command", ["drift", "leakage"])
+def test_a_report_never_replaces_or_lands_in_a_file_a_glob_split_reads(command, folder, capsys):
+    data = folder / "data"
+    data.mkdir()
+    for name in ("a.csv", "b.csv"):
+        (data / name).write_bytes((folder / "ok.csv").read_bytes())
+    before = (data / "b.csv").read_bytes()
+    glob = str(data / "*.csv")
+
+    def args(report: Path) -> list[str]:
+        if command == "drift":
+            return ["drift", "--reference", str(folder / "ok.csv"), "--current", glob, "--engine", "serial",
+                    "--junit", str(report)]
+        return ["leakage", "--split", f"train={folder / 'ok.csv'}", "--split", f"val={glob}", "--engine", "serial",
+                "--junit", str(report)]
+
+    assert main(args(data / "b.csv")) == 2  # an existing file the glob matches
+    assert "is also" in capsys.readouterr().err and (data / "b.csv").read_bytes() == before
+    assert main(args(data / "new.csv")) == 2  # not there yet: the next run would read it as data
+    assert "matches" in capsys.readouterr().err and not (data / "new.csv").exists()
+    assert main(args(folder / "report.xml")) in (0, 1)  # outside the glob: written
+    assert (folder / "report.xml").exists()
