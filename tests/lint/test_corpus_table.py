@@ -34,6 +34,7 @@ def test_plants_cover_the_issue_shapes() -> None:
     assert len({p.name for p in PLANTS}) == len(PLANTS)
     names = " ".join(p.name for p in PLANTS)
     for shape in ("accumulation", "backward-helper", "native-scaler", "iterations", "while-true", "early-return",
-                  "later-train", "column-scaler", "fit-then-transform", "counter-all-splits", "flag-scaler"):
+                  "later-train", "column-scaler", "fit-then-transform", "counter-all-splits", "flag-scaler",
+                  "early-return-skips-train", "helper-scaler", "vocab-helper"):
         assert shape in names, shape
     assert all(p.repo in REPOS for p in PLANTS)

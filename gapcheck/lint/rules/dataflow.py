@@ -218,7 +218,9 @@ def helper_fits(module: ModuleIndex, function: ast.FunctionDef | ast.AsyncFuncti
         code = codes.FIT_BEFORE_SPLIT if data is not None else codes.VOCAB_FROM_ALL_SPLITS
         param = next((n for n in sorted(names & params) if not _rebound_before(module, function, n, call.lineno)), None)
         holding = set(names) | ({out} if (out := assigned_name(module, call)) else set()) | assigned_columns(module, call)
-        returned = _returned(module, function, holding, call.lineno)
+        returned = _returned_itself(module, call) if data is not None else None
+        if returned is None:
+            returned = _returned(module, function, holding, call.lineno)
         if param is not None or returned is not None:
             found.append(HelperFit(code, call, param, returned, vocab is not None and vocab[1]))
     module.cache[key] = found
@@ -244,6 +246,21 @@ def _returned(module: ModuleIndex, function: ast.AST, holding: set[str], line: i
             held = tuple(i for i, part in enumerate(parts) if _reads(part, holding))
             if held:
                 return held if isinstance(node.value, ast.Tuple) else ()
+    return None
+
+
+def _returned_itself(module: ModuleIndex, call: ast.Call) -> tuple[int, ...] | None:
+    """``return scaler.fit_transform(X)``: the fitted data is the return value (or part of the returned tuple)."""
+    chain: list[ast.AST] = [call]
+    for parent in module.ancestors(call):
+        if isinstance(parent, ast.Return):
+            if isinstance(parent.value, ast.Tuple) and len(chain) >= 2:
+                element = chain[-2]  # the returned tuple's element that holds the call
+                return tuple(i for i, e in enumerate(parent.value.elts) if e is element)
+            return ()
+        if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
+            return None
+        chain.append(parent)
     return None
 
 

@@ -73,6 +73,14 @@ PLANTS: tuple[Plant, ...] = (
           "    while True:\n        data, target = next(iter(train_loader))\n"
           "        optimizer.zero_grad()\n        F.nll_loss(model(data), target).backward()\n        optimizer.step()\n"
           "        test(model, device, test_loader)\n", "GC403"),
+    Plant("mnist-eval-early-return-skips-train", EX, "mnist/main.py",
+          "    for epoch in range(1, args.epochs + 1):\n        train(args, model, device, train_loader, optimizer, epoch)\n"
+          "        test(model, device, test_loader)\n",
+          "    def evaluate_then_resume(it):\n        test(model, device, test_loader)\n"
+          "        if it % 1000:\n            return\n        model.train()\n"
+          "    for it in range(args.epochs * 1000):\n        data, target = next(iter(train_loader))\n"
+          "        optimizer.zero_grad()\n        F.nll_loss(model(data), target).backward()\n        optimizer.step()\n"
+          "        if it % 100 == 0:\n            evaluate_then_resume(it)\n", "GC403"),
     # --- GC401/GC402: evaluation without eval() / no_grad ---------------------------------------------------
     Plant("mnist-test-no-eval", EX, "mnist/main.py", "    model.eval()\n", "", "GC401"),
     Plant("mnist-test-early-return-eval", EX, "mnist/main.py", "    model.eval()\n",
@@ -107,6 +115,21 @@ PLANTS: tuple[Plant, ...] = (
               "    scaler.fit(features[numeric_features])\n"
               "    features[numeric_features] = scaler.transform(features[numeric_features])\n",
           code="GC101"),
+    Plant("house-price-helper-scaler", D2L, HOUSE, cell=14,
+          old=STANDARDIZE,
+          new="    def standardized(frame, columns):\n"
+              "        from sklearn.preprocessing import StandardScaler\n"
+              "        frame[columns] = StandardScaler().fit_transform(frame[columns])\n"
+              "        return frame\n"
+              "    features = standardized(features, numeric_features)\n",
+          code="GC101"),
+    Plant("nbow-vocab-helper-all-splits", NLP, NBOW, cell=35,
+          old='vocab = torchtext.vocab.build_vocab_from_iterator(\n    train_data["tokens"],\n',
+          new="def make_vocab(token_lists):\n"
+              "    return torchtext.vocab.build_vocab_from_iterator(token_lists, min_freq=min_freq, "
+              "specials=special_tokens)\n\n"
+              'vocab = make_vocab(train_data["tokens"] + valid_data["tokens"] + test_data["tokens"])\n'
+              'unused = dict(\n', code="GC103"),
     Plant("nbow-vocab-all-splits", NLP, NBOW, cell=35, old='    train_data["tokens"],\n',
           new='    train_data["tokens"] + valid_data["tokens"] + test_data["tokens"],\n', code="GC103"),
     Plant("nbow-counter-all-splits", NLP, NBOW, cell=35, old="min_freq = 5\n",
