@@ -36,14 +36,16 @@ def is_text_audit(samples: str | Path, stages: Sequence[str] = ()) -> bool:
 
 
 def wants_text_audit(samples: str | Path | None, stages: Sequence[str] = (), config: Any = None) -> bool:
-    """:func:`is_text_audit` on the flags, else on ``[text]``: a configuration whose ``[text]`` names stages or
-    samples runs the text audit when the command line names neither."""
-    if samples is not None or stages:
-        return samples is not None and is_text_audit(samples, stages)
-    from gapcheck.text.config import resolve
+    """:func:`is_text_audit` on the flags; when they name no samples, ``[text] samples`` in ``config`` asks for the
+    text audit, and otherwise what ``[preprocess]`` names is judged as the flags would be."""
+    if samples is not None:
+        return is_text_audit(samples, stages)
+    from gapcheck.text.config import resolve, text_section
 
-    run = resolve(config)
-    return run.samples is not None and bool(run.stages)
+    if text_section(config).samples is not None:
+        return True
+    run = resolve(config, stages=tuple(stages))
+    return run.samples is not None and is_text_audit(run.samples, run.stages)
 
 
 def run_text_audit(samples: str | Path | None, stages: Sequence[str], *, config: Any = None,

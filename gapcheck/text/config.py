@@ -92,11 +92,12 @@ def resolve(config: Any, *, samples: str | None = None, stages: tuple[str, ...] 
     """Flags (None: not given) over ``[text]`` over ``[preprocess]``'s shared statistics over the library's defaults.
 
     ``config``: a :class:`gapcheck.config.GapcheckConfig` (None: no file). Stages and samples come from the flags
-    when given, else from ``[text]``; relative paths in the file are relative to the file."""
+    when given, else from ``[text]``, else from ``[preprocess]`` (as the image path reads them); relative paths in
+    the file are relative to the file."""
     unknown = set(flags) - set(OPTIONS)
     if unknown:
         raise TypeError(f"unknown text audit option(s): {', '.join(sorted(unknown))}")
-    section = _section(config)
+    section = text_section(config)
     shared = getattr(config, "preprocess", None)
     options: dict[str, Any] = {}
     for option, (key, preprocess_key) in OPTIONS.items():
@@ -106,14 +107,18 @@ def resolve(config: Any, *, samples: str | None = None, stages: tuple[str, ...] 
                 options[option] = value
                 break
     base = _base(config)
-    if samples is None and section.samples is not None:
-        samples = _relative(section.samples, base)
+    if samples is None:
+        samples = _relative(section.samples, base) if section.samples is not None else getattr(shared, "samples", None)
     if not stages:
         stages = tuple(f"{name}={_target(target, base)}" for name, target in section.stages.items())
+    if not stages:  # [preprocess.stages.NAME] callable = "hf:..." (or module:fn); hf: paths relative to the file too
+        stages = tuple(f"{s.name}={_target(s.target, base)}" for s in getattr(shared, "stages", ())
+                       if getattr(s, "target", ""))
     return TextRun(samples=samples, stages=tuple(stages), options=options)
 
 
-def _section(config: Any) -> TextSection:
+def text_section(config: Any) -> TextSection:
+    """``[text]`` of ``config`` as validated (its defaults when absent or when ``config`` is None)."""
     found = config.section("text") if config is not None else None
     return found if isinstance(found, TextSection) else TextSection()
 

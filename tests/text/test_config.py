@@ -94,3 +94,17 @@ def test_bad_values_exit_2_with_one_message(tmp_path: Path, minilm_copy: Path, c
     problem_lines = [x for x in err.splitlines() if "text" in x and str(path) in x]
     assert len(problem_lines) == 1, err
     assert "\x1b" not in err and "\x07" not in err  # the bad value never reaches the terminal raw
+
+
+def test_preprocess_section_alone_keeps_images_with_the_image_path(tmp_path: Path, minilm_copy: Path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    image_only = _project(tmp_path, minilm_copy, '[preprocess]\nsamples = "images"\n'
+                          '[preprocess.stages.train]\ncallable = "mypkg.data:train_transform"\n')
+    assert not wants_text_audit(None, (), load_config(image_only))
+    text_in_preprocess = _project(tmp_path, minilm_copy, '[preprocess]\nsamples = "texts.jsonl:text"\nrepeats = 0\n'
+                                  '[preprocess.stages.a]\ncallable = "hf:tok"\n[preprocess.stages.b]\ncallable = "hf:tok"\n')
+    config = load_config(text_in_preprocess)
+    assert wants_text_audit(None, (), config)
+    result = run_text_audit(None, (), config=config)  # samples and stages as [preprocess] names them
+    assert result.audited == len(ORDINARY) and result.verdict == "pass"
