@@ -87,31 +87,58 @@ class ArraySummary:
 
 
 def _planes(arr: np.ndarray, channel_axis: int | None) -> np.ndarray:
-    """(channels, values) view of ``arr``; one row when ``channel_axis`` is None."""
+    """(channels, values) of ``arr``, a view where numpy can make one (HWC gives a strided view, not a copy: the
+    blocks of :func:`_one_pass` gather it into cache); one row when ``channel_axis`` is None."""
     if channel_axis is None or arr.ndim == 0:
         return arr.reshape(1, -1)
-    # Contiguous per channel: reductions over a strided view (an HWC tensor permuted to CHW) are ~10x slower.
-    moved = np.ascontiguousarray(np.moveaxis(arr, channel_axis, 0))
+    moved = np.moveaxis(arr, channel_axis, 0)
     channels = moved.shape[0]
     return moved.reshape(channels, moved.size // channels if channels else 0)
 
 
-def _all_finite(arr: np.ndarray) -> bool:
-    return not np.issubdtype(arr.dtype, np.inexact) or bool(np.isfinite(arr).all())
+# Values per block of the one-pass statistics: a block converted to float64 (256 KiB) stays in cache while its
+# min, max, sum and sum of squares are taken, so the array itself is read from memory once.
+_BLOCK_VALUES = 1 << 15
 
 
-def channel_stats(array: Any, channel_axis: int | None) -> tuple[ChannelStats, ...]:
-    """Per-channel mean/std/min/max over finite values; one entry when ``channel_axis`` is None."""
-    arr = to_numpy(array)
-    planes = _planes(arr, channel_axis)
-    if arr.size and planes.shape[1] and _all_finite(arr) and arr.dtype != np.bool_:
-        # Fast path (the common case): reductions along the value axis, accumulated in float64, no copies
-        # of the data for masking.
-        means = planes.mean(axis=1, dtype=np.float64)
-        stds = planes.std(axis=1, dtype=np.float64)
-        mins, maxs = planes.min(axis=1), planes.max(axis=1)
-        rows = zip(means, stds, mins, maxs, strict=True)
-        return tuple(ChannelStats(float(m), float(d), float(lo), float(hi)) for m, d, lo, hi in rows)
+def _one_pass(planes: np.ndarray) -> tuple[ChannelStats, ...] | None:
+    """Per-channel mean/std/min/max in one read of ``planes``; None when a value is NaN or infinite.
+
+    Each block is converted to float64 once (exact for every real dtype numpy has up to 64 bits, as
+    ``mean(dtype=float64)`` does) and shifted by the channel's first value before it is summed and squared:
+    the shifted sums keep the variance as accurate as the two-pass formula for image-like data, and a constant
+    channel has a standard deviation of exactly 0. A NaN or an infinity shows in the block's min or max, so no
+    separate ``isfinite`` pass is needed: such arrays take the masked path."""
+    channels, count = planes.shape
+    step = max(1, _BLOCK_VALUES // max(channels, 1))
+    shift = planes[:, :1].astype(np.float64)
+    total, squares = np.zeros(channels), np.zeros(channels)
+    lows, highs = np.full(channels, np.inf), np.full(channels, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: such arrays are refused below anyway
+        for start in range(0, count, step):
+            # C order whatever the view's strides (astype keeps a channel-last layout, and reductions along a
+            # strided axis are several times slower).
+            block = np.array(planes[:, start:start + step], dtype=np.float64, order="C")
+            np.minimum(lows, block.min(axis=1), out=lows)
+            np.maximum(highs, block.max(axis=1), out=highs)
+            block -= shift
+            total += block.sum(axis=1)
+            squares += np.einsum("ij,ij->i", block, block)
+    if not (np.isfinite(lows).all() and np.isfinite(highs).all()):
+        return None  # NaN propagates through min/max; an infinity is a min or a max
+    offsets = total / count
+    stds = np.sqrt(np.maximum(squares / count - offsets * offsets, 0.0))
+    means = shift[:, 0] + offsets
+    rows = zip(means, stds, lows, highs, strict=True)
+    return tuple(ChannelStats(float(m), float(d), float(lo), float(hi)) for m, d, lo, hi in rows)
+
+
+def _fast_path(arr: np.ndarray) -> bool:
+    return bool(arr.size) and arr.dtype != np.bool_ and arr.dtype.kind in "iuf"
+
+
+def _masked_stats(planes: np.ndarray) -> tuple[ChannelStats, ...]:
+    """Per-channel statistics over the finite values only (the rare arrays holding NaN or infinities)."""
     stats = []
     for plane in planes.astype(np.float64, copy=False):
         finite = plane[np.isfinite(plane)]
@@ -124,10 +151,25 @@ def channel_stats(array: Any, channel_axis: int | None) -> tuple[ChannelStats, .
     return tuple(stats)
 
 
+def _channel_stats(arr: np.ndarray, channel_axis: int | None) -> tuple[tuple[ChannelStats, ...], bool]:
+    """The statistics and whether every value was finite (what :func:`summarize` needs, from the same pass)."""
+    planes = _planes(arr, channel_axis)
+    if _fast_path(arr) and planes.shape[1]:
+        stats = _one_pass(planes)
+        if stats is not None:
+            return stats, True
+    return _masked_stats(planes), not np.issubdtype(arr.dtype, np.inexact) or bool(np.isfinite(arr).all())
+
+
+def channel_stats(array: Any, channel_axis: int | None) -> tuple[ChannelStats, ...]:
+    """Per-channel mean/std/min/max over finite values; one entry when ``channel_axis`` is None."""
+    return _channel_stats(to_numpy(array), channel_axis)[0]
+
+
 def summarize(array: Any, channel_axis: int | None = None) -> ArraySummary:
     arr = to_numpy(array)
-    channels = channel_stats(arr, channel_axis)
-    if arr.size and _all_finite(arr) and arr.dtype != np.bool_:
+    channels, all_finite = _channel_stats(arr, channel_axis)
+    if all_finite and _fast_path(arr):
         low, high, nonfinite = min(c.min for c in channels), max(c.max for c in channels), 0
     else:
         as_float = arr.astype(np.float64, copy=False)
