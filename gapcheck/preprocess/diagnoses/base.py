@@ -29,6 +29,7 @@ from gapcheck.preprocess.rows import pair_label
 
 if TYPE_CHECKING:
     from gapcheck.codes import Code
+    from gapcheck.preprocess.diagnoses.value_map import ValueDifference
     from gapcheck.preprocess.replay import StageProfile
     from gapcheck.preprocess.stages import StageSpec
 
@@ -64,6 +65,54 @@ class Diagnosis(Protocol):
     def applies(self, pair: "Pair") -> bool: ...
 
     def diagnose(self, pair: "Pair") -> Finding | None: ...
+
+
+class FirstSampleDiagnosis:
+    """A structural check read from the first evidence sample's shapes and dtypes (so it holds on NaN outputs too):
+    subclasses set ``code`` and implement :meth:`on_first`."""
+
+    code: "Code"
+    reads_values = False
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.first is not None
+
+    def diagnose(self, pair: "Pair") -> Finding | None:
+        assert pair.first is not None
+        return self.on_first(pair, pair.first)
+
+    def on_first(self, pair: "Pair", ev: Evidence) -> Finding | None:
+        raise NotImplementedError
+
+
+class ReplayedDiagnosis:
+    """A value check that compares what replay found for each stage on the same raw sample."""
+
+    code: "Code"
+    reads_values = True
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.values_differ and pair.replay is not None
+
+
+class ValueMapDiagnosis:
+    """A value check on the stages' value maps: replayed when replay worked, else the direct candidate→reference
+    fit."""
+
+    code: "Code"
+    reads_values = True
+
+    def applies(self, pair: "Pair") -> bool:
+        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
+
+
+def first_found(evidence: list[Evidence], look: Callable[[Evidence], Finding | None]) -> Finding | None:
+    """The first finding ``look`` makes on the evidence samples, in their order (worst first)."""
+    for ev in evidence:
+        found = look(ev)
+        if found is not None:
+            return found
+    return None
 
 
 def rel_max_abs(a: np.ndarray, b: np.ndarray, value_range: float) -> float:
@@ -158,6 +207,17 @@ class Pair:
     # --- replay ------------------------------------------------------------------------------------
     def profiles(self, evidence: Evidence) -> tuple["StageProfile | None", "StageProfile | None"]:
         return self._profile_of(self.ref, evidence, evidence.ref), self._profile_of(self.cand, evidence, evidence.cand)
+
+    @cached_property
+    def replayed_values(self) -> "ValueDifference | None":
+        """How the two replayed value maps differ (:func:`compare_affine`), on the replayed sample; None without
+        replay. Shared by the normalization and scale diagnoses, computed once."""
+        if self.replay is None:
+            return None
+        from gapcheck.preprocess.diagnoses.value_map import compare_affine
+
+        index, pr, pc = self.replay
+        return compare_affine(pr.fit.slope, pr.fit.offset, pc.fit.slope, pc.fit.offset, self.ranges[index])
 
     @cached_property
     def replay(self) -> tuple[int, "StageProfile", "StageProfile"] | None:

@@ -5,19 +5,16 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import CROP
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import ReplayedDiagnosis
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
 
 
-class CropDiagnosis:
+class CropDiagnosis(ReplayedDiagnosis):
     """Compares the geometries replay found for each stage on the same raw sample."""
 
     code = CROP
-    reads_values = True
-
-    def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and pair.replay is not None
 
     def diagnose(self, pair: "Pair") -> Finding | None:
         assert pair.replay is not None

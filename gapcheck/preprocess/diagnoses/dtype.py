@@ -5,21 +5,16 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import DTYPE
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
 
 if TYPE_CHECKING:
-    from gapcheck.preprocess.diagnoses.base import Pair
+    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
 
 
-class DtypeDiagnosis:
+class DtypeDiagnosis(FirstSampleDiagnosis):
     code = DTYPE
-    reads_values = False
 
-    def applies(self, pair: "Pair") -> bool:
-        return pair.first is not None
-
-    def diagnose(self, pair: "Pair") -> Finding | None:
-        ev = pair.first
-        assert ev is not None
+    def on_first(self, pair: "Pair", ev: "Evidence") -> Finding | None:
         if ev.ref.dtype == ev.cand.dtype:
             return None
         return pair.finding(self.code, f"{pair.cand} outputs {ev.cand.dtype}, {pair.ref} outputs {ev.ref.dtype}",

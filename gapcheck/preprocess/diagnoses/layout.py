@@ -4,25 +4,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import LAYOUT
+from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
 from gapcheck.preprocess.layout import detect_layout
 
 if TYPE_CHECKING:
     from gapcheck.findings import Finding
-    from gapcheck.preprocess.diagnoses.base import Pair
+    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
 
 
-class LayoutDiagnosis:
+class LayoutDiagnosis(FirstSampleDiagnosis):
     """HWC vs CHW: the same values in another axis order (read from the shapes, so it also holds on NaN outputs)."""
 
     code = LAYOUT
-    reads_values = False
 
-    def applies(self, pair: "Pair") -> bool:
-        return pair.first is not None
-
-    def diagnose(self, pair: "Pair") -> "Finding | None":
-        ev = pair.first
-        assert ev is not None
+    def on_first(self, pair: "Pair", ev: "Evidence") -> "Finding | None":
         ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
         if ri.layout == ci.layout or "unknown" in (ri.layout, ci.layout):
             return None

@@ -7,8 +7,9 @@ import numpy as np
 
 from gapcheck.codes.preprocess import NORMALIZATION
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import ValueMapDiagnosis
 from gapcheck.preprocess.diagnoses.scale import direct_scale_factor
-from gapcheck.preprocess.diagnoses.value_map import ImpliedNormalization, compare_affine
+from gapcheck.preprocess.diagnoses.value_map import ImpliedNormalization
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
@@ -16,22 +17,18 @@ if TYPE_CHECKING:
 IDENTITY_EPS = 1e-3  # a direct fit this close to slope 1, offset 0 maps nothing
 
 
-class NormalizationDiagnosis:
+class NormalizationDiagnosis(ValueMapDiagnosis):
     """Names the implied mean/std of both stages (in 0–1 pixel units) from their replayed value maps."""
 
     code = NORMALIZATION
-    reads_values = True
-
-    def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
 
     def diagnose(self, pair: "Pair") -> Finding | None:
         return self._replayed(pair) if pair.replay is not None else self._direct(pair)
 
     def _replayed(self, pair: "Pair") -> Finding | None:
-        assert pair.replay is not None
+        assert pair.replay is not None and pair.replayed_values is not None
         index, pr, pc = pair.replay
-        diff = compare_affine(pr.fit.slope, pr.fit.offset, pc.fit.slope, pc.fit.offset, pair.ranges[index])
+        diff = pair.replayed_values
         if not diff.normalization_differs:
             return None
         ref, cand = (ImpliedNormalization.from_affine(p.fit.slope, p.fit.offset) for p in (pr, pc))

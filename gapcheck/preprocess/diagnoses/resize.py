@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import RESIZE
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import ReplayedDiagnosis
 from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods
 from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.replay import EXACT_PSNR_DB, replay_psnr
@@ -76,12 +77,8 @@ class _Side:
         return len(self.candidates) == 1
 
 
-class ResizeDiagnosis:
+class ResizeDiagnosis(ReplayedDiagnosis):
     code = RESIZE
-    reads_values = True
-
-    def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and pair.replay is not None
 
     def diagnose(self, pair: "Pair") -> Finding | None:
         ref, cand = _Side(), _Side()

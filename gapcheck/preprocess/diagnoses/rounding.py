@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import SIZE_ROUNDING
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import first_found
 from gapcheck.preprocess.imageops import shorter_side_size
 from gapcheck.preprocess.layout import detect_layout, spatial_shape
 
@@ -40,11 +41,7 @@ class SizeRoundingDiagnosis:
             if pr.geometry.kind == "resize_crop" and same_size and pr.geometry.rounding != pc.geometry.rounding:
                 return self._finding(pair, pair.evidence[index], pr.geometry.rounding, pc.geometry.rounding,
                                      f"then center crop {pc.geometry.out_height}x{pc.geometry.out_width}")
-        for ev in pair.evidence:
-            found = self._from_shapes(pair, ev)
-            if found is not None:
-                return found
-        return None
+        return first_found(pair.evidence, lambda ev: self._from_shapes(pair, ev))
 
     def _from_shapes(self, pair: "Pair", ev: "Evidence") -> Finding | None:
         if ev.raw_rgb is None:

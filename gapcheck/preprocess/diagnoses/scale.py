@@ -7,7 +7,8 @@ import numpy as np
 
 from gapcheck.codes.preprocess import SCALE
 from gapcheck.findings import Finding
-from gapcheck.preprocess.diagnoses.value_map import SCALE_FACTORS, compare_affine
+from gapcheck.preprocess.diagnoses.base import ValueMapDiagnosis
+from gapcheck.preprocess.diagnoses.value_map import SCALE_FACTORS
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
@@ -19,17 +20,13 @@ def direct_scale_factor(slope: tuple[float, ...]) -> float | None:
     return next((f for f in SCALE_FACTORS if np.all(np.abs(values / f - 1.0) < 0.02)), None)
 
 
-class ScaleDiagnosis:
+class ScaleDiagnosis(ValueMapDiagnosis):
     code = SCALE
-    reads_values = True
-
-    def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
 
     def diagnose(self, pair: "Pair") -> Finding | None:
-        if pair.replay is not None:
+        if pair.replay is not None and pair.replayed_values is not None:
             index, pr, pc = pair.replay
-            diff = compare_affine(pr.fit.slope, pr.fit.offset, pc.fit.slope, pc.fit.offset, pair.ranges[index])
+            diff = pair.replayed_values
             if diff.scale_factor is None:
                 return None
             factor = ("×255 larger (0–255 input where 0–1 is expected)" if diff.scale_factor < 1

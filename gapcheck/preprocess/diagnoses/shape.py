@@ -5,24 +5,19 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
+from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
 from gapcheck.preprocess.layout import detect_layout
 
 if TYPE_CHECKING:
-    from gapcheck.preprocess.diagnoses.base import Pair
+    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
 
 
-class ShapeDiagnosis:
+class ShapeDiagnosis(FirstSampleDiagnosis):
     """Leading batch dimensions and the canonical (C, H, W) size, read from the first evidence sample."""
 
     code = SHAPE
-    reads_values = False
 
-    def applies(self, pair: "Pair") -> bool:
-        return pair.first is not None
-
-    def diagnose(self, pair: "Pair") -> Finding | None:
-        ev = pair.first
-        assert ev is not None
+    def on_first(self, pair: "Pair", ev: "Evidence") -> Finding | None:
         ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
         reasons = []
         if ri.batch_dims != ci.batch_dims:

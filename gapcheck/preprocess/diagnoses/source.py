@@ -17,6 +17,7 @@ import numpy as np
 from gapcheck.codes.preprocess import ALPHA_COMPOSITE, CHANNEL_ORDER, ORIENTATION, PALETTE_INDICES
 from gapcheck.findings import Finding
 from gapcheck.preprocess import sources as src
+from gapcheck.preprocess.diagnoses.base import first_found
 from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.replay import EQUIVALENT_WITHIN_DB, MIN_PROFILE_PSNR_DB, fit_profile
 from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS
@@ -66,11 +67,7 @@ class SourceDiagnosis:
         return bool(pair.evidence) and not pair.structure_only
 
     def diagnose(self, pair: "Pair") -> Finding | None:
-        for ev in pair.evidence:
-            found = self._on(pair, ev)
-            if found is not None:
-                return found
-        return None
+        return first_found(pair.evidence, lambda ev: self._on(pair, ev))
 
     def _on(self, pair: "Pair", ev: "Evidence") -> Finding | None:
         ref, cand = to_chw(ev.ref), to_chw(ev.cand)
