@@ -5,6 +5,7 @@ front of the endpoint, which nightly's replayed ids cannot see, is checked again
 :func:`gapcheck.text.bundle_check.check_bundle_tokenizer` — a changed tokenizer is named with its cause."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -71,12 +72,10 @@ def served(bundle: Path, tmp_path_factory: pytest.TempPathFactory):
     onnx.save_model(model, str(version / "model.onnx"))
     (version / "model.py").write_text(ONNX_RUNNER_PY, encoding="utf-8")
     (repo / "minilm_bert" / "config.pbtxt").write_text(_config("minilm_bert", model), encoding="utf-8")
-    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("triton_work"))
-    server.start(timeout_s=120)
-    try:
-        yield server
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as cleanup:
+        server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("triton_work"))
+        cleanup.callback(server.stop)  # also when start-up fails half way
+        yield server.start(timeout_s=120)
 
 
 def test_the_text_bundle_holds_the_tokenized_sentences(bundle: Path):
