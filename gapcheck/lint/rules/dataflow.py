@@ -60,6 +60,7 @@ def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int)
     ``X = np.load("other.npy")`` rebinds ``X`` to other data, so a later split of ``X`` is not this one.
     """
     holding = set(names)
+    slices: dict[str, list[tuple[ast.Subscript, bool]]] = {}  # name -> its row slices (and whether it has a start)
     for node in _after(module, scope, holding, line):
         if isinstance(node, ast.Call):
             callee = module.callee(node).split(".")[-1]
@@ -72,7 +73,13 @@ def split_after(module: ModuleIndex, scope: ast.AST, names: set[str], line: int)
                 return node
         elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in holding
               and isinstance(node.ctx, ast.Load) and rows_sliced(node)):
-            return node
+            index = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
+            if not isinstance(index, ast.Slice):
+                return node  # X[train_idx], X[test_idx]
+            seen = slices.setdefault(node.value.id, [])
+            seen.append((node, index.lower is not None))
+            if len(seen) >= 2 and any(starts for _, starts in seen):
+                return seen[0][0]  # X[:n] and X[n:]: two parts; X[:50] alone is a sample, not a split
     return None
 
 
@@ -134,10 +141,44 @@ def fit_data(module: ModuleIndex, call: ast.Call) -> str | None:
     data = root(call.args[0]) if method(call) in FIT and call.args else None
     if data is None or is_train_name(data):
         return None
-    if not built_by(module, receiver(call), TRANSFORMER_SUFFIXES) or \
-            built_by(module, receiver(call), CATEGORY_ENCODERS):
+    fitted = receiver(call)
+    if not built_by(module, fitted, TRANSFORMER_SUFFIXES) or built_by(module, fitted, CATEGORY_ENCODERS):
+        return None
+    if _learns_no_statistics(module, fitted):
         return None
     return data
+
+
+#: Composites, and where each step sits in their arguments: (name, step[, columns]) tuples or the steps themselves.
+_COMPOSITES = {"ColumnTransformer": 1, "Pipeline": 1, "make_column_transformer": 0, "make_pipeline": None}
+_STATELESS = ("FunctionTransformer",)
+
+
+def _learns_no_statistics(module: ModuleIndex, fitted: ast.AST | None) -> bool:
+    """A pipeline / column transformer whose every step is a category encoder, a ``FunctionTransformer`` or
+    ``"passthrough"``/``"drop"`` (scikit-learn's gradient boosting encodes categories and validates the rest):
+    fitting it on every row learns category sets, not statistics. A step gapcheck cannot identify counts as fitting."""
+    built = [fitted] if isinstance(fitted, ast.Call) else module.bindings.get(dotted(fitted) or "", [])
+    for value in built:
+        if not isinstance(value, ast.Call):
+            continue
+        kind = module.callee(value).split(".")[-1]
+        if kind not in _COMPOSITES:
+            continue
+        position = _COMPOSITES[kind]
+        sources = value.args if kind == "make_column_transformer" else value.args[:1]
+        steps = list(value.args) if position is None else [
+            item.elts[position] for arg in sources for item in (arg.elts if isinstance(arg, ast.List) else [arg])
+            if isinstance(item, ast.Tuple) and len(item.elts) > position]
+        return bool(steps) and all(_stateless_step(module, step) for step in steps)
+    return False
+
+
+def _stateless_step(module: ModuleIndex, step: ast.AST) -> bool:
+    if isinstance(step, ast.Constant):
+        return step.value in ("passthrough", "drop")
+    names = {module.callee(step)} if isinstance(step, ast.Call) else module.constructors(dotted(step))
+    return bool(names) and all(n.split(".")[-1] in (*CATEGORY_ENCODERS, *_STATELESS) for n in names)
 
 
 
