@@ -38,6 +38,7 @@ class PrecisionRequest:
     int8_mode: str = "auto"  # auto | static | dynamic
     targets: tuple[Target, ...] = ()
     max_runs: int = 3  # FP16: verification runs at most
+    sensitivity: str = "local"  # INT8's ranking: local (own error) or alone (outputs' error, only it quantized)
     # Where a verified model goes instead of ``fix_path`` (gapcheck export: a Triton model repository); returns the
     # path written. Nothing is written, here or there, unless the fix is verified.
     deploy: Callable[[Any], Path] | None = None
@@ -52,8 +53,11 @@ class PrecisionRequest:
                              parameter="precision")
         if self.int8_mode not in ("auto", "static", "dynamic"):
             raise UsageError(f"INT8 mode must be auto, static or dynamic, not {self.int8_mode!r}", parameter="int8_mode")
-        if self.precision == "fp16" and (self.calibration is not None or self.targets):
-            raise UsageError("calibration and targets are for INT8; FP16 is judged by the tolerance (--rtol/--atol)")
+        if self.sensitivity not in ("local", "alone"):
+            raise UsageError(f"sensitivity must be local or alone, not {self.sensitivity!r}", parameter="sensitivity")
+        if self.precision == "fp16" and (self.calibration is not None or self.targets or self.sensitivity != "local"):
+            raise UsageError("calibration, targets and --sensitivity are for INT8; FP16 is judged by the tolerance "
+                             "(--rtol/--atol) and ranked by local error")
         if self.calibration is not None and not Path(self.calibration).exists():
             raise UsageError(f"calibration path {self.calibration} does not exist", parameter="calibration")
         check_output_file(self.fix_path, "fixed model")

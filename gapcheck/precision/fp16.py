@@ -46,6 +46,7 @@ class ModuleRow:
     out_of_range: float = 0.0  # share of the reference's values beyond 65504 at its output
     passed: bool = True
     sensitivity: float = 0.0
+    alone: float | None = None  # INT8: the outputs' relative L2 error with only this module quantized
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@
 Sensitivity is the *local* measure, from one run of the FP32 and the fully quantized model with every value marked:
 a module's own ops (innermost scope) are re-run in FP32 on the values the quantized model fed them, and the relative
 L2 error (``||q - f|| / ||f||``, worst over the samples) of the quantized output against that is what quantizing the
-module adds, whatever it inherits; every module's FP32 re-run is one copy of its ops in one replay model, so the
-pass is two ONNX Runtime sessions whatever the number of modules. (The other measure, the output error with only that module quantized, costs one
-quantization per module.) The fix excludes the most sensitive modules' own nodes
-(``nodes_to_exclude``): 1, 2, 4, ... until the target holds, then the smallest count between (a binary search,
-assuming more exclusions never hurt), each candidate quantized and verified on the verification samples. The
-calibration ranges are computed once and reused (ONNX Runtime's calibration cache).
+module adds, whatever it inherits; every module's FP32 re-run is one copy of its ops in one replay model
+(:class:`Replay`), so the pass is two ONNX Runtime sessions whatever the number of modules. (The issue's other
+measure, the output error with only that module quantized, costs one quantization per module.) The fix excludes
+the most sensitive modules' own nodes (``nodes_to_exclude``): 1, 2, 4, ... until the target holds, then the
+smallest count between (a binary search, assuming more exclusions never hurt), each candidate quantized and verified
+on the verification samples. The calibration ranges are computed once and reused (ONNX Runtime's calibration cache).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from gapcheck.precision.targets import Scores, Target
 log = logging.getLogger(__name__)
 METHODS = ("minmax", "entropy", "percentile")
 MODES = ("static", "dynamic")
+SENSITIVITY = ("local", "alone")  # the measure the ranking (and the fix's order) sorts by
 
 
 @dataclass(frozen=True)
@@ -300,16 +301,20 @@ def _own_error(graph: Graph, handed: list[str], received: list[str], seen: dict[
     return _relative(seen[output], result[output])
 
 
-def sensitivity(module, graph: Graph, errors: dict[str, float], local: dict[str, float]) -> list[ModuleRow]:
-    """Each module's own ops (innermost scope), ranked by the error quantizing them adds (see value_errors)."""
+def sensitivity(module, graph: Graph, errors: dict[str, float], local: dict[str, float],
+                alone: dict[str, float] | None = None) -> list[ModuleRow]:
+    """Each module's own ops (innermost scope), ranked by the error quantizing them adds (see value_errors), or,
+    given ``alone`` (:func:`gapcheck.precision.alone.output_errors`), by the outputs' error with only them quantized."""
     classes = {p: type(m).__name__ for p, m in module.named_modules() if p}
     units = _units(graph, set(errors))
     owners = graph.owners()
     rows = []
     for owner, (handed, _) in units.items():
         own = local.get(owner, 0.0)
+        by_output = None if alone is None else alone.get(owner)
         rows.append(ModuleRow(module=owner, class_name=classes.get(owner, "(ops)"), nodes=tuple(owners[owner]),
-                              ratio=max(errors[v] for v in handed), local=own, sensitivity=own))
+                              ratio=max(errors[v] for v in handed), local=own, alone=by_output,
+                              sensitivity=own if alone is None else by_output or 0.0))
     rows.sort(key=lambda r: (-r.sensitivity, -(r.ratio or 0.0), r.module))
     return rows
 

@@ -15,6 +15,8 @@ MEASURES = {
     "fp16": "local error ratio: the module's FP16 ops fed the reference inputs, error / tolerance (inf: overflow)",
     "int8": "local: relative L2 error of the module's quantized output against its FP32 ops fed the same quantized "
             "inputs (fully quantized model, one run)",
+    "int8-alone": "alone: relative L2 error of the model's outputs when only this module's part of the INT8 model (its "
+                  "Q/DQ, weights and ops as quantized) runs and everything else is FP32 (one spliced run)",
 }
 
 
@@ -42,17 +44,21 @@ class PrecisionResult(ResultBase):
     def sections(self) -> dict[str, Any]:
         return {
             "precision": self.precision,
-            "measure": MEASURES[self.precision],
+            "measure": self._measure,
             "modules": [self._row(r) for r in self.rows],
             "fix": self.fix,
             **self.details,
         }
 
+    @property
+    def _measure(self) -> str:
+        return MEASURES["int8-alone" if self.details.get("sensitivity_measure") == "alone" else self.precision]
+
     @staticmethod
     def _row(r: ModuleRow) -> dict[str, Any]:
         return {"module": r.module, "class": r.class_name, "nodes": list(r.nodes), "error": _number(r.ratio),
-                "local": _number(r.local), "sensitivity": _number(r.sensitivity), "overflow": r.overflow,
-                "underflow": r.underflow, "out_of_range": r.out_of_range, "passed": r.passed}
+                "local": _number(r.local), "alone": _number(r.alone), "sensitivity": _number(r.sensitivity),
+                "overflow": r.overflow, "underflow": r.underflow, "out_of_range": r.out_of_range, "passed": r.passed}
 
     def views(self) -> Sequence[Table | Chart]:
         shown = list(self.rows[:40])
@@ -62,12 +68,12 @@ class PrecisionResult(ResultBase):
             rows=tuple((r.module, r.class_name, _fmt(r.sensitivity), _fmt(r.ratio), r.overflow, r.underflow,
                         f"{r.out_of_range:.1%}", len(r.nodes)) for r in shown),
             highlight=tuple(i for i, r in enumerate(shown) if not r.passed or r.sensitivity == math.inf),
-            note=MEASURES[self.precision])
+            note=self._measure)
         top = [r for r in shown if r.sensitivity > 0][:25]
         cap = max([r.sensitivity for r in top if math.isfinite(r.sensitivity)] or [1.0]) * 2
         chart = Chart(title="Sensitivity ranking", kind="bar", x=tuple(r.module for r in top),
                       series=(Series("sensitivity", tuple(min(r.sensitivity, cap) for r in top), style="bar"),),
-                      y_label="sensitivity", note=MEASURES[self.precision] + " (an overflow is drawn at 2x the largest)")
+                      y_label="sensitivity", note=self._measure + " (an overflow is drawn at 2x the largest)")
         views: list[Table | Chart] = [table, chart]
         if self.fix:
             kept = self.fix.get("kept", [])

@@ -82,11 +82,16 @@ def run_int8(context: Any) -> PrecisionResult:
         quantized = quantizer.quantize()
         scores = check(quantized)
         errors, local = int8.value_errors(graph, quantized, verification)
-        rows = int8.sensitivity(context.module, graph, errors, local)
+        alone = None
+        if request.sensitivity == "alone":
+            from gapcheck.precision.alone import output_errors
+
+            alone = output_errors(graph, quantized, int8._units(graph, set(errors)), verification)
+        rows = int8.sensitivity(context.module, graph, errors, local, alone)
         context.timings["sensitivity_s"] = time.perf_counter() - start
-        details = {"mode": mode, "calibration": {"source": source, "samples": len(calibration) if mode == "static"
-                                                 else 0, "method": request.calibration_method if mode == "static"
-                                                 else None},
+        details = {"mode": mode, "sensitivity_measure": request.sensitivity,
+                   "calibration": {"source": source, "samples": len(calibration) if mode == "static" else 0,
+                                   "method": request.calibration_method if mode == "static" else None},
                    "verification_samples": len(verification), "targets": [str(t) for t in targets],
                    "scores": scores.as_dict(), "quantized_nodes": _quantized(quantized)}
         if scores.meets(targets):
@@ -103,6 +108,12 @@ def run_int8(context: Any) -> PrecisionResult:
     return _fixed(context, rows, fixed, findings, details, targets)
 
 
+def _reason(row: Any) -> str:
+    if row.alone is not None:
+        return f"quantized alone, it moves the outputs by {row.alone:.3g} (relative L2)"
+    return f"adds {row.sensitivity:.3g} relative error"
+
+
 def _quantized(model: Any) -> int:
     return sum(n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger")
                for n in model.graph.node)
@@ -112,10 +123,11 @@ def _missed(rows, scores, targets) -> list[Finding]:
     out = [PRECISION_TARGET_MISSED.finding(f"the INT8 model misses {', '.join(scores.missed(targets))}",
                                            where="outputs", evidence=scores.as_dict())]
     for row in [r for r in rows if r.sensitivity > 0][:TOP_SENSITIVE]:
+        alone = "" if row.alone is None else f"; quantized alone it moves the outputs by {row.alone:.3g}"
         out.append(PRECISION_SENSITIVE.finding(
-            f"{row.module} ({row.class_name}) adds {row.sensitivity:.3g} relative error in INT8 (its output "
-            f"{row.ratio:.3g})", where=row.module, subject=Subject(module=row.module),
-            evidence={"nodes": list(row.nodes), "added_relative_error": row.sensitivity}))
+            f"{row.module} ({row.class_name}) adds {row.local or 0.0:.3g} relative error in INT8 (its output "
+            f"{row.ratio:.3g}{alone})", where=row.module, subject=Subject(module=row.module),
+            evidence={"nodes": list(row.nodes), "added_relative_error": row.local, "output_error_alone": row.alone}))
     return out
 
 
@@ -137,8 +149,7 @@ def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
     trade = [{"excluded_modules": a.excluded_modules, "excluded_nodes": a.excluded_nodes, "met": a.met,
               **a.scores.as_dict()} for a in fixed.attempts]
     fix = {"path": str(path) if fixed.met else None, "status": "verified" if fixed.met else "insufficient",
-           "kept": [{"module": r.module, "nodes": list(r.nodes), "reason": f"adds {r.sensitivity:.3g} relative error"}
-                    for r in fixed.excluded],
+           "kept": [{"module": r.module, "nodes": list(r.nodes), "reason": _reason(r)} for r in fixed.excluded],
            "modules": [r.module for r in fixed.excluded], "nodes": list(fixed.nodes), "runs": len(fixed.attempts),
            "verification": {"passed": fixed.met, "scores": fixed.scores.as_dict()}, "trade": trade}
     if fixed.met:

@@ -18,7 +18,9 @@ PRECISIONS = ("fp16", "int8")
 METHODS = ("minmax", "entropy", "percentile")
 INT8_MODES = ("auto", "static", "dynamic")
 #: the fields that only mean something with a reduced precision: any of them given without one is a usage error
-PRECISION_ONLY = ("fix", "calibration", "calibration_stage", "calibration_method", "int8_mode", "targets", "max_runs")
+PRECISION_ONLY = ("fix", "calibration", "calibration_stage", "calibration_method", "int8_mode", "targets", "max_runs",
+                  "sensitivity")
+SENSITIVITY = ("local", "alone")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class PrecisionSpec(Group):
     int8_mode: str = "auto"
     targets: tuple[str, ...] = ()
     max_runs: int = 3
+    sensitivity: str = "local"
 
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
         Opt("precision", "--precision", "Reduced precision to find, fix and verify: fp16 or int8.", Optional[str]),
@@ -45,11 +48,13 @@ class PrecisionSpec(Group):
         Opt("targets", "--target", "INT8 task-level target, e.g. top1-agreement=0.99, cosine=0.999, "
             "max-rel-error=0.05 (repeatable; default cosine=0.99).", list[str], metavar="MEASURE=NUMBER"),
         Opt("max_runs", "--max-runs", "FP16: verification runs of the fix at most.", int, low=1, high=10),
+        Opt("sensitivity", "--sensitivity", "INT8 ranking: local (the error a module's quantized ops add over their "
+            "inputs) or alone (the outputs' error with only that module quantized; one more run per sample).", str),
     )
 
     @classmethod
     def from_cli(cls, values: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-        for name in ("precision", "calibration_method", "int8_mode"):
+        for name in ("precision", "calibration_method", "int8_mode", "sensitivity"):
             if isinstance(values.get(name), str):
                 values[name] = values[name].strip().lower()
         return values
@@ -65,6 +70,8 @@ class PrecisionSpec(Group):
         if self.int8_mode not in INT8_MODES:
             raise UsageError(f"--int8-mode must be one of {', '.join(INT8_MODES)}, not {self.int8_mode!r}",
                              parameter="int8_mode")
+        if self.sensitivity not in SENSITIVITY:
+            raise UsageError(f"--sensitivity must be local or alone, not {self.sensitivity!r}", parameter="sensitivity")
         for text in self.targets:
             parse_target(text)
 
@@ -91,4 +98,5 @@ class PrecisionSpec(Group):
             model=model, inputs=inputs, tolerance=tolerance, export=export, precision=precision or self.precision
             or "fp16", fix_path=fix if fix is not None else self.fix, calibration=self.calibration,
             calibration_stage=self.calibration_stage, calibration_method=self.calibration_method,
-            int8_mode=self.int8_mode, targets=tuple(parse_target(t) for t in self.targets), max_runs=self.max_runs)
+            int8_mode=self.int8_mode, targets=tuple(parse_target(t) for t in self.targets), max_runs=self.max_runs,
+            sensitivity=self.sensitivity)

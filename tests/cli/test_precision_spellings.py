@@ -60,6 +60,8 @@ def test_export_diff_fp16_without_fix_is_still_the_layerwise_comparison(tmp_path
     ["--precision", "int4"],
     ["--precision", "int8", "--calibration-method", "median"],
     ["--precision", "int8", "--int8-mode", "float"],
+    ["--precision", "int8", "--sensitivity", "median"],
+    ["--precision", "fp16", "--sensitivity", "alone"],  # INT8's measure
     ["--precision", "int8", "--target", "cosine=1.5"],
     ["--precision", "int8", "--calibration", "{tmp}/absent.npz"],
     ["--precision", "int8", "--batch-sizes", "1,2"],  # an FP32 comparison option with the precision run
@@ -80,12 +82,15 @@ def test_export_diff_int8_with_calibration_and_target_writes_the_verified_model(
     np.savez(tmp_path / "val.npz", x=rng.standard_normal((3, 3, 32, 32)).astype(np.float32))
     out, report, html = tmp_path / "model.int8.onnx", tmp_path / "r.json", tmp_path / "r.html"
     code = main([*CNN, "--inputs", str(tmp_path / "val.npz"), "--precision", "int8", "--calibration",
-                 str(tmp_path / "cal.npz"), "--target", "cosine=0.5", "--fix", str(out), "--json", str(report),
-                 "--html", str(html)])
+                 str(tmp_path / "cal.npz"), "--target", "cosine=0.5", "--sensitivity", "alone", "--fix", str(out),
+                 "--json", str(report), "--html", str(html)])
     assert code == 0
     document = _report(report)
     assert document["mode"] == "static" and document["calibration"]["samples"] == 6
     assert document["fix"]["status"] == "verified" and document["targets"] == ["cosine=0.5"]
+    assert document["sensitivity_measure"] == "alone" and document["measure"].startswith("alone")
+    ranked = [m["alone"] for m in document["modules"]]
+    assert ranked == sorted(ranked, reverse=True) and ranked[0] > 0
     assert any(n.op_type == "QuantizeLinear" for n in onnx.load(str(out)).graph.node)
     assert "Sensitivity ranking" in html.read_text()
 

@@ -212,3 +212,57 @@ def test_sensitivity_pass_is_two_sessions_and_equals_each_module_rerun_alone(fac
     assert set(alone) == set(local)
     assert all(local[m] == pytest.approx(alone[m], rel=1e-6, abs=1e-9) for m in alone)
     assert errors and all(np.isfinite(v) for v in errors.values())
+
+
+def test_output_error_with_one_module_quantized_is_one_session_and_matches_onnx_runtime(monkeypatch):
+    """--sensitivity alone: the outputs' error with only one module quantized, for every module from one spliced
+    session; where ONNX Runtime quantizes the module on its own too (nodes_to_exclude = every other node; the fc
+    Gemm, a convolution), the numbers are the same."""
+    from gapcheck.backends import onnxruntime as ort_backend
+    from gapcheck.precision import alone, int8
+    from gapcheck.precision.graph import value_names
+
+    module = ModelSource(factory=CNN).load().module.eval()
+    samples = InputSource(specs=("x:1x3x32x32:float32",), num_samples=5).samples(module=module)
+    from gapcheck.groups import ExportSpec
+    from gapcheck.precision.graph import describe
+
+    exported, _ = ExportSpec(no_cache=True).obtain(module, samples[0])
+    graph = describe(exported.model, [p for p, _ in module.named_modules() if p])
+    quantizer = int8.Quantizer(graph.model, "static", samples[:3])
+    try:
+        quantized = quantizer.quantize()
+        units = int8._units(graph, set(value_names(graph.model)))
+        built = []
+        original = ort_backend.OnnxRuntimeBackend.__init__
+
+        def counting(self, *args, **kwargs):
+            built.append(1)
+            original(self, *args, **kwargs)
+
+        monkeypatch.setattr(ort_backend.OnnxRuntimeBackend, "__init__", counting)
+        errors = alone.output_errors(graph, quantized, units, samples[3:])
+        monkeypatch.setattr(ort_backend.OnnxRuntimeBackend, "__init__", original)
+        assert len(built) == 1 and set(errors) == set(units) and errors["fc"] > 0
+        fp32 = ValueRunner(graph.model, [])
+        owners = graph.owners()
+        for name in ("fc", "layer1.0.bn2"):  # a Gemm; a convolution (its BatchNorm folded in, named after it)
+            only = ValueRunner(quantizer.quantize(sorted(set(graph.node_names) - set(owners[name]))), [])
+            worst = 0.0
+            for feeds in samples[3:]:
+                a, b = only.run(feeds), fp32.run(feeds)
+                worst = max(worst, int8._relative(np.concatenate([v.ravel() for v in a.values()]),
+                                                  np.concatenate([v.ravel() for v in b.values()])))
+            assert worst > 0 and errors[name] == pytest.approx(worst, rel=1e-4), name
+    finally:
+        quantizer.close()
+
+
+def test_sensitivity_alone_ranks_and_orders_the_fix(photos_32, tmp_path: Path):
+    result = run_precision(_request(photos_32, targets=(parse_target("cosine=0"),), sensitivity="alone"))
+    assert result.details["sensitivity_measure"] == "alone"
+    values = [r.alone for r in result.rows]
+    assert all(v is not None for v in values) and values == sorted(values, reverse=True)
+    assert [r.sensitivity for r in result.rows] == values
+    with pytest.raises(UsageError, match="for INT8"):
+        PrecisionRequest(model=ModelSource(factory=CNN), precision="fp16", sensitivity="alone")
