@@ -33,9 +33,10 @@ from torch.nn.modules.conv import _ConvNd
 
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
-from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
+from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
 from gapcheck.export_diff.passes import LayerAccumulator
 from gapcheck.model.mapping import GraphIndex, ModuleMapping
+from gapcheck.tensors import fingerprint
 
 _LINEAR = (_ConvNd, nn.Linear)
 
@@ -110,7 +111,7 @@ def find_groups(module: nn.Module, capture: CaptureResult) -> dict[str, FusedGro
     return groups
 
 
-def _group_value(index: GraphIndex, group: FusedGroup, mappings: dict[str, ModuleMapping]) -> str | None:
+def _group_value(index: GraphIndex, group: FusedGroup) -> str | None:
     """The ONNX value a fused group's Conv computes: the node reading the conv's weight by name, else the Conv in
     the conv's or the BatchNorm's scope."""
     nodes = index.model.graph.node
@@ -135,22 +136,6 @@ def _through_bias(index: GraphIndex, value: str) -> str:
     return value
 
 
-def _best_match(target: np.ndarray, values: dict[str, np.ndarray], tol, order: dict[str, int],
-                prefer: str | None) -> tuple[str, ErrorStats] | None:
-    """The ONNX value agreeing with ``target`` under ``tol``: the preferred one if it passes, else the closest."""
-    passing = []
-    for name, array in values.items():
-        if array.shape != target.shape or not np.issubdtype(array.dtype, np.floating):
-            continue
-        stats = compare_arrays(array, target, tol)
-        if stats.passed:
-            passing.append((name != prefer, stats.error_ratio, -order.get(name, 0), name, stats))
-    if not passing:
-        return None
-    best = min(passing)
-    return best[3], best[4]
-
-
 #: A named value within this fraction of the module's largest value, and closer than any other tensor, is the
 #: module's output computed differently (a real divergence: GELU tanh vs erf is 5e-4, a 1% weight change ~1e-2);
 #: a wrong tensor (a MatMul before its fused bias and LayerNorm, a Conv before its fused BatchNorm) is off by O(1).
@@ -165,17 +150,71 @@ def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
     return worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
 
 
-def _closest(target: np.ndarray, values: dict[str, np.ndarray]) -> str | None:
-    """The tensor nearest torch's output when it is near (see PLAUSIBLE_RELATIVE_ERROR) and unambiguous: every
-    other same-shape tensor is at least ten times farther (a residual stream and its block differ by little)."""
-    errors = sorted((_relative_error(array, target), name) for name, array in values.items()
-                    if array.shape == target.shape and np.issubdtype(array.dtype, np.floating))
-    if not errors or errors[0][0] > PLAUSIBLE_RELATIVE_ERROR:
-        return None
-    best = values[errors[0][1]]
-    # a copy of the same tensor (a MatMul and its Add of a zero bias, an Identity) is no rival
-    rivals = [e for e, name in errors[1:] if e < 10 * errors[0][0] and not np.array_equal(values[name], best)]
-    return None if rivals else errors[0][1]
+@dataclass
+class _Search:
+    """One module's search among ONNX Runtime's values, fed one value at a time (the values are streamed, see
+    :data:`VALUE_CHUNK_BYTES`): the passing value (the named one first, then the lowest error ratio, then the
+    latest), and every value near enough to be the closest or its rival (a digest, never the array)."""
+
+    target: np.ndarray
+    tol: Tolerance
+    named: str | None
+    passing: tuple | None = None  # (not the named one, error ratio, -position, name, stats)
+    named_stats: ErrorStats | None = None
+    near: list[tuple[float, str, str, ErrorStats]] = field(default_factory=list)  # (rel. error, name, digest, stats)
+
+    def see(self, name: str, array: np.ndarray, position: int) -> None:
+        if name == self.named:  # a group falls back to it even when it fails (with its shape, if that differs)
+            self.named_stats = compare_arrays(array, self.target, self.tol)
+        if array.shape != self.target.shape or not np.issubdtype(array.dtype, np.floating):
+            return
+        stats = compare_arrays(array, self.target, self.tol) if self.named_stats is None or name != self.named \
+            else self.named_stats
+        if stats.passed:
+            key = (name != self.named, stats.error_ratio, -position, name)
+            if self.passing is None or key < self.passing[:4]:
+                self.passing = (*key, stats)
+        error = _relative_error(array, self.target)
+        if error <= 10 * PLAUSIBLE_RELATIVE_ERROR:  # a rival is within 10x the closest, which is within PLAUSIBLE
+            self.near.append((error, name, fingerprint(array), stats))
+
+    def best(self) -> tuple[str, ErrorStats] | None:
+        """The ONNX value agreeing with the target under its tolerance: the named one if it passes, else the closest."""
+        return (self.passing[3], self.passing[4]) if self.passing else None
+
+    def closest(self) -> tuple[str, ErrorStats] | None:
+        """The tensor nearest torch's output when it is near (see PLAUSIBLE_RELATIVE_ERROR) and unambiguous: every
+        other same-shape tensor is at least ten times farther (a residual stream and its block differ by little)."""
+        ranked = sorted(self.near, key=lambda t: (t[0], t[1]))
+        if not ranked or ranked[0][0] > PLAUSIBLE_RELATIVE_ERROR:
+            return None
+        error, name, digest, stats = ranked[0]
+        # a copy of the same tensor (a MatMul and its Add of a zero bias, an Identity) is no rival
+        rivals = [e for e, _, other, _ in ranked[1:] if e < 10 * error and other != digest]
+        return None if rivals else (name, stats)
+
+
+#: ONNX Runtime's values are fetched in runs of at most about this many bytes (the graph runs once per run): the
+#: search by value never holds every activation of a sample at once, only torch's outputs of the modules searched.
+VALUE_CHUNK_BYTES = 256 << 20
+_FIRST_RUN_VALUES = 8  # the first run measures how large the values are
+
+
+def _stream(test_model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: list[str],
+            searches: Sequence[_Search]) -> None:
+    """Feed every value of ``names`` to every search, fetching them from ONNX Runtime a bounded chunk at a time."""
+    session = OnnxRuntimeBackend(test_model, extra_outputs=names, name="onnxruntime-values")
+    start, size = 0, _FIRST_RUN_VALUES
+    while start < len(names):
+        chunk = names[start:start + size]
+        values = session.infer(feeds, chunk)
+        for position, name in enumerate(chunk, start=start):
+            for search in searches:
+                search.see(name, values[name], position)
+        held = sum(array.nbytes for array in values.values())
+        del values
+        start += len(chunk)
+        size = max(1, int(VALUE_CHUNK_BYTES // max(held / len(chunk), 1)))
 
 
 def _downstream(index: GraphIndex, value: str) -> set[str]:
@@ -211,79 +250,85 @@ def realign(
     submodules = dict(module.named_modules())
     hooked = [p for p, m in submodules.items() if p and hookable(m)]
     norms = [p for p in hooked if isinstance(submodules[p], _BatchNorm)]
-    capture = torch_backend.capture(samples[0], modules=hooked, inputs_of=norms)
+    # torch's outputs only of what is searched (suspects, modules without a value) and of the convs a group may start
+    needed = [p for p in hooked if p in suspects or not mappings[p].mapped or isinstance(submodules[p], _LINEAR)]
+    capture = torch_backend.capture(samples[0], modules=needed, inputs_of=norms)
     suspect_set = set(suspects)
     groups = {c: g for c, g in find_groups(module, capture).items() if suspect_set & set(g.members)}
-    names = _float_values(test_model)
-    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=names, name="onnxruntime-values").infer(samples[0], names)
-    order = {name: i for i, name in enumerate(names)}
-    out = Realignment()
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
-    for path in [*groups, *[s for s in suspects if s not in grouped]]:
-        _realign_one(path, groups.get(path), capture, ort_values, order, index, mappings, submodules, policy, noise, out)
-    # Something diverges: modules the names gave no value (no scopes, a fused weight) are matched by value too, so
-    # the divergence is localized among them rather than at the next module that has a name
-    for path in hooked:
-        if not mappings[path].mapped and path not in grouped and path not in out.mappings:
-            _match_unnamed(path, capture, ort_values, order, index, policy, noise, out)
+    searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise)
+    _stream(test_model, samples[0], _float_values(test_model), list(searches.values()))
+    out = Realignment()
+    for path, search in searches.items():
+        if path in groups:
+            _settle_group(path, groups[path], search, index, out)
+        elif path in suspect_set:
+            _settle_suspect(path, search, index, mappings, out)
+        else:  # something diverges: a module the names gave no value is matched by value too, so the divergence is
+            _settle_unnamed(path, search, index, out)  # localized among them, not at the next module with a name
     _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
     return out
 
 
-def _realign_one(path: str, group: FusedGroup | None, capture: CaptureResult, ort_values: dict[str, np.ndarray],
-                 order: dict[str, int], index: GraphIndex, mappings: dict[str, ModuleMapping], submodules,
-                 policy: TolerancePolicy, noise: dict[str, float], out: Realignment) -> None:
-    captured = capture.modules.get(path)
-    if captured is None or captured.output is None:
+def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: list[str],
+              grouped: dict[str, FusedGroup], hooked: list[str], index: GraphIndex, mappings: dict[str, ModuleMapping],
+              submodules, policy: TolerancePolicy, noise: dict[str, float]) -> dict[str, _Search]:
+    """What to look for: each fused group's conv -> batch_norm, each suspect's output (its named value preferred),
+    each module without a value's output; in that order."""
+    searches: dict[str, _Search] = {}
+    for path, group in groups.items():
+        captured = capture.modules.get(path)
+        if captured is not None and captured.output is not None:
+            target = group_reference(captured.output, submodules[group.norm])
+            floor = max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None
+            searches[path] = _Search(target, policy.for_name(path, target.dtype, floor), _group_value(index, group))
+    unnamed = [p for p in hooked if not mappings[p].mapped and p not in grouped and p not in groups]
+    for path in [*[s for s in suspects if s not in grouped], *unnamed]:
+        captured = capture.modules.get(path)
+        if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
+            continue
+        tol = policy.for_name(path, captured.output.dtype, noise.get(path))
+        searches[path] = _Search(captured.output, tol, mappings[path].value if path in suspects else None)
+    return searches
+
+
+def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphIndex, out: Realignment) -> None:
+    match = search.best()
+    value, stats = match if match else (search.named, search.named_stats)
+    if value is None or stats is None:
         return
-    if group is not None:
-        bn = submodules[group.norm]
-        target = group_reference(captured.output, bn)
-        tol = policy.for_name(path, target.dtype, max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None)
-        named = _group_value(index, group, mappings)
-        match = _best_match(target, ort_values, tol, order, named)
-        value, stats = match if match else (named, compare_arrays(ort_values[named], target, tol) if named in ort_values
-                                            else None)
-        if value is None or stats is None:
-            return
-        out.groups[path] = group
-        out.references[path] = f"conv -> batch_norm of {group.norm} (BatchNorm folded)"
-        out.mappings[path] = _mapping(path, value, index, how="group", scope=None)
-        out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=group.describe())
-        return
-    tol = policy.for_name(path, captured.output.dtype, noise.get(path))
-    named = mappings[path].value
-    match = _best_match(captured.output, ort_values, tol, order, named)
-    how = "matched by value"
+    out.groups[path] = group
+    out.references[path] = f"conv -> batch_norm of {group.norm} (BatchNorm folded)"
+    out.mappings[path] = _mapping(path, value, index, how="group", scope=None)
+    out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=group.describe())
+
+
+def _settle_suspect(path: str, search: _Search, index: GraphIndex, mappings: dict[str, ModuleMapping],
+                    out: Realignment) -> None:
+    named = search.named
+    match, how = search.best(), "matched by value"
     if match is None:
-        closest = _closest(captured.output, ort_values)
-        if closest is None or closest == named:
+        closest = search.closest()
+        if closest is None or closest[0] == named:
             out.plausible[path] = closest is not None
             return
         # Its name points at another tensor; the one near its output is it, computed differently: a divergence
-        match, how = (closest, compare_arrays(ort_values[closest], captured.output, tol)), "closest by value"
+        match, how = closest, "closest by value"
     value, stats = match
     out.mappings[path] = _mapping(path, value, index, how="value", scope=mappings[path].scope)
-    note = f"{how}: ONNX value {value!r} (its name pointed at {named!r})"
-    out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=note)
+    out.accumulators[path] = LayerAccumulator(stats=[(0, stats)],
+                                              note=f"{how}: ONNX value {value!r} (its name pointed at {named!r})")
 
 
-def _match_unnamed(path: str, capture: CaptureResult, ort_values: dict[str, np.ndarray], order: dict[str, int],
-                   index: GraphIndex, policy: TolerancePolicy, noise: dict[str, float], out: Realignment) -> None:
+def _settle_unnamed(path: str, search: _Search, index: GraphIndex, out: Realignment) -> None:
     """A module without a name mapping: the ONNX value agreeing with its output, else the unambiguously nearest one
     (its output computed otherwise: a divergence); nothing when neither exists."""
-    captured = capture.modules.get(path)
-    if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
-        return
-    tol = policy.for_name(path, captured.output.dtype, noise.get(path))
-    match = _best_match(captured.output, ort_values, tol, order, None)
-    how = "matched by value"
+    match, how = search.best(), "matched by value"
     if match is None:
-        closest = _closest(captured.output, ort_values)
-        if closest is None:
-            return
-        match, how = (closest, compare_arrays(ort_values[closest], captured.output, tol)), "nearest by value"
+        match, how = search.closest(), "nearest by value"
+    if match is None:
+        return
     value, stats = match
     out.mappings[path] = _mapping(path, value, index, how="value", scope=None)
     out.accumulators[path] = LayerAccumulator(stats=[(0, stats)], note=f"{how}: ONNX value {value!r} (no name mapped it)")

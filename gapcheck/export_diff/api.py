@@ -97,7 +97,7 @@ class ExportDiffRequest:
 def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
     """Inputs reach ``forward`` by position: refuse names that are forward's parameters at other positions.
 
-    ``--input input_ids:... --input attention_mask:...`` on GPT-2 would otherwise feed the mask to its second
+    Input specs ``input_ids:...``, ``attention_mask:...`` on GPT-2 would otherwise feed the mask to its second
     parameter (``past_key_values``) and fail deep inside the model, or silently compute something else.
     """
     try:
@@ -117,7 +117,7 @@ def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
 
 
 def _sequence_inputs(request: ExportDiffRequest, sample: dict[str, np.ndarray]) -> tuple[str, ...]:
-    """With --pad-check and gapcheck's own export: the inputs exported with a dynamic sequence axis (every input
+    """With a pad check and gapcheck's own export: the inputs exported with a dynamic sequence axis (every input
     shaped like the token input, as the padding check pads them), so ONNX Runtime can run every padded length."""
     if request.pad_check is None or request.onnx_file is not None:
         return ()
@@ -143,7 +143,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     count = max([request.inputs.num_samples, *request.batch_sizes])
     samples = request.inputs.samples(module=loaded.module, onnx_model=onnx_model, count=count)
     check_input_positions(loaded.module, list(samples[0]))
-    sequence_inputs = _sequence_inputs(request, samples[0])  # also checks --pad-inputs before any work
+    sequence_inputs = _sequence_inputs(request, samples[0])  # also checks the pad check's inputs before any work
     compare_samples = samples[: request.inputs.num_samples] if request.inputs.file is None else samples
     cache = request.export.cache(request.model)
     with ExitStack() as stack:
@@ -181,7 +181,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
     target = request.deployment
     if target is None:
-        raise UsageError("--triton-layers needs --triton-url and --triton-model")
+        raise UsageError("comparing layers on the server needs a deployment to compare (an endpoint and a model)")
     if not audited_ok:
         return result  # the audit found config gaps; they are the findings to fix first
     from gapcheck.export_diff.server_layers import compare_on_server  # imports the Triton client: only when asked
@@ -223,7 +223,7 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
     from gapcheck.export_diff.served_names import served_output_names
 
     # A deployment that names its outputs its own way (same count, order, shapes, dtypes) is paired by position or by
-    # --triton-output-map and compared by value; the naming is a warning, a real mismatch stays the audit's gap.
+    # the group's output map and compared by value; the naming is a warning, a real mismatch stays the audit's gap.
     findings, output_map = served_output_names(audit, request.triton.outputs() if request.triton else None)
     if any(f.is_gap for f in findings):
         findings.append(DEPLOYMENT_NOT_COMPARED.finding(

@@ -20,9 +20,9 @@ def _stack(samples: Sequence[dict[str, np.ndarray]], order: Sequence[int]) -> di
 def check_batchable(samples: Sequence[dict[str, np.ndarray]], batch_sizes: Sequence[int]) -> None:
     """Refuse batch checks up front (exit 2) for inputs without a leading batch axis of 1."""
     if any(b < 1 for b in batch_sizes):
-        raise UsageError("batch sizes must be positive")
+        raise UsageError("batch sizes must be positive", parameter="batch_sizes")
     if batch_sizes and any(samples[0][name].ndim == 0 or samples[0][name].shape[0] != 1 for name in samples[0]):
-        raise UsageError("--batch-sizes needs inputs whose first axis is a batch of 1 per sample")
+        raise UsageError("batch sizes need inputs whose first axis is a batch of 1 per sample", parameter="batch_sizes")
 
 
 def check_batches(

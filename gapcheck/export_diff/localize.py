@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-from gapcheck.backends.torch_eager import TorchBackend, hookable
-from gapcheck.compare import ErrorStats, Tolerance, compare_arrays
+from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
+from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError
 from gapcheck.export_diff.blame import differences
+from gapcheck.export_diff.owner import Owner, find_owner, region, region_values
 from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
 from gapcheck.tensors import contiguous
@@ -106,7 +108,6 @@ def localize(
     _, external = module_boundary(index, module)
     feeds: dict[str, np.ndarray] = {}
     unmatched_args = list(torch_module_inputs)
-    notes = []
     for name in external:
         value = torch_values.get(name)
         if value is None:
@@ -122,28 +123,43 @@ def localize(
         if name in ort_values and ort_values[name].dtype != value.dtype:
             value = value.astype(ort_values[name].dtype)  # e.g. the FP16 model's internal values
         feeds[name] = contiguous(value)
-    try:
-        sub = extract_subgraph(model, index, feeds, output_value)
-        result = OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[output_value]
-    except BackendError as exc:
-        log.debug("localization subgraph failed: %s", exc)
-        return Localization("unknown", None, None, None, None, f"the module's subgraph could not be run alone: {exc}")
+    result = _run_cut(model, index, feeds, output_value)
+    if isinstance(result, str):
+        return Localization("unknown", None, None, None, None, f"the module's subgraph could not be run alone: {result}")
     local = compare_arrays(result.astype(np.float32) if result.dtype == np.float16 else result, torch_output, tol)
-    input_errors = {
-        name: float(np.max(np.abs(ort_values[name].astype(np.float64) - feeds[name].astype(np.float64))))
-        for name in feeds
-        if name in ort_values and ort_values[name].shape == feeds[name].shape and np.issubdtype(feeds[name].dtype, np.floating)
-    }
+    return _verdict(local, index, feeds, ort_values)
+
+
+def _run_cut(model: onnx.ModelProto, index: GraphIndex, feeds: dict[str, np.ndarray], value: str) -> np.ndarray | str:
+    """``value`` computed by the subgraph between ``feeds`` and it, alone in ONNX Runtime (why not, when it fails)."""
+    try:
+        sub = extract_subgraph(model, index, feeds, value)
+        return OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[value]
+    except BackendError as exc:
+        log.debug("cut subgraph failed: %s", exc)
+        return str(exc)
+
+
+def _verdict(local: ErrorStats, index: GraphIndex, feeds: dict[str, np.ndarray],
+             ort_values: dict[str, np.ndarray]) -> Localization:
+    """Local when the cut subgraph, fed torch's values, still disagrees; else inherited from the input ONNX Runtime
+    gets most wrong."""
+    input_errors = _input_errors(feeds, ort_values)
     input_max = max(input_errors.values(), default=0.0)
-    culprit = max(input_errors, key=input_errors.get) if input_errors and input_max > 0 else None
-    culprit_source = None
-    if culprit is not None and culprit in index.producer:
-        culprit_source = index.sources[index.producer[culprit]]
     if not local.passed:
-        notes.append("its ONNX ops disagree with torch even when fed torch's own inputs")
-        return Localization("local", local, input_max, None, None, "; ".join(notes))
-    notes.append("its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
-    return Localization("inherited", local, input_max, culprit, culprit_source, "; ".join(notes))
+        return Localization("local", local, input_max, None, None,
+                            "its ONNX ops disagree with torch even when fed torch's own inputs")
+    culprit = max(input_errors, key=input_errors.get) if input_errors and input_max > 0 else None
+    source = index.sources[index.producer[culprit]] if culprit in index.producer else None
+    return Localization("inherited", local, input_max, culprit, source,
+                        "its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
+
+
+def _input_errors(feeds: dict[str, np.ndarray], ort_values: dict[str, np.ndarray]) -> dict[str, float]:
+    """max |ONNX Runtime - torch| of every float value fed to a cut subgraph, where ONNX Runtime computed it too."""
+    return {name: float(np.max(np.abs(ort_values[name].astype(np.float64) - feeds[name].astype(np.float64))))
+            for name in feeds if name in ort_values and ort_values[name].shape == feeds[name].shape
+            and np.issubdtype(feeds[name].dtype, np.floating)}
 
 
 def module_source(module) -> str | None:
@@ -160,85 +176,107 @@ def module_source(module) -> str | None:
 
 
 def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, samples, policy,
-                      noise: dict[str, float], groups=None) -> FirstDivergence | None:
+                     noise: dict[str, float], groups=None) -> FirstDivergence | None:
     """Where the first failing module's error comes from; ``groups`` are fused groups by first member
-    (:class:`~gapcheck.export_diff.align.FusedGroup`)."""
+    (:class:`~gapcheck.export_diff.align.FusedGroup`). A module matched by name whose ONNX inputs torch has no value
+    for (a reshape before a Gemm, an unnamed LayerNorm before it) is cut by values instead."""
     failing = [layer for layer in layers if layer.status == FAIL]
     if not failing:
         return None
     layer = failing[0]
     mapping = mappings[layer.module]
     sample = layer.worst_sample or 0
+    run = _Run(index, test_model, torch_backend, samples[sample], sample, policy, noise)
+    group = (groups or {}).get(layer.module)
     if mapping.how in ("group", "value") or not module_members(index).get(mapping.owner):
-        return _by_values(layer, mappings, index, test_model, torch_backend, samples[sample], sample, policy, noise,
-                          (groups or {}).get(layer.module))
-    feeds = samples[sample]
+        return _by_values(layer, mappings, run, group)
+    found = _by_names(layer, mappings, run)
+    if found.cause == "unknown":
+        by_values = _by_values(layer, mappings, run, group)
+        return by_values if by_values.cause != "unknown" else found
+    return found
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every localization step of one first divergence needs: the graph, both models, the sample."""
+
+    index: GraphIndex
+    test_model: onnx.ModelProto
+    torch_backend: TorchBackend
+    feeds: dict[str, np.ndarray]
+    sample: int
+    policy: TolerancePolicy
+    noise: dict[str, float]
+
+    def ort(self, wanted: Sequence[str]) -> dict[str, np.ndarray]:
+        """ONNX Runtime's values of ``wanted`` on this sample (one more run), graph inputs included."""
+        wanted = [n for n in dict.fromkeys(wanted) if n not in self.feeds]
+        values = OnnxRuntimeBackend(self.test_model, extra_outputs=wanted).infer(self.feeds, wanted) if wanted else {}
+        values.update(self.feeds)
+        return values
+
+    def submodule(self, path: str):
+        return dict(self.torch_backend.module.named_modules())[path]
+
+
+def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
+    """Localization of a module matched by its scope: its nodes fed torch's values for what crosses into them."""
+    index, feeds = run.index, run.feeds
+    mapping = mappings[layer.module]
     mapped_paths = [p for p, m in mappings.items() if m.mapped]
-    capture = torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
-    torch_values = {name: feeds[name] for name in feeds}
+    capture = run.torch_backend.capture(feeds, modules=mapped_paths, inputs_of=[layer.module])
+    torch_values = dict(feeds)
     for path in mapped_paths:
         captured = capture.modules.get(path)
         if captured is not None and captured.output is not None:
             torch_values[mappings[path].value] = captured.output
-    # ONNX Runtime's own values for everything that crosses into the module (one more run, this sample only).
     # A folded BatchNorm's value is computed by its Conv's nodes: the Conv's scope is the boundary.
     _, external = module_boundary(index, mapping.owner)
-    wanted = [n for n in dict.fromkeys(external + [mapping.value]) if n not in feeds]
-    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
-    ort_values.update({name: feeds[name] for name in feeds})
+    ort_values = run.ort(external + [mapping.value])
     captured = capture.modules[layer.module]
     module_inputs = captured.inputs
     if mapping.owner != layer.module:  # the Conv's inputs feed the folded pair
-        module_inputs = torch_backend.capture(feeds, inputs_of=[mapping.owner]).modules[mapping.owner].inputs
-    result = localize(
-        test_model,
-        index,
-        mapping.owner,
-        mapping.value,
-        captured.output,
-        {k: v for k, v in torch_values.items() if k != mapping.value},
-        ort_values,
-        module_inputs,
-        policy.for_name(layer.module, captured.output.dtype, noise.get(layer.module)),
-    )
+        module_inputs = run.torch_backend.capture(feeds, inputs_of=[mapping.owner]).modules[mapping.owner].inputs
+    result = localize(run.test_model, index, mapping.owner, mapping.value, captured.output,
+                      {k: v for k, v in torch_values.items() if k != mapping.value}, ort_values, module_inputs,
+                      run.policy.for_name(layer.module, captured.output.dtype, run.noise.get(layer.module)))
     if result.cause == "inherited" and result.culprit_value and result.culprit_value not in torch_values:
         # The diverging input is no compared module's value (a tool fused its module away): find who owns it
-        owned = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
-        if owned is not None:
-            return _owned(owned[0], owned[1], index, layer, sample, ort_values, torch_backend)
-    output_max = layer.stats.max_abs if layer.stats else float("nan")
-    input_max = result.input_max_abs
-    source = layer.source
-    note = result.note
-    module = layer.module
+        owner = _trace_owner(run, result.culprit_value)
+        if owner is not None:
+            return _owned(owner, run, layer)
+    module, source, note = layer.module, layer.source, result.note
     if mapping.owner != layer.module:
         # The exporter folded this BatchNorm into the Conv before it: one ONNX op holds both, and its weight is
         # the Conv's (scaled by the BatchNorm). A local error there is in that weight: name the Conv.
         note += f"; {mapping.owner} and {layer.module} are one ONNX {'/'.join(mapping.op_types)} (BatchNorm folded)"
         if result.cause == "local":
             module = mapping.owner
-            owner_source = module_source(dict(torch_backend.module.named_modules())[module])
-            source = mappings[module].source or owner_source or source
-    found = differences(index, module_members(index).get(mapping.owner, []), torch_backend.module, module) \
+            source = mappings[module].source or module_source(run.submodule(module)) or source
+    found = differences(index, module_members(index).get(mapping.owner, []), run.torch_backend.module, module) \
         if result.cause == "local" else []
+    if result.cause == "local" and not found and mapping.owner == layer.module:
+        owner = _owner_inside(run, mapping.value, torch_values, layer.module)
+        if owner is not None:
+            return _owned(owner, run, layer)
+    return _divergence(layer, module, result, source, note, run.sample, found)
+
+
+def _divergence(layer, module: str, result: Localization, source: str | None, note: str, sample: int,
+                found: Sequence[str], group=None) -> FirstDivergence:
     if result.cause == "inherited" and result.culprit_value:
         note += f"; the diverging input is ONNX value {result.culprit_value!r}"
         if result.culprit_source:
             source = result.culprit_source
             note += f" computed at {result.culprit_source}"
+    output_max = layer.stats.max_abs if layer.stats else float("nan")
     return FirstDivergence(
-        module=module,
-        cause=result.cause,
-        source=source,
-        op_types=layer.op_types,
-        sample=sample,
-        output_max_abs=output_max,
-        input_max_abs=input_max,
+        module=module, cause=result.cause, source=source, op_types=layer.op_types, sample=sample,
+        output_max_abs=output_max, input_max_abs=result.input_max_abs,
         local_max_abs=result.local.max_abs if result.local else None,
-        amplification=(output_max / input_max) if input_max else None,
-        note=note,
-        differences=tuple(found),
-    )
+        amplification=(output_max / result.input_max_abs) if result.input_max_abs else None, note=note,
+        group=group.members if group is not None else (), differences=tuple(found))
 
 
 def _frontier(index: GraphIndex, value: str, known: set[str], limit: int = 4000) -> tuple[list[str], list[int]]:
@@ -272,25 +310,12 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
     feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
     if len(feeds) != len(frontier):
         return Localization("unknown", None, None, None, None, "cannot tell which torch values feed it")
-    try:
-        sub = extract_subgraph(model, index, feeds, value)
-        result = OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[value]
-    except BackendError as exc:
-        log.debug("value-cut subgraph failed: %s", exc)
-        return Localization("unknown", None, None, None, None, f"its ONNX ops could not be run alone: {exc}")
-    local = compare_arrays(result, target, tol)
-    input_errors = {
-        name: float(np.max(np.abs(ort_values[name].astype(np.float64) - feeds[name].astype(np.float64))))
-        for name in feeds if name in ort_values and ort_values[name].shape == feeds[name].shape
-        and np.issubdtype(feeds[name].dtype, np.floating)}
-    input_max = max(input_errors.values(), default=0.0)
-    if not local.passed:
-        return Localization("local", local, input_max, None, None,
-                            "its ONNX ops disagree with torch even when fed torch's own inputs")
-    culprit = max(input_errors, key=input_errors.get) if input_errors and input_max > 0 else None
-    source = index.sources[index.producer[culprit]] if culprit in index.producer else None
-    return Localization("inherited", local, input_max, culprit, source,
-                        "its ONNX ops match torch when fed torch's inputs: the error arrives with its inputs")
+    result = _run_cut(model, index, feeds, value)
+    if isinstance(result, str):
+        return Localization("unknown", None, None, None, None, f"its ONNX ops could not be run alone: {result}")
+    if result.shape != target.shape and result.size == target.size:
+        result = result.reshape(target.shape)  # a Gemm's 2-D value of a Linear applied to [batch, tokens, features]
+    return _verdict(compare_arrays(result, target, tol), index, feeds, ort_values)
 
 
 def _own_nodes(index: GraphIndex, value: str) -> list[int]:
@@ -309,18 +334,18 @@ def _own_nodes(index: GraphIndex, value: str) -> list[int]:
     return own
 
 
-def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: TorchBackend, feeds, sample: int,
-               policy, noise: dict[str, float], group) -> FirstDivergence:
+def _by_values(layer, mappings, run: _Run, group) -> FirstDivergence:
     """Localization for a module matched by value or heading a fused group: the graph is cut at the values torch
     also has (see :func:`localize_by_values`); a fused group's Conv is fed the conv's own torch input and compared
-    with torch's conv -> batch_norm. An inherited error whose ONNX source belongs to no compared module is traced
-    to the module that owns it (:func:`_culprit_owner`)."""
+    with torch's conv -> batch_norm. An inherited error whose ONNX source belongs to no compared module, or a local
+    one that no parameter or attribute explains, is traced to the module that owns it (:mod:`.owner`)."""
     from gapcheck.export_diff.align import group_reference  # the align pass imports this module
 
+    index = run.index
     mapping = mappings[layer.module]
     trusted = [p for p, m in mappings.items() if m.mapped and m.how not in ("unmatched", "group") and p != layer.module]
-    capture = torch_backend.capture(feeds, modules=trusted + [layer.module], inputs_of=[layer.module])
-    torch_values = {name: feeds[name] for name in feeds}
+    capture = run.torch_backend.capture(run.feeds, modules=trusted + [layer.module], inputs_of=[layer.module])
+    torch_values = dict(run.feeds)
     for path in trusted:
         captured = capture.modules.get(path)
         if captured is not None and captured.output is not None:
@@ -328,96 +353,70 @@ def _by_values(layer, mappings, index: GraphIndex, test_model, torch_backend: To
     own = _own_nodes(index, mapping.value)
     target = capture.modules[layer.module].output
     if group is not None:
-        target = group_reference(target, dict(torch_backend.module.named_modules())[group.norm])
+        target = group_reference(target, run.submodule(group.norm))
         conv_inputs = capture.modules[layer.module].inputs
         if own and len(conv_inputs) == 1:  # the fused Conv reads the conv's input: feed torch's own
             torch_values[index.model.graph.node[own[0]].input[0]] = conv_inputs[0]
     frontier, _ = _frontier(index, mapping.value, set(torch_values))
-    wanted = [n for n in frontier if n not in feeds]
-    ort_values = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
-    tol = policy.for_name(layer.module, target.dtype, noise.get(layer.module))
-    result = localize_by_values(test_model, index, mapping.value, target, torch_values, ort_values, tol)
+    ort_values = run.ort(frontier)
+    tol = run.policy.for_name(layer.module, target.dtype, run.noise.get(layer.module))
+    result = localize_by_values(run.test_model, index, mapping.value, target, torch_values, ort_values, tol)
     if result.cause == "inherited" and result.culprit_value:
-        owned = _culprit_owner(index, result.culprit_value, torch_backend, feeds, test_model, policy)
-        if owned is not None:
-            return _owned(owned[0], owned[1], index, layer, sample, ort_values, torch_backend)
-    note = result.note + (f"; {group.describe()}" if group is not None else "")
-    found = differences(index, own, torch_backend.module, layer.module,
+        owner = _trace_owner(run, result.culprit_value)
+        if owner is not None:
+            return _owned(owner, run, layer)
+    found = differences(index, own, run.torch_backend.module, layer.module,
                         group.members if group is not None else ()) if result.cause == "local" else []
-    source = layer.source
-    if result.cause == "inherited" and result.culprit_value:
-        note += f"; the diverging input is ONNX value {result.culprit_value!r}"
-        source = result.culprit_source or source
-    output_max = layer.stats.max_abs if layer.stats else float("nan")
-    return FirstDivergence(
-        module=layer.module, cause=result.cause, source=source, op_types=layer.op_types, sample=sample,
-        output_max_abs=output_max, input_max_abs=result.input_max_abs,
-        local_max_abs=result.local.max_abs if result.local else None,
-        amplification=(output_max / result.input_max_abs) if result.input_max_abs else None, note=note,
-        group=group.members if group is not None else (), differences=tuple(found))
+    if result.cause == "local" and not found and group is None:
+        owner = _owner_inside(run, mapping.value, torch_values, layer.module)
+        if owner is not None:
+            return _owned(owner, run, layer)
+    note = result.note + (f"; {group.describe()}" if group is not None else "")
+    return _divergence(layer, layer.module, result, layer.source, note, run.sample, found, group)
 
 
-def _culprit_owner(index: GraphIndex, culprit: str, torch_backend: TorchBackend, feeds, test_model,
-                   policy) -> tuple[str, str] | None:
-    """The module an unnamed ONNX node implements, and the node's value: walking back from ``culprit`` along single
-    dynamic inputs (at most 8 nodes), the first node whose input torch fed a module exactly, and whose output has
-    that module's shape and is near its values but not within tolerance (the nearest such module, innermost on a
-    tie). None when no node on the way fits."""
-    nodes = index.model.graph.node
-    chain: list[tuple[str, str]] = []  # (node input, node output), walking back
-    value = culprit
-    while len(chain) < 8 and value in index.producer:
-        dynamic = [n for n in nodes[index.producer[value]].input if n and n not in index.initializers
-                   and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
-        if len(dynamic) != 1:
-            break
-        chain.append((dynamic[0], value))
-        value = dynamic[0]
-    if not chain:
+def _all_modules(run: _Run) -> CaptureResult:
+    """torch's input and output of every hookable module on the sample (only on a run that already diverges)."""
+    paths = [p for p, m in run.torch_backend.module.named_modules() if p and hookable(m)]
+    return run.torch_backend.capture(run.feeds, modules=paths, inputs_of=paths)
+
+
+def _trace_owner(run: _Run, culprit: str) -> Owner | None:
+    """The module where the error of ``culprit`` (a diverging ONNX value no compared module owns) starts."""
+    nodes = region(run.index, culprit)
+    values = run.ort(region_values(run.index, nodes))
+    return find_owner(run.index, nodes, values, _all_modules(run), run.policy, run.noise, set(run.feeds))
+
+
+def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], module: str) -> Owner | None:
+    """In a subgraph that diverges locally at ``module`` without a parameter or attribute to show for it, the
+    module where the error starts when the subgraph is fed torch's values; None when that is ``module`` itself."""
+    frontier, needed = _frontier(run.index, value, set(torch_values))
+    feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
+    if len(feeds) != len(frontier):
         return None
-    wanted = [n for n in dict.fromkeys(v for pair in chain for v in pair) if n not in feeds]
-    ort = OnnxRuntimeBackend(test_model, extra_outputs=wanted).infer(feeds, wanted) if wanted else {}
-    ort.update(feeds)
-    paths = [p for p, m in torch_backend.module.named_modules() if p and hookable(m)]
-    capture = torch_backend.capture(feeds, modules=paths, inputs_of=paths)
-    for fed_name, produced_name in chain:
-        fed, produced = ort[fed_name], ort[produced_name]
-        fits = []
-        for path, captured in capture.modules.items():
-            if captured.output is None or len(captured.inputs) != 1 or captured.output.shape != produced.shape:
-                continue
-            given = captured.inputs[0]
-            if given.shape != fed.shape or not compare_arrays(fed, given, policy.for_name(path, given.dtype)).passed:
-                continue
-            if compare_arrays(produced, captured.output, policy.for_name(path, captured.output.dtype)).passed:
-                continue  # computes what torch computes: not where the error comes from
-            off = _relative_error(produced, captured.output)
-            if off <= OWNER_RELATIVE_ERROR:  # another module fed the same input (key vs query) is O(1) off
-                fits.append((off, -path.count("."), path))
-        if fits:
-            return min(fits)[2], produced_name
-    return None
+    wanted = [n for n in region_values(run.index, needed) if n not in feeds]
+    try:
+        sub = extract_subgraph(run.test_model, run.index, feeds, value)
+        values = OnnxRuntimeBackend(sub, extra_outputs=wanted, name="onnxruntime-subgraph").infer(feeds, wanted)
+    except BackendError as exc:
+        log.debug("owner search subgraph failed: %s", exc)
+        return None
+    values.update(feeds)
+    owner = find_owner(run.index, needed, values, _all_modules(run), run.policy, run.noise, set(feeds))
+    return owner if owner is not None and owner.module != module else None
 
 
-#: How far an unnamed node's output may be from a module's output and still be that module computed otherwise (a
-#: ReLU exported where torch has LeakyReLU(0.1) is ~0.1 off); a sibling fed the same input (query vs key) is O(1).
-OWNER_RELATIVE_ERROR = 0.5
-
-
-def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    worst = float(np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64)))) if expected.size else 0.0
-    return worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
-
-
-def _owned(owner: str, culprit: str, index: GraphIndex, layer, sample: int, ort_values, torch_backend) -> FirstDivergence:
-    """The first divergence at the module that owns an unnamed node (see :func:`_culprit_owner`): local."""
-    node = index.model.graph.node[index.producer[culprit]]
-    torch_kind = type(dict(torch_backend.module.named_modules())[owner]).__name__
-    note = (f"its ONNX op ({node.op_type}, value {culprit!r}) disagrees with torch although fed torch's input; the "
-            f"tool that wrote the file fused it, so it has no compared value of its own (first seen at {layer.module})")
+def _owned(owner: Owner, run: _Run, layer) -> FirstDivergence:
+    """The first divergence at the module that owns the node where the error starts (see :mod:`.owner`): local."""
+    module = run.submodule(owner.module)
+    note = (f"its ONNX op ({owner.op_type}, value {owner.value!r}) disagrees with torch although fed torch's input "
+            f"(max rel {owner.relative_error:.2g}); the tool that wrote the file fused it, so it has no compared value "
+            f"of its own (first seen at {layer.module})")
+    found = differences(run.index, list(owner.nodes), run.torch_backend.module, owner.module)
+    if not found:
+        found = [f"the ONNX graph computes {owner.op_type} where torch's {owner.module} is {type(module).__name__}"]
     return FirstDivergence(
-        module=owner, cause="local", source=module_source(dict(torch_backend.module.named_modules())[owner]),
-        op_types=(node.op_type,), sample=sample, output_max_abs=layer.stats.max_abs if layer.stats else float("nan"),
-        input_max_abs=0.0, local_max_abs=None, amplification=None, note=note,
-        differences=(f"the ONNX graph computes {node.op_type} where torch's {owner} is {torch_kind}",))
+        module=owner.module, cause="local", source=module_source(module), op_types=(owner.op_type,),
+        sample=run.sample, output_max_abs=layer.stats.max_abs if layer.stats else float("nan"), input_max_abs=0.0,
+        local_max_abs=None, amplification=None, note=note, differences=tuple(found))

@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from gapcheck.errors import UsageError
-from gapcheck.export_diff.padding import DEFAULT_TOLERANCE, PadOptions, check_padding, torch_localizer
+from gapcheck.export_diff.padding import PadOptions, check_padding, torch_localizer
 from gapcheck.export_diff.result import ExportDiffResult
-from gapcheck.groups import ToleranceSpec
 from gapcheck.progress import ProgressReporter
 
 
@@ -84,15 +83,6 @@ def model_pad_id(module: Any) -> int:
     return 0
 
 
-def pad_tolerance(spec: ToleranceSpec) -> Any:
-    """The padding check's tolerance from the run's ToleranceSpec: its rtol/atol where set, else the padding check's
-    own default (a padded run differs from the unpadded one by reordered sums only: tighter than a dtype's)."""
-    from gapcheck.compare import Tolerance
-
-    return Tolerance(rtol=DEFAULT_TOLERANCE.rtol if spec.rtol is None else spec.rtol,
-                     atol=DEFAULT_TOLERANCE.atol if spec.atol is None else spec.atol)
-
-
 def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: dict[str, np.ndarray],
                  deployed: Sequence[Any], progress: ProgressReporter) -> ExportDiffResult:
     """Run the padding check on torch, ONNX Runtime and every deployed backend; add its findings and section."""
@@ -103,13 +93,15 @@ def with_padding(request: Any, result: ExportDiffResult, module: Any, sample: di
     pad = request.pad_check
     specs = request.inputs.specs
     token, mask = token_and_mask(sample, pad.token_input, pad.mask_input, specs)
-    tolerance = pad_tolerance(request.tolerance)
+    tolerance = request.policy()  # the run's policy: per-dtype defaults, --rtol/--atol, per-output overrides
     options = PadOptions(token_input=token, mask_input=mask, max_length=int(sample[token].shape[1]), lengths=pad.lengths,
                          sides=pad.sides, n_sequences=pad.n_sequences, seed=request.inputs.seed,
                          token_range=_token_range(specs, token), tolerance=tolerance,
                          pad_id=pad.pad_id if pad.pad_id is not None else model_pad_id(module))
     input_names = list(sample)
-    output_names = [output.name for output in result.onnx_model.graph.output]
+    # torch returns every model output; a file holding only some of them (Optimum's BertModel without
+    # pooler_output) is compared on those it has: each backend's outputs are looked up in torch's by name
+    output_names = list(result.model_outputs) or [output.name for output in result.onnx_model.graph.output]
     backends = {"onnxruntime": OnnxRuntimeBackend(result.onnx_model).infer}
     backends.update({backend.name: backend.infer for backend in deployed})
     progress.start("checking padding invariance", None)

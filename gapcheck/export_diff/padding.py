@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from gapcheck.codes.padding import MASK_IGNORED, PADDING_DEPENDENCE, PADDING_NOT_CHECKED
-from gapcheck.compare import Tolerance, compare_arrays
+from gapcheck.compare import Tolerance, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError, GapcheckError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.report.contract import Check, ResultBase, Table
@@ -51,7 +51,6 @@ from gapcheck.report.contract import Check, ResultBase, Table
 Feeds = dict[str, np.ndarray]
 RunFn = Callable[[Feeds], Mapping[str, np.ndarray]]
 SIDES = ("right", "left")
-DEFAULT_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 MAX_PADDED_LENGTH = 1 << 16
 #: A padded length may be at most this many times the declared sequence length (the input spec's T): padding
 #: far beyond what the model was declared with only measures how much memory attention over it needs.
@@ -69,7 +68,8 @@ class PadOptions:
     seed: int = 0
     pad_id: int = 0
     token_range: tuple[int, int] = (1, 100)
-    tolerance: Tolerance = DEFAULT_TOLERANCE
+    # the run's tolerance policy: per output (and per module when localizing), dtype defaults, overrides
+    tolerance: TolerancePolicy = field(default_factory=TolerancePolicy)
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sides if s not in SIDES]
@@ -247,12 +247,14 @@ def _per_position(name: str, references: list[Mapping[str, np.ndarray]], lengths
 
 
 def _compare_variant(outputs: Mapping[str, np.ndarray], references: list[Mapping[str, np.ndarray]],
-                     lengths: list[int], padded: int, side: str, tol: Tolerance) -> tuple[float, str, int, bool]:
+                     lengths: list[int], padded: int, side: str, policy: TolerancePolicy
+                     ) -> tuple[float, str, int, bool]:
     worst, worst_output, worst_row, passed = 0.0, "", -1, True
     for name, output in outputs.items():
         per_position = _per_position(name, references, lengths)
         for row, (reference, length) in enumerate(zip(references, lengths)):
             expected = reference[name]
+            tol = policy.for_name(name, expected.dtype)
             actual = _row_view(output, row, length, padded, side, per_position)
             if actual.shape != expected.shape:
                 return float("inf"), name, row, False
@@ -313,30 +315,46 @@ def check_padding(
             evidence={"dropped_lengths": list(dropped), "longest_sequence": longest}))
     first_module: dict[str, str] = {}
     for backend, run in runs.items():
-        seen: dict[tuple[str, int], Mapping[str, np.ndarray]] = {}  # the mask check reuses a masked variant's outputs
-        for side in options.sides:
-            for padded in padded_lengths:
-                variant, batch_outputs = _run_variant(backend, run, sequences, lengths, padded, side, options,
-                                                      references)
-                if variant.max_abs is None and backend == "torch":
-                    _reference_failed(options, padded, side, variant.note)
-                variants.append(variant)
-                seen[(side, padded)] = batch_outputs
-                if variant.max_abs is None:
-                    findings.append(PADDING_NOT_CHECKED.finding(
-                        f"{backend}: padded length {padded} ({side}) not run: {variant.note}",
-                        subject=Subject(endpoint=backend, step=f"pad {side} to {padded}"),
-                        evidence={"side": side, "length": padded, "reason": variant.note}))
-                    continue
-                if not variant.passed and backend not in first_module:
-                    module = localize(base, sequences, lengths, padded, side) if localize and backend == "torch" else None
-                    first_module[backend] = module or ""
-                    findings.append(_dependence_finding(variant, module, batch_outputs, references, lengths, options))
-        findings.extend(_mask_findings(backend, run, sequences, lengths, options, references, seen))
+        found, checked = _run_backend(backend, run, sequences, lengths, padded_lengths, options, references,
+                                      (lambda *args: localize(base, *args)) if localize and backend == "torch" else None)
+        variants += checked
+        findings += found
+        first = next((f.subject.module or "" for f in found if f.code == PADDING_DEPENDENCE.code), None)
+        if first is not None:
+            first_module[backend] = first
     if not any(v.max_abs is not None for v in variants):  # unreachable while torch failures raise; never a pass
         raise BackendError("the padding check compared no padded variant on any backend")
     return PaddingResult(variants=tuple(variants), findings=tuple(_one_per_backend(findings)),
                          sequence_lengths=tuple(lengths), dropped_lengths=dropped, first_module=first_module)
+
+
+def _run_backend(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], padded_lengths: Sequence[int],
+                 options: PadOptions, references: list[Mapping[str, np.ndarray]],
+                 localize: Callable[[list[Feeds], list[int], int, str], str | None] | None
+                 ) -> tuple[list[Finding], list[Variant]]:
+    """Every padded variant and the mask check on one backend: its findings (the first padding dependence localized
+    with ``localize``) and variants. A torch variant that fails raises (see :func:`_reference_failed`)."""
+    seen: dict[tuple[str, int], Mapping[str, np.ndarray]] = {}  # the mask check reuses a masked variant's outputs
+    variants: list[Variant] = []
+    findings: list[Finding] = []
+    for side in options.sides:
+        for padded in padded_lengths:
+            variant, batch_outputs = _run_variant(backend, run, sequences, lengths, padded, side, options, references)
+            if variant.max_abs is None and backend == "torch":
+                _reference_failed(options, padded, side, variant.note)
+            variants.append(variant)
+            seen[(side, padded)] = batch_outputs
+            if variant.max_abs is None:
+                findings.append(PADDING_NOT_CHECKED.finding(
+                    f"{backend}: padded length {padded} ({side}) not run: {variant.note}",
+                    subject=Subject(endpoint=backend, step=f"pad {side} to {padded}"),
+                    evidence={"side": side, "length": padded, "reason": variant.note}))
+                continue
+            if not variant.passed and not any(f.code == PADDING_DEPENDENCE.code for f in findings):
+                module = localize(sequences, lengths, padded, side) if localize else None
+                findings.append(_dependence_finding(variant, module, batch_outputs, references, lengths, options))
+    findings.extend(_mask_findings(backend, run, sequences, lengths, options, references, seen))
+    return findings, variants
 
 
 def validate_inputs(options: PadOptions, base: Feeds) -> None:
@@ -399,14 +417,17 @@ def _run_variant(backend: str, run: RunFn, sequences: list[Feeds], lengths: list
     worst, name, row, passed = _compare_variant(outputs, references, lengths, padded, side, options.tolerance)
     positions = ()
     if not passed and name:
-        positions = _differs_positions(outputs[name], references[row][name], lengths[row], padded, side, row,
-                                       options.tolerance)
+        expected = references[row][name]
+        positions = _differs_positions(outputs[name], expected, lengths[row], padded, side, row,
+                                       options.tolerance.for_name(name, expected.dtype))
     return Variant(backend, side, padded, masked, worst, name, row, positions, passed), outputs
 
 
 def _dependence_finding(variant: Variant, module: str | None, outputs: Mapping[str, np.ndarray],
                         references: list[Mapping[str, np.ndarray]], lengths: list[int], options: PadOptions) -> Finding:
     where = f" — first appears at module {module}" if module else ""
+    reference = references[variant.worst_sample].get(variant.worst_output)
+    tol = options.tolerance.for_name(variant.worst_output, reference.dtype if reference is not None else "float32")
     positions = f" at valid positions {list(variant.positions)}" if variant.positions else ""
     message = (f"{variant.backend}: padding sequences to {variant.length} on the {variant.side} changes "
                f"output {variant.worst_output!r} of sample {variant.worst_sample} (length {lengths[variant.worst_sample]})"
@@ -417,7 +438,7 @@ def _dependence_finding(variant: Variant, module: str | None, outputs: Mapping[s
         evidence={"side": variant.side, "padded_length": variant.length, "sample": variant.worst_sample,
                   "sequence_length": lengths[variant.worst_sample], "output": variant.worst_output,
                   "positions": list(variant.positions), "max_abs": variant.max_abs,
-                  "rtol": options.tolerance.rtol, "atol": options.tolerance.atol, "first_module": module})
+                  "rtol": tol.rtol, "atol": tol.atol, "first_module": module})
 
 
 def _mask_findings(backend: str, run: RunFn, sequences: list[Feeds], lengths: list[int], options: PadOptions,
@@ -459,7 +480,7 @@ def _one_per_backend(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
-def torch_localizer(module: Any, input_names: Sequence[str], output_names: Sequence[str], tol: Tolerance
+def torch_localizer(module: Any, input_names: Sequence[str], output_names: Sequence[str], policy: TolerancePolicy
                     ) -> Callable[[Feeds, list[Feeds], list[int], int, str], str | None]:
     """The first module (execution order) whose output at the valid positions differs under padding (torch hooks)."""
     from gapcheck.backends.torch_eager import TorchBackend
@@ -481,6 +502,7 @@ def torch_localizer(module: Any, input_names: Sequence[str], output_names: Seque
                 view = _row_view(got.output, row, length, padded, side, per_position)
                 if view.shape != want.output.shape:
                     continue
+                tol = policy.for_name(path, want.output.dtype)
                 if not compare_arrays(view.astype(np.float64), want.output.astype(np.float64), tol).passed:
                     return path
         return None

@@ -129,3 +129,26 @@ def test_changed_activation_inside_a_fused_group_is_named_at_the_activation(cnn)
     fd = result.first_divergence
     assert fd is not None and fd.module == "bn1.act" and fd.cause == "local", fd
     assert any("Relu" in d and "LeakyReLU" in d for d in fd.differences), fd.differences
+
+
+def test_pad_check_on_a_file_without_an_output_checks_the_outputs_it_has(bert, tmp_path):
+    """--pad-check with Optimum's BertModel file (no pooler_output): torch runs every model output, ONNX Runtime
+    the file's; each backend's outputs are compared with torch's of the same name (it was exit 3 before)."""
+    import onnx
+
+    from gapcheck.export_diff.api import ExportDiffRequest, PadCheckRequest, run_export_diff
+
+    _, _, onnx_model = bert
+    path = tmp_path / "optimum.onnx"
+    onnx.save(deployed.without_output(onnx_model, "pooler_output"), str(path))
+    request = ExportDiffRequest(factory="sample_models.deployed:tiny_bert", onnx_file=path, no_cache=True,
+                                input_specs=("input_ids:1x8:int64:1,100", "attention_mask:1x8:int64:1,2",
+                                             "token_type_ids:1x8:int64:0,1"),
+                                pad_check=PadCheckRequest(lengths=(8, 12), token_input="input_ids",
+                                                          mask_input="attention_mask"))
+    result = run_export_diff(request)
+    assert result.verdict == "pass", _gaps(result)
+    checked = {v.backend: v.worst_output for v in result.padding.variants if v.max_abs is not None}
+    assert set(checked) == {"torch", "onnxruntime"}
+    assert checked["onnxruntime"] == "last_hidden_state"  # the only output the file has
+    assert any(f.code == "outputs_not_in_file" for f in result.findings)
