@@ -71,6 +71,8 @@ class TextSection(Section):
         for name, target in stages.items():
             if not name.isprintable() or not target.isprintable():
                 raise ValueError(f"stage {safe_line(name)!r}: names and targets must not hold control characters")
+            if len(target) > 4096:
+                raise ValueError(f"stage {safe_line(name)!r}: a target of {len(target)} characters (at most 4096)")
             try:
                 make_stage(name, target)  # the --stage rules: name pattern, target shape, hf: settings
             except GapcheckError as exc:

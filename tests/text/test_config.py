@@ -81,6 +81,7 @@ def test_nothing_configured_is_a_usage_error(tmp_path: Path):
     ("stages = { \"a b\" = \"hf:tok\" }", "letters, digits"),
     ("stages = { a = \"hf:tok,nonsense=1\" }", "unknown hf: setting"),
     ("stages = { a = \"no-colon\" }", "module:fn"),
+    ("stages = { a = \"hf:" + "x" * 5000 + "\" }", "at most 4096"),
 ])
 def test_bad_values_exit_2_with_one_message(tmp_path: Path, minilm_copy: Path, capsys: pytest.CaptureFixture,
                                             line: str, message: str):
