@@ -15,7 +15,7 @@ for each and the ratios. **Memory**: peak RSS of each tool on one generated 50k-
 (``--memory-lines``). ``--compare-inference DIR`` times astroid's inference against gapcheck's symbol
 table on the receivers of ``.step()/.scale()/.set_epoch()...`` calls of the corpus (needs astroid).
 
-    .venv/bin/python scripts/bench_lint.py [--lines 100000] [--rounds 3] [--jobs N] [--corpus DIR]
+    .venv/bin/python scripts/bench_lint.py [--lines 100000] [--rounds 3] [--jobs N] [--corpus DIR] [--against SRC]
 """
 from __future__ import annotations
 
@@ -356,7 +356,8 @@ def best_of(command: list[str], rounds: int, cwd: Path, ok: tuple[int, ...] = (0
     return best_wall, best_cpu
 
 
-def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int, ok: tuple[int, ...] = (0, 1)) -> None:
+def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int, ok: tuple[int, ...] = (0, 1),
+          against: Path | None = None) -> None:
     lines = count_lines(files)
     arguments = [str(p) for p in files]
     ruff = [str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"]
@@ -366,7 +367,13 @@ def bench(name: str, files: list[Path], cwd: Path, rounds: int, jobs: int, ok: t
         "ruff check": [*ruff, *arguments],
         "ruff check --select ALL": [*ruff, "--select", "ALL", *arguments],
     }
+    if against is not None:  # an older gapcheck source tree, run by the same interpreter on the same files
+        commands["gapcheck before (-j 1)"] = ["env", f"PYTHONPATH={against}", str(BIN / "gapcheck"), "lint",
+                                              "--exit-zero", "--jobs", "1", *arguments]
     timings = {tool: best_of(command, rounds, cwd, ok) for tool, command in commands.items()}
+    if against is not None:
+        now, before = timings["gapcheck lint (-j 1)"][1], timings["gapcheck before (-j 1)"][1]
+        print(f"  (-j 1, lines per CPU-second: now / before = {before / max(now, 1e-9):.2f})")
     print(f"\n{name}: {len(files)} files, {lines:,} lines (best of {rounds}, {os.cpu_count()} CPUs)")
     print(f"  {'tool':<22}{'wall s':>9}{'lines/s (wall)':>16}{'CPU s':>9}{'lines/s (CPU)':>15}{'ruff is x faster (CPU)':>24}")
     ruff_cpu = timings["ruff check"][1]
@@ -454,6 +461,8 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, help="also the fetched upstream corpus (tests/lint/corpus)")
     parser.add_argument("--memory-lines", type=int, default=50_000, help="lines of the one-file memory test (0: skip)")
     parser.add_argument("--compare-inference", type=Path, metavar="CORPUS", help="astroid vs the symbol table")
+    parser.add_argument("--against", type=Path, metavar="SRC", help="also time the gapcheck package under SRC "
+                        "(e.g. `git archive REV gapcheck | tar -x -C SRC`), on the same files in the same run")
     args = parser.parse_args()
     if shutil.which(str(BIN / "ruff")) is None:
         raise SystemExit("ruff is not installed in this environment (pip install ruff)")
@@ -461,13 +470,15 @@ def main() -> None:
         root = Path(tmp)
         if args.lines:
             files = generate(root / "generated", args.lines)
-            bench("generated training codebase", files, root, args.rounds, args.jobs)
+            bench("generated training codebase", files, root, args.rounds, args.jobs, against=args.against)
         if not args.skip_real:
-            bench("real training scripts in site-packages", real_scripts(), root, args.rounds, args.jobs)
+            bench("real training scripts in site-packages", real_scripts(), root, args.rounds, args.jobs,
+                  against=args.against)
         if args.corpus:
             corpus = sorted(p for p in args.corpus.resolve().rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file())
             # exit 2 is expected there: upstream has empty notebooks and a cell that does not parse
-            bench(f"upstream corpus ({args.corpus})", corpus, root, args.rounds, args.jobs, ok=(0, 1, 2))
+            bench(f"upstream corpus ({args.corpus})", corpus, root, args.rounds, args.jobs, ok=(0, 1, 2),
+                  against=args.against)
         if args.memory_lines:
             memory(root, args.memory_lines)
     if args.compare_inference:
