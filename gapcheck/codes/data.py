@@ -44,9 +44,10 @@ DRIFT = define("drift", Severity.GAP, F, "A feature's distribution shifted",
     "Find which step produces the feature differently (source, time window, preprocessing) or re-split.")
 DRIFT_UNDERPOWERED = define("drift_underpowered", Severity.INFO, F, "Too few rows to see a shift of the minimum effect",
     "With these sample sizes and p-threshold the test can only call an effect significant above the minimum "
-    "effect (KS: the critical D = sqrt(-ln(p/2)/2) * sqrt((n+m)/(n*m)); chi-square: the critical Cramér's V), so "
-    "'no drift' here says little: a 20-row split cannot show a shift of 0.1. The smallest detectable effect is "
-    "stated per feature.",
+    "effect (KS: the critical D = sqrt(-ln(p/2)/2) * sqrt((n+m)/(n*m)); chi-square: the critical Cramér's V; the "
+    "missing-values z-test: the smallest change of the missing rate it calls significant, against the minimum "
+    "null-rate shift), so 'no drift' here says little: a 20-row split cannot show a shift of 0.1. The smallest "
+    "detectable effect is stated per feature.",
     "Compare more rows, or accept the stated detectable effect (raise the minimum effect); the pytest plugin fails "
     "on this only with --gapcheck-fail-underpowered.")
 MISSING_VALUES_SHIFT = define("missing_values_shift", Severity.GAP, F, "The share of missing values changed",

@@ -272,12 +272,69 @@ def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
             if expected * n_current >= MIN_EXPECTED_IN_BIN and share < COVERAGE_FLOOR * expected]
 
 
+def min_detectable_null_shift(rate: float, n: int, m: int, alpha: float) -> float | None:
+    """The smallest change of a feature's missing-value rate, from the reference's ``rate`` toward 0.5 (the harder
+    direction: the variance grows), that the two-proportion z-test (:func:`null_shift_p`) calls significant at
+    ``alpha`` with n reference and m current rows; 1.0 when no change is (bisection on the exact z, 60 steps)."""
+    from scipy import stats
+
+    if n < 1 or m < 1:
+        return None
+    critical, weight, scale = float(stats.norm.isf(alpha / 2)), m / (n + m), 1 / n + 1 / m
+    sign, room = (1.0, 1.0 - rate) if rate <= 0.5 else (-1.0, rate)
+
+    def z(delta: float) -> float:
+        pooled = rate + sign * delta * weight
+        se = math.sqrt(max(pooled * (1 - pooled), 0.0) * scale)
+        return delta / se if se > 0 else math.inf
+
+    if room <= 0 or z(room) < critical:
+        return 1.0
+    low, high = 0.0, room
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (low, middle) if z(middle) >= critical else (middle, high)
+    return high
+
+
+def null_underpowered_findings(features: list[FeatureDrift], reference: SidePartial, current: SidePartial,
+                               options: DriftOptions) -> list[Finding]:
+    """``drift_underpowered`` for the missing-values test, as for the distribution tests: features whose null-rate
+    change of ``min_null_shift`` the z-test could not have called significant with these row counts (one finding
+    per pair of row counts, naming every feature and its smallest detectable change)."""
+    from gapcheck.codes import data as codes
+    from gapcheck.findings import Severity, Subject
+
+    groups: dict[tuple[int, int], dict[str, float]] = {}
+    for f in features:
+        ref, cur = reference.columns[f.feature], current.columns[f.feature]
+        detectable = min_detectable_null_shift(f.null_rate_reference, ref.rows, cur.rows, options.p_threshold)
+        if detectable is not None and detectable > options.min_null_shift:
+            groups.setdefault((ref.rows, cur.rows), {})[f.feature] = round(detectable, 6)
+    findings: list[Finding] = []
+    for (n_ref, n_cur), weak in groups.items():
+        low, high = min(weak.values()), max(weak.values())
+        span = f"{low:.3f}" if high - low < 5e-4 else f"{low:.3f}–{high:.3f}"
+        names = ", ".join(list(weak)[:5]) + (f" and {len(weak) - 5} more" if len(weak) > 5 else "")
+        findings.append(codes.DRIFT_UNDERPOWERED.finding(
+            f"{len(weak)} feature(s) ({names}): with {n_ref} reference and {n_cur} current row(s) the missing-values "
+            f"test at p < {options.p_threshold:g} detects only a change of the missing rate ≥ {span}, above the "
+            f"minimum {options.min_null_shift:g}: a change that size would pass unseen",
+            subject=Subject(stage="reference→current", output=next(iter(weak)) if len(weak) == 1 else None),
+            severity=Severity.GAP if options.fail_underpowered else None,
+            evidence={"test": "null_rate", "n_reference": n_ref, "n_current": n_cur,
+                      "p_threshold": options.p_threshold, "min_effect": options.min_null_shift, "features": len(weak),
+                      "min_detectable_effect": dict(list(weak.items())[:MAX_LISTED_FEATURES])}))
+    return findings
+
+
 def drift_findings(features: list[FeatureDrift], reference: SidePartial, current: SidePartial,
                    options: DriftOptions) -> list[Finding]:
     from gapcheck.codes import data as codes
     from gapcheck.findings import Subject
 
     findings: list[Finding] = underpowered_findings(features, options)
+    findings += null_underpowered_findings(features, reference, current, options)
     for f in features:
         subject = Subject(stage="reference→current", output=f.feature)
         if f.drift:

@@ -87,7 +87,7 @@ def test_fail_underpowered_on_a_20_row_split(tmp_path):
     assert document["options"]["fail_underpowered"] is False
     assert all(f["underpowered"] and f["min_detectable_effect"] > document["options"]["min_effect"]
                for f in document["features"])
-    assert _codes(document) == ["drift_underpowered"] * 2  # one per test (ks for x, chi2 for c)
+    assert _codes(document) == ["drift_underpowered"] * 3  # one per test (ks for x, chi2 for c, nulls for both)
     assert main(["drift", *small, "--fail-underpowered", "--json", str(report)]) == 1
     document = _valid(report, "drift")
     assert document["options"]["fail_underpowered"] is True and document["verdict"] == "gap"

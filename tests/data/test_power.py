@@ -47,7 +47,8 @@ def test_a_20_row_split_is_underpowered_and_a_powered_one_is_not(tmp_path):
         large = drift(*_tables(tmp_path, 20_000), engine=engine)
     validate(small)
     weak = [f for f in small.findings if f.code == "drift_underpowered"]
-    assert small.verdict.value == "pass" and len(weak) == 2 and not any(f.is_gap for f in weak)  # ks and chi2
+    assert small.verdict.value == "pass" and len(weak) == 3 and not any(f.is_gap for f in weak)  # ks, chi2, nulls
+    assert sorted(f.evidence["test"] for f in weak) == ["chi2", "ks", "null_rate"]
     ks = next(f for f in weak if f.evidence["test"] == "ks")
     assert ks.evidence["n_reference"] == ks.evidence["n_current"] == 20
     assert ks.evidence["min_detectable_effect"]["x"] == pytest.approx(min_detectable_d(20, 20, 0.01), abs=1e-6)
@@ -71,7 +72,39 @@ def test_a_drifted_feature_is_not_also_underpowered(tmp_path):
     pd.DataFrame({"x": rng.normal(size=60) + 3}).to_parquet(tmp_path / "c.parquet")
     with open_engine("serial") as engine:
         result = drift(str(tmp_path / "r.parquet"), str(tmp_path / "c.parquet"), engine=engine)
-    assert [f.code for f in result.findings] == ["drift"]
+    assert [f.code for f in result.findings] == ["drift_underpowered", "drift"]
+    assert result.findings[0].evidence["test"] == "null_rate"  # 60 rows: the missing-values test is the weak one
+    assert not result.features[0].underpowered  # the KS test found the shift: not called underpowered
+
+
+def test_the_missing_values_test_states_its_power(tmp_path):
+    """The smallest change of the missing rate the z-test can see: what null_shift_p calls significant."""
+    from types import SimpleNamespace
+
+    from gapcheck.data.drift import min_detectable_null_shift, null_shift_p
+
+    for rate, n, m in ((0.0, 20, 20), (0.3, 300, 300), (0.9, 1_000, 50), (0.1, 5_000, 80)):
+        delta = min_detectable_null_shift(rate, n, m, 0.01)
+        current = rate + delta if rate <= 0.5 else rate - delta
+        p = null_shift_p(SimpleNamespace(rows=n, nulls=rate * n), SimpleNamespace(rows=m, nulls=current * m))
+        assert p == pytest.approx(0.01, rel=1e-3)
+    assert min_detectable_null_shift(0.0, 1, 1, 0.01) == 1.0 and min_detectable_null_shift(0.0, 0, 5, 0.01) is None
+    rng = np.random.default_rng(5)
+    for rows in (20, 20_000):
+        for name in ("r", "c"):
+            x = rng.normal(size=rows)
+            x[rng.random(rows) < 0.2] = np.nan  # a fifth missing on both sides: no shift, only the power differs
+            pd.DataFrame({"x": x}).to_parquet(tmp_path / f"{name}{rows}.parquet")
+    with open_engine("serial") as engine:
+        small = drift(str(tmp_path / "r20.parquet"), str(tmp_path / "c20.parquet"), engine=engine)
+        large = drift(str(tmp_path / "r20000.parquet"), str(tmp_path / "c20000.parquet"), engine=engine)
+        strict = drift(str(tmp_path / "r20.parquet"), str(tmp_path / "c20.parquet"),
+                       DriftOptions(fail_underpowered=True), engine=engine)
+    nulls = [f for f in small.findings if f.code == "drift_underpowered" and f.evidence["test"] == "null_rate"]
+    assert len(nulls) == 1 and nulls[0].evidence["min_detectable_effect"]["x"] > 0.3 and not nulls[0].is_gap
+    assert "missing-values test" in nulls[0].message and "missing_values_shift" not in [f.code for f in small.findings]
+    assert not [f for f in large.findings if f.code == "drift_underpowered"]
+    assert any(f.is_gap and f.evidence["test"] == "null_rate" for f in strict.findings)
 
 
 def test_pytest_plugin_fails_on_underpowered_only_when_asked(pytester, tmp_path):
