@@ -349,9 +349,9 @@ class TrainModeNotRestored(Rule):
                 continue
             last_eval = len(kinds) - 1 - kinds[::-1].index(Kind.EVAL)
             first_backward = kinds.index(Kind.BACKWARD)
-            if Kind.TRAIN in kinds[:first_backward] or any(
-                    e.kind is Kind.TRAIN and not _skipped_by_return(e, found[:i]) for i, e in
-                    enumerate(found[last_eval:], start=last_eval)):
+            skips = [(e, _skipped_by_return(e, found[:i])) for i, e in enumerate(found[last_eval:], start=last_eval)
+                     if e.kind is Kind.TRAIN]
+            if Kind.TRAIN in kinds[:first_backward] or any(leave is None for _, leave in skips):
                 continue
             if _trains_in_eval_mode(ctx.module, found, first_backward):
                 continue
@@ -360,6 +360,13 @@ class TrainModeNotRestored(Rule):
                 continue
             reported.add((id(where.node), id(where.step.via)))
             line = where.node.lineno if where.step.module is ctx.module else where.step.via.lineno  # type: ignore[union-attr]
+            if skips:  # a model.train() exists, but a return before it leads back to the loop
+                train, leave = skips[0]
+                place = "" if train.step.module is ctx.module else f" of {train.step.module.source.display}"
+                yield ctx.finding(self.code, loop, f"the loop switches to eval mode (line {line}), and the return on "
+                                  f"line {leave.lineno}{place} skips the model.train() on line {train.node.lineno}: "  # type: ignore[union-attr]
+                                  "it trains again in eval mode", eval_line=line, return_line=leave.lineno)  # type: ignore[union-attr]
+                continue
             yield ctx.finding(self.code, loop, f"the loop switches to eval mode (line {line}) and trains "
                               "again without model.train()", eval_line=line)
 
@@ -385,21 +392,22 @@ def _foreign_self(module: ModuleIndex, loop: ast.AST, event: Event) -> bool:
     return theirs is not None and (theirs != ours or where is not module)
 
 
-def _skipped_by_return(train: Event, before: list[Event]) -> bool:
+def _skipped_by_return(train: Event, before: list[Event]) -> ast.Return | None:
     """``train`` is a ``.train()`` in a function the loop calls, and that function can return to the loop before it
     (after its own ``.eval()``, if any): on that path the loop goes on in eval mode. A return of the loop's own function
     ends training, so it does not count; nor does one whose ``try`` restores the mode in ``finally``."""
     if train.step.via is None:
-        return False
+        return None
     module = train.step.module
     home = module.enclosing_function(train.node)
     if home is None:
-        return False
+        return None
     evals = [e.node.lineno for e in before if e.kind is Kind.EVAL and e.step.module is module
              and module.enclosing_function(e.node) is home and e.node.lineno < train.node.lineno]  # type: ignore[attr-defined]
     start = max(evals, default=home.lineno)  # type: ignore[attr-defined]
-    return any(start < node.lineno < train.node.lineno and not _restored_in_finally(module, node, train.node)  # type: ignore[attr-defined]
-               for node in _own_returns(home))
+    return next((node for node in sorted(_own_returns(home), key=lambda n: n.lineno)
+                 if start < node.lineno < train.node.lineno  # type: ignore[attr-defined]
+                 and not _restored_in_finally(module, node, train.node)), None)
 
 
 def _own_returns(function: ast.AST) -> Iterator[ast.Return]:
