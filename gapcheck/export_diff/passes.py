@@ -1,11 +1,13 @@
 """The per-sample comparison passes of export-diff: one torch forward with hooks and one ONNX Runtime run per sample.
 
 The mapped values are marked as extra graph outputs, split into a few runs only when they would exceed
-``max_intermediate_bytes``. The float64 noise floor of each compared tensor is measured on the first sample.
+``max_intermediate_bytes``. The float64 noise floor of each compared tensor is measured on the first sample, when
+some verdict could depend on it (:func:`noise_can_matter`).
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +19,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend
-from gapcheck.compare import ErrorStats, TolerancePolicy, compare_arrays
+from gapcheck.compare import NOISE_CEILING_REL, ErrorStats, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError, InputError
 from gapcheck.export_diff.result import InputRecord
 from gapcheck.model.mapping import ModuleMapping
@@ -25,6 +27,7 @@ from gapcheck.model.precision import FP16_MAX
 from gapcheck.progress import ProgressReporter
 
 ORT_NAME = "onnxruntime"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,6 +77,7 @@ def compare_samples(
     max_intermediate_bytes: int,
     progress: ProgressReporter,
     compared_outputs: Sequence[str] = (),
+    noise: str = "auto",
 ) -> SampleRun:
     """Per sample: one torch forward with hooks and one ORT run with the mapped values marked as outputs.
 
@@ -82,11 +86,55 @@ def compare_samples(
     compared and dropped before the next, so memory stays near one group's worth.
     ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping. ``compared_outputs`` are the
     model outputs the ONNX graph has (default: all of torch's).
+
+    ``noise`` says when the float64 noise floor is measured (fp32 only): "always" on every group's first sample,
+    as the tolerances define it; "auto" (default) only when some verdict could depend on it (see
+    :func:`noise_can_matter`). No verdict differs between the two: a run where every tensor passes the dtype's
+    default budget with an error under ``NOISE_CEILING_REL`` x its largest value passes under any noise floor, so
+    it skips the float64 forward (its ``noise`` stays empty); any other run measures it for every tensor, as
+    "always" does: in place when the first sample shows it, else by running again.
     """
+    if noise not in ("auto", "always"):
+        raise ValueError(f"noise must be 'auto' or 'always', not {noise!r}")
+    setup = _setup(torch_backend, test_model, mappings, samples, deployed, policy, precision, max_intermediate_bytes,
+                   compared_outputs)
+    if precision != "fp32":
+        return _run(setup, progress, "never")
+    if noise == "auto":
+        try:
+            return _run(setup, progress, "lazy")
+        except _NoiseNeeded as needed:
+            log.debug("measuring the float64 noise floor after all: %s", needed)
+    return _run(setup, progress, "always")
+
+
+class _NoiseNeeded(Exception):
+    """A verdict could depend on the noise floor, found after the first sample: the run starts again, measuring it."""
+
+
+@dataclass
+class _Setup:
+    """What every pass over the samples shares (built once, even when the run starts again)."""
+
+    torch_backend: TorchBackend
+    test_model: onnx.ModelProto
+    mappings: dict[str, ModuleMapping]
+    samples: Sequence[dict[str, np.ndarray]]
+    deployed: Sequence[Backend]
+    policy: TolerancePolicy
+    precision: str
+    output_names: list[str]
+    groups: list[list[str]]
+    skeleton: CaptureResult
+    first: CaptureResult | None  # sample 0's capture of every mapped module, when one group holds them all
+
+
+def _setup(torch_backend: TorchBackend, test_model, mappings, samples, deployed, policy, precision,
+           max_intermediate_bytes: int, compared_outputs: Sequence[str]) -> _Setup:
+    """The first sample's capture (execution order, folded BatchNorms remapped) and the marked values' groups."""
     module_paths = list(mappings)
     submodules = dict(torch_backend.module.named_modules())
     unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
-    output_names = list(compared_outputs or torch_backend.output_names)
     try:
         first = torch_backend.capture(
             samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
@@ -94,37 +142,88 @@ def compare_samples(
     except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
         raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
     mappings.update(_move_folded_batchnorms(mappings, first, submodules))
-    mapped_paths = [p for p, m in mappings.items() if m.mapped]
     sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None and mappings[p].mapped}
     groups = _chunks(list(sizes), sizes, max_intermediate_bytes) or [[]]
-    run = SampleRun(skeleton=first.without_arrays(), accumulators={p: LayerAccumulator() for p in module_paths},
-                     groups=len(groups))
-    if len(groups) > 1:
-        first = None  # recaptured per group: holding every module's output would defeat the budget
-    progress.start(f"comparing {len(mapped_paths)} modules", len(samples) * len(groups))
-    measure_noise = precision == "fp32"
-    for g, group in enumerate(groups):
-        session = OnnxRuntimeBackend(test_model, extra_outputs=group, name=ORT_NAME)
+    return _Setup(torch_backend, test_model, mappings, samples, deployed, policy, precision,
+                  list(compared_outputs or torch_backend.output_names), groups, first.without_arrays(),
+                  # several groups: recaptured per group, as holding every module's output would defeat the budget
+                  first if len(groups) == 1 else None)
+
+
+def _run(setup: _Setup, progress: ProgressReporter, noise: str) -> SampleRun:
+    """One pass over groups and samples. ``noise``: "always", "never", or "lazy" (see :func:`compare_samples`;
+    raises :class:`_NoiseNeeded` when a verdict could depend on the noise floor after the first sample)."""
+    mappings, samples, backend = setup.mappings, setup.samples, setup.torch_backend
+    run = SampleRun(skeleton=setup.skeleton, accumulators={p: LayerAccumulator() for p in mappings},
+                    groups=len(setup.groups))
+    mapped_paths = [p for p, m in mappings.items() if m.mapped]
+    progress.start(f"comparing {len(mapped_paths)} modules", len(samples) * len(setup.groups))
+    for g, group in enumerate(setup.groups):
+        session = OnnxRuntimeBackend(setup.test_model, extra_outputs=group, name=ORT_NAME)
         in_group = set(group)
         group_paths = [p for p in mapped_paths if mappings[p].value in in_group]
         for s, feeds in enumerate(samples):
-            capture = first if s == 0 and first is not None else torch_backend.capture(feeds, modules=group_paths)
-            if s == 0 and measure_noise:  # once, on the first sample: the rounding noise each tensor carries
-                run.noise.update(torch_backend.noise_floor(feeds, capture, group_paths))
-            values = session.infer(feeds, (output_names if g == 0 else []) + group)
-            for path in group_paths:
-                _compare_layer(run.accumulators[path], capture, path, mappings[path].value, values, s, policy, precision,
-                               run.noise.get(path))
+            capture = setup.first if s == 0 and setup.first is not None else backend.capture(feeds, modules=group_paths)
+            if s == 0 and noise == "always":  # once per group, on the first sample: the rounding noise of each tensor
+                run.noise.update(backend.noise_floor(feeds, capture, group_paths))
+            values = session.infer(feeds, (setup.output_names if g == 0 else []) + group)
+            served = None  # the first group compares the model's outputs: ORT's and every deployed backend's
             if g == 0:
-                _compare_outputs(run, capture, values, session.last_input_fingerprints, feeds, s, deployed, policy,
-                                 output_names)
+                served = [(ORT_NAME, values), *_record_inputs(run, capture, session.last_input_fingerprints, feeds, s,
+                                                              setup.deployed)]
+            compared = _compare_sample(setup, run, capture, values, served, group_paths, s)
+            if noise == "lazy" and any(noise_can_matter(setup.policy, *c) for c in compared):
+                if g or s:
+                    raise _NoiseNeeded(f"group {g}, sample {s}")
+                noise = "always"  # the first sample shows it: measure now and compare this sample again
+                _drop_sample(run, 0)
+                run.noise.update(backend.noise_floor(feeds, capture, group_paths))
+                _compare_sample(setup, run, capture, values, served, group_paths, s)
             progress.advance()
-        if len(groups) == 1:
+        if len(setup.groups) == 1:
             run.session = session
     progress.finish()
     return run
 
 
+def noise_can_matter(policy: TolerancePolicy, name: str, dtype: np.dtype, stats: ErrorStats) -> bool:
+    """Whether the noise floor could change this comparison's verdict, or what the run does after it.
+
+    ``stats`` were measured without a noise floor: atol is the dtype default, no ceiling. With a floor n, the budget
+    of every element grows (atol = max(default, NOISE_FACTOR n)) and a ceiling max(NOISE_CEILING_FACTOR n,
+    NOISE_CEILING_REL max|expected|) caps it. So a tensor that passes with an error under NOISE_CEILING_REL x its
+    largest |value| passes under every floor. A failing one always counts: a floor could widen it into a pass, and
+    even when none can (a shape or NaN mismatch, an exact integer), the value re-check and the localization that
+    follow a failure compare other tensors with noise-aware budgets.
+    """
+    if not stats.passed:
+        return True
+    if policy.for_name(name, dtype, 1.0).noise_ceiling is None:
+        return False  # an override, an explicit atol, an integer tensor: the floor is not used for it
+    return not stats.max_abs <= NOISE_CEILING_REL * stats.expected_absmax
+
+
+def _compare_sample(setup: _Setup, run: SampleRun, capture: CaptureResult, values, served, group_paths: list[str],
+                    s: int) -> list[tuple[str, np.dtype, ErrorStats]]:
+    """This sample's layer comparisons (and, in the first group, its output comparisons), added to ``run``."""
+    compared = []
+    for path in group_paths:
+        stats = _compare_layer(run.accumulators[path], capture, path, setup.mappings[path].value, values, s,
+                               setup.policy, setup.precision, run.noise.get(path))
+        if stats is not None:
+            compared.append((path, capture.modules[path].output.dtype, stats))
+    if served is not None:
+        compared += _compare_outputs(run, capture, served, s, setup.policy, setup.output_names)
+    return compared
+
+
+def _drop_sample(run: SampleRun, s: int) -> None:
+    """Forget sample ``s``'s comparisons (kept: its input records, which no budget changes)."""
+    for acc in run.accumulators.values():
+        acc.stats = [(i, st) for i, st in acc.stats if i != s]
+        acc.overflow_samples = [i for i in acc.overflow_samples if i != s]
+    for key, runs in run.output_stats.items():
+        run.output_stats[key] = [(i, st) for i, st in runs if i != s]
 def _move_folded_batchnorms(mappings: dict[str, ModuleMapping], capture: CaptureResult, submodules) -> dict[str, ModuleMapping]:
     """Remap Conv+BatchNorm folded by the TorchScript exporter.
 
@@ -146,39 +245,48 @@ def _move_folded_batchnorms(mappings: dict[str, ModuleMapping], capture: Capture
 
 
 def _compare_layer(acc: LayerAccumulator, capture: CaptureResult, path: str, value: str, values, s: int,
-                   policy: TolerancePolicy, precision: str, noise: float | None = None) -> None:
+                   policy: TolerancePolicy, precision: str, noise: float | None = None) -> ErrorStats | None:
     captured = capture.modules.get(path)
     if captured is None or captured.output is None or value not in values:
-        return
+        return None
     reference, actual = captured.output, values[value]
     if actual.shape != reference.shape and actual.size == reference.size and \
             tuple(d for d in actual.shape if d != 1) == tuple(d for d in reference.shape if d != 1):
         actual = actual.reshape(reference.shape)  # a Gemm on the flattened batch: (17, 576) for torch's (1, 17, 576)
     if actual.shape != reference.shape:
         acc.note = f"ONNX value {value} has shape {actual.shape}, torch {reference.shape}"
-        return
+        return None
     stats = compare_arrays(actual, reference, policy.for_name(path, reference.dtype, noise))
     acc.stats.append((s, stats))
     if precision == "fp16" and (stats.nonfinite_mismatch or stats.expected_absmax > FP16_MAX):
         acc.overflow_samples.append(s)
+    return stats
 
 
-def _compare_outputs(run: SampleRun, capture: CaptureResult, ort_values, ort_fed: dict[str, str], feeds, s: int,
-                     deployed, policy, compared: Sequence[str]) -> None:
-    """Graph outputs of ONNX Runtime and of every deployed backend vs torch; input fingerprints per backend.
+def _record_inputs(run: SampleRun, capture: CaptureResult, ort_fed: dict[str, str], feeds, s: int,
+                   deployed: Sequence[Backend]) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """Run every deployed backend on this sample and record the input fingerprints each backend fed.
 
     Each backend reports the SHA256 of what it actually fed; a backend that cannot say is marked "unknown".
+    Returns each deployed backend's name and outputs.
     """
-    deployed_values, deployed_fed = {}, {}
+    deployed_values, deployed_fed = [], {}
     for backend in deployed:
-        deployed_values[backend.name] = backend.infer(feeds)
+        deployed_values.append((backend.name, backend.infer(feeds)))
         deployed_fed[backend.name] = dict(getattr(backend, "last_input_fingerprints", None) or {})
     for name, array in feeds.items():
         hashes = {"torch": capture.input_fingerprints.get(name, "unknown"), ORT_NAME: ort_fed.get(name, "unknown")}
         for backend_name, fed in deployed_fed.items():
             hashes[backend_name] = fed.get(name, "unknown")
         run.input_records.append(InputRecord(s, name, tuple(array.shape), str(array.dtype), hashes))
-    for backend_name, values in [(ORT_NAME, ort_values)] + list(deployed_values.items()):
+    return deployed_values
+
+
+def _compare_outputs(run: SampleRun, capture: CaptureResult, served: list[tuple[str, dict[str, np.ndarray]]], s: int,
+                     policy: TolerancePolicy, compared: Sequence[str]) -> list[tuple[str, np.dtype, ErrorStats]]:
+    """Graph outputs of ONNX Runtime and of every deployed backend (``served``: backend -> outputs) vs torch."""
+    out = []
+    for backend_name, values in served:
         for name in compared:
             actual = values.get(name)
             if actual is None:
@@ -188,3 +296,5 @@ def _compare_outputs(run: SampleRun, capture: CaptureResult, ort_values, ort_fed
                 run.nonfinite_reference.add(name)
             stats = compare_arrays(actual, reference, policy.for_name(name, reference.dtype, run.noise.get(name)))
             run.output_stats.setdefault((backend_name, name), []).append((s, stats))
+            out.append((name, reference.dtype, stats))
+    return out

@@ -32,13 +32,14 @@ def _samples(shape, n=2):
     return random_samples([InputSpec("x", shape, "float32")], n, seed=3)
 
 
-def _tamper(model: onnx.ModelProto, predicate, scale: float) -> onnx.ModelProto:
+def _tamper(model: onnx.ModelProto, predicate, scale) -> onnx.ModelProto:
     """Change one constant in the graph the way a wrong export would (a slightly different number)."""
     tampered = onnx.ModelProto()
     tampered.CopyFrom(model)
     for init in tampered.graph.initializer:
         if predicate(init.name):
-            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * scale, init.name))
+            values = numpy_helper.to_array(init)
+            init.CopyFrom(numpy_helper.from_array((values * scale).astype(values.dtype), init.name))
             return tampered
     for node in tampered.graph.node:
         if node.op_type == "Constant" and predicate(node.output[0]):
@@ -351,11 +352,18 @@ def test_layer_budget_widens_with_the_fp32_noise_floor_and_a_1_percent_weight_ch
 
     module = Loud().eval()
     samples = _samples((4, 64), n=2)
-    clean = export_diff(module, samples)
-    assert clean.verdict == "pass", [f.message for f in clean.findings]
-    fc1 = next(x for x in clean.layers if x.module == "fc1")
-    assert fc1.stats.atol > 1e-4 and fc1.stats.atol >= NOISE_FACTOR * 1e-6  # the budget came from measured noise
     exported = export_onnx(module, samples[0]).model
+    assert export_diff(module, samples, onnx_model=exported).verdict == "pass"
+    # fc1's weights each ~3e-6 off (ONNX Runtime and torch agree bit for bit here; make them differ by rounding, as
+    # another kernel's order of sums would): |err| ~2e-3 on values ~500, over the fixed atol 1e-4 where a value is
+    # near 0, inside 10x the fp32 noise
+    fc1_weight = next(i.name for i in exported.graph.initializer if "fc1" in i.name and "weight" in i.name)
+    jitter = 1 + 3e-6 * np.random.default_rng(0).standard_normal(tuple(module.fc1.weight.shape))
+    rounded = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == fc1_weight, jitter))
+    assert rounded.verdict == "pass", [f.message for f in rounded.findings]
+    fc1 = next(x for x in rounded.layers if x.module == "fc1")
+    assert fc1.stats.max_abs > 1e-4 and fc1.noise_floor is not None  # the budget came from measured noise
+    assert fc1.stats.atol == NOISE_FACTOR * fc1.noise_floor > 1e-4
     weight = next(i.name for i in exported.graph.initializer if "fc2" in i.name and "weight" in i.name)
     broken = export_diff(module, samples, onnx_model=_tamper(exported, lambda n: n == weight, 1.01))
     assert broken.first_divergence.module == "fc2" and broken.first_divergence.cause == "local"
@@ -366,13 +374,13 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
     from types import SimpleNamespace
 
     import gapcheck.backends.triton as triton_backend
-    import gapcheck.export_diff.runner as runner
+    import gapcheck.model.export as model_export
     import gapcheck.triton.audit as audit
     from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
     from gapcheck.export_diff.api import DeploymentTarget, ExportDiffRequest, run_export_diff
 
     exports, audited = [], []
-    real_export = runner.export_onnx
+    real_export = model_export.export_onnx
 
     def counting_export(module, *args, **kwargs):
         exports.append(module.training)
@@ -392,8 +400,7 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
         audited.append(onnx_model)
         return SimpleNamespace(findings=(), served=None, onnx_outputs=())
 
-    monkeypatch.setattr(runner, "export_onnx", counting_export)
-    monkeypatch.setattr("gapcheck.model.export.export_onnx", counting_export)  # ExportSpec.obtain's export
+    monkeypatch.setattr(model_export, "export_onnx", counting_export)  # ExportSpec.obtain's: the one export path
     monkeypatch.setattr(audit, "audit_deployment", fake_audit)
     monkeypatch.setattr(triton_backend, "TritonBackend", ServedByOrt)
     from sample_models.planted import build_train_mode
