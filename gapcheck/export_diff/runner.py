@@ -19,7 +19,7 @@ import torch
 
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable, named_tensor_leaves
+from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.codes.export_diff import (
     ATTRIBUTION_FALLBACK,
     ONNX_MODEL_MISMATCH,
@@ -45,12 +45,12 @@ from gapcheck.export_diff.result import (
     OutputResult,
 )
 from gapcheck.findings import Finding, Subject
-from gapcheck.model.export import ExportResult, condense_error, export_onnx
+from gapcheck.groups.export import ExportSpec, output_names
+from gapcheck.model.export import ExportResult
 from gapcheck.model.fit import ModelFit, attribute_by_weights, check_fit
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
 from gapcheck.model.precision import to_precision
 from gapcheck.progress import NullProgress, ProgressReporter
-from gapcheck.tensors import contiguous
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_INTERMEDIATE_BYTES = 1 << 30
@@ -81,37 +81,6 @@ def _check_inputs_fit(model: onnx.ModelProto, sample: dict[str, np.ndarray], exp
                 )
 
 
-def _missing_graph_inputs(onnx_model: onnx.ModelProto | None, sample: dict[str, np.ndarray]) -> str:
-    """The ONNX file's inputs the sample lacks, as a clause for an input error (a TorchScript VAD given only ``x``
-    says it misses ``sr``; its ONNX twin needs ``state`` and ``sr``: both sides are named)."""
-    if onnx_model is None:
-        return ""
-    initializers = {i.name for i in onnx_model.graph.initializer}
-    missing = [i.name for i in onnx_model.graph.input if i.name not in initializers and i.name not in sample]
-    return f"; the ONNX file also needs inputs {', '.join(missing)}" if missing else ""
-
-
-def _check_model_accepts(module: torch.nn.Module, sample: dict[str, np.ndarray],
-                         onnx_model: onnx.ModelProto | None = None) -> list[str]:
-    """Run torch once before exporting, so inputs that do not fit the model are an input error (exit 2).
-
-    Returns the model's own names of its output tensors (``logits``, ``past_key_values.0.key``). With the ONNX
-    file compared, a refusal also names the file's inputs the sample lacks.
-    """
-    tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]
-    try:
-        with torch.no_grad():
-            output = module(*tensors)
-    except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
-        shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
-        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}"
-                         f"{_missing_graph_inputs(onnx_model, sample)}") from exc
-    names = [name for name, _ in named_tensor_leaves(output)]
-    if not names:
-        raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
-    return names
-
-
 @contextmanager
 def evaluation_mode(module: torch.nn.Module, keep_train_mode: bool) -> Iterator[bool]:
     """Compare in eval mode unless asked otherwise; every submodule's own mode is restored afterwards.
@@ -138,27 +107,10 @@ def obtain_onnx(
     progress: ProgressReporter | None = None,
     sequence_inputs: Sequence[str] = (),
 ) -> tuple[ExportResult, list[str]]:
-    """The model's ONNX export and its output names: from ``cache`` (an ExportCache) when it holds it, else exported.
-
-    ``module`` is already in the mode to compare. A fresh export first runs the model once, so inputs that do not
-    fit it are an input error (exit 2) rather than an exporter error; a cached one was made from the same weights,
-    code and input specs, and its graph outputs carry the model's output names.
-    """
-    progress = progress or NullProgress()
-    if isinstance(module, torch.jit.ScriptModule) and exporter == "dynamo":
-        exporter = "torchscript"  # torch.export cannot trace a ScriptModule; the TorchScript exporter reads its graph
-    key = cache.key(module, sample, exporter=exporter, opset=opset, sequence_inputs=sequence_inputs) if cache else None
-    hit = cache.load(key) if key is not None else None
-    if hit is not None:
-        return hit, [o.name for o in hit.model.graph.output]
-    names = _check_model_accepts(module, sample)
-    progress.start("exporting to ONNX", None)
-    exported = export_onnx(module, sample, exporter=exporter, opset=opset, output_names=names,
-                           sequence_inputs=sequence_inputs)
-    progress.finish()
-    if key is not None:
-        cache.store(key, exported)
-    return exported, names
+    """The model's ONNX export and its output names: :meth:`ExportSpec.obtain <gapcheck.groups.export.ExportSpec.obtain>`
+    (the one export path, cache and run-once input check) with this exporter and opset."""
+    return ExportSpec(exporter=exporter, opset=opset).obtain(module, sample, cache=cache, progress=progress,
+                                                             sequence_inputs=tuple(sequence_inputs))
 
 
 @dataclass(frozen=True)
@@ -219,24 +171,49 @@ def export_diff(
     policy = tolerances or TolerancePolicy(precision=precision)
     with evaluation_mode(module, keep_train_mode) as was_training:
         if onnx_model is not None:
-            torch_names = _check_model_accepts(module, samples[0], onnx_model)
+            torch_names = output_names(module, samples[0], onnx_model)
             exported = ExportResult(onnx_model, "file", None, 0.0)
         elif exported is None:
-            exported, torch_names = obtain_onnx(module, samples[0], exporter=exporter, opset=opset, cache=cache,
-                                                progress=progress, sequence_inputs=sequence_inputs)
+            exported, torch_names = ExportSpec(exporter=exporter, opset=opset).obtain(
+                module, samples[0], cache=cache, progress=progress, sequence_inputs=tuple(sequence_inputs))
         else:
-            torch_names = _check_model_accepts(module, samples[0])
+            torch_names = output_names(module, samples[0])
         plan = _plan(module, exported, samples[0], torch_names, precision, from_file=onnx_model is not None)
         torch_backend = TorchBackend(module, list(samples[0]), plan.output_names)
-        start = time.perf_counter()
-        run = compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, precision,
-                               max_intermediate_bytes, progress, compared_outputs=plan.compared_outputs)
-        realign_start = time.perf_counter()
-        realigned = _realign(torch_backend, plan, run, samples, policy)
-        realign_s = time.perf_counter() - realign_start  # value confirmation: ~0 when every module passes
-        compare_s = time.perf_counter() - start
-        return _assemble(module, plan, run, torch_backend, samples, policy, precision, batch_sizes, batch_pool,
-                         was_training, keep_train_mode, progress, compare_s, realigned, realign_s)
+        compared = _compare(torch_backend, plan, samples, deployed, policy, max_intermediate_bytes, progress)
+        checks = _Checks(tuple(batch_sizes), batch_pool or samples, was_training, keep_train_mode)
+        return _assemble(module, plan, compared, torch_backend, samples, policy, checks, progress)
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """The per-sample comparison and the value re-check of what failed under its name, with their times."""
+
+    run: SampleRun
+    realigned: Realignment
+    compare_s: float
+    realign_s: float
+
+
+@dataclass(frozen=True)
+class _Checks:
+    """What the result reports beside the comparison: batch sizes to check (rows from ``pool``) and the mode."""
+
+    batch_sizes: tuple[int, ...]
+    pool: Sequence[dict[str, np.ndarray]]
+    was_training: bool
+    keep_train_mode: bool
+
+
+def _compare(torch_backend: TorchBackend, plan: _Plan, samples, deployed: Sequence[Backend], policy: TolerancePolicy,
+             max_intermediate_bytes: int, progress: ProgressReporter) -> _Compared:
+    start = time.perf_counter()
+    run = compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, plan.precision,
+                          max_intermediate_bytes, progress, compared_outputs=plan.compared_outputs)
+    realign_start = time.perf_counter()
+    realigned = _realign(torch_backend, plan, run, samples, policy)
+    realign_s = time.perf_counter() - realign_start  # value confirmation: ~0 when every module passes
+    return _Compared(run, realigned, time.perf_counter() - start, realign_s)
 
 
 def _realign(torch_backend, plan: _Plan, run: SampleRun, samples, policy) -> Realignment:
@@ -314,62 +291,22 @@ def _output_names(onnx_outputs: list[str], torch_names: list[str], fit: ModelFit
     return torch_names, tuple(torch_names)  # another model: the onnx_model_mismatch finding says so
 
 
-def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, policy, precision, batch_sizes,
-              batch_pool, was_training, keep_train_mode, progress, compare_s,
-              realigned: Realignment | None = None, realign_s: float = 0.0) -> ExportDiffResult:
+def _assemble(module, plan: _Plan, compared: _Compared, torch_backend: TorchBackend, samples,
+              policy: TolerancePolicy, checks: _Checks, progress: ProgressReporter) -> ExportDiffResult:
     """Layer and output records, the first divergence, batch checks and findings, as one result."""
-    accumulators, mappings = run.accumulators, plan.mappings
-    layers = _layer_results(module, plan.module_paths, mappings, run.skeleton, accumulators, run.noise)
-    outputs = tuple(
-        OutputResult(
-            name=name,
-            backend=backend_name,
-            status=PASS if all(st.passed for _, st in runs) else FAIL,
-            stats=_worst(runs)[1],
-            worst_sample=_worst(runs)[0],
-            failing_samples=tuple(s for s, st in runs if not st.passed),
-            note=_noise_note(run.noise.get(name)),
-        )
-        for (backend_name, name), runs in run.output_stats.items()
-    )
-    test_index = plan.test_index
+    run, realigned = compared.run, compared.realigned
+    layers = _layer_results(module, plan.module_paths, plan.mappings, run.skeleton, run.accumulators, run.noise)
+    outputs = _output_results(run)
     # An ONNX graph of another model: attributing its differences to this model's modules would mislead.
     first_divergence = None if not plan.fit.fits else locate_first_divergence(
-        layers, mappings, test_index, plan.test_model, torch_backend, samples, policy, run.noise,
-        realigned.groups if realigned else None)
-    batch_checks = ()
-    if batch_sizes:
-        progress.start("checking batch sizes", len(batch_sizes))
-        plain_ort = run.session or OnnxRuntimeBackend(plan.test_model)
-        batch_checks = tuple(check_batches(torch_backend, plain_ort, batch_pool or samples, batch_sizes, policy, progress,
-                                          plan.compared_outputs))
-        progress.finish()
-    findings = list(plan.notes)
-    if not plan.fit.fits:
-        findings.append(ONNX_MODEL_MISMATCH.finding(
-            f"the ONNX graph does not fit this model: {'; '.join(plan.fit.evidence)}; differences are not attributed",
-            where="onnx", subject=Subject(other="onnx"), evidence=plan.fit.details))
-    if torch_backend.noise_note:
-        layers = tuple(dataclasses.replace(x, note=(x.note + "; " if x.note else "") + torch_backend.noise_note)
-                       if x is layers[0] else x for x in layers) if layers else layers
-    findings += build_findings(
-        layers=layers,
-        outputs=outputs,
-        first_divergence=first_divergence,
-        batch_checks=batch_checks,
-        exported=plan.exported,
-        was_training=was_training,
-        kept_train_mode=keep_train_mode,
-        module=module,
-        precision=precision,
-        overflow={p: acc.overflow_samples for p, acc in accumulators.items() if acc.overflow_samples},
-        layer_order=[layer.module for layer in layers],
-        num_samples=len(samples),
-        reference_backend=ORT_NAME,
-        nonfinite_outputs=sorted(run.nonfinite_reference),
-    )
-    timings = {"export_s": plan.exported.seconds, "compare_s": compare_s, "ort_runs_per_sample": run.groups,
-               "realign_s": realign_s}
+        layers, plan.mappings, plan.test_index, plan.test_model, torch_backend, samples, policy, run.noise,
+        realigned.groups)
+    if torch_backend.noise_note and layers:  # why the budgets are the dtype defaults: said on the first layer
+        first = layers[0]
+        layers = (dataclasses.replace(first, note=(first.note + "; " if first.note else "") + torch_backend.noise_note),
+                  *layers[1:])
+    batch_checks = _batch_checks(torch_backend, plan, run, policy, checks, progress)
+    findings = _findings(module, plan, run, layers, outputs, first_divergence, batch_checks, checks, len(samples))
     return ExportDiffResult(
         findings=tuple(findings),
         layers=layers,
@@ -378,12 +315,68 @@ def _assemble(module, plan: _Plan, run: "SampleRun", torch_backend, samples, pol
         inputs=tuple(run.input_records),
         exporter=plan.exported.exporter,
         fallback_reason=plan.exported.fallback_reason,
-        precision=precision,
+        precision=plan.precision,
         num_samples=len(samples),
         batch_checks=batch_checks,
-        timings=timings,
+        timings={"export_s": plan.exported.seconds, "compare_s": compared.compare_s,
+                 "ort_runs_per_sample": run.groups, "realign_s": compared.realign_s},
         onnx_model=plan.exported.model,
         model_outputs=tuple(plan.output_names),
+    )
+
+
+def _output_results(run: SampleRun) -> tuple[OutputResult, ...]:
+    """Each backend's graph outputs vs torch, worst sample first."""
+    results = []
+    for (backend_name, name), runs in run.output_stats.items():
+        worst_sample, stats = _worst(runs)
+        results.append(OutputResult(
+            name=name,
+            backend=backend_name,
+            status=PASS if all(st.passed for _, st in runs) else FAIL,
+            stats=stats,
+            worst_sample=worst_sample,
+            failing_samples=tuple(s for s, st in runs if not st.passed),
+            note=_noise_note(run.noise.get(name)),
+        ))
+    return tuple(results)
+
+
+def _batch_checks(torch_backend: TorchBackend, plan: _Plan, run: SampleRun, policy: TolerancePolicy,
+                  checks: _Checks, progress: ProgressReporter) -> tuple:
+    if not checks.batch_sizes:
+        return ()
+    progress.start("checking batch sizes", len(checks.batch_sizes))
+    plain_ort = run.session or OnnxRuntimeBackend(plan.test_model)
+    found = tuple(check_batches(torch_backend, plain_ort, checks.pool, checks.batch_sizes, policy, progress,
+                                plan.compared_outputs))
+    progress.finish()
+    return found
+
+
+def _findings(module, plan: _Plan, run: SampleRun, layers, outputs, first_divergence, batch_checks, checks: _Checks,
+              num_samples: int) -> list[Finding]:
+    """The plan's notes, a foreign ONNX graph, and what the comparison found."""
+    findings = list(plan.notes)
+    if not plan.fit.fits:
+        findings.append(ONNX_MODEL_MISMATCH.finding(
+            f"the ONNX graph does not fit this model: {'; '.join(plan.fit.evidence)}; differences are not attributed",
+            where="onnx", subject=Subject(other="onnx"), evidence=plan.fit.details))
+    return findings + build_findings(
+        layers=layers,
+        outputs=outputs,
+        first_divergence=first_divergence,
+        batch_checks=batch_checks,
+        exported=plan.exported,
+        was_training=checks.was_training,
+        kept_train_mode=checks.keep_train_mode,
+        module=module,
+        precision=plan.precision,
+        overflow={p: acc.overflow_samples for p, acc in run.accumulators.items() if acc.overflow_samples},
+        layer_order=[layer.module for layer in layers],
+        num_samples=num_samples,
+        reference_backend=ORT_NAME,
+        nonfinite_outputs=sorted(run.nonfinite_reference),
     )
 
 

@@ -105,16 +105,36 @@ def _bytes(megabytes: int | None) -> int | None:
     return None if megabytes is None else int(megabytes) * 1024 * 1024
 
 
-def output_names(module: Any, sample: dict[str, Any]) -> list[str]:
+def output_names(module: Any, sample: dict[str, Any], onnx_model: Any = None) -> list[str]:
     """Run the model once on ``sample``: its own names of its output tensors (``logits``, ``past_key_values.0.key``).
-    Inputs it does not accept are an InputError (exit 2); a model that returns no tensor a UsageError."""
-    from gapcheck.model.outputs import output_names as run_and_name
 
+    Inputs it does not accept are an InputError (exit 2; with ``onnx_model``, the ONNX file compared, the message
+    also names the file's inputs the sample lacks); a model that returns no tensor is a UsageError.
+    """
+    import torch
+
+    from gapcheck.model.outputs import named_tensor_leaves
+    from gapcheck.tensors import contiguous
+
+    tensors = [torch.from_numpy(contiguous(a)) for a in sample.values()]  # a scalar input keeps its rank 0
     try:
-        names = run_and_name(module, sample)
+        with torch.no_grad():
+            output = module(*tensors)
     except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
         shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
-        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}") from exc
+        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}"
+                         f"{_missing_graph_inputs(onnx_model, sample)}") from exc
+    names = [name for name, _ in named_tensor_leaves(output)]
     if not names:
-        raise UsageError("the model returns no tensor: nothing to compare")
+        raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
     return names
+
+
+def _missing_graph_inputs(onnx_model: Any, sample: dict[str, Any]) -> str:
+    """The ONNX file's inputs the sample lacks, as a clause for an input error (a TorchScript VAD given only ``x``
+    says it misses ``sr``; its ONNX twin needs ``state`` and ``sr``: both sides are named)."""
+    if onnx_model is None:
+        return ""
+    initializers = {i.name for i in onnx_model.graph.initializer}
+    missing = [i.name for i in onnx_model.graph.input if i.name not in initializers and i.name not in sample]
+    return f"; the ONNX file also needs inputs {', '.join(missing)}" if missing else ""
