@@ -67,7 +67,7 @@ class LeakageSpec(Group):
 
         from gapcheck.data.leakage import LeakageOptions
 
-        given = {"near": self.near, "key_columns": self.key or None, "group_column": self.group_column,
+        given: dict[str, Any] = {"near": self.near, "key_columns": self.key or None, "group_column": self.group_column,
                  "label_column": self.label_column, "within": self.within_split or self.within}
         return dataclasses.replace(LeakageOptions(), **{k: v for k, v in given.items() if v is not None})
 
@@ -104,6 +104,6 @@ class DriftSpec(Group):
 
         from gapcheck.data.drift import DriftOptions
 
-        given = {"p_threshold": self.p_threshold, "min_effect": self.min_effect, "columns": self.columns or None,
+        given: dict[str, Any] = {"p_threshold": self.p_threshold, "min_effect": self.min_effect, "columns": self.columns or None,
                  "seed": self.seed, "fail_underpowered": self.fail_underpowered}
         return dataclasses.replace(DriftOptions(), **{k: v for k, v in given.items() if v is not None})
