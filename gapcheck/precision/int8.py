@@ -161,8 +161,8 @@ def value_errors(graph: Graph, quantized: onnx.ModelProto,
             if name in f and f[name].dtype.kind == "f":
                 errors[name] = max(errors.get(name, 0.0), _relative(value, f[name]))
         for owner, (handed, received) in units.items():
-            value = own.get(owner)
-            error = (_relative(seen[handed[0]], value) if value is not None and handed[0] in seen
+            fp32_own = own.get(owner)
+            error = (_relative(seen[handed[0]], fp32_own) if fp32_own is not None and handed[0] in seen
                      else _own_error(graph, handed, received, seen, feeds, sessions) if owner in replay.alone else None)
             if error is not None:
                 local[owner] = max(local.get(owner, 0.0), error)
