@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gapcheck.atomic import check_not_input
 from gapcheck.errors import UsageError
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
 from gapcheck.groups.base import check_output_file
@@ -66,6 +67,15 @@ class PrecisionRequest:
             for other in (self.export.save_onnx, self.model.checkpoint):
                 if other is not None and Path(other).resolve() == fix:
                     raise UsageError(f"the fixed model would overwrite {other}: give another path", parameter="fix_path")
+            check_not_input(self.fix_path, "--fix", self._read())
+
+    def _read(self) -> list[tuple[str, Path]]:
+        """The files and folders the run reads: the fixed model never replaces one, nor lands among the samples."""
+        text = self.inputs.text_samples
+        text_path = None if text is None else Path(text) if Path(text).exists() else Path(text.rpartition(":")[0] or text)
+        read = [("--checkpoint", self.model.checkpoint), ("--inputs", self.inputs.file),
+                ("--calibration", self.calibration), ("--text-samples", text_path)]
+        return [(flag, Path(path)) for flag, path in read if path is not None]
 
 
 @dataclass

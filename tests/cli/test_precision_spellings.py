@@ -136,3 +136,17 @@ def test_real_text_counts_as_real_calibration_data(tmp_path: Path):
                  "tokens:1x16:int64:0,1000", "--num-samples", "4", "--no-cache", "--precision", "int8", "--target",
                  "cosine=0", "--json", str(random)]) == 0
     assert "calibration_unrepresentative" in {f["code"] for f in _report(random)["findings"]}
+
+
+def test_the_fix_never_replaces_what_the_run_reads(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    inputs, calibration = tmp_path / "val.npz", tmp_path / "cal"
+    np.savez(inputs, x=rng.standard_normal((2, 1, 8, 16)).astype(np.float32))
+    calibration.mkdir()
+    (calibration / "a.png").write_bytes(b"a user's sample")
+    before = inputs.read_bytes()
+    assert main([*PLANTED, "--inputs", str(inputs), "--precision", "fp16", "--fix", str(inputs)]) == 2
+    assert inputs.read_bytes() == before
+    assert main([*CNN, "--precision", "int8", "--calibration", str(calibration), "--calibration-stage",
+                 "p=tests.precision.stages:photo_32", "--fix", str(calibration / "a.png")]) == 2
+    assert (calibration / "a.png").read_bytes() == b"a user's sample"
