@@ -183,67 +183,83 @@ def _func_name(func: Any) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+class _Constants:
+    """Tensors made from no data (``torch.tensor(MEAN)``, a view of it), by id. Held weakly, so a stage that makes
+    many (a fresh canvas per call) does not have them all kept alive; a dead one's id is dropped as it dies, before
+    the id can be reused."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, Any] = {}
+
+    def __contains__(self, tensor: Any) -> bool:
+        ref = self._refs.get(id(tensor))
+        return ref is not None and (ref() if callable(ref) else ref) is tensor
+
+    def add(self, tensor: Any) -> None:
+        key = id(tensor)
+
+        def forget(_ref: Any) -> None:
+            self._refs.pop(key, None)
+
+        try:
+            self._refs[key] = weakref.ref(tensor, forget)
+        except TypeError:  # pragma: no cover - a tensor type without weak references: kept alive, as before
+            self._refs[key] = tensor
+
+
+class _RuntimeTrace:
+    """The top-level torch calls of one stage call that return a tensor, recorded within ``budget``; the first data
+    tensor torch sees (made from the decoded array) is recorded first, as the boundary."""
+
+    def __init__(self, budget: _Budget) -> None:
+        import torch
+
+        self.tensor_type = torch.Tensor
+        self.budget = budget
+        self.recorded: list[tuple[str, np.ndarray]] = []
+        self.constants = _Constants()
+        self.seen_data = False
+
+    def _tensors(self, value: Any) -> list[Any]:
+        if isinstance(value, self.tensor_type):
+            return [value]
+        if isinstance(value, (list, tuple)):
+            return [t for item in value for t in self._tensors(item)]
+        return []
+
+    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        data = [t for t in self._tensors(list(args)) + self._tensors(list(kwargs.values())) if t not in self.constants]
+        if not self.seen_data and data:
+            self.seen_data = True
+            boundary = self.budget.admit(data[0])
+            if boundary is not None:
+                self.recorded.append(("tensor from the decoded array (boundary)", boundary))
+        out = func(*args, **kwargs)
+        if isinstance(out, self.tensor_type) and not data:
+            self.constants.add(out)
+            return out
+        name = _func_name(func)
+        if isinstance(out, self.tensor_type) and name not in _SKIPPED:
+            array = self.budget.admit(out)  # None once over the cap: counted there, not copied
+            if array is not None:
+                self.recorded.append((_label(name, tuple(args), kwargs), array))
+        return out
+
+
 def _record_runtime(fn: Callable[[Any], Any], sample: Any, budget: _Budget | None = None
                     ) -> tuple[list[tuple[str, np.ndarray]], Any]:
     """Run ``fn(sample)`` recording every top-level torch call that returns a tensor (within ``budget``)."""
-    import torch
     from torch.overrides import TorchFunctionMode
 
-    recorded: list[tuple[str, np.ndarray]] = []
-    budget = budget if budget is not None else _Budget()
-    seen_data = False
-
-    # id -> weak reference: tensors made from no data (torch.tensor(MEAN), a view of it). Weak, so a stage that
-    # makes many (a fresh canvas per call) does not have them all kept alive; a dead one's id is dropped as it dies,
-    # before the id can be reused.
-    constants: dict[int, Any] = {}
-
-    def is_constant(t: Any) -> bool:
-        ref = constants.get(id(t))
-        return ref is not None and (ref() if callable(ref) else ref) is t
-
-    def remember_constant(t: Any) -> None:
-        key = id(t)
-
-        def forget(_ref: Any) -> None:
-            constants.pop(key, None)
-
-        try:
-            constants[key] = weakref.ref(t, forget)
-        except TypeError:  # pragma: no cover - a tensor type without weak references: kept alive, as before
-            constants[key] = t
-
-    def tensors(value: Any) -> list[Any]:
-        if isinstance(value, torch.Tensor):
-            return [value]
-        if isinstance(value, (list, tuple)):
-            return [t for item in value for t in tensors(item)]
-        return []
+    trace = _RuntimeTrace(budget if budget is not None else _Budget())
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            nonlocal seen_data
-            kwargs = kwargs or {}
-            data = [t for t in tensors(list(args)) + tensors(list(kwargs.values())) if not is_constant(t)]
-            if not seen_data and data:  # the boundary: the first data tensor torch sees (made from the decoded array)
-                seen_data = True
-                boundary = budget.admit(data[0])
-                if boundary is not None:
-                    recorded.append(("tensor from the decoded array (boundary)", boundary))
-            out = func(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and not data:
-                remember_constant(out)
-                return out
-            name = _func_name(func)
-            if isinstance(out, torch.Tensor) and name not in _SKIPPED:
-                array = budget.admit(out)  # None once over the cap: counted there, not copied
-                if array is not None:
-                    recorded.append((_label(name, tuple(args), kwargs), array))
-            return out
+            return trace.call(func, tuple(args), kwargs or {})
 
     with Recorder():
         result = fn(sample)
-    return recorded, result
+    return trace.recorded, result
 
 
 def _trace_fx(module: Any, value: Any, budget: _Budget | None = None) -> list[tuple[str, np.ndarray]]:
