@@ -109,3 +109,27 @@ def test_ranking_against_onnx_runtime_qdq_loss_debug(faces):
     assert by_output[0] == by_ort[0] and overlap(by_output, by_ort, 5) >= 4
     # Measured here: the same five modules in both local rankings (conv1-4, pool2), in another order.
     assert overlap([r.module for r in rows], by_qdq, 5) >= 4
+
+
+def test_minilm_int8_from_export_diff_with_real_sentences_tokenized(tmp_path: Path):
+    """The issue's spelling on real weights and real text: export-diff --precision int8 --text-samples --tokenizer
+    hf:PATH --fix; the tokenized sentences are real inputs (no calibration_unrepresentative), the fix is verified and
+    the written model meets the target."""
+    import json
+
+    from gapcheck.cli.app import main
+    from tests.precision.models import SENTENCES, minilm_folder
+
+    text = tmp_path / "sentences.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    out, report = tmp_path / "minilm.int8.onnx", tmp_path / "r.json"
+    code = main(["export-diff", "--model", "tests.precision.models:minilm", "--input", "input_ids:1x24:int64",
+                 "--input", "attention_mask:1x24:int64", "--text-samples", str(text), "--tokenizer",
+                 f"hf:{minilm_folder()}", "--num-samples", "8", "--no-cache", "--precision", "int8", "--target",
+                 "cosine=0.995", "--fix", str(out), "--json", str(report)])
+    document = json.loads(report.read_text())
+    assert code == 0, document["headline"]
+    assert document["mode"] == "dynamic" and document["verification_samples"] == 8
+    assert "calibration_unrepresentative" not in {f["code"] for f in document["findings"]}
+    if document["fix"]["modules"]:
+        assert out.is_file() and document["fix"]["verification"]["scores"]["cosine"] >= 0.995
