@@ -182,9 +182,6 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
 
     The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
     ``search_threshold`` hash pairs (the same pairs either way)."""
-    import dataclasses
-
-    from gapcheck.codes import data as codes
     from gapcheck.data import leakage as job
     from gapcheck.data.leakage_checks import (
         exact_pairs,
@@ -197,27 +194,15 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     from gapcheck.data.leakage_result import LeakageResult
     from gapcheck.data.near import engine_search, max_distance
     from gapcheck.errors import UsageError
-    from gapcheck.findings import Subject
 
     options = options or job.LeakageOptions()
-    if not 0.0 <= options.near <= 1.0:
-        raise UsageError(f"the near-duplicate similarity must be in [0, 1], got {options.near}")
     specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
     if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
         raise UsageError("leakage needs at least two splits with distinct names")
     table = _labels_file(labels_file) if labels_file else None  # checked before any split is listed
     started = time.perf_counter()
     plans = [plan(spec, shard_size) for spec in specs]
-    job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
-    wrapped = []
-    for p in plans:
-        for payload in p.payloads:
-            extra: dict[str, Any] = {}
-            if table is not None and "names" in payload:
-                found = _lookup(payload["names"], p.spec.name, table)
-                extra = {"labels": [lab for lab, _ in found], "groups": [g for _, g in found]}
-            wrapped.append(({"source": payload, "options": job_options, **extra}, payload))
-    shards = make_shards(wrapped)
+    shards = make_shards(_leakage_payloads(plans, options, table))
     planned = time.perf_counter()
     with _engine_scope(engine) as opened:
         run = run_job(opened, job.leakage_task, shards, empty=job.empty_partial, merge=job.merge_partials,
@@ -227,6 +212,45 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         exact = exact_pairs(records)
         near = near_pairs(records, options, exact, search=engine_search(opened, search_threshold))
     findings = shard_failure_findings(run.failures)
+    summaries, bad_all, per_split = _split_checks(plans, records)
+    findings += per_split + pair_findings(exact, near) + group_findings(records) + label_findings(records, exact + near)
+    target, auc = target_leakage(records)
+    decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
+    return LeakageResult(
+        splits=tuple(summaries), options=options, exact=tuple(exact), near=tuple(near),
+        findings=tuple(findings + target), auc=auc, bad_items=tuple(bad_all),
+        decode_path=" | ".join(decoders) if decoders else "", near_max_bits=max_distance(options.near),
+        thumbnails=_thumbnails(records, near, thumbnails), engine=run.engine, shards=run.shards,
+        run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
+                     "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
+
+
+def _leakage_payloads(plans: Sequence[SourcePlan], options: Any,
+                      table: dict[str, tuple[Any, Any]] | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(job payload, source payload) per planned shard, with the labels file's labels and groups for image shards."""
+    import dataclasses
+
+    job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
+    wrapped = []
+    for p in plans:
+        for payload in p.payloads:
+            extra: dict[str, Any] = {}
+            if table is not None and "names" in payload:
+                found = _lookup(payload["names"], p.spec.name, table)
+                extra = {"labels": [lab for lab, _ in found], "groups": [g for _, g in found]}
+            wrapped.append(({"source": payload, "options": job_options, **extra}, payload))
+    return wrapped
+
+
+def _split_checks(plans: Sequence[SourcePlan], records: dict[str, Any]) -> tuple[list[SideSummary],
+                                                                                list[tuple[str, str]], list[Any]]:
+    """Per split: its summary, its bad items and their findings (a wholly unreadable split is refused here, exit 2;
+    a remote failure in any first, exit 3), images too small to hash, an empty split; then mixed decoders."""
+    from gapcheck.codes import data as codes
+    from gapcheck.data.leakage import MIN_HASH_SIDE
+    from gapcheck.findings import Subject
+
+    findings: list[Any] = []
     bad_all: list[tuple[str, str]] = []
     summaries = []
     raise_remote_failure([reason for r in records.values() for _, reason in r.bad])  # exit 3 before exit 2
@@ -241,9 +265,9 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
             if rec.kind == "images" else []
         if small:
             findings.append(codes.NEAR_UNCHECKED.finding(
-                f"split {p.spec.name}: {len(small)} image(s) under {job.MIN_HASH_SIDE} px on a side compared for exact "
+                f"split {p.spec.name}: {len(small)} image(s) under {MIN_HASH_SIDE} px on a side compared for exact "
                 f"duplicates only (e.g. {', '.join(small[:3])})", subject=Subject(stage=p.spec.name),
-                evidence={"count": len(small), "min_side": job.MIN_HASH_SIDE, "examples": small[:10]}))
+                evidence={"count": len(small), "min_side": MIN_HASH_SIDE, "examples": small[:10]}))
         summaries.append(summary(p, len(rec.names), len(bad)))
         if not rec.names:
             findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",
@@ -253,18 +277,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     if len(decoders) > 1:
         findings.append(codes.MIXED_DECODERS.finding(f"workers decoded with {len(decoders)} different libraries",
                                                      evidence={"decode_paths": decoders}))
-    findings += pair_findings(exact, near)
-    findings += group_findings(records)
-    findings += label_findings(records, exact + near)
-    target, auc = target_leakage(records)
-    findings += target
-    return LeakageResult(
-        splits=tuple(summaries), options=options, exact=tuple(exact), near=tuple(near), findings=tuple(findings),
-        auc=auc, bad_items=tuple(bad_all), decode_path=" | ".join(decoders) if decoders else "",
-        near_max_bits=max_distance(options.near), thumbnails=_thumbnails(records, near, thumbnails),
-        engine=run.engine, shards=run.shards,
-        run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
-                     "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
+    return summaries, bad_all, findings
 
 
 def _thumbnails(records: dict[str, Any], near: Sequence[Any], limit: int) -> tuple[tuple[str, str], ...]:

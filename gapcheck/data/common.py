@@ -24,6 +24,28 @@ class SideSummary:
     skipped_files: int
 
 
+def empty_keyed() -> dict[str, Any]:
+    """The engines' empty partial of both jobs: {split or side: partial}."""
+    return {}
+
+
+def merge_keyed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Merge two {split or side: partial} maps, partials of the same key by their own ``merge`` (in shard order)."""
+    merged = dict(a)
+    for key, partial in b.items():
+        merged[key] = merged[key].merge(partial) if key in merged else partial
+    return merged
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    """Mixin of the data results: ``timings`` from the run's ``run_timings`` field."""
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return dict(getattr(self, "run_timings", {}))
+
+
 def shard_items(payload: dict[str, Any]) -> tuple[str, ...]:
     """Human names of what a payload covers, for a shard that keeps failing."""
     if "urls" in payload:

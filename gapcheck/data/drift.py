@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.features import SidePartial, side_partial
 from gapcheck.data.sketches import SAMPLE_SIZE, ColumnStats, kll_ks_distance
 from gapcheck.findings import Finding
@@ -131,15 +132,8 @@ def drift_task(payload: dict[str, Any]) -> dict[str, SidePartial]:
     return {side: side_partial(payload["source"], payload["columns"], payload["seed"], payload["k"])}
 
 
-def empty_partial() -> dict[str, SidePartial]:
-    return {}
-
-
-def merge_partials(a: dict[str, SidePartial], b: dict[str, SidePartial]) -> dict[str, SidePartial]:
-    merged = dict(a)
-    for side, partial in b.items():
-        merged[side] = merged[side].merge(partial) if side in merged else partial
-    return merged
+empty_partial = empty_keyed  # the engines' empty and merge of {key: partial} (gapcheck.data.common)
+merge_partials = merge_keyed
 
 
 def benjamini_hochberg(p_values: list[float]) -> list[float]:

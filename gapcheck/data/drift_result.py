@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gapcheck.data.common import SideSummary, bad_items_section
+from gapcheck.data.common import SideSummary, TimedRun, bad_items_section
 from gapcheck.data.drift import DriftOptions, FeatureDrift
 from gapcheck.findings import Finding
 from gapcheck.report.contract import Chart, ResultBase, Table
@@ -14,7 +14,7 @@ from gapcheck.report.text import safe_text
 
 
 @dataclass(frozen=True)
-class DriftResult(ResultBase):
+class DriftResult(TimedRun, ResultBase):
     reference: SideSummary
     current: SideSummary
     options: DriftOptions
@@ -27,10 +27,6 @@ class DriftResult(ResultBase):
     sketch_rank_error: float = 0.0
     run_timings: dict[str, float] = field(default_factory=dict)
     command: str = "drift"
-
-    @property
-    def timings(self) -> Mapping[str, float]:
-        return dict(self.run_timings)
 
     @property
     def headline(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.hashing import decode_path, file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
 from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
@@ -209,15 +210,8 @@ def _label_codes(labels: Any) -> np.ndarray:
     return numbers
 
 
-def empty_partial() -> dict[str, SplitRecords]:
-    return {}
-
-
-def merge_partials(a: dict[str, SplitRecords], b: dict[str, SplitRecords]) -> dict[str, SplitRecords]:
-    merged = dict(a)
-    for split, records in b.items():
-        merged[split] = merged[split].merge(records) if split in merged else records
-    return merged
+empty_partial = empty_keyed  # the engines' empty and merge of {key: partial} (gapcheck.data.common)
+merge_partials = merge_keyed
 
 
 def single_feature_auc(feature: np.ndarray, label: np.ndarray) -> float | None:

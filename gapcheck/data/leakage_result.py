@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gapcheck.data.common import SideSummary, bad_items_section
+from gapcheck.data.common import SideSummary, TimedRun, bad_items_section
 from gapcheck.data.leakage import LeakageOptions
 from gapcheck.data.leakage_checks import MAX_PAIRS, Pair, across_pairs, within_pairs
 from gapcheck.findings import Finding
@@ -14,7 +14,7 @@ from gapcheck.report.contract import Chart, ResultBase, Table
 
 
 @dataclass(frozen=True)
-class LeakageResult(ResultBase):
+class LeakageResult(TimedRun, ResultBase):
     splits: tuple[SideSummary, ...]
     options: LeakageOptions
     exact: tuple[Pair, ...]
@@ -29,10 +29,6 @@ class LeakageResult(ResultBase):
     shards: int = 0
     run_timings: dict[str, float] = field(default_factory=dict)
     command: str = "leakage"
-
-    @property
-    def timings(self) -> Mapping[str, float]:
-        return dict(self.run_timings)
 
     @property
     def headline(self) -> str:

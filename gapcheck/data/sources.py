@@ -18,7 +18,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from gapcheck.data.remote import RemoteReadError, filesystem, is_remote, open_file, remote_call, shown
 from gapcheck.errors import InputError, UsageError
@@ -35,8 +35,9 @@ class SourceKind(str, enum.Enum):
     table = "table"  # csv/parquet/npy/npz, or a Dataset yielding 1-D feature vectors
 
 
-@dataclass(frozen=True)
-class BadItem:
+class BadItem(NamedTuple):
+    """A listed path that cannot be used, and why (reported with the split, never dropped)."""
+
     item: str
     reason: str
 
