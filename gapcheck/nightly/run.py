@@ -28,7 +28,7 @@ from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
 from gapcheck.groups import TritonTarget, check_number
 from gapcheck.nightly import alerts as webhook
 from gapcheck.nightly.config import DEFAULT_LOCK_WAIT_S, MAX_LOCK_WAIT_S, EndpointSpec, WebhookFormat, check_webhook_url
-from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord
+from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord, closed_behind
 from gapcheck.nightly.lock import HistoryLock, LockTimeout
 from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
 from gapcheck.nightly.result import EndpointReport, NightlyResult
@@ -211,7 +211,8 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         first_outcome = _check(first, pending, request)  # beside the hashes
         bundle = pending.result()
         timings["verify_golden"] = time.monotonic() - start
-        history = stack.enter_context(History(request.history))
+        # Closed behind this call once the night is committed: its WAL checkpoint is not on the caller's path.
+        history = stack.enter_context(closed_behind(History(request.history)))
         history.start_run(run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
         night = _Night(request, history, bundle, run_id, on_endpoint)
         night.add(first, first_outcome, started_at)

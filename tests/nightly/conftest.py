@@ -206,3 +206,12 @@ def validate_report(document: dict, command: str) -> None:
 
     schema_path = Path(__file__).resolve().parents[2] / "gapcheck" / "schemas" / f"{command}.schema.json"
     jsonschema.validate(document, json.loads(schema_path.read_text()))
+
+
+@pytest.fixture(autouse=True)
+def _histories_closed():
+    """run_nightly closes its history on a thread (History.close_behind); no test leaves one closing behind it."""
+    from gapcheck.nightly.history import wait_for_closes
+
+    yield
+    wait_for_closes()

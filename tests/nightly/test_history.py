@@ -171,3 +171,33 @@ def test_history_of_an_unknown_endpoint_is_a_usage_error_not_a_pass(tmp_path: Pa
     assert main(["history", "--history", str(path), "--endpoint", "prd\x1b[31m"]) == 2
     err = capsys.readouterr().err
     assert "no endpoint" in err and "prod" in err and "\x1b" not in err
+
+
+def test_a_history_closed_behind_is_readable_at_once_and_checkpointed_after(tmp_path: Path) -> None:
+    """closed_behind: the night is committed before the block ends, so a reader (or the next run) sees it while the
+    WAL checkpoint still runs on the closing thread; once closed, the WAL is folded into the file and removed."""
+    from gapcheck.nightly.history import closed_behind, wait_for_closes
+
+    path = tmp_path / "h.sqlite"
+    with closed_behind(History(path)) as h:
+        h.start_run("r1", "2026-01-01", "g", "g" * 64, "0")
+        h.add_endpoint_result(record("r1"))
+    with History(path, readonly=True) as reader:
+        assert [r.run_id for r in reader.recent()] == ["r1"]
+    with History(path) as writer:  # the next night's writer is not refused while the first closes
+        writer.start_run("r2", "2026-01-02", "g", "g" * 64, "0")
+    wait_for_closes()
+    assert not (tmp_path / "h.sqlite-wal").exists()
+    with History(path, readonly=True) as reader:
+        assert reader.run_ids() == ["r1", "r2"] and reader.integrity_ok()
+
+
+def test_a_failing_block_closes_its_history_at_once(tmp_path: Path) -> None:
+    from gapcheck.nightly.history import closed_behind
+
+    path = tmp_path / "h.sqlite"
+    history = History(path)
+    with pytest.raises(RuntimeError), closed_behind(history):
+        raise RuntimeError("an endpoint crashed the run")
+    with pytest.raises(sqlite3.ProgrammingError):  # closed here, not on a thread
+        history.db.execute("SELECT 1")
