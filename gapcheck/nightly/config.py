@@ -34,8 +34,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from gapcheck.config import Section
 from gapcheck.errors import ConfigError, UsageError
 from gapcheck.groups import TritonTarget, check_header
 
@@ -52,8 +53,12 @@ class WebhookFormat(str, Enum):
     teams = "teams"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(Section):
+    """The shared :class:`gapcheck.config.Section` (unknown keys refused, frozen), in pydantic's lax mode as
+    ``[nightly]`` has always been: ``webhook_format = "slack"`` is the enum member and a TOML ``4.0`` an integer
+    (strict mode would refuse configs that work today)."""
+
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True)
 
 
 class EndpointConfig(_Strict):
