@@ -62,11 +62,17 @@ class PrecisionResult(ResultBase):
 
     def views(self) -> Sequence[Table | Chart]:
         shown = list(self.rows[:40])
+        if self.precision == "int8":  # INT8 has no overflow; both measures when --sensitivity alone gave both
+            columns: tuple[str, ...] = ("module", "class", "sensitivity", "local", "alone", "output error", "nodes")
+            rows: tuple[tuple[Any, ...], ...] = tuple(
+                (r.module, r.class_name, _fmt(r.sensitivity), _fmt(r.local), _fmt(r.alone), _fmt(r.ratio), len(r.nodes))
+                for r in shown)
+        else:
+            columns = ("module", "class", "sensitivity", "error", "overflow", "underflow", "beyond range", "nodes")
+            rows = tuple((r.module, r.class_name, _fmt(r.sensitivity), _fmt(r.ratio), r.overflow, r.underflow,
+                          f"{r.out_of_range:.1%}", len(r.nodes)) for r in shown)
         table = Table(
-            title=f"Modules ranked by sensitivity ({self.precision})",
-            columns=("module", "class", "sensitivity", "error", "overflow", "underflow", "beyond range", "nodes"),
-            rows=tuple((r.module, r.class_name, _fmt(r.sensitivity), _fmt(r.ratio), r.overflow, r.underflow,
-                        f"{r.out_of_range:.1%}", len(r.nodes)) for r in shown),
+            title=f"Modules ranked by sensitivity ({self.precision})", columns=columns, rows=rows,
             highlight=tuple(i for i, r in enumerate(shown) if not r.passed or r.sensitivity == math.inf),
             note=self._measure)
         top = [r for r in shown if r.sensitivity > 0][:25]
