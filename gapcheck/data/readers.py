@@ -6,6 +6,7 @@ the job to count and list; nothing is dropped silently.
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import importlib
@@ -234,19 +235,31 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
         yield Frame(pd.DataFrame(), [], [(f"{payload['name']}{where}", f"unreadable table: {_csv_reason(exc)}")])
 
 
+# Bytes that are not UTF-8 are read as U+FDD0, a Unicode noncharacter (reserved for internal use, never in text a
+# user wrote; U+FFFD would be, in files that went through a lossy pipeline): the rows holding it are the bad ones.
+_MARK = "\ufdd0"
+_MARK_ERRORS = "gapcheck-not-utf8"
+
+
+def _mark_not_utf8(error: UnicodeError) -> tuple[str, int]:
+    return _MARK, getattr(error, "end", 0)
+
+
+codecs.register_error(_MARK_ERRORS, _mark_not_utf8)
+
 _SKIPPED_LINE = re.compile(r"Skipping line (\d+): ([^\n]*)")
 
 
 def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[int, str]]]]:
     """(chunk, malformed lines) per :data:`CSV_CHUNK_ROWS` rows. A row with the wrong number of fields is skipped by
-    the parser and returned here (line number, why) to be counted; bytes that are not UTF-8 become U+FFFD, whose
+    the parser and returned here (line number, why) to be counted; bytes that are not UTF-8 become :data:`_MARK`, whose
     rows :func:`_clean_rows` counts. Either way one bad row never makes the whole file unreadable."""
     import warnings
 
     import pandas as pd
 
     reader = pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS, on_bad_lines="warn",
-                         encoding_errors="replace")
+                         encoding_errors=_MARK_ERRORS)
     with reader:
         while True:
             with warnings.catch_warnings(record=True) as caught:
@@ -271,7 +284,7 @@ def _clean_rows(frame: Frame, file_name: str, malformed: list[tuple[int, str]]) 
     bad = frame.bad + [(f"{file_name} line {line}", f"malformed row: {why}") for line, why in malformed]
     data = frame.data
     text = [c for c in data.columns if data[c].dtype.kind not in "biufcmM"]
-    hit = {c: data[c].astype(str).str.contains("\ufffd", regex=False).to_numpy() for c in text}
+    hit = {c: data[c].astype(str).str.contains(_MARK, regex=False).to_numpy() for c in text}
     mask = np.zeros(len(data), dtype=bool)
     for column_hit in hit.values():
         mask |= column_hit

@@ -238,3 +238,12 @@ def test_pixel_limit_is_ours_and_pils_bomb_warning_never_reaches_the_console(tmp
     result = leakage([f"train={train}", f"val={tmp_path / '*.png'}"], engine=serial)
     assert "image of 40x40 pixels is larger than the 1500 pixel limit" in _reasons(result)
     assert result.splits[1].used == 1 and result.splits[1].bad == 1
+
+
+def test_a_utf8_csv_holding_the_replacement_character_is_not_called_bad(tables, serial):
+    """U+FFFD is valid UTF-8 (text that went through a lossy pipeline holds it): no row of it is bad input."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"note": [f"caf\ufffd {i % 7}" for i in range(300)], "a": rng.normal(size=300)})
+    frame.to_csv(tables / "fffd.csv", index=False, encoding="utf-8")
+    result = drift(str(tables / "fffd.csv"), str(tables / "fffd.csv"), engine=serial)
+    assert result.bad_items == () and result.current.used == 300
