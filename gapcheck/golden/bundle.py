@@ -59,6 +59,8 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class OutputTolerance:
+    """The tolerance recorded for one output (``assert_close`` semantics: |err| <= atol + rtol * |golden|)."""
+
     rtol: float
     atol: float
 

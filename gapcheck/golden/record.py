@@ -16,7 +16,8 @@ import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -222,51 +223,67 @@ def _check_same_batching(samples: Sequence[dict[str, np.ndarray]]) -> None:
                                  f"input {name!r} is {list(array.shape)}, sample 0 is {list(first[name].shape)}")
 
 
-def record_bundle(request: RecordRequest) -> RecordOutcome:
-    """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
-    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-    from gapcheck.backends.torch_eager import TorchBackend
-
-    out = Path(request.out)
-    check_out(out, request.overwrite)
-    request.model.require()
-    timings: dict[str, float] = {}
+@contextmanager
+def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
     tick = time.perf_counter()
+    yield
+    timings[phase] = time.perf_counter() - tick
+
+
+def _golden_samples(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, dict | None]:
+    """The samples to record (never none: an empty bundle would pass any deployment), each a batch of one."""
     samples, source, preprocess = _inputs(request)
     if not samples:
         raise InputError("no golden samples: an empty bundle would pass any deployment",
                          hint="give --num-samples >= 1, an --inputs file with samples, or a --samples folder with files")
     _check_same_batching(samples)
-    loaded = request.model.load()
-    module = loaded.module.eval()
-    timings["load"] = time.perf_counter() - tick
+    return samples, source, preprocess
 
-    tick = time.perf_counter()
-    export = request.export
-    exported, _ = export.obtain(module, samples[0], cache=export.cache(request.model))
-    timings["export"] = time.perf_counter() - tick
+
+def _stacked(exported: Any, samples: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every sample's inputs stacked along the batch axis, in the exported graph's input order."""
     input_names = [i.name for i in exported.model.graph.input]
-    output_names = [o.name for o in exported.model.graph.output]
     if sorted(input_names) != sorted(samples[0]):
         raise InputError(f"the exported model takes inputs {input_names}, the samples have {sorted(samples[0])}")
-    stacked = {name: np.concatenate([s[name] for s in samples]) for name in input_names}
-    count = len(samples)
+    return {name: np.concatenate([s[name] for s in samples]) for name in input_names}
 
-    tick = time.perf_counter()
-    reference = _run_batches(TorchBackend(module, input_names, output_names).infer, stacked, count)
-    timings["torch"] = time.perf_counter() - tick
-    tick = time.perf_counter()
-    ort = _run_batches(OnnxRuntimeBackend(exported.model).infer, stacked, count)
-    timings["onnxruntime"] = time.perf_counter() - tick
 
+def _references(module: Any, exported: Any, stacked: dict[str, np.ndarray], count: int,
+                timings: dict[str, float]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The torch outputs (the reference) and ONNX Runtime's on the same batches."""
+    from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
+    from gapcheck.backends.torch_eager import TorchBackend
+
+    output_names = [o.name for o in exported.model.graph.output]
+    with _timed(timings, "torch"):
+        reference = _run_batches(TorchBackend(module, list(stacked), output_names).infer, stacked, count)
+    with _timed(timings, "onnxruntime"):
+        ort = _run_batches(OnnxRuntimeBackend(exported.model).infer, stacked, count)
+    return reference, ort
+
+
+def record_bundle(request: RecordRequest) -> RecordOutcome:
+    """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
+    out = Path(request.out)
+    check_out(out, request.overwrite)
+    request.model.require()
+    timings: dict[str, float] = {}
+    with _timed(timings, "load"):
+        samples, source, preprocess = _golden_samples(request)
+        loaded = request.model.load()
+        module = loaded.module.eval()
+    with _timed(timings, "export"):
+        exported, _ = request.export.obtain(module, samples[0], cache=request.export.cache(request.model))
+    stacked = _stacked(exported, samples)
+    reference, ort = _references(module, exported, stacked, len(samples), timings)
     tolerances = _tolerances(request, reference)
-    findings = _reference_findings(output_names, reference, ort, tolerances) + _insensitive_outputs(reference, tolerances)
+    findings = (_reference_findings(list(reference), reference, ort, tolerances)
+                + _insensitive_outputs(reference, tolerances))
     onnx_bytes = exported.model.SerializeToString()
     manifest = _manifest(request, loaded, exported, onnx_bytes, stacked, reference, samples, source, preprocess,
                          tolerances, findings)
-    tick = time.perf_counter()
-    bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
-    timings["write"] = time.perf_counter() - tick
+    with _timed(timings, "write"):
+        bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
     return RecordOutcome(out, manifest, bundle_hash, tuple(findings), timings)
 
 
