@@ -13,6 +13,7 @@ be read, or inference itself is restricted, does it raise :class:`RestrictedApiE
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def _spec(entry: dict[str, Any]) -> TensorSpec:
     return TensorSpec(name=str(entry["name"]), dtype=dtype_name, shape=shape)
 
 
-class TritonBackend:
+class TritonBackend(AbstractContextManager["TritonBackend"]):
     """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
 
     def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None,
@@ -138,9 +139,6 @@ class TritonBackend:
 
     def close(self) -> None:
         self.connection.close()
-
-    def __enter__(self) -> "TritonBackend":
-        return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

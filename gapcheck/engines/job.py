@@ -21,6 +21,9 @@ P = TypeVar("P")
 
 @dataclass(frozen=True)
 class ShardFailure:
+    """A shard that kept failing: its index, the items it held (reported, never silently dropped), the last error
+    and how many attempts were made."""
+
     index: int
     items: tuple[str, ...]
     error: str

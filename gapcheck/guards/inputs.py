@@ -9,6 +9,7 @@ inside. The range check is a reduction over the input; ``every=N`` checks every 
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ def _first_conv_channels(model: Any) -> int | None:
     return None
 
 
-class InputContract(Guarded):
+class InputContract(Guarded, AbstractContextManager["InputContract"]):
     """The hook's state: calls seen, breaches, and ``remove()`` (also a context manager)."""
 
     def __init__(self, model: "torch.nn.Module", *, dtype: "torch.dtype | None" = None,
@@ -63,9 +64,6 @@ class InputContract(Guarded):
 
     def remove(self) -> None:
         self._handle.remove()
-
-    def __enter__(self) -> "InputContract":
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
