@@ -42,6 +42,17 @@ def test_lock_is_exclusive_and_released() -> None:
     HistoryLock(history, wait_s=0.2).acquire().release()
 
 
+def test_the_lock_names_its_holder_over_whatever_an_earlier_run_wrote(tmp_path: Path) -> None:
+    """The pid is written in place (no truncation): a longer pid line left by an earlier run is fully overwritten,
+    and a run that cannot take the lock names the holder."""
+    history = tmp_path / "h.sqlite"
+    (tmp_path / "h.sqlite.lock").write_text("4194304999\n")  # an earlier holder's (longer) pid line
+    with HistoryLock(history):
+        assert (tmp_path / "h.sqlite.lock").read_text().strip() == str(os.getpid())
+        with pytest.raises(LockTimeout, match=rf"\(pid {os.getpid()}\)"):
+            HistoryLock(history, wait_s=0.0).acquire()
+
+
 def test_two_nightly_processes_started_at_once(served, tiny_golden: Path, tmp_path: Path) -> None:
     history = tmp_path / "h.sqlite"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
