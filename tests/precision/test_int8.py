@@ -266,3 +266,31 @@ def test_sensitivity_alone_ranks_and_orders_the_fix(photos_32, tmp_path: Path):
     assert [r.sensitivity for r in result.rows] == values
     with pytest.raises(UsageError, match="for INT8"):
         PrecisionRequest(model=ModelSource(factory=CNN), precision="fp16", sensitivity="alone")
+
+
+def test_when_onnx_runtime_refuses_the_combined_models_each_module_runs_alone(monkeypatch):
+    """The replay and splice models are an optimization: if ONNX Runtime refused one, every module is re-run (or
+    spliced) alone, and the numbers are the same."""
+    from gapcheck.precision import alone, int8
+    from gapcheck.precision import graph as graph_module
+    from gapcheck.precision.graph import value_names
+
+    model_graph, quantized, samples = _graph_and_quantized(CNN, "x:1x3x32x32:float32", "static")
+    units = int8._units(model_graph, set(value_names(model_graph.model)))
+    errors, local = int8.value_errors(model_graph, quantized, samples)
+    spliced = alone.output_errors(model_graph, quantized, units, samples)
+    original = graph_module.ValueRunner
+
+    class Refusing(original):  # type: ignore[misc, valid-type]
+        def __init__(self, model, names):
+            copies = [n.name for n in model.graph.node if n.name.startswith(("gapcheck.replay", "gapcheck.alone"))]
+            if len({n.split("/")[0] for n in copies}) > 1:  # several modules in one model: refused
+                raise BackendError("planted: ONNX Runtime refuses the combined model")
+            super().__init__(model, names)
+
+    monkeypatch.setattr(int8, "ValueRunner", Refusing)
+    monkeypatch.setattr(alone, "ValueRunner", Refusing)
+    errors_alone, local_alone = int8.value_errors(model_graph, quantized, samples)
+    assert local_alone == pytest.approx(local) and errors_alone == pytest.approx(errors)
+    # one session per module: ONNX Runtime may fuse a lone copy's float ops otherwise (measured: 2e-5 relative)
+    assert alone.output_errors(model_graph, quantized, units, samples) == pytest.approx(spliced, rel=1e-4)
