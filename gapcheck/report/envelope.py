@@ -69,12 +69,13 @@ def envelope(result: CommandResult) -> dict[str, Any]:
     }
 
 
-def schema_for(command: str) -> dict[str, Any]:
-    """The JSON Schema shipped for ``command``'s report (``gapcheck/schemas/<command>.schema.json``)."""
+def schema_for(command: str, shape: str | None = None) -> dict[str, Any]:
+    """The JSON Schema shipped for ``command``'s report (``gapcheck/schemas/<command>.schema.json``), or for one
+    of its other report shapes (``<command>-<shape>.schema.json``: preprocess-audit on text is ``input: text``)."""
     import json
     from importlib import resources
 
-    name = f"{command}.schema.json"
+    name = f"{command}-{shape}.schema.json" if shape else f"{command}.schema.json"
     try:
         text = resources.files("gapcheck.schemas").joinpath(name).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -87,4 +88,6 @@ def validate(document: dict[str, Any]) -> None:
     """Validate a report against its command's schema (needs ``jsonschema``, a test dependency); raises on error."""
     import jsonschema
 
-    jsonschema.validate(document, schema_for(str(document.get("command"))), cls=jsonschema.Draft202012Validator)
+    shape = document.get("input")  # a command with several report shapes says which one (preprocess-audit: text)
+    schema = schema_for(str(document.get("command")), str(shape) if isinstance(shape, str) else None)
+    jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)

@@ -2,7 +2,7 @@
 
 The CLI module stays thin: ``if is_text_audit(samples, stages): result = run_text_audit(...)`` and render the
 result like any other (its envelope's command is ``preprocess-audit`` with ``input: text``, described by
-``gapcheck/schemas/preprocess-audit-text.json``).
+``gapcheck/schemas/preprocess-audit-text.schema.json``).
 """
 from __future__ import annotations
 

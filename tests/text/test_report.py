@@ -1,4 +1,4 @@
-"""The text audit's result renders in every format; its JSON envelope validates against preprocess-audit-text.json."""
+"""The text audit's result renders in every format; its JSON envelope validates against preprocess-audit-text.schema.json."""
 from __future__ import annotations
 
 import json
