@@ -4,9 +4,11 @@ Order matters for cron: the golden bundle's manifest is checked first and its fi
 (:func:`gapcheck.golden.bundle.open_bundle`); the history's lock is taken (bounded wait, exit 3; a bad bundle is
 still exit 2); the first endpoint's readiness and requests go out while the hashes finish, and nothing is
 compared, and the history not opened, before the bundle is verified — a bad bundle is exit 2 with nothing
-recorded. Then each endpoint is classified against its own history, recorded in one transaction, and alerted
-on. A crash between endpoints leaves every endpoint recorded so far intact; the run row then lacks
-``finished_at``.
+recorded. The history is opened (and the run row written) on a thread once the bundle is verified, while the
+first endpoint's requests are in flight; it is closed on a thread once the night is committed (its WAL
+checkpoint is not on the caller's path). Then each endpoint is classified against its own history, recorded in
+one transaction, and alerted on. A crash between endpoints leaves every endpoint recorded so far intact; the run
+row then lacks ``finished_at``.
 """
 from __future__ import annotations
 
@@ -192,8 +194,6 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     The bundle's SHA256 runs on a thread while the first endpoint's readiness and first requests go out
     (:func:`gapcheck.golden.bundle.open_bundle`); nothing is compared, and the history is not even opened, before the
     bundle is verified: a bad bundle is exit 2 with nothing recorded, whatever the endpoint did."""
-    from gapcheck.version import __version__
-
     _check_request(request)
     start = time.monotonic()
     pending = open_bundle(request.golden)  # the manifest is checked now; the files' hashes on a thread
@@ -208,12 +208,16 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
         started_at = _now()
         first = request.endpoints[0]
-        first_outcome = _check(first, pending, request)  # beside the hashes
-        bundle = pending.result()
-        timings["verify_golden"] = time.monotonic() - start
-        # Closed behind this call once the night is committed: its WAL checkpoint is not on the caller's path.
-        history = stack.enter_context(closed_behind(History(request.history)))
-        history.start_run(run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
+        opening = _Opening(request, pending, run_id, started_at)  # once the bundle is verified, beside the requests
+        try:
+            first_outcome = _check(first, pending, request)  # beside the hashes
+            bundle = pending.result()
+            timings["verify_golden"] = time.monotonic() - start
+            # Closed behind this call once the night is committed: its WAL checkpoint is not on the caller's path.
+            history = stack.enter_context(closed_behind(opening.result()))
+        except BaseException:
+            opening.abandon()
+            raise
         night = _Night(request, history, bundle, run_id, on_endpoint)
         night.add(first, first_outcome, started_at)
         for spec in request.endpoints[1:]:
@@ -225,6 +229,48 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
                                alerts=tuple(night.deliveries), extra_findings=tuple(night.extra), seconds=timings)
         history.finish_run(run_id, _now(), int(result.exit_code))
     return result
+
+
+class _Opening:
+    """The history opened and the run started on a thread as soon as the bundle is verified, while the first
+    endpoint's requests are still in flight: the run's first write restarts the WAL and syncs its header (a wait on
+    the disk, ~9 ms a night here). A bad bundle opens nothing (the thread waits for the verification and stops at
+    its error). When the first endpoint's check fails after all (the audit finds the verified ONNX export
+    unreadable: exit 2), :meth:`abandon` takes the run row back, so the failed night leaves no run behind."""
+
+    def __init__(self, request: NightlyRequest, pending: PendingBundle, run_id: str, started_at: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.run_id = run_id
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history-open")
+        self._future = pool.submit(self._open, request, pending, started_at)
+        pool.shutdown(wait=False)
+
+    def _open(self, request: NightlyRequest, pending: PendingBundle, started_at: str) -> History:
+        from gapcheck.version import __version__
+
+        bundle = pending.result()  # InputError: nothing is opened (the caller raises the same error)
+        history = History(request.history)
+        try:
+            history.start_run(self.run_id, started_at, str(request.golden), bundle.bundle_hash, __version__)
+        except BaseException:
+            history.close()
+            raise
+        return history
+
+    def result(self) -> History:
+        return self._future.result()
+
+    def abandon(self) -> None:
+        try:
+            history = self._future.result()
+        except Exception:  # noqa: BLE001 - the opening failed itself (a bad bundle, a busy history): nothing to undo
+            return
+        try:
+            with history.transaction() as db:
+                db.execute("DELETE FROM runs WHERE run_id = ?", (self.run_id,))
+        finally:
+            history.close()
 
 
 def _check_request(request: NightlyRequest) -> None:

@@ -201,3 +201,27 @@ def test_a_failing_block_closes_its_history_at_once(tmp_path: Path) -> None:
         raise RuntimeError("an endpoint crashed the run")
     with pytest.raises(sqlite3.ProgrammingError):  # closed here, not on a thread
         history.db.execute("SELECT 1")
+
+
+def test_a_night_whose_first_check_finds_the_bundle_bad_leaves_no_run_row(tiny_golden: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history is opened and the run row written on a thread once the hashes pass, beside the first requests;
+    when the first endpoint's check then finds the bundle bad anyway (its ONNX export unreadable: exit 2), that run
+    row is taken back before the error leaves run_nightly."""
+    from gapcheck.nightly import NightlyRequest, run_nightly
+    from gapcheck.nightly import run as nightly_run
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import BadBundle, verified
+
+    def finds_it_bad(spec, bundle, request):
+        verified(bundle)  # the hashes pass: the opening thread goes on and starts the run
+        raise BadBundle("golden bundle: model.onnx is not a valid ONNX model")
+
+    monkeypatch.setattr(nightly_run, "_check", finds_it_bad)
+    history = tmp_path / "h.sqlite"
+    spec = endpoint_spec(parse_endpoint_option("prod=grpc://127.0.0.1:1/m"))
+    with pytest.raises(BadBundle):
+        run_nightly(NightlyRequest(golden=tiny_golden, endpoints=(spec,), history=history))
+    assert history.exists()  # opened beside the first requests (the hashes passed) ...
+    with History(history, readonly=True) as h:
+        assert h.run_ids() == []  # ... and the run taken back
