@@ -110,7 +110,7 @@ class _SampledSection(Section):
 
 
 class ExportDiffSection(_SampledSection):
-    precision: Optional[Literal["fp32", "fp16", "bf16"]] = None
+    precision: Optional[Literal["fp32", "fp16", "bf16", "int8"]] = None
     batch_sizes: Optional[list[int]] = None
     max_intermediate_mb: Optional[int] = Field(default=None, ge=1)
 
@@ -159,6 +159,7 @@ SECTION_MODELS: dict[str, str] = {
     "engine": "gapcheck.engines.config:EngineSection",
     "leakage": "gapcheck.data.config:LeakageSection",
     "drift": "gapcheck.data.config:DriftSection",
+    "precision": "gapcheck.precision.config:PrecisionSection",
     "text": "gapcheck.text.config:TextSection",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}

@@ -42,7 +42,7 @@ anything = 1
         ("[preprocess]\nn = '3'\n", "preprocess.n: Input should be a valid integer (got '3')"),
         ("[preprocess]\nworkers = true\n", "preprocess.workers: Input should be a valid integer (got True)"),
         ("[preprocess]\nworkers = 0\n", "preprocess.workers: Input should be greater than or equal to 1"),
-        ("[export_diff]\nprecision = 'fp8'\n", "export_diff.precision: Input should be 'fp32', 'fp16' or 'bf16'"),
+        ("[export_diff]\nprecision = 'fp8'\n", "export_diff.precision: Input should be 'fp32', 'fp16', 'bf16' or 'int8'"),
         ("[export_diff]\ntolerances = {'a.*' = [1e-3]}\n", "export_diff.tolerances.a.*"),
         ("[triton]\ntimeout_s = -1\n", "triton.timeout_s: Input should be greater than 0"),
         ("preprocess = 3\n", "[preprocess] must be a table"),

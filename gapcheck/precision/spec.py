@@ -35,21 +35,25 @@ class PrecisionSpec(Group):
     max_runs: int = 3
     sensitivity: str = "local"
 
+    SECTION: ClassVar[str | None] = "precision"  # [precision]: the defaults of every spelling (not --fix's path)
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
         Opt("precision", "--precision", "Reduced precision to find, fix and verify: fp16 or int8.", Optional[str]),
         Opt("fix", "--fix", "Write the fixed model here (only once it is verified); the original export is never "
             "touched.", Optional[Path]),
         Opt("calibration", "--calibration", "INT8 calibration samples: .npz/.pt, a golden bundle, or a folder of raw "
-            "samples (with --calibration-stage).", Optional[Path]),
+            "samples (with --calibration-stage).", Optional[Path], key="calibration"),
         Opt("calibration_stage", "--calibration-stage", "Preprocessing of a folder of raw calibration samples: "
-            "NAME=module:callable.", Optional[str]),
-        Opt("calibration_method", "--calibration-method", "INT8 calibration: minmax, entropy or percentile.", str),
-        Opt("int8_mode", "--int8-mode", "INT8: auto (dynamic for text models), static (QDQ) or dynamic.", str),
+            "NAME=module:callable.", Optional[str], key="calibration_stage"),
+        Opt("calibration_method", "--calibration-method", "INT8 calibration: minmax, entropy or percentile.", str,
+            key="calibration_method"),
+        Opt("int8_mode", "--int8-mode", "INT8: auto (dynamic for text models), static (QDQ) or dynamic.", str,
+            key="int8_mode"),
         Opt("targets", "--target", "INT8 task-level target, e.g. top1-agreement=0.99, cosine=0.999, "
-            "max-rel-error=0.05 (repeatable; default cosine=0.99).", list[str], metavar="MEASURE=NUMBER"),
-        Opt("max_runs", "--max-runs", "FP16: verification runs of the fix at most.", int, low=1, high=10),
+            "max-rel-error=0.05 (repeatable; default cosine=0.99).", list[str], key="targets", metavar="MEASURE=NUMBER"),
+        Opt("max_runs", "--max-runs", "FP16: verification runs of the fix at most.", int, key="max_runs", low=1, high=10),
         Opt("sensitivity", "--sensitivity", "INT8 ranking: local (the error a module's quantized ops add over their "
-            "inputs) or alone (the outputs' error with only that module quantized; one more run per sample).", str),
+            "inputs) or alone (the outputs' error with only that module quantized; one more run per sample).", str,
+            key="sensitivity"),
     )
 
     @classmethod
