@@ -2,7 +2,10 @@
 transformer optimizer, an Optimum-style export, the TorchScript exporter's Conv+BN folding and stripped scopes.
 
 Every clean tool file passes (0 false alarms); each family's planted 1% weight change and op change (padding mode,
-epsilon, activation) is found at the module that owns it. Needs timm and facenet-pytorch
+epsilon, activation) is found at the module that owns it. GPT-2's ORT-optimized file gets the `bert` fusions:
+onnxruntime 1.32's `gpt2` postprocess (`onnx_model_gpt2.py`, `Gpt2OnnxModel.postprocess`) reads `gemm_node.input[2]`
+although Gemm's bias is optional, and the dynamo exporter writes GPT-2's Conv1D as a two-input Gemm: IndexError
+(an ONNX Runtime bug; docs/export-diff.md). Needs timm and facenet-pytorch
 (scripts/setup_deploy_corpus.sh). The table in docs/export-diff.md is `python -m sample_models.corpus`.
 """
 from __future__ import annotations
