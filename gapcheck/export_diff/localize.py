@@ -384,7 +384,11 @@ def _all_modules(run: _Run) -> CaptureResult:
 def _trace_owner(run: _Run, culprit: str) -> Owner | None:
     """The module where the error of ``culprit`` (a diverging ONNX value no compared module owns) starts."""
     nodes = region(run.index, culprit)
-    values = run.ort(region_values(run.index, nodes))
+    try:
+        values = run.ort(region_values(run.index, nodes))
+    except BackendError as exc:  # the divergence stays where it was seen
+        log.debug("owner search run failed: %s", exc)
+        return None
     return find_owner(run.index, nodes, values, _all_modules(run), run.policy, run.noise, set(run.feeds))
 
 
