@@ -351,11 +351,14 @@ def _served_facts(spec: EndpointSpec, endpoint: DeadlineEndpoint,
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
     with _connect(endpoint) as conn:
-        if not conn.server_live():
-            raise EndpointError(f"Triton server {conn.display_url} is not live")
+        # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness
+        # is waited for (retried, as it always was) and the model asked again, so the error still says which.
         if not conn.model_ready(spec.model, spec.version, wait=False):
-            raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is not "
-                                f"ready on {conn.display_url}")
+            if not conn.server_live():
+                raise EndpointError(f"Triton server {conn.display_url} is not live")
+            if not conn.model_ready(spec.model, spec.version, wait=False):
+                raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is "
+                                    f"not ready on {conn.display_url}")
         metadata = conn.model_metadata(spec.model, spec.version)
         versions = sorted((str(v) for v in metadata.get("versions", [])), key=lambda v: (len(v), v))
         served_version = spec.version or (versions[-1] if versions else None)

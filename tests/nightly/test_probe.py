@@ -333,3 +333,18 @@ def test_a_pending_bundle_that_fails_verification_is_never_judged(tiny_golden: P
         with pytest.raises(probe.BadBundle, match="reference_torch.safetensors does not match its SHA256"):
             probe.check_endpoint(spec, open_bundle(bundle), retries=0, audit=False)
     assert judged == []
+
+
+def test_a_model_that_is_not_ready_is_named_so_on_a_live_server(tiny_golden: Path) -> None:
+    """Readiness asks the model first (one round trip when it is ready); when it is not, the server's liveness is
+    checked so the message says which of the two it was."""
+    from gapcheck.golden.bundle import load_bundle
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import check_endpoint
+    from tests.nightly.fake_triton import FakeTriton
+
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        spec = endpoint_spec(parse_endpoint_option(f"e={fake.url.rsplit('/', 1)[0]}/not-served"))
+        outcome = check_endpoint(spec, load_bundle(tiny_golden), retries=0, audit=False)
+    assert not outcome.reachable
+    assert "model 'not-served' is not ready on" in (outcome.error or "")
