@@ -44,7 +44,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "onnx_file": "--onnx", "exporter": "--exporter", "opset": "--opset", "precision": "--precision",
     "keep_train_mode": "--keep-train-mode", "max_intermediate_bytes": "--max-intermediate-mb",
     "save_onnx": "--save-onnx", "samples": "--samples", "stages": "--stage", "config": "--config",
-    "pad_inputs": "--pad-inputs", "pad_lengths": "--pad-lengths",
+    "pad_inputs": "--pad-inputs", "pad_lengths": "--pad-lengths", "server_layers": "--triton-layers",
 }
 
 

@@ -181,7 +181,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
     target = request.deployment
     if target is None:
-        raise UsageError("comparing layers on the server needs a deployment to compare (an endpoint and a model)")
+        raise UsageError("comparing layers on the server needs a deployment to compare (an endpoint and a model)",
+                         parameter="server_layers")
     if not audited_ok:
         return result  # the audit found config gaps; they are the findings to fix first
     from gapcheck.export_diff.server_layers import compare_on_server  # imports the Triton client: only when asked
