@@ -67,7 +67,7 @@ class SourceFile:
 
 def read_source(path: Path, display: str) -> SourceFile:
     """Read and parse ``path``; an unreadable or unparsable file is an :class:`InputError` naming it."""
-    raw = _read_regular(path, display)
+    raw = read_regular(path, display)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
@@ -93,7 +93,7 @@ def parse_notebook(text: str, path: Path, display: str) -> SourceFile:
     return source
 
 
-def _read_regular(path: Path, display: str) -> bytes:
+def read_regular(path: Path, display: str) -> bytes:
     """The bytes of a regular file of at most MAX_FILE_BYTES, checked on the open descriptor.
 
     Opened non-blocking and checked with ``fstat`` (not a ``stat`` before the open): a FIFO named

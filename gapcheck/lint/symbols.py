@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gapcheck.errors import InputError
-from gapcheck.lint.source import SourceFile, read_source
+from gapcheck.lint.source import SourceFile, read_regular, read_source
 
 #: How many calls deep :func:`flow` follows (an epoch loop -> train_one_epoch -> a step helper).
 MAX_DEPTH = 4
@@ -491,6 +491,30 @@ class Program:
             return None
         function = target_module.functions.get(f"{name}.{method}")
         return (target_module, function) if function is not None else None
+
+    def imported_mentions(self, module: ModuleIndex, call: ast.Call, words: tuple[str, ...]) -> bool:
+        """For a call of a name imported from another file of the project (``load()``, ``prep.load()``): whether
+        that file's text holds one of ``words`` — read, not parsed, once per file — so a rule can skip parsing
+        modules that cannot matter to it. True for any other call (resolving it parses nothing)."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in module.imports and func.id not in module.functions:
+            origin = module.imports[func.id]
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in module.imports:
+            origin = f"{module.imports[func.value.id]}.{func.attr}"
+        else:
+            return True
+        module_name = origin.rpartition(".")[0]
+        path = self._find_module(module.source.path, module_name) if module_name or origin.startswith(".") else None
+        if path is None or not self.within_roots(path):
+            return False  # not project code: never resolved
+        key = ("mentions", (path, words))
+        if key not in self._found:
+            try:
+                text = read_regular(path, str(path))
+            except InputError:
+                text = b""
+            self._found[key] = any(word.encode() in text for word in words)
+        return bool(self._found[key])
 
     def _imported(self, module: ModuleIndex, origin: str, objects: bool = False) -> Resolved | None:
         module_name, _, attr = origin.rpartition(".")

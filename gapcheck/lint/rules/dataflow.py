@@ -342,7 +342,10 @@ def through_helpers(ctx: Context, scope: ast.AST, code: Code) -> Iterator[Findin
     the data they fit on, when the caller then splits that data (or, for a vocabulary, passes concatenated splits)."""
     module = ctx.module
     for call in module.scope_calls(scope):
-        resolved = ctx.program.resolve(module, call, within=module.enclosing_function(call))
+        if not _names_a_function(module, call) or not _may_matter(module, call, _split_names(module, scope), code) \
+                or not ctx.program.imported_mentions(module, call, _FITS):
+            continue  # resolving a call can parse other modules: only calls whose data is split, of helpers that fit
+        resolved = ctx.program.resolve(module, call, within=module.enclosing_function(call), objects=False)
         if resolved is None or resolved[1] is scope:
             continue
         where, function = resolved
@@ -352,6 +355,71 @@ def through_helpers(ctx: Context, scope: ast.AST, code: Code) -> Iterator[Findin
             if finding is not None:
                 yield finding
                 break
+
+
+def _split_names(module: ModuleIndex, scope: ast.AST) -> frozenset[str]:
+    """The names whose value may be split in ``scope`` (split, ``Subset``, row-sliced), and every name assigned into
+    them, transitively (``Xs = X.values; split(Xs)``: X too). A cheap superset of what :func:`split_after` finds."""
+    key = ("split_names", id(scope))
+    if key in module.cache:
+        return module.cache[key]  # type: ignore[no-any-return]
+    found: set[str] = set()
+    assigns: list[ast.Assign | ast.AnnAssign] = []
+    for node in module.walk(scope):
+        if isinstance(node, ast.Call):
+            callee = module.callee(node).split(".")[-1]
+            if callee in SPLITTERS or callee == "Subset" or method(node) == "split":
+                found |= {name for a in (*node.args, *(k.value for k in node.keywords)) if (name := root(a))}
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and rows_sliced(node):
+            found.add(node.value.id)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            assigns.append(node)
+    if found:  # names that flow into a split name, read only now (most scopes split nothing)
+        edges = [(_names(*(node.targets if isinstance(node, ast.Assign) else [node.target])), _names(node.value))
+                 for node in assigns]
+        grew = True
+        while grew:
+            grew = False
+            for stored, read in edges:
+                if stored & found and not read <= found:
+                    found |= read
+                    grew = True
+    module.cache[key] = frozenset(found)
+    return module.cache[key]  # type: ignore[no-any-return]
+
+
+def _names(*nodes: ast.AST | None) -> set[str]:
+    return {n.id for node in nodes if node is not None for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+#: Text a module holding a fitting helper contains (a fit, a vocabulary build or a token counter).
+_FITS = ("fit", "vocab", "Vocab", "Counter", "Dictionary", "FreqDist", "adapt")
+_CONCATENATIONS = (ast.BinOp, ast.Call, ast.List, ast.Tuple, ast.GeneratorExp, ast.ListComp)
+
+
+def _names_a_function(module: ModuleIndex, call: ast.Call) -> bool:
+    """``helper(...)``, ``self.helper(...)`` or ``module.helper(...)`` with a name this module defines or imports: a
+    cheap test before anything is walked (``x.view(...)`` on a local value is never a project helper here)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in module.functions or func.id in module.imports or bool(module.nested_named(func.id))
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+        func.value.id == "self" or func.value.id in module.imports)
+
+
+def _may_matter(module: ModuleIndex, call: ast.Call, candidates: frozenset[str], code: Code) -> bool:
+    """Whether a helper called here could lead to a finding: it is given or assigns data that is split later, or
+    (a vocabulary) it is given a concatenation of splits."""
+    if code is codes.VOCAB_FROM_ALL_SPLITS and any(
+            isinstance(a, _CONCATENATIONS) and concatenated_held_out(a) for a in call.args):
+        return True
+    if not candidates:
+        return False
+    if any(root(a) in candidates for a in (*call.args, *(k.value for k in call.keywords))):
+        return True
+    parent = module.parent(call)
+    return isinstance(parent, ast.Assign) and any(
+        isinstance(n, ast.Name) and n.id in candidates for t in parent.targets for n in ast.walk(t))
 
 
 def _helper_finding(ctx: Context, scope: ast.AST, call: ast.Call, where: ModuleIndex,
