@@ -37,7 +37,7 @@ from gapcheck.lint.symbols import (
 
 class FitBeforeSplit(Rule):
     code = codes.FIT_BEFORE_SPLIT
-    needs = ("fit", "split", "Subset")  # the fit may be in a helper of another module
+    needs = ("fit", "split", "Subset", ":]")  # the fit may be in a helper of another module; X[:n], X[n:] split
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         module = ctx.module
