@@ -67,7 +67,8 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 class TorchBackend:
-    """Feeds named inputs positionally (in ``input_names`` order) and names outputs after ``output_names``."""
+    """Feeds named inputs positionally (in ``input_names`` order) and names outputs after ``output_names`` (none
+    given: as the model names them, see :func:`named_tensor_leaves`)."""
 
     def __init__(self, module: torch.nn.Module, input_names: Sequence[str], output_names: Sequence[str],
                  name: str = "torch") -> None:
@@ -136,12 +137,13 @@ class TorchBackend:
         finally:
             for handle in handles:
                 handle.remove()
-        leaves = [t for _, t in named_tensor_leaves(result)]
-        if len(leaves) != len(self.output_names):
+        named = named_tensor_leaves(result)
+        names = self.output_names or [n for n, _ in named]
+        if len(named) != len(names):
             raise BackendError(
-                f"the torch model returned {len(leaves)} tensors, the ONNX graph has {len(self.output_names)} outputs"
+                f"the torch model returned {len(named)} tensors, the ONNX graph has {len(names)} outputs"
             )
-        return CaptureResult({n: _to_numpy(t) for n, t in zip(self.output_names, leaves, strict=True)}, captures, fed)
+        return CaptureResult({n: _to_numpy(t) for n, (_, t) in zip(names, named, strict=True)}, captures, fed)
 
     def noise_floor(self, feeds: dict[str, np.ndarray], reference: CaptureResult, modules: Sequence[str]) -> dict[str, float]:
         """max |float32 - float64| per module output and model output: the rounding noise of torch's own fp32 result.

@@ -78,6 +78,7 @@ def compare_samples(
     progress: ProgressReporter,
     compared_outputs: Sequence[str] = (),
     noise: str = "auto",
+    first: CaptureResult | None = None,
 ) -> SampleRun:
     """Per sample: one torch forward with hooks and one ORT run with the mapped values marked as outputs.
 
@@ -85,7 +86,9 @@ def compare_samples(
     groups run one after another (outer loop), each with its own session, and each group's values are
     compared and dropped before the next, so memory stays near one group's worth.
     ``mappings`` is updated in place when a folded Conv+BatchNorm needs remapping. ``compared_outputs`` are the
-    model outputs the ONNX graph has (default: all of torch's).
+    model outputs the ONNX graph has (default: all of torch's). ``first`` is the first sample's capture when the
+    caller made it already (outputs of every mapped module and BatchNorm, the order of all; outputs named as
+    ``torch_backend`` names them): the model is not run on it again.
 
     ``noise`` says when the float64 noise floor is measured (fp32 only): "always" on every group's first sample,
     as the tolerances define it; "auto" (default) only when some verdict could depend on it (see
@@ -97,7 +100,7 @@ def compare_samples(
     if noise not in ("auto", "always"):
         raise ValueError(f"noise must be 'auto' or 'always', not {noise!r}")
     setup = _setup(torch_backend, test_model, mappings, samples, deployed, policy, precision, max_intermediate_bytes,
-                   compared_outputs)
+                   compared_outputs, first)
     if precision != "fp32":
         return _run(setup, progress, "never")
     if noise == "auto":
@@ -130,17 +133,18 @@ class _Setup:
 
 
 def _setup(torch_backend: TorchBackend, test_model, mappings, samples, deployed, policy, precision,
-           max_intermediate_bytes: int, compared_outputs: Sequence[str]) -> _Setup:
+           max_intermediate_bytes: int, compared_outputs: Sequence[str], first: CaptureResult | None) -> _Setup:
     """The first sample's capture (execution order, folded BatchNorms remapped) and the marked values' groups."""
     module_paths = list(mappings)
     submodules = dict(torch_backend.module.named_modules())
-    unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
-    try:
-        first = torch_backend.capture(
-            samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
-        )
-    except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
-        raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
+    if first is None:
+        unmapped_bn = [p for p, m in mappings.items() if not m.mapped and isinstance(submodules[p], _BatchNorm)]
+        try:
+            first = torch_backend.capture(
+                samples[0], modules=[p for p, m in mappings.items() if m.mapped] + unmapped_bn, order_of=module_paths
+            )
+        except BackendError as exc:  # torch itself refuses these inputs: an input error, not a backend failure
+            raise InputError(f"the model does not accept the given inputs: {exc.message}") from exc
     mappings.update(_move_folded_batchnorms(mappings, first, submodules))
     sizes = {mappings[p].value: c.output.nbytes for p, c in first.modules.items() if c.output is not None and mappings[p].mapped}
     groups = _chunks(list(sizes), sizes, max_intermediate_bytes) or [[]]

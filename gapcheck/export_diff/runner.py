@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import torch
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from gapcheck.backends.base import Backend
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
@@ -27,7 +28,7 @@ from gapcheck.codes.export_diff import (
     UNOBSERVABLE_MODULES,
 )
 from gapcheck.compare import DEFAULT_TOLERANCES, NOISE_FACTOR, ErrorStats, TolerancePolicy
-from gapcheck.errors import ExportError, InputError, UsageError
+from gapcheck.errors import BackendError, ExportError, InputError, UsageError
 from gapcheck.export_diff.align import Realignment, realign
 from gapcheck.export_diff.align import apply as apply_realignment
 from gapcheck.export_diff.batch import check_batchable, check_batches
@@ -45,7 +46,7 @@ from gapcheck.export_diff.result import (
     OutputResult,
 )
 from gapcheck.findings import Finding, Subject
-from gapcheck.groups.export import ExportSpec, output_names
+from gapcheck.groups.export import ExportSpec, output_names, refused
 from gapcheck.model.export import ExportResult
 from gapcheck.model.fit import ModelFit, attribute_by_weights, check_fit
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
@@ -170,17 +171,16 @@ def export_diff(
     progress = progress or NullProgress()
     policy = tolerances or TolerancePolicy(precision=precision)
     with evaluation_mode(module, keep_train_mode) as was_training:
-        if onnx_model is not None:
-            torch_names = output_names(module, samples[0], onnx_model)
-            exported = ExportResult(onnx_model, "file", None, 0.0)
-        elif exported is None:
+        first = None
+        if onnx_model is None and exported is None:
             exported, torch_names = ExportSpec(exporter=exporter, opset=opset).obtain(
                 module, samples[0], cache=cache, progress=progress, sequence_inputs=tuple(sequence_inputs))
-        else:
-            torch_names = output_names(module, samples[0])
-        plan = _plan(module, exported, samples[0], torch_names, precision, from_file=onnx_model is not None)
+            plan = _plan(module, exported, samples[0], torch_names, precision, from_file=False)
+        else:  # a file, or the export made for the deployment audit
+            exported = exported if onnx_model is None else ExportResult(onnx_model, "file", None, 0.0)
+            plan, first = _plan_with_first_run(module, exported, samples[0], precision, from_file=onnx_model is not None)
         torch_backend = TorchBackend(module, list(samples[0]), plan.output_names)
-        compared = _compare(torch_backend, plan, samples, deployed, policy, max_intermediate_bytes, progress)
+        compared = _compare(torch_backend, plan, samples, deployed, policy, max_intermediate_bytes, progress, first)
         checks = _Checks(tuple(batch_sizes), batch_pool or samples, was_training, keep_train_mode)
         return _assemble(module, plan, compared, torch_backend, samples, policy, checks, progress)
 
@@ -206,10 +206,10 @@ class _Checks:
 
 
 def _compare(torch_backend: TorchBackend, plan: _Plan, samples, deployed: Sequence[Backend], policy: TolerancePolicy,
-             max_intermediate_bytes: int, progress: ProgressReporter) -> _Compared:
+             max_intermediate_bytes: int, progress: ProgressReporter, first: CaptureResult | None) -> _Compared:
     start = time.perf_counter()
     run = compare_samples(torch_backend, plan.test_model, plan.mappings, samples, deployed, policy, plan.precision,
-                          max_intermediate_bytes, progress, compared_outputs=plan.compared_outputs)
+                          max_intermediate_bytes, progress, compared_outputs=plan.compared_outputs, first=first)
     realign_start = time.perf_counter()
     realigned = _realign(torch_backend, plan, run, samples, policy)
     realign_s = time.perf_counter() - realign_start  # value confirmation: ~0 when every module passes
@@ -228,13 +228,43 @@ def _realign(torch_backend, plan: _Plan, run: SampleRun, samples, policy) -> Rea
     return realigned
 
 
-def _plan(module, exported: ExportResult, sample, torch_names: list[str], precision: str, from_file: bool) -> _Plan:
-    """Index the graph against the model's module paths, map modules to values, and check a foreign file's fit."""
+def _index(module, model: onnx.ModelProto) -> tuple[list[str], GraphIndex, dict[str, ModuleMapping]]:
+    """The model's module paths, the graph indexed against them, and each module's value by name."""
+    module_paths = [path for path, _ in module.named_modules() if path]
+    index = index_graph(model, module_paths)
+    return module_paths, index, map_modules(model, module_paths, index)
+
+
+def _plan_with_first_run(module, exported: ExportResult, sample, precision: str,
+                         from_file: bool) -> tuple[_Plan, CaptureResult]:
+    """The plan for a graph made already, with the first sample's capture: the one run of the model that both checks
+    that it accepts the inputs (exit 2 otherwise, as before any other check) and names its outputs, which the
+    comparison then reuses instead of running the model again on that sample."""
+    module_paths, index, mappings = _index(module, exported.model)
+    submodules = dict(module.named_modules())
+    if from_file and not index.has_scopes:  # modules may be attributed by their weights: any of them may be compared
+        wanted = [p for p in module_paths if hookable(submodules[p])]
+    else:  # what the comparison captures: mapped modules, and BatchNorms a TorchScript export folded
+        wanted = [p for p, m in mappings.items() if m.mapped or isinstance(submodules[p], _BatchNorm)]
+    try:
+        first = TorchBackend(module, list(sample), []).capture(sample, modules=wanted, order_of=module_paths)
+    except BackendError as exc:
+        raise refused(sample, exc.__cause__ or exc, exported.model if from_file else None) from exc
+    if not first.outputs:
+        output_names(module, sample)  # raises the usage error that says what the model returns
+        raise UsageError("the model returns no tensor: nothing to compare")
+    plan = _plan(module, exported, sample, list(first.outputs), precision, from_file, (module_paths, index, mappings))
+    outputs = dict(zip(plan.output_names, first.outputs.values(), strict=True))  # named as the comparison names them
+    return plan, dataclasses.replace(first, outputs=outputs)
+
+
+def _plan(module, exported: ExportResult, sample, torch_names: list[str], precision: str, from_file: bool,
+          indexed: tuple[list[str], GraphIndex, dict[str, ModuleMapping]] | None = None) -> _Plan:
+    """Index the graph against the model's module paths (unless ``indexed`` by :func:`_index`), map modules to
+    values, and check a foreign file's fit."""
     reference_model = exported.model
     _check_inputs_fit(reference_model, sample, exported=not from_file)
-    module_paths = [path for path, _ in module.named_modules() if path]
-    index = index_graph(reference_model, module_paths)
-    mappings = map_modules(reference_model, module_paths, index)
+    module_paths, index, mappings = indexed or _index(module, reference_model)
     onnx_outputs = list(index.graph_outputs)
     subset = bool(onnx_outputs) and len(onnx_outputs) < len(torch_names) and set(onnx_outputs) <= set(torch_names)
     fit = check_fit(reference_model, module, len(onnx_outputs) if subset else len(torch_names),

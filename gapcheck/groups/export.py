@@ -121,13 +121,18 @@ def output_names(module: Any, sample: dict[str, Any], onnx_model: Any = None) ->
         with torch.no_grad():
             output = module(*tensors)
     except Exception as exc:  # noqa: BLE001 - whatever the model raises on these inputs
-        shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
-        raise InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}"
-                         f"{_missing_graph_inputs(onnx_model, sample)}") from exc
+        raise refused(sample, exc, onnx_model) from exc
     names = [name for name, _ in named_tensor_leaves(output)]
     if not names:
         raise UsageError(f"the model returns no tensor (it returns {type(output).__name__}): nothing to compare")
     return names
+
+
+def refused(sample: dict[str, Any], exc: BaseException, onnx_model: Any = None) -> InputError:
+    """The input error for a model that raised ``exc`` on ``sample`` (names the ONNX file's missing inputs too)."""
+    shapes = ", ".join(f"{k}:{'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in sample.items())
+    return InputError(f"the model does not accept the given inputs ({shapes}): {condense_error(exc)}"
+                      f"{_missing_graph_inputs(onnx_model, sample)}")
 
 
 def _missing_graph_inputs(onnx_model: Any, sample: dict[str, Any]) -> str:
