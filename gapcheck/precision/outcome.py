@@ -2,6 +2,7 @@
 model, and how a cause that a verified fix handles is reported."""
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,17 @@ def write_fix(request: Any, model: Any) -> Path:
     return write_atomic(request.fix_path, model.SerializeToString(), what="fixed model")
 
 
-def downgraded(finding: Finding) -> Finding:
-    """A cause the verified fix handles stays in the report, as a warning: the written model passes."""
+def downgraded(finding: Finding, kept_nodes: Collection[str]) -> Finding:
+    """A cause the verified fix handles stays in the report, as a warning: the written model passes. The note says
+    what the fix did about it: only a module whose nodes the fix keeps is said to be kept in FP32 (the fix keeps the
+    fewest; a sensitive module it leaves quantized, or the whole model's missed target, is said to be before it)."""
     if finding.severity is not Severity.GAP:
         return finding
-    return replace(finding, severity=Severity.WARNING, message=finding.message + " (kept in FP32 by the fix)")
+    nodes = finding.evidence.get("nodes") if isinstance(finding.evidence, dict) else None
+    if nodes and set(nodes) & set(kept_nodes):
+        note = "kept in FP32 by the fix"
+    elif nodes:
+        note = "left as it is by the fix: the fixed model passes without it in FP32"
+    else:
+        note = "before the fix: the fixed model passes"
+    return replace(finding, severity=Severity.WARNING, message=f"{finding.message} ({note})")

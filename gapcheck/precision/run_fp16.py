@@ -88,7 +88,7 @@ def run_fp16(context: Any) -> PrecisionResult:
     if fixed.verification.passed:
         written = write_fix(request, fixed.model)
         modules = ", ".join(g.module for g in fixed.kept)
-        findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+        findings = [downgraded(f, fixed.block_list) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
             f"wrote {written}: {nodes} of {len(graph.model.graph.node)} nodes kept in FP32 ({modules}); "
             f"the written model passes the FP16 tolerance layer by layer ({fixed.runs} verification run(s))",
             where=str(written), evidence={"nodes": list(fixed.block_list)})]

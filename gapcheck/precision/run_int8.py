@@ -153,7 +153,7 @@ def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
            "modules": [r.module for r in fixed.excluded], "nodes": list(fixed.nodes), "runs": len(fixed.attempts),
            "verification": {"passed": fixed.met, "scores": fixed.scores.as_dict()}, "trade": trade}
     if fixed.met:
-        findings = [downgraded(f) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
+        findings = [downgraded(f, fixed.nodes) for f in findings] + [PRECISION_FIX_VERIFIED.finding(
             f"wrote {path}: {len(fixed.excluded)} module(s), {len(fixed.nodes)} of {total} nodes kept in FP32 "
             f"({', '.join(r.module for r in fixed.excluded)}); verified: cosine {fixed.scores.cosine:.5f}"
             + (f", top-1 agreement {fixed.scores.top1_agreement:.4f}" if fixed.scores.top1_agreement is not None
