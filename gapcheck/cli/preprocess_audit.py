@@ -2,12 +2,17 @@
 :func:`gapcheck.text.cli_bridge.run_text_audit` (text samples or ``hf:`` tokenizer stages), render, exit 0/1.
 
 The command's own options (samples, stages, statistics) stay here; the engine and the reports are the shared groups
-(:mod:`gapcheck.groups`). Values merge file < environment < flags.
+(:mod:`gapcheck.groups`). Values merge file < environment < flags; a flag left alone is passed as None, so the
+defaults live once, in the library (``preprocess_audit``'s and ``audit_text``'s keywords, ``[text]`` resolution in
+:mod:`gapcheck.text.config`). The help texts read those defaults from the library's source (see :func:`_default`).
 """
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -16,91 +21,141 @@ from gapcheck.cli.options import ProgressOpt
 from gapcheck.errors import UsageError
 from gapcheck.groups import EngineSpec, ReportTargets, check_number
 
-PREPROCESS_WORKERS = 2  # [preprocess] workers, else this (the engine group's --workers)
+_IMAGE = ("gapcheck.preprocess.audit", "preprocess_audit")
+_TEXT = ("gapcheck.text.audit", "audit_text")
+
+
+@functools.cache
+def _default(module: str, function: str, parameter: str) -> Any:
+    """The default of ``module.function``'s keyword ``parameter``, read from the module's source without importing
+    it (the library modules import numpy and scipy; ``gapcheck preprocess-audit --help`` and loading the command
+    must not). A default that names a module-level constant, also one imported ``from`` another gapcheck module, is
+    followed to its literal. The help then says what the library does, and the value is written once."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    args = fn.args
+    pairs = [*zip(args.kwonlyargs, args.kw_defaults, strict=True),
+             *zip(args.args[::-1], args.defaults[::-1], strict=False)]  # positional defaults are the last ones
+    node = next(d for a, d in pairs if a.arg == parameter)
+    return _literal(tree, node)
+
+
+def _literal(tree: ast.Module, node: ast.expr | None) -> Any:
+    if isinstance(node, ast.Name):
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and any(getattr(t, "id", None) == node.id for t in statement.targets):
+                return _literal(tree, statement.value)
+            if isinstance(statement, ast.ImportFrom) and statement.module and any(
+                    (a.asname or a.name) == node.id for a in statement.names):
+                name = next(a.name for a in statement.names if (a.asname or a.name) == node.id)
+                spec = importlib.util.find_spec(statement.module)
+                assert spec is not None and spec.origin is not None, statement.module
+                other = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+                return _literal(other, ast.Name(id=name))
+        raise LookupError(f"no module-level value for {node.id}")
+    return ast.literal_eval(node)  # type: ignore[arg-type]
+
+
+def _said(image: str, text: str) -> str:
+    """``default 2``, or ``default 256 (images), 10000 (text)`` when the two audits' defaults differ."""
+    a, b = _default(*_IMAGE, image), _default(*_TEXT, text)
+    return f"default {a:g}" if a == b else f"default {a:g} (images), {b:g} (text)"
+
+
+# [preprocess] workers, else preprocess_audit's own default (the engine group's --workers shows it)
+PREPROCESS_WORKERS: int = _default(*_IMAGE, "workers")
 
 
 @declare(use(EngineSpec, workers=PREPROCESS_WORKERS), ReportTargets, section="preprocess")
 def command(
     groups: Groups,
-    samples: Annotated[Optional[Path], typer.Option("--samples", help="Folder (recursive) or file of raw samples.")] = None,
+    samples: Annotated[Optional[Path], typer.Option(
+        "--samples", help="Folder (recursive) or file of raw samples; text: lines of a .txt, FILE.jsonl:field, "
+        "FILE.csv:column, a folder of .txt.")] = None,
     stage: Annotated[Optional[list[str]], typer.Option(
-        "--stage", help="NAME=module:callable or NAME=path/file.py:callable; the first is the reference.")] = None,
+        "--stage", help="NAME=module:callable, NAME=path/file.py:callable or NAME=hf:TOKENIZER[,...]; the first is "
+        "the reference.")] = None,
     augmented: Annotated[Optional[list[str]], typer.Option(
         "--augmented", help="Stage name whose randomness is expected (training augmentation).")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", min=1, help="Samples to audit (default 256).")] = None,
-    p_threshold: Annotated[Optional[float], typer.Option("--p-threshold", help="KS p-value threshold (default 0.01).")] = None,
-    min_effect: Annotated[Optional[float], typer.Option("--min-effect", help="Minimum KS statistic D to flag.")] = None,
+    n: Annotated[Optional[int], typer.Option(
+        "--n", min=1, help=f"Samples to audit ({_said('n', 'max_samples')}).")] = None,
+    p_threshold: Annotated[Optional[float], typer.Option(
+        "--p-threshold", help=f"KS p-value threshold ({_said('p_threshold', 'p_threshold')}).")] = None,
+    min_effect: Annotated[Optional[float], typer.Option(
+        "--min-effect", help=f"Minimum KS statistic D to flag ({_said('min_effect', 'min_effect')}).")] = None,
     repeats: Annotated[Optional[int], typer.Option(
-        "--repeats", min=0, help="Extra runs per stage to detect nondeterminism (default 2).")] = None,
+        "--repeats", min=0, help=f"Extra runs per stage to detect nondeterminism ({_said('repeats', 'repeats')}).")] = None,
     range_tolerance: Annotated[Optional[float], typer.Option(
-        "--range-tolerance", help="Pass when max |Δ| <= this fraction of the reference range.")] = None,
+        "--range-tolerance", help="Pass when max |Δ| <= this fraction of the reference range (images).")] = None,
     # the old spelling, hidden: --tolerance means PATTERN=RTOL,ATOL everywhere else (the tolerance group)
     tolerance: Annotated[Optional[float], typer.Option("--tolerance", hidden=True)] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Run the same raw samples through training, validation and inference preprocessing and name what differs."""
-    from gapcheck.cli.rich_progress import RichProgress
-    from gapcheck.preprocess.audit import preprocess_audit
-    from gapcheck.preprocess.stages import parse_stage_option
-
     check_number(p_threshold, "--p-threshold", low=0.0, low_open=True, high=1.0)
     check_number(min_effect, "--min-effect", high=1.0)
     tolerance = range_tolerance if range_tolerance is not None else tolerance
     check_number(tolerance, "--range-tolerance")
-    cfg = groups.config.preprocess
-    sample_source = samples if samples is not None else cfg.samples
-    texts = _text_stages(stage, cfg)
-    if sample_source is not None and _is_text(sample_source, texts):
+    # None: not given on the command line ([text] / [preprocess], then the library, decide)
+    flags = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "repeats": repeats}
+    if _is_text(samples, stage or [], groups.config):
         if augmented or tolerance is not None:
             raise UsageError("--augmented and --range-tolerance are for image stages, not tokenizer stages")
-        flags = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "repeats": repeats}
-        settings = {k: v for k, v in {**{k: getattr(cfg, k) for k in flags}, **flags}.items() if v is not None}
-        raise typer.Exit(_text_audit(groups, sample_source, texts, settings, progress))
+        raise typer.Exit(_text_audit(groups, samples, stage or [], flags, progress))
+    raise typer.Exit(_image_audit(groups, samples, stage or [], augmented or [], {**flags, "tolerance": tolerance},
+                                  progress))
+
+
+def _image_audit(groups: Groups, samples: Path | None, stage: list[str], augmented: list[str], flags: dict[str, Any],
+                 progress: bool) -> int:
+    """The image audit: flags over [preprocess] (file < environment); what neither sets is not passed, so
+    ``preprocess_audit``'s own defaults apply."""
+    from gapcheck.cli.rich_progress import RichProgress
+    from gapcheck.preprocess.audit import preprocess_audit
+    from gapcheck.preprocess.stages import parse_stage_option
+
+    cfg = groups.config.preprocess
+    sample_source = samples if samples is not None else cfg.samples
     specs = [parse_stage_option(s) for s in stage] if stage else list(cfg.stages)
-    marked = set(augmented or [])
+    marked = set(augmented)
     unknown = marked - {s.name for s in specs}
     if unknown:
         raise UsageError(f"--augmented names unknown stage(s): {', '.join(sorted(unknown))}")
     specs = [type(s)(**{**s.__dict__, "augmented": s.augmented or s.name in marked}) for s in specs]
     if sample_source is None:
-        raise UsageError("no samples: pass --samples or set [preprocess] samples in gapcheck.toml")
-    # file < environment < flags for the statistics; what neither sets takes preprocess_audit's own defaults
-    flags = {"n": n, "p_threshold": p_threshold, "min_effect": min_effect, "repeats": repeats, "tolerance": tolerance}
-    settings = {k: v for k, v in {**{k: getattr(cfg, k) for k in flags}, **flags}.items() if v is not None}
+        raise UsageError("no samples: pass --samples or set [preprocess] samples (or [text] samples) in gapcheck.toml")
+    settings = {k: v if v is not None else getattr(cfg, k) for k, v in flags.items()}
     engine = groups[EngineSpec]
     with RichProgress(enabled=progress) as bar, engine.open() as opened:
         result = preprocess_audit(sample_source, specs, progress=bar, engine=opened,
-                                  workers=engine.workers or PREPROCESS_WORKERS, **settings)
-    raise typer.Exit(groups[ReportTargets].emit(result))
+                                  workers=engine.workers or PREPROCESS_WORKERS,
+                                  **{k: v for k, v in settings.items() if v is not None})
+    return groups[ReportTargets].emit(result)
 
 
-def _text_stages(stage: list[str] | None, cfg: object) -> list[str]:
-    """The stages as NAME=TARGET strings, as the text audit takes them (the flags, else [preprocess] stages)."""
-    if stage:
-        return list(stage)
-    return [f"{s.name}={s.target}" for s in getattr(cfg, "stages", ()) if getattr(s, "target", "")]
+def _is_text(samples: Path | None, stages: list[str], config: Any) -> bool:
+    """Text samples or ``hf:`` stages on the command line, else ``[text]`` (or a text ``[preprocess]`` source)."""
+    from gapcheck.text.cli_bridge import wants_text_audit
+
+    if samples is None and any(s.partition("=")[2].strip().startswith("hf:") for s in stages):
+        return True  # tokenizer stages without samples: the text audit names what is missing
+    return wants_text_audit(None if samples is None else str(samples), stages, config)
 
 
-def _is_text(samples: object, stages: list[str]) -> bool:
-    from gapcheck.text.cli_bridge import is_text_audit
-
-    return is_text_audit(str(samples), stages)
-
-
-def _text_audit(groups: Groups, samples: object, stages: list[str], settings: dict, progress: bool) -> int:
-    """Text samples or tokenizer stages: the text audit, rendered and exited like the image path. Without --engine
-    (flag, config or environment) the chunks run in this process, the text audit's own default."""
+def _text_audit(groups: Groups, samples: Path | None, stages: list[str], flags: dict[str, Any], progress: bool) -> int:
+    """The text audit: flags over [text] over [preprocess]'s statistics over the library's defaults (all resolved by
+    :func:`gapcheck.text.config.resolve`), rendered and exited like the image path. Without --engine (flag, config
+    or environment) the chunks run in this process, the text audit's own default."""
     from gapcheck.cli.rich_progress import RichProgress
     from gapcheck.text.cli_bridge import run_text_audit
 
-    if not stages:
-        raise UsageError("no stages: pass --stage NAME=hf:PATH or NAME=module:fn (at least one)")
     engine = groups[EngineSpec]
     chosen = groups.given.get(EngineSpec, frozenset())
     with RichProgress(enabled=progress) as bar:
-        result = run_text_audit(str(samples), stages, max_samples=settings.get("n"),
-                                repeats=settings.get("repeats", 2), p_threshold=settings.get("p_threshold", 0.01),
-                                min_effect=settings.get("min_effect", 0.1),
-                                engine=engine.name if "name" in chosen else None, workers=engine.workers,
-                                address=engine.address, progress=bar)
+        result = run_text_audit(None if samples is None else str(samples), stages, config=groups.config,
+                                max_samples=flags["n"], repeats=flags["repeats"], p_threshold=flags["p_threshold"],
+                                min_effect=flags["min_effect"], engine=engine.name if "name" in chosen else None,
+                                workers=engine.workers, address=engine.address, progress=bar)
     return groups[ReportTargets].emit(result)
