@@ -10,10 +10,13 @@ Variants, all on ``sample_models.cnn:build_resnet18`` fed one seeded ``x:1x3x224
                    with the same values marked as outputs (names from ``gapcheck.model.mapping.map_modules``), one
                    run, and one ``module(x)`` under ``torch.no_grad()`` with forward hooks cloning the outputs of the
                    same modules. Session creation is included, because (a) starts from a ModelProto as well;
-  (a') gapcheck with a small ``max_intermediate_bytes`` (``--budget-mib``, default 16 MiB): the memory bound.
+  (a') gapcheck with a small ``max_intermediate_bytes`` (``--budget-mib``, default 16 MiB): the memory bound;
+  (a'') gapcheck measuring the float64 noise floor on every run (``compare_samples(noise="always")``, what every run
+                   did before issue 23 item 17; (a) measures it only when a verdict could depend on it, and the clean
+                   ResNet-18 has none that could).
 
 Timings run side by side in this one process: each variant is warmed up once, then the cheap variants are
-timed round-robin (a, c, a', a, c, a', ...) so load drift on a shared machine hits them alike; (b) is timed
+timed round-robin (a, c, a', a'', a, c, ...) so load drift on a shared machine hits them alike; (b) is timed
 last. Peak memory is measured separately, one fresh subprocess per variant (``--variant NAME``): after setup
 (model built, ONNX loaded or exported, input drawn) the peak-RSS mark is reset through /proc/self/clear_refs,
 the variant runs once, and peak RSS growth = VmHWM - VmRSS(before). The same subprocess's wall time is shown
@@ -28,7 +31,7 @@ folder, same interpreter and site-packages), each in fresh processes alternated 
 exports once (excluded), warms up once and times ``export_diff`` ``--repeat`` times. Printed: best and median per
 tree and their ratio (target for issue 17: within 1.10).
 
-Targets (issue 2): (a) at least 20x faster than (b); (a) at most 1.5x (c).
+Targets (issue 2): (a) at least 20x faster than (b); (a) at most 1.5x (c), since issue 23 item 17 at most 1.3x (c).
 """
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ MODEL = "sample_models.cnn:build_resnet18"
 INPUT = "x:1x3x224x224:float32"
 RESULT_PREFIX = "BENCH_RESULT "
 TARGET_VS_VERIFY = 20.0  # (b) / (a) must be at least this
-TARGET_VS_FLOOR = 1.5  # (a) / (c) must be at most this
+TARGET_VS_FLOOR = 1.3  # (a) / (c) must be at most this (issue 23 item 17; issue 2 asked 1.5)
 MIB = 1 << 20
 
 log = logging.getLogger("bench_export_diff")
@@ -169,6 +172,20 @@ def run_floor(ctx: Context) -> int:
     return len(names)
 
 
+def run_gapcheck_noise_always(ctx: Context) -> int:
+    """(a) with the float64 noise floor measured on every run, as before it was measured only where it can matter."""
+    from functools import partial
+
+    from gapcheck.export_diff import passes, runner
+
+    lazy = runner.compare_samples
+    runner.compare_samples = partial(passes.compare_samples, noise="always")
+    try:
+        return run_gapcheck(ctx)
+    finally:
+        runner.compare_samples = lazy
+
+
 def variants(budget_mib: list[int]) -> dict[str, tuple[str, Callable[[Context], int]]]:
     table: dict[str, tuple[str, Callable[[Context], int]]] = {
         "gapcheck": ("(a) gapcheck export_diff", run_gapcheck),
@@ -179,6 +196,7 @@ def variants(budget_mib: list[int]) -> dict[str, tuple[str, Callable[[Context], 
             f"(a') gapcheck, {mib} MiB budget",
             lambda ctx, mib=mib: run_gapcheck(ctx, mib * MIB),
         )
+    table["gapcheck-noise-always"] = ("(a'') gapcheck, fp64 noise floor always", run_gapcheck_noise_always)
     table["torch-verify"] = ("(b) verify_onnx_program", run_verify)
     return table
 
@@ -549,6 +567,12 @@ def main() -> None:
                         + ("HOLDS" if a / c <= TARGET_VS_FLOOR else "MISSED")
                         + f" (min: {best['gapcheck'] / best['floor']:.2f}x; "
                         f"CPU time: {cpu_median['gapcheck'] / cpu_median['floor']:.2f}x)")
+    always = median.get("gapcheck-noise-always")
+    if a and always:
+        verdicts.append(f"(a'')/(a) = {always / a:.2f}x on median wall time (min: "
+                        f"{best['gapcheck-noise-always'] / best['gapcheck']:.2f}x; CPU time: "
+                        f"{cpu_median['gapcheck-noise-always'] / cpu_median['gapcheck']:.2f}x): what measuring the "
+                        "float64 noise floor on every run would cost")
     for line in verdicts:
         console.print(line)
     load_end = load_average()
