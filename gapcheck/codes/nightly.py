@@ -64,3 +64,11 @@ INSENSITIVE = define(
     a deployment that feeds the model wrong inputs (channels swapped, another normalization, even a constant)
     would pass the nightly check. Typical of a model with untrained weights or inputs that are all alike.""",
     "Record from the released checkpoint with real, varied inputs (--samples / --inputs), or tighten the tolerances.")
+TEXT_SAMPLES_CHANGED = define(
+    "golden_text_samples_changed", Severity.WARNING, F, "The text samples given to nightly are not the recorded ones",
+    """A text golden bundle (golden record --text-samples FILE --tokenizer ...) keeps the SHA256 of the text samples
+    it was recorded from. nightly --text-samples named a file (or folder) whose SHA256 differs: today's tokenizer
+    cannot be judged on other strings, so it is not — a difference is not blamed on the tokenizer. Both digests are
+    in the evidence. (Bundles recorded before the digest was kept have none: their check runs as before.)""",
+    "Point --text-samples (or [nightly] text_samples) at the file the bundle was recorded from (the manifest names "
+    "it), or record a new bundle from the new file.")
