@@ -5,12 +5,19 @@ The folder and the cap come from the same group as every exporting command's (``
 """
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
 
 import typer
 
 from gapcheck.cli.groups import Groups, declare, use
+from gapcheck.errors import UsageError
 from gapcheck.groups import ExportSpec
+from gapcheck.report.text import safe_line
+
+_META_MAX_BYTES = 64 * 1024  # an entry's description is a few hundred bytes
 
 app = typer.Typer(name="cache", help="Show, trim or empty the export cache.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -24,6 +31,57 @@ def _folder(spec: ExportSpec) -> tuple[Path, int]:
             (spec.cache_max_mb or DEFAULT_MAX_MB) * 1024 * 1024)
 
 
+def _is_meta(path: Path) -> bool:
+    """The description gapcheck writes beside an entry's model (a JSON object naming its exporter)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_META_MAX_BYTES + 1)
+        meta = json.loads(data) if len(data) <= _META_MAX_BYTES else None
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and isinstance(meta.get("exporter"), str)
+
+
+def _foreign(folder: Path) -> str | None:
+    """Why removing the entry-named files of ``folder`` could delete something that is not gapcheck's, or None.
+
+    Other files are never touched (a config kept beside the cache is fine). Files named like entries must be regular
+    files, each ``.json`` the description gapcheck writes; a ``<sha256>.onnx`` without its ``.json`` (a writer that
+    died) is removed only from a folder with complete entries and nothing else: next to other files it may be a
+    user's own model named by its hash."""
+    from gapcheck.model.cache import _ENTRY, _TEMP  # the names the cache writes (one definition)
+
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return None  # nothing there, nothing removed
+    except OSError as exc:
+        return f"it cannot be listed: {exc.strerror or type(exc).__name__}"
+    entry_names = [name for name in names if _ENTRY.match(name) or _TEMP.match(name)]
+    for name in entry_names:
+        try:
+            mode = os.lstat(folder / name).st_mode
+        except FileNotFoundError:  # another process pruned it meanwhile
+            continue
+        if not stat.S_ISREG(mode):
+            return f"{name} is not a regular file"
+        if name.endswith(".json") and not _TEMP.match(name) and not _is_meta(folder / name):
+            return f"{name} is not an entry's description"
+    metas = {name[:-5] for name in entry_names if name.endswith(".json") and _ENTRY.match(name)}
+    lone = [name for name in entry_names if name.endswith(".onnx") and _ENTRY.match(name) and name[:-5] not in metas]
+    if lone and (not metas or len(entry_names) < len(names)):
+        return f"{lone[0]} has no description beside it and may be someone's model named by its hash"
+    return None
+
+
+def _check_cache(folder: Path) -> None:
+    """prune and clear remove files: only from a folder that holds nothing but the cache's own."""
+    reason = _foreign(folder)
+    if reason is not None:
+        raise UsageError(f"{folder} does not look like a gapcheck export cache ({reason}): nothing removed; "
+                         "check --cache-dir / [cache] dir / $GAPCHECK_CACHE_DIR")
+
+
 @app.command("info")
 @declare(CACHE, section="cache")
 def info(groups: Groups) -> None:
@@ -32,7 +90,7 @@ def info(groups: Groups) -> None:
 
     folder, cap = _folder(groups[ExportSpec])
     for line in cache_info(folder, cap).lines():
-        typer.echo(line)
+        typer.echo(safe_line(line))
 
 
 @app.command("prune")
@@ -42,8 +100,10 @@ def prune(groups: Groups) -> None:
     from gapcheck.model.cache import prune as cache_prune
 
     folder, cap = _folder(groups[ExportSpec])
+    _check_cache(folder)
     removed, freed = cache_prune(folder, cap)
-    typer.echo(f"removed {removed} entr{'y' if removed == 1 else 'ies'}, {freed / 1024**2:.1f} MB freed ({folder})")
+    typer.echo(safe_line(f"removed {removed} entr{'y' if removed == 1 else 'ies'}, {freed / 1024**2:.1f} MB freed "
+                         f"({folder})"))
 
 
 @app.command("clear")
@@ -53,5 +113,7 @@ def clear(groups: Groups) -> None:
     from gapcheck.model.cache import clear as cache_clear
 
     folder, _ = _folder(groups[ExportSpec])
+    _check_cache(folder)
     removed, freed = cache_clear(folder)
-    typer.echo(f"removed {removed} entr{'y' if removed == 1 else 'ies'}, {freed / 1024**2:.1f} MB freed ({folder})")
+    typer.echo(safe_line(f"removed {removed} entr{'y' if removed == 1 else 'ies'}, {freed / 1024**2:.1f} MB freed "
+                         f"({folder})"))

@@ -72,6 +72,10 @@ class TritonTarget(Group):
         if protocol is not None and protocol not in PROTOCOLS:
             raise UsageError(f"--protocol must be http or grpc, not {protocol!r}")
         object.__setattr__(self, "protocol", protocol)
+        if self.version is not None:  # a number, as the URL's ?version=N: never a "stale version" gap for a typo
+            from gapcheck.triton.url import check_version  # light (re, dataclasses)
+
+            object.__setattr__(self, "version", check_version(self.version))
         for name in ("ssl_root_cert", "ssl_private_key", "ssl_cert_chain"):
             check_input_file(getattr(self, name), "TLS file")
         self.header_values()  # CR/LF and friends refused now, before any work

@@ -81,13 +81,30 @@ def check_model_name(name: str, *, what: str = "model name") -> str:
     return name
 
 
+def plain_number(text: object, digits: int = 19) -> bool:
+    """ASCII digits only, at most ``digits`` of them: ``str.isdigit`` also takes '²' and '١' (int() refuses the first),
+    and int() refuses strings over 4300 digits, so neither is asked before this."""
+    return isinstance(text, str) and 0 < len(text) <= digits and text.isascii() and text.isdigit()
+
+
+def check_version(text: str | None, what: str = "--triton-version") -> str | None:
+    """A model version as Triton numbers them (a positive int64), normalized (``007`` -> ``7``); UsageError else."""
+    if text is None:
+        return None
+    if not plain_number(text) or not 0 < int(text) < 2**63:
+        shown = f", not {text!r}" if isinstance(text, str) and text.isprintable() and len(text) <= 40 else ""
+        raise UsageError(f"{what} must be a model version number from 1 to {2**63 - 1}{shown}")
+    return str(int(text))
+
+
 def _port(text: str | None, scheme: str | None) -> int:
     if text in (None, ""):
         if scheme is None:
             raise UsageError("a Triton URL without a scheme needs a port (host:port)")
         return DEFAULT_PORTS[scheme]
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise UsageError(f"port {text!r} of the Triton URL is not a number from 1 to 65535")
+    if not plain_number(text, 5) or not 0 < int(text) < 65536:
+        shown = f" {text!r}" if len(text) <= 20 else ""
+        raise UsageError(f"the port{shown} of the Triton URL is not a number from 1 to 65535")
     return int(text)
 
 
@@ -107,9 +124,9 @@ def _model_and_version(path: str | None, query: str | None) -> tuple[str | None,
         if not item:
             continue
         key, _, value = item.partition("=")
-        if key != "version" or not value.isdigit():
+        if key != "version" or not plain_number(value):
             raise UsageError("the only query a Triton URL takes is version=N (a number)")
-        version = str(int(value))
+        version = check_version(value, "the version in a Triton URL")
     if version is not None and model is None:
         raise UsageError("a version in a Triton URL needs a model: host:port/MODEL?version=N")
     return model, version

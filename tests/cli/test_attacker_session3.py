@@ -1,0 +1,112 @@
+"""Third attacker pass (issues 17, 18, 23): hostile values the groups, the Triton URL parser and the cache command own.
+Each case failed before its fix (a crash into exit 3, a gap for a typo, a foreign file deleted, raw escapes printed)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from gapcheck.cli.app import main
+from gapcheck.errors import UsageError
+from gapcheck.groups import TritonTarget
+from gapcheck.triton.url import parse_endpoint_url
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # tests/cli/conftest.py
+
+KEY = "a" * 64
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/m?version=\u00b2", "http://127.0.0.1:\u00b2/m",
+                                 f"http://127.0.0.1:8000/m?version={'9' * 5000}", f"http://127.0.0.1:{'9' * 5000}/m",
+                                 "http://127.0.0.1:8000/v2/models/m/versions/\u00b2", "http://127.0.0.1:8000/m?version=0"])
+def test_url_numbers_python_would_not_parse_are_a_usage_error(url):
+    # '²'.isdigit() is True and int('²') raises ValueError; int() refuses over 4300 digits: both were exit 3 crashes
+    with pytest.raises(UsageError) as caught:
+        parse_endpoint_url(url)
+    assert len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize("version", ["abc", "-1", "0", "1\x1b[31m", "9" * 5000, "\u00b2", ""])
+def test_a_triton_version_that_is_not_a_version_number_is_refused_not_reported_as_stale(version):
+    with pytest.raises(UsageError, match="--triton-version"):
+        TritonTarget(url="http://127.0.0.1:1", model="m", version=version)
+
+
+def test_a_triton_version_is_normalized_as_the_urls_is():
+    assert TritonTarget(url="http://127.0.0.1:1", model="m", version="007").version == "7"
+    assert parse_endpoint_url("http://127.0.0.1:1/m?version=007").version == "7"
+
+
+@pytest.mark.parametrize("argv", [["triton-audit", "--triton-url", "http://127.0.0.1:1/m?version=\u00b2"],
+                                  ["triton-audit", "--triton-url", "http://127.0.0.1:1", "--triton-model", "m",
+                                   "--triton-version", "latest"],
+                                  ["nightly", "--golden", "g", "--endpoint", "a=http://127.0.0.1:1/m?version=\u00b2",
+                                   "--history", "h.sqlite"]])
+def test_the_commands_refuse_those_numbers_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    onnx = ["--onnx", str(tmp_path / "none.onnx")] if argv[0] == "triton-audit" else []
+    assert main([*argv, *onnx]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "ValueError" not in err and not (tmp_path / "h.sqlite").exists()
+
+
+def _entry(folder, key: str = KEY) -> None:
+    (folder / f"{key}.onnx").write_bytes(b"model")
+    (folder / f"{key}.json").write_text(json.dumps({"exporter": "dynamo", "warnings": []}))
+
+
+@pytest.mark.parametrize("command", ["prune", "clear"])
+def test_the_cache_command_never_deletes_a_users_hash_named_models(command, tmp_path, capsys):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / f"{'b' * 64}.onnx").write_bytes(b"a user's model, named by its sha256")
+    (folder / "base.onnx").write_bytes(b"another")
+    _entry(folder)  # one real entry: the folder was once used as a cache too
+    assert main(["cache", command, "--cache-dir", str(folder), "--cache-max-mb", "1"]) == 2
+    assert "nothing removed" in capsys.readouterr().err
+    assert sorted(os.listdir(folder)) == sorted([f"{'b' * 64}.onnx", "base.onnx", f"{KEY}.onnx", f"{KEY}.json"])
+
+
+@pytest.mark.parametrize("plant", ["only_hash_named_models", "foreign_json", "directory", "fifo", "symlink"])
+def test_the_cache_command_refuses_entry_named_files_that_are_not_the_caches(plant, tmp_path, capsys):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    if plant == "only_hash_named_models":
+        (folder / f"{KEY}.onnx").write_bytes(b"model")
+    elif plant == "foreign_json":
+        (folder / f"{KEY}.onnx").write_bytes(b"model")
+        (folder / f"{KEY}.json").write_text('{"not": "ours"}')
+    elif plant == "directory":  # was IsADirectoryError, exit 3, after removing the entry's .json
+        (folder / f"{KEY}.onnx").mkdir()
+        (folder / f"{KEY}.json").write_text(json.dumps({"exporter": "dynamo"}))
+    elif plant == "fifo":
+        os.mkfifo(folder / f"{KEY}.json")
+        (folder / f"{KEY}.onnx").write_bytes(b"model")
+    else:
+        (tmp_path / "precious.onnx").write_bytes(b"x")
+        (folder / f"{KEY}.onnx").symlink_to(tmp_path / "precious.onnx")
+        (folder / f"{KEY}.json").write_text(json.dumps({"exporter": "dynamo"}))
+    before = sorted(os.listdir(folder))
+    assert main(["cache", "clear", "--cache-dir", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "does not look like a gapcheck export cache" in err and "Traceback" not in err
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_the_cache_command_still_empties_a_real_cache_with_a_config_beside_it(tmp_path, capsys):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    _entry(folder)
+    _entry(folder, "c" * 64)
+    (folder / "gapcheck.toml").write_text("[cache]\n")
+    assert main(["cache", "clear", "--cache-dir", str(folder)]) == 0
+    assert "removed 2 entries" in capsys.readouterr().out and os.listdir(folder) == ["gapcheck.toml"]
+
+
+def test_the_cache_folder_is_printed_without_terminal_escapes(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "a\x1b]0;pwn\x07b"))
+    assert main(["cache", "info"]) == 0
+    assert main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b" in out
