@@ -23,6 +23,9 @@ from gapcheck.precision.outcome import DEFAULT_TARGET, write_fix  # noqa: F401 -
 from gapcheck.precision.targets import Target
 
 PRECISIONS = ("fp16", "int8")
+# --text-samples: how many --input-shaped batches of sentences are read while --num-samples is left at its default
+# (1, which means one random draw): the user's real sentences calibrate and verify, not only the file's first one.
+TEXT_BATCHES = 16
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,14 @@ class Context:
     timings: dict[str, float]
 
 
+def text_batches(inputs: InputSource) -> int | None:
+    """The sample count for ``InputSource.samples``: up to ``TEXT_BATCHES`` batches of real sentences unless
+    ``--num-samples`` says otherwise (fewer when the file holds fewer); None: the group's own rule."""
+    if inputs.text_samples is not None and inputs.num_samples == 1:
+        return TEXT_BATCHES
+    return None
+
+
 def run_precision(request: PrecisionRequest) -> Any:
     """Run the request (see the module docstring); returns a :class:`~gapcheck.precision.result.PrecisionResult`."""
     from gapcheck.export_diff.runner import evaluation_mode
@@ -98,7 +109,7 @@ def run_precision(request: PrecisionRequest) -> Any:
     start = time.perf_counter()
     loaded = request.model.require().load()
     with evaluation_mode(loaded.module, keep_train_mode=False):
-        samples = request.inputs.samples(module=loaded.module)
+        samples = request.inputs.samples(module=loaded.module, count=text_batches(request.inputs))
         exported, names = request.export.obtain(loaded.module, samples[0], cache=request.export.cache(request.model))
         request.export.save(exported.model)
         graph = describe(exported.model, [p for p, _ in loaded.module.named_modules() if p])

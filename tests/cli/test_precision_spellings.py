@@ -138,6 +138,22 @@ def test_real_text_counts_as_real_calibration_data(tmp_path: Path):
     assert "calibration_unrepresentative" in {f["code"] for f in _report(random)["findings"]}
 
 
+def test_every_sentence_verifies_without_num_samples(tmp_path: Path):
+    """--text-samples without --num-samples: the file's sentences (up to TEXT_BATCHES batches) calibrate and verify,
+    not only its first one (--num-samples' default is one random draw)."""
+    from tests.precision.models import SENTENCES
+
+    text = tmp_path / "sentences.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    report = tmp_path / "r.json"
+    assert main(["export-diff", "--model", "sample_models.transformer:build_transformer", "--input",
+                 "tokens:1x16:int64", "--text-samples", str(text), "--tokenizer", "tests.precision.stages:word_ids",
+                 "--no-cache", "--precision", "int8", "--target", "cosine=0", "--json", str(report)]) == 0
+    document = _report(report)
+    assert document["verification_samples"] == len(SENTENCES)
+    assert document["scores"]["samples"] == len(SENTENCES)
+
+
 def test_the_fix_never_replaces_what_the_run_reads(tmp_path: Path):
     rng = np.random.default_rng(1)
     inputs, calibration = tmp_path / "val.npz", tmp_path / "cal"
