@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GapcheckError as exc:
         if debug:
             err.print(escape(traceback.format_exc()))
-        err.print(f"[bold red]error:[/bold red] {escape(safe_text(exc))}{_flag_hint(exc)}")
+        err.print(f"[bold red]error:[/bold red] {escape(safe_text(_bounded(str(exc))))}{_flag_hint(exc)}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a failure, never a pass
         if debug:
@@ -108,6 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code_for(exc)
     # In non-standalone mode the return value is ctx.exit()'s code or the command's own return value.
     return int(result) if isinstance(result, int) else ExitCode.NO_GAP
+
+
+MESSAGE_LIMIT = 2000  # characters of one error message: a value echoed back (a 100k-character flag) is cut
+
+
+def _bounded(text: str) -> str:
+    """One readable message even when it quotes a huge user value: its head and tail, the middle counted."""
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    half = MESSAGE_LIMIT // 2
+    return f"{text[:half]} ... ({len(text) - 2 * half} characters not shown) ... {text[-half:]}"
 
 
 def _flag_hint(exc: GapcheckError) -> str:

@@ -110,3 +110,13 @@ def test_the_cache_folder_is_printed_without_terminal_escapes(tmp_path, capsys, 
     assert main(["cache", "clear"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b" in out
+
+
+def test_an_error_quoting_a_huge_value_stays_readable(tmp_path, capsys):
+    # the output map echoes its pair: a 100k-character value was printed whole (100 kB on one line)
+    huge = "y=" + "a" * 100_000
+    assert main(["triton-audit", "--onnx", str(tmp_path / "none.onnx"), "--triton-url", "http://127.0.0.1:1",
+                 "--triton-model", "m", "--triton-header", "x-a:b", "--protocol", "ftp" + "a" * 100_000]) == 2
+    assert main(["export-diff", "--onnx", str(tmp_path / "none.onnx"), "--triton-output-map", "=" + huge]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 6000 and "characters not shown" in err
