@@ -45,10 +45,18 @@ def check_not_input(path: str | Path, what: str, inputs: Iterable[tuple[str, str
         if target == real or _same_file(path, source):
             raise UsageError(f"{what} path {path} is also {label} {source}: an output never replaces a file the "
                              "command reads or writes; give another path")
+        companion = next((suffix for suffix in COMPANION_SUFFIXES if target == real + suffix), None)
+        if companion is not None:
+            raise UsageError(f"{what} path {path} is the {companion} file that goes with {label} {source}: replacing "
+                             "it would lose or corrupt what is written there; give another path")
         if target.startswith(real.rstrip(os.sep) + os.sep) and _replaces_inside(target, label, real):
             raise UsageError(f"{what} path {path} lies inside {label} {source}: an output is never written into "
                              "a folder the command reads or writes; give a path outside it")
 
+
+#: Files that live beside an input and belong to it: SQLite's write-ahead log, shared memory and rollback journal
+#: (a history's last rows may be only in its -wal), and nightly's lock. A report there would destroy them.
+COMPANION_SUFFIXES = ("-wal", "-shm", "-journal", ".lock")
 
 #: Folders the command itself fills: any path inside them may be one of its outputs (a bundle's manifest, a model's
 #: config.pbtxt), so nothing else is written there, existing or not.

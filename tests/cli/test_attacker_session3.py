@@ -120,3 +120,20 @@ def test_an_error_quoting_a_huge_value_stays_readable(tmp_path, capsys):
     assert main(["export-diff", "--onnx", str(tmp_path / "none.onnx"), "--triton-output-map", "=" + huge]) == 2
     err = capsys.readouterr().err
     assert len(err) < 6000 and "characters not shown" in err
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", ".lock"])
+def test_a_report_never_replaces_a_historys_companion_files(suffix, tmp_path, capsys):
+    # history --json h.sqlite-wal wrote the report over the write-ahead log (the last nights' rows)
+    history = tmp_path / "h.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(history) as db:
+        db.execute("create table t (x)")
+    companion = tmp_path / f"h.sqlite{suffix}"
+    companion.write_bytes(b"log")
+    assert main(["history", "--history", str(history), "--json", str(companion)]) == 2
+    assert "goes with --history" in capsys.readouterr().err and companion.read_bytes() == b"log"
+    assert main(["nightly", "--golden", str(tmp_path / "g"), "--endpoint", "a=grpc://127.0.0.1:1/m", "--history",
+                 str(history), "--html", str(companion)]) == 2
+    assert companion.read_bytes() == b"log"
