@@ -71,6 +71,17 @@ class PrecisionRequest:
                 if other is not None and Path(other).resolve() == fix:
                     raise UsageError(f"the fixed model would overwrite {other}: give another path", parameter="fix_path")
             check_not_input(self.fix_path, "--fix", self._read())
+            self._check_not_among_samples()
+
+    def _check_not_among_samples(self) -> None:
+        """A folder of raw calibration samples is read whole: a fixed model written into it (even a new file) would
+        be the next run's calibration sample, and its stage fails on it. Compared by real path."""
+        assert self.fix_path is not None
+        folder = None if self.calibration is None else Path(self.calibration)
+        if folder is not None and folder.is_dir() and Path(self.fix_path).resolve().is_relative_to(folder.resolve()):
+            raise UsageError(f"--fix path {self.fix_path} lies inside the calibration folder {folder}: every file "
+                             "there is read as a sample (the next run would calibrate on the model); give a path "
+                             "outside it", parameter="fix_path")
 
     def _read(self) -> list[tuple[str, Path]]:
         """The files and folders the run reads: the fixed model never replaces one, nor lands among the samples."""

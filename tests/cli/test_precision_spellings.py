@@ -166,3 +166,21 @@ def test_the_fix_never_replaces_what_the_run_reads(tmp_path: Path):
     assert main([*CNN, "--precision", "int8", "--calibration", str(calibration), "--calibration-stage",
                  "p=tests.precision.stages:photo_32", "--fix", str(calibration / "a.png")]) == 2
     assert (calibration / "a.png").read_bytes() == b"a user's sample"
+
+
+def test_the_fix_never_lands_in_the_calibration_folder(tmp_path: Path, capsys):
+    """A new file in the calibration folder replaces nothing, but the folder is read whole: the next run would
+    calibrate on the model (its stage fails on it). Refused before any work."""
+    from skimage.io import imsave
+
+    calibration = tmp_path / "cal"
+    calibration.mkdir()
+    rng = np.random.default_rng(2)
+    for i in range(3):
+        imsave(calibration / f"p{i}.png", rng.integers(0, 255, (40, 40, 3), dtype=np.uint8), check_contrast=False)
+    args = [*CNN, "--precision", "int8", "--calibration", str(calibration), "--calibration-stage",
+            "p=tests.precision.stages:photo_32", "--target", "cosine=0"]
+    assert main([*args, "--fix", str(calibration / "model.int8.onnx")]) == 2
+    assert "inside the calibration folder" in capsys.readouterr().err
+    assert sorted(p.name for p in calibration.iterdir()) == ["p0.png", "p1.png", "p2.png"]
+    assert main([*args, "--fix", str(tmp_path / "model.int8.onnx")]) == 0  # the same run, written beside it
