@@ -137,6 +137,33 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def text_samples_sha256(spec: str | Path) -> str:
+    """SHA256 of the text samples ``spec`` names (``FILE[:field]``, or a folder of ``.txt``): a file's bytes; for a
+    folder, one ``relative/path NUL sha256`` line per ``*.txt`` regular file in the order the folder reader reads
+    them (sorted). The field is not part of it: the manifest names the spec beside the digest."""
+    from gapcheck.text.samples import parse_source
+
+    source = parse_source(spec)  # InputError for a missing file, a FIFO or a device: never opened
+    if not source.path.is_dir():
+        return _stream_sha256(source.path)
+    lines = hashlib.sha256()
+    for path in sorted(source.path.rglob("*.txt")):
+        if path.is_file():  # what the reader opens (links followed); special files are never opened
+            lines.update(f"{path.relative_to(source.path).as_posix()}\0{_stream_sha256(path)}\n"
+                         .encode("utf-8", "surrogateescape"))
+    return lines.hexdigest()
+
+
+def _stream_sha256(path: Path) -> str:
+    from gapcheck.text.samples import open_regular
+
+    digest = hashlib.sha256()
+    with open_regular(path, f"text samples {path.name}") as handle:  # a FIFO swapped in since is refused here too
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> bytes:
     """A bundle file's bytes, read once: a regular file in the folder itself, never through a symbolic link.
 

@@ -76,6 +76,12 @@ class Samples(_Part):
     count: Annotated[StrictInt, Field(ge=1, le=MAX_SAMPLES)]  # an empty bundle checks nothing: refused
     # every sample's input SHA256 at record time (nightly reports request digests from them)
     fingerprints: Optional[list[dict[StrictStr, Annotated[StrictStr, Field(pattern=_HEX64)]]]] = None
+    source: Optional[StrictStr] = None  # random, file, samples or text
+    # text bundles (golden record --text-samples FILE[:field] --tokenizer ...): the file's name, the SHA256 of what
+    # was read (absent in bundles recorded before it was kept: nightly then cannot tell a changed file) and the recipe
+    text_samples: Optional[Annotated[StrictStr, Field(min_length=1, max_length=4096)]] = None
+    text_samples_sha256: Optional[Annotated[StrictStr, Field(pattern=_HEX64)]] = None
+    tokenizer: Optional[Annotated[StrictStr, Field(min_length=1, max_length=4096)]] = None
 
 
 class OutputTolerance(_Part):

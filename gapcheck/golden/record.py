@@ -170,8 +170,10 @@ def _inputs(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, 
         return request.inputs.samples(), {"source": "file", "file": Path(file).name,
                                           "file_sha256": fmt.file_sha256(Path(file))}, None
     if request.inputs.text_samples is not None:  # real sentences through the --tokenizer stage, not random ids
-        return request.inputs.samples(), {"source": "text", "text_samples": Path(request.inputs.text_samples).name,
-                                          "tokenizer": request.inputs.tokenizer}, None
+        text = request.inputs.text_samples
+        digest = fmt.text_samples_sha256(text)  # before the samples are read: nightly tells a changed file by it
+        return request.inputs.samples(), {"source": "text", "text_samples": Path(text).name,
+                                          "text_samples_sha256": digest, "tokenizer": request.inputs.tokenizer}, None
     return request.inputs.samples(), {"source": "random", "seed": request.inputs.seed}, None
 
 
