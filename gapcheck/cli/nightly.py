@@ -16,14 +16,16 @@ from rich.markup import escape
 
 from gapcheck.cli.groups import Groups, declare, use
 from gapcheck.errors import UsageError
-from gapcheck.groups import ReportTargets, TritonTarget, check_number
-from gapcheck.nightly.config import DEFAULT_HISTORY, MAX_LOCK_WAIT_S, WebhookFormat
+from gapcheck.groups import InputSource, ReportTargets, TritonTarget, check_number
+from gapcheck.nightly.config import DEFAULT_HISTORY, MAX_LOCK_WAIT_S, NightlyConfig, WebhookFormat
 
 #: nightly names each endpoint with --endpoint NAME=URL; the rest of the Triton group applies to every endpoint.
 NIGHTLY_TRITON = use(TritonTarget, skip=("url", "model", "protocol", "version"))
+#: the bundle's inputs are its own; only the text options apply: the tokenizer in front of the endpoints is checked
+NIGHTLY_TEXT = use(InputSource, skip=("specs", "file", "num_samples", "seed"))
 
 
-@declare(NIGHTLY_TRITON, ReportTargets, section="nightly")
+@declare(NIGHTLY_TRITON, NIGHTLY_TEXT, ReportTargets, section="nightly")
 def command(
     groups: Groups,
     golden: Optional[Path] = typer.Option(None, "--golden",
@@ -44,7 +46,7 @@ def command(
 ) -> None:
     """Check deployed endpoints against a golden bundle; record the night; alert on changes."""
     from gapcheck.nightly import NightlyRequest, WebhookSettings, run_nightly
-    from gapcheck.nightly.config import NightlyConfig, endpoint_spec, parse_endpoint_option, resolve_paths
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option, resolve_paths
     from gapcheck.nightly.status import DriftParameters
 
     check_number(lock_wait, "--lock-wait", high=MAX_LOCK_WAIT_S)
@@ -69,7 +71,8 @@ def command(
         golden=golden_path, endpoints=specs, history=history or Path(cfg.history or DEFAULT_HISTORY), target=target,
         webhook=settings, lock_wait_s=cfg.lock_wait_s if lock_wait is None else lock_wait,
         max_in_flight=cfg.max_in_flight if max_in_flight is None else max_in_flight,
-        drift=DriftParameters(cfg.drift.baseline_runs, cfg.drift.slack, cfg.drift.threshold), audit=not no_audit)
+        drift=DriftParameters(cfg.drift.baseline_runs, cfg.drift.slack, cfg.drift.threshold), audit=not no_audit,
+        text=_text(groups, cfg))
     result = run_nightly(request)
     code = reports.emit(result, Console(highlight=False))
     err = Console(stderr=True, highlight=False)
@@ -78,3 +81,16 @@ def command(
             err.print(f"[yellow]webhook:[/yellow] alert for {escape(delivery.alert.endpoint)} to "
                       f"{escape(delivery.target)} failed: {escape(str(delivery.error))} (exit code unchanged)")
     raise typer.Exit(code)
+
+
+def _text(groups: Groups, cfg: NightlyConfig) -> InputSource | None:
+    """--text-samples / --tokenizer over [nightly] text_samples / tokenizer (file < environment < flags, key by key);
+    None when neither names any. Built as the group, so a value from the file is checked as the flag is (exit 2)."""
+    given = groups[InputSource]
+    text_samples = given.text_samples if given.text_samples is not None else cfg.text_samples
+    tokenizer = given.tokenizer if given.tokenizer is not None else cfg.tokenizer
+    if text_samples is None and tokenizer is None:
+        return None
+    if (text_samples, tokenizer) == (given.text_samples, given.tokenizer):
+        return given
+    return InputSource(text_samples=text_samples, tokenizer=tokenizer)

@@ -17,6 +17,9 @@ Example (``gapcheck.toml``; in ``pyproject.toml`` under ``[tool.gapcheck.nightly
     headers = { authorization = "${TRITON_TOKEN}" }   # ${VAR} is read from the environment
     timeout_s = 30
 
+    text_samples = "data/reviews.jsonl:body"    # a text bundle: the strings it was recorded from,
+    tokenizer = "hf:./serving-tokenizer"         # through the tokenizer the service uses today (relative paths too)
+
     [nightly.drift]
     baseline_runs = 3
     slack = 0.05
@@ -103,8 +106,18 @@ class NightlyConfig(_Strict):
     # None: [triton]'s, else the Triton target's default (gapcheck.groups.TritonTarget: 600 s, 3 retries)
     deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     retries: Optional[int] = Field(default=None, ge=0, le=20)
+    # the tokenizer check of a text bundle (--text-samples / --tokenizer): strings and today's tokenizer recipe
+    text_samples: Optional[str] = Field(default=None, min_length=1, max_length=4096)
+    tokenizer: Optional[str] = Field(default=None, min_length=1, max_length=4096)
     drift: DriftConfig = Field(default_factory=DriftConfig)
     endpoints: list[EndpointConfig] = Field(default_factory=list)
+
+    @field_validator("text_samples", "tokenizer")
+    @classmethod
+    def _printable(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not value.isprintable():
+            raise ValueError("must not hold control characters")
+        return value
 
     @field_validator("webhook")
     @classmethod
@@ -152,11 +165,18 @@ def parse_nightly_section(table: Any, source: Path | None) -> NightlyConfig:
 
 
 def resolve_paths(config: NightlyConfig, source: Path | None) -> NightlyConfig:
-    """Relative ``golden``/``history`` paths are relative to the config file."""
+    """Relative ``golden``/``history``/``text_samples`` paths and ``hf:`` tokenizer folders are relative to the
+    config file (as ``[text]`` reads them)."""
     if source is None:
         return config
+    from gapcheck.text.config import _relative, _target  # the one reading of FILE[:field] and hf:PATH[,...]
+
     updates = {k: str(source.parent / v) for k, v in (("golden", config.golden), ("history", config.history))
                if v is not None and not Path(v).is_absolute()}
+    if config.text_samples is not None:
+        updates["text_samples"] = _relative(config.text_samples, source.parent)
+    if config.tokenizer is not None:
+        updates["tokenizer"] = _target(config.tokenizer, source.parent)
     return config.model_copy(update=updates)
 
 

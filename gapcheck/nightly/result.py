@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gapcheck.errors import ExitCode
-from gapcheck.findings import Finding, Verdict
+from gapcheck.findings import Finding, Severity, Verdict
 from gapcheck.nightly.alerts import Delivery
 from gapcheck.nightly.probe import EndpointOutcome
 from gapcheck.nightly.status import Classification, Status
@@ -116,12 +116,13 @@ class NightlyResult(ResultBase):
     endpoints: tuple[EndpointReport, ...]
     alerts: tuple[Delivery, ...] = ()
     extra_findings: tuple[Finding, ...] = ()  # about the run itself (e.g. webhook failures)
+    golden_findings: tuple[Finding, ...] = ()  # about the bundle's inputs (the tokenizer check, gapcheck.nightly.text)
     seconds: dict[str, float] = field(default_factory=dict)
     command: str = "nightly"
 
     @property
     def findings(self) -> tuple[Finding, ...]:  # type: ignore[override]
-        return tuple(f for e in self.endpoints for f in e.findings) + self.extra_findings
+        return tuple(f for e in self.endpoints for f in e.findings) + self.golden_findings + self.extra_findings
 
     @property
     def exit_code(self) -> ExitCode:
@@ -137,6 +138,7 @@ class NightlyResult(ResultBase):
             counts[e.status.value] = counts.get(e.status.value, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         bad = [e.headline for e in self.endpoints if e.status not in (Status.PASS,)]
+        bad += [f.message for f in self.golden_findings if f.severity is not Severity.INFO]
         return f"{len(self.endpoints)} endpoint(s): {summary}" + (f" — {'; '.join(bad)}" if bad else "")
 
     @property
@@ -199,4 +201,6 @@ class NightlyResult(ResultBase):
             for f in e.findings:
                 if f.is_gap and f.subject.output is None:
                     cases.append(Check(name=f"{e.name} {f.code}", classname=classname, failure=f.message))
+        cases += [Check(name=f"golden {f.code}", classname="nightly.golden", failure=f.message)
+                  for f in self.golden_findings if f.is_gap]
         return cases

@@ -27,7 +27,7 @@ from typing import Any
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject, Verdict
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
-from gapcheck.groups import TritonTarget, check_number
+from gapcheck.groups import InputSource, TritonTarget, check_number
 from gapcheck.nightly import alerts as webhook
 from gapcheck.nightly.config import DEFAULT_LOCK_WAIT_S, MAX_LOCK_WAIT_S, EndpointSpec, WebhookFormat, check_webhook_url
 from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord, closed_behind
@@ -69,7 +69,9 @@ class WebhookSettings:
 class NightlyRequest:
     """One night: the bundle, the endpoints, how to reach them (``target``: headers, TLS, timeout, retries and the
     per-endpoint deadline — its URL/model fields are unused, each endpoint names its own), the history and alerts.
-    ``retries=`` and ``deadline_s=`` are accepted as keywords and go into ``target``."""
+    ``retries=`` and ``deadline_s=`` are accepted as keywords and go into ``target``. ``text`` (its ``text_samples``
+    and ``tokenizer``): the tokenizer in front of the endpoints is checked against a text bundle too
+    (:mod:`gapcheck.nightly.text`)."""
 
     golden: Path
     endpoints: tuple[EndpointSpec, ...]
@@ -80,20 +82,23 @@ class NightlyRequest:
     max_in_flight: int = 4
     drift: DriftParameters = DriftParameters()
     audit: bool = True
+    text: InputSource | None = None
 
     def __init__(self, golden: Path, endpoints: tuple[EndpointSpec, ...], history: Path, *,
                  target: TritonTarget | None = None, webhook: WebhookSettings | None = None,
                  lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = 4,
                  drift: DriftParameters = DriftParameters(), audit: bool = True, retries: int | None = None,
-                 deadline_s: float | None = None) -> None:
+                 deadline_s: float | None = None, text: InputSource | None = None) -> None:
         target = target or TritonTarget()
         changes: dict[str, Any] = {k: v for k, v in (("retries", retries), ("deadline_s", deadline_s)) if v is not None}
         target = dataclasses.replace(target, **changes) if changes else target
         check_number(lock_wait_s, "--lock-wait", high=MAX_LOCK_WAIT_S)
         check_number(max_in_flight, "--max-in-flight", low=1, high=64)
+        if text is not None and text.text_samples is None:
+            raise UsageError("the tokenizer check needs --text-samples FILE[:field] and --tokenizer hf:PATH")
         for name, value in (("golden", Path(golden)), ("endpoints", tuple(endpoints)), ("history", Path(history)),
                             ("target", target), ("webhook", webhook), ("lock_wait_s", lock_wait_s),
-                            ("max_in_flight", max_in_flight), ("drift", drift), ("audit", audit)):
+                            ("max_in_flight", max_in_flight), ("drift", drift), ("audit", audit), ("text", text)):
             object.__setattr__(self, name, value)
 
     @property
@@ -197,6 +202,10 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     _check_request(request)
     start = time.monotonic()
     pending = open_bundle(request.golden)  # the manifest is checked now; the files' hashes on a thread
+    if request.text is not None:
+        from gapcheck.nightly.text import check_text_bundle
+
+        check_text_bundle(pending.manifest, request.golden)  # exit 2 before the lock, nothing recorded
     timings = {"open_golden": time.monotonic() - start}
     with ExitStack() as stack:
         try:
@@ -213,6 +222,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
             first_outcome = _check(first, pending, request)  # beside the hashes
             bundle = pending.result()
             timings["verify_golden"] = time.monotonic() - start
+            golden_findings = _text_check(bundle, request, timings)  # a tokenizer that cannot load: nothing recorded
             # Closed behind this call once the night is committed: its WAL checkpoint is not on the caller's path.
             history = stack.enter_context(closed_behind(opening.result()))
         except BaseException:
@@ -226,7 +236,8 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         timings["total"] = time.monotonic() - start
         result = NightlyResult(run_id=run_id, started_at=started_at, golden=bundle.summary(),
                                history=str(request.history), endpoints=tuple(night.reports),
-                               alerts=tuple(night.deliveries), extra_findings=tuple(night.extra), seconds=timings)
+                               alerts=tuple(night.deliveries), extra_findings=tuple(night.extra),
+                               golden_findings=golden_findings, seconds=timings)
         history.finish_run(run_id, _now(), int(result.exit_code))
     return result
 
@@ -283,6 +294,18 @@ def _check_request(request: NightlyRequest) -> None:
     if request.webhook is not None:
         check_webhook_url(request.webhook.url)
         _ = request.webhook.secret  # a missing secret variable is a configuration error, before any work
+
+
+def _text_check(bundle: GoldenBundle, request: NightlyRequest, timings: dict[str, float]) -> tuple[Finding, ...]:
+    """The tokenizer in front of the endpoints against the bundle's ids (none asked: nothing)."""
+    if request.text is None:
+        return ()
+    from gapcheck.nightly.text import text_findings
+
+    started = time.monotonic()
+    findings = text_findings(bundle, request.text)
+    timings["text_check"] = time.monotonic() - started
+    return findings
 
 
 def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: NightlyRequest) -> EndpointOutcome:
