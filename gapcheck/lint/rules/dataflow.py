@@ -367,8 +367,9 @@ def _split_names(module: ModuleIndex, scope: ast.AST) -> frozenset[str]:
     assigns: list[ast.Assign | ast.AnnAssign] = []
     for node in module.walk(scope):
         if isinstance(node, ast.Call):
-            callee = module.callee(node).split(".")[-1]
-            if callee in SPLITTERS or callee == "Subset" or method(node) == "split":
+            func = node.func  # the last name is enough here (no qualified name: this runs on every call)
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if last in SPLITTERS or last == "Subset" or last == "split":
                 found |= {name for a in (*node.args, *(k.value for k in node.keywords)) if (name := root(a))}
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and rows_sliced(node):
             found.add(node.value.id)
