@@ -17,7 +17,15 @@ from rich.markup import escape
 from gapcheck.cli.groups import Groups, declare, use
 from gapcheck.errors import UsageError
 from gapcheck.groups import InputSource, ReportTargets, TritonTarget, check_number
-from gapcheck.nightly.config import DEFAULT_HISTORY, MAX_LOCK_WAIT_S, NightlyConfig, WebhookFormat
+from gapcheck.nightly.config import (
+    DEFAULT_HISTORY,
+    DEFAULT_LOCK_WAIT_S,
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+    MAX_LOCK_WAIT_S,
+    NightlyConfig,
+    WebhookFormat,
+)
 
 #: nightly names each endpoint with --endpoint NAME=URL; the rest of the Triton group applies to every endpoint.
 NIGHTLY_TRITON = use(TritonTarget, skip=("url", "model", "protocol", "version"))
@@ -33,8 +41,10 @@ def command(
     endpoint: list[str] = typer.Option([], "--endpoint",
         help="NAME=URL, e.g. prod=grpc://triton:8001/resnet?version=3 (repeatable; replaces the config's endpoints)."),
     history: Optional[Path] = typer.Option(None, "--history", help=f"SQLite history (default {DEFAULT_HISTORY})."),
-    max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight", help="Requests in flight per endpoint (default 4)."),
-    lock_wait: Optional[float] = typer.Option(None, "--lock-wait", help="Seconds to wait for another run's lock (default 60)."),
+    max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight",
+        help=f"Requests in flight per endpoint (default {DEFAULT_MAX_IN_FLIGHT}; [nightly] max_in_flight)."),
+    lock_wait: Optional[float] = typer.Option(None, "--lock-wait",
+        help=f"Seconds to wait for another run's lock (default {DEFAULT_LOCK_WAIT_S:g}; [nightly] lock_wait_s)."),
     webhook: Optional[str] = typer.Option(None, "--webhook",
         help="POST alerts here on new_failure/unreachable/changed/recovered."),
     webhook_format: Optional[WebhookFormat] = typer.Option(None, "--webhook-format", help="Payload shape."),
@@ -50,7 +60,7 @@ def command(
     from gapcheck.nightly.status import DriftParameters
 
     check_number(lock_wait, "--lock-wait", high=MAX_LOCK_WAIT_S)
-    check_number(max_in_flight, "--max-in-flight", low=1, high=64)
+    check_number(max_in_flight, "--max-in-flight", low=1, high=MAX_IN_FLIGHT)
     cfg = groups.config.section("nightly")
     assert isinstance(cfg, NightlyConfig)
     cfg = resolve_paths(cfg, groups.config.source)

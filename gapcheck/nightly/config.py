@@ -42,9 +42,12 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 from gapcheck.config import Section
 from gapcheck.errors import ConfigError, UsageError
 from gapcheck.groups import TritonTarget, check_header
+from gapcheck.nightly.status import DriftParameters
 
 DEFAULT_HISTORY = "gapcheck-history.sqlite"
 DEFAULT_LOCK_WAIT_S = 60.0
+DEFAULT_MAX_IN_FLIGHT = 4  # requests in flight per endpoint
+MAX_IN_FLIGHT = 64
 MAX_LOCK_WAIT_S = 86400.0  # a day: longer than any night; nan and inf are refused (they would wait forever)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -89,9 +92,11 @@ class EndpointConfig(_Strict):
 
 
 class DriftConfig(_Strict):
-    baseline_runs: int = Field(default=3, ge=1)
-    slack: float = Field(default=0.05, ge=0, allow_inf_nan=False)
-    threshold: float = Field(default=0.25, gt=0, allow_inf_nan=False)
+    """``[nightly.drift]``; its defaults are :class:`~gapcheck.nightly.status.DriftParameters`' (written there once)."""
+
+    baseline_runs: int = Field(default=DriftParameters.baseline_runs, ge=1)
+    slack: float = Field(default=DriftParameters.slack, ge=0, allow_inf_nan=False)
+    threshold: float = Field(default=DriftParameters.threshold, gt=0, allow_inf_nan=False)
 
 
 class NightlyConfig(_Strict):
@@ -102,7 +107,7 @@ class NightlyConfig(_Strict):
     webhook_secret_env: Optional[str] = None
     report_url: Optional[str] = None
     lock_wait_s: float = Field(default=DEFAULT_LOCK_WAIT_S, ge=0, le=MAX_LOCK_WAIT_S, allow_inf_nan=False)
-    max_in_flight: int = Field(default=4, ge=1, le=64)
+    max_in_flight: int = Field(default=DEFAULT_MAX_IN_FLIGHT, ge=1, le=MAX_IN_FLIGHT)
     # None: [triton]'s, else the Triton target's default (gapcheck.groups.TritonTarget: 600 s, 3 retries)
     deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     retries: Optional[int] = Field(default=None, ge=0, le=20)

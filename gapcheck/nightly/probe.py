@@ -28,7 +28,7 @@ import numpy as np
 from gapcheck.errors import EndpointError, GapcheckError, InputError, one_line
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle
-from gapcheck.nightly.config import EndpointSpec
+from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.url import redact
 
 if TYPE_CHECKING:
@@ -410,7 +410,7 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
     return fn(*args), time.monotonic() - tick
 
 
-def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, max_in_flight: int = 4,
+def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                    deadline_s: float = 600.0, retries: int = 2, audit: bool = True) -> EndpointOutcome:
     """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception.
 

@@ -29,7 +29,15 @@ from gapcheck.findings import Finding, Subject, Verdict
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
 from gapcheck.groups import InputSource, TritonTarget, check_number
 from gapcheck.nightly import alerts as webhook
-from gapcheck.nightly.config import DEFAULT_LOCK_WAIT_S, MAX_LOCK_WAIT_S, EndpointSpec, WebhookFormat, check_webhook_url
+from gapcheck.nightly.config import (
+    DEFAULT_LOCK_WAIT_S,
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+    MAX_LOCK_WAIT_S,
+    EndpointSpec,
+    WebhookFormat,
+    check_webhook_url,
+)
 from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord, closed_behind
 from gapcheck.nightly.lock import HistoryLock, LockTimeout
 from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
@@ -79,21 +87,21 @@ class NightlyRequest:
     target: TritonTarget
     webhook: WebhookSettings | None = None
     lock_wait_s: float = DEFAULT_LOCK_WAIT_S
-    max_in_flight: int = 4
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     drift: DriftParameters = DriftParameters()
     audit: bool = True
     text: InputSource | None = None
 
     def __init__(self, golden: Path, endpoints: tuple[EndpointSpec, ...], history: Path, *,
                  target: TritonTarget | None = None, webhook: WebhookSettings | None = None,
-                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = 4,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  drift: DriftParameters = DriftParameters(), audit: bool = True, retries: int | None = None,
                  deadline_s: float | None = None, text: InputSource | None = None) -> None:
         target = target or TritonTarget()
         changes: dict[str, Any] = {k: v for k, v in (("retries", retries), ("deadline_s", deadline_s)) if v is not None}
         target = dataclasses.replace(target, **changes) if changes else target
         check_number(lock_wait_s, "--lock-wait", high=MAX_LOCK_WAIT_S)
-        check_number(max_in_flight, "--max-in-flight", low=1, high=64)
+        check_number(max_in_flight, "--max-in-flight", low=1, high=MAX_IN_FLIGHT)
         if text is not None and text.text_samples is None:
             raise UsageError("the tokenizer check needs --text-samples FILE[:field] and --tokenizer hf:PATH")
         for name, value in (("golden", Path(golden)), ("endpoints", tuple(endpoints)), ("history", Path(history)),
