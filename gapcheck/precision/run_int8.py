@@ -2,6 +2,7 @@
 task-level targets, the sensitivity ranking, the fewest exclusions, the written and re-verified model."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -144,6 +145,10 @@ def _passed(context, quantized, rows, scores, findings, details) -> PrecisionRes
 
 
 def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
+    # Every module excluded can leave no quantized op: that model is the FP32 one, not an INT8 fix.
+    fp32_only = fixed.met and _quantized(fixed.model) == 0
+    if fp32_only:
+        fixed = dataclasses.replace(fixed, met=False)
     path = write_fix(context.request, fixed.model) if fixed.met else None
     total = len(context.graph.model.graph.node)
     trade = [{"excluded_modules": a.excluded_modules, "excluded_nodes": a.excluded_nodes, "met": a.met,
@@ -160,9 +165,11 @@ def _fixed(context, rows, fixed, findings, details, targets) -> PrecisionResult:
                else ""), where=str(path), evidence={"nodes": list(fixed.nodes)})]
         headline = f"INT8 fixed and verified: {len(fixed.nodes)} of {total} nodes in FP32"
     else:
+        still = (f"only the FP32 model meets it: with all {len(fixed.excluded)} ranked modules in FP32 no INT8 op is "
+                 "left" if fp32_only else f"with all {len(fixed.excluded)} ranked modules in FP32 the model still has "
+                 f"{', '.join(fixed.scores.missed(targets))}")
         findings.append(PRECISION_FIX_INSUFFICIENT.finding(
-            f"no exclusion set reaches {', '.join(str(t) for t in targets)}: with all {len(fixed.excluded)} ranked "
-            f"modules in FP32 the model still has {', '.join(fixed.scores.missed(targets))}; nothing written",
+            f"no exclusion set reaches {', '.join(str(t) for t in targets)}: {still}; nothing written",
             where="outputs"))
         headline = "INT8 not fixed: no exclusion set reaches the target"
     return PrecisionResult("int8", tuple(findings), headline, tuple(rows), fix=fix, details=details)

@@ -65,3 +65,19 @@ def test_int8_cli_json_lists_what_ci_applies(tmp_path: Path):
     validate(document)
     assert document["fix"]["status"] == "insufficient" and not (tmp_path / "q.onnx").exists()
     assert {f["code"] for f in document["findings"]} >= {"precision_fix_insufficient", "calibration_unrepresentative"}
+
+
+def test_a_fix_with_no_int8_op_left_is_not_an_int8_fix(tmp_path: Path):
+    """Only the FP32 model meets max-rel-error=1e-5: excluding every module is the FP32 model, not a fix (exit 1,
+    precision_fix_insufficient, nothing written), never 'INT8 fixed and verified' with every node in FP32."""
+    out, report = tmp_path / "model.int8.onnx", tmp_path / "r.json"
+    code = main(["precision", "--model", "tests.precision.models:tiny_convnet", "--input", "x:1x3x16x16:float32",
+                 "--num-samples", "3", "--no-cache", "--precision", "int8", "--int8-mode", "static", "--target",
+                 "max-rel-error=1e-5", "--fix", str(out), "--json", str(report)])
+    assert code == 1 and not out.exists()
+    document = json.loads(report.read_text())
+    validate(document)
+    assert document["fix"]["status"] == "insufficient" and document["fix"]["path"] is None
+    assert document["fix"]["trade"][-1]["met"]  # the all-FP32 try did meet it
+    insufficient = [f for f in document["findings"] if f["code"] == "precision_fix_insufficient"]
+    assert insufficient and "no INT8 op is left" in insufficient[0]["message"]
