@@ -82,6 +82,8 @@ class TritonTarget(Group):
         self.outputs()
         if self.model is not None and ("/" in self.model or any(ord(c) < 32 or ord(c) == 127 for c in self.model)):
             raise UsageError("--triton-model must not contain '/' or control characters")
+        if self.model is not None and not self.model.strip():  # '' asked the server for model '': a "not ready" gap
+            raise UsageError("--triton-model is empty: name the model on the server")
 
     @property
     def given(self) -> bool:

@@ -137,3 +137,12 @@ def test_a_report_never_replaces_a_historys_companion_files(suffix, tmp_path, ca
     assert main(["nightly", "--golden", str(tmp_path / "g"), "--endpoint", "a=grpc://127.0.0.1:1/m", "--history",
                  str(history), "--html", str(companion)]) == 2
     assert companion.read_bytes() == b"log"
+
+
+@pytest.mark.parametrize("model", ["", "  "])
+def test_an_empty_triton_model_name_is_a_usage_error_not_a_not_ready_gap(model, tmp_path, capsys, monkeypatch):
+    with pytest.raises(UsageError, match="--triton-model is empty"):
+        TritonTarget(url="http://127.0.0.1:1", model=model)
+    monkeypatch.setenv("GAPCHECK_TRITON__MODEL", model)
+    assert main(["triton-audit", "--onnx", str(tmp_path / "none.onnx"), "--triton-url", "http://127.0.0.1:1"]) == 2
+    assert "--triton-model is empty" in capsys.readouterr().err
