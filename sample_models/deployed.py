@@ -54,13 +54,13 @@ class BatchNormAct2d(nn.BatchNorm2d):
 class ConvBnNet(nn.Module):
     """Conv -> BatchNormAct twice, then a head: what every Conv+BN fusion rewrites."""
 
-    def __init__(self) -> None:
+    def __init__(self, channels: int = 8) -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.bn1 = BatchNormAct2d(8)
-        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1, bias=False)
-        self.bn2 = BatchNormAct2d(8)
-        self.head = nn.Linear(8, 4)
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.bn1 = BatchNormAct2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, stride=2, padding=1, bias=False)
+        self.bn2 = BatchNormAct2d(channels)
+        self.head = nn.Linear(channels, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.bn2(self.conv2(self.bn1(self.conv1(x))))
@@ -125,6 +125,23 @@ def ort_optimized(model: onnx.ModelProto, num_heads: int, hidden_size: int, mode
         onnx.save(model, str(path))
         return optimizer.optimize_model(str(path), model_type=model_type, num_heads=num_heads,
                                         hidden_size=hidden_size).model
+
+
+def ort_layout_optimized(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The file ONNX Runtime saves at ORT_ENABLE_ALL (``SessionOptions.optimized_model_filepath``): on a CPU its
+    layout transformer turns Convs into com.microsoft.nchwc ops whose values are blocked NCHWc (channels in blocks
+    of 8 or 16 under the same shape when the channel count is a multiple of the block), with ReorderOutput back."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = Path(folder) / "in.onnx", Path(folder) / "out.onnx"
+        onnx.save(model, str(source))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.optimized_model_filepath = str(target)
+        options.log_severity_level = 3  # its warning that the file is hardware specific is the point here
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        return onnx.load(str(target))
 
 
 def without_scopes(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -78,9 +78,32 @@ class Realignment:
         return bool(self.mappings or self.not_comparable)
 
 
+#: ONNX Runtime's layout transformer (ORT_ENABLE_ALL, saved with ``optimized_model_filepath``) rewrites a CNN's Convs
+#: into this domain: their values hold a blocked NCHWc layout (channels in blocks of 8 or 16, by the CPU's vector
+#: width) under the same shape as torch's NCHW tensor, so elementwise they are another tensor; only ReorderOutput
+#: hands back plain NCHW.
+NCHWC_DOMAIN = "com.microsoft.nchwc"
+
+
+def _blocked(index: GraphIndex, value: str | None) -> bool:
+    """Whether ``value`` is in ONNX Runtime's blocked NCHWc layout (never comparable with torch's tensor)."""
+    producer = index.producer.get(value) if value else None
+    if producer is None:
+        return False
+    node = index.model.graph.node[producer]
+    return node.domain == NCHWC_DOMAIN and node.op_type != "ReorderOutput"
+
+
+BLOCKED_NOTE = ("not comparable here: ONNX Runtime's layout optimization computes it in the blocked NCHWc layout "
+                "({value!r}, a com.microsoft.nchwc node), which holds torch's values in another order; it is compared "
+                "through the values after ReorderOutput")
+
+
 def _float_values(model: onnx.ModelProto) -> list[str]:
-    """Every value a node computes (Constant nodes aside): the candidates a module's output may live in."""
-    return [name for node in model.graph.node if node.op_type != "Constant" for name in node.output if name]
+    """Every value a node computes (Constant nodes aside, and ONNX Runtime's blocked NCHWc values, which are in
+    another element order): the candidates a module's output may live in."""
+    return [name for node in model.graph.node if node.op_type != "Constant"
+            and (node.domain != NCHWC_DOMAIN or node.op_type == "ReorderOutput") for name in node.output if name]
 
 
 def group_reference(conv_out: np.ndarray, bn: _BatchNorm) -> np.ndarray:
@@ -253,6 +276,7 @@ def realign(
     # torch's outputs only of what is searched (suspects, modules without a value) and of the convs a group may start
     needed = [p for p in hooked if p in suspects or not mappings[p].mapped or isinstance(submodules[p], _LINEAR)]
     capture = torch_backend.capture(samples[0], modules=needed, inputs_of=norms)
+    _add_noise(torch_backend, samples[0], capture, noise, needed)
     suspect_set = set(suspects)
     groups = {c: g for c, g in find_groups(module, capture).items() if suspect_set & set(g.members)}
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
@@ -269,6 +293,18 @@ def realign(
     _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
     return out
+
+
+def _add_noise(torch_backend: TorchBackend, feeds: dict[str, np.ndarray], capture: CaptureResult,
+               noise: dict[str, float], needed: list[str]) -> None:
+    """The noise floor of the searched modules the run has none for (modules no name mapped: an Identity head, a
+    Dropout), measured in place: without it their budget is the fixed 1e-4, and on a model whose activations reach
+    1e4 (a reparameterized RepVGG) the graph output passes its noise-aware budget while the same tensor fails
+    under an unmapped module's name, and every suspect upstream of it is reported as a divergence that reaches
+    it. Only when the run measured noise already (one more float64 pass over the first sample)."""
+    missing = [p for p in needed if p not in noise]
+    if noise and missing:
+        noise.update({p: n for p, n in torch_backend.noise_floor(feeds, capture, missing).items() if p not in noise})
 
 
 def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: list[str],
@@ -296,6 +332,10 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
 def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphIndex, out: Realignment) -> None:
     match = search.best()
     value, stats = match if match else (search.named, search.named_stats)
+    if match is None and _blocked(index, value):
+        for member in group.members[:2]:
+            out.not_comparable[member] = BLOCKED_NOTE.format(value=value)
+        return
     if value is None or stats is None:
         return
     out.groups[path] = group
@@ -354,10 +394,13 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
         if mapping.value and acc is not None and any(not st.passed for _, st in acc.stats):
             disagreeing.add(mapping.value)
     for path in suspects:
-        if path in out.mappings or path in grouped:
-            continue
         value = mappings[path].value
-        if value is None:
+        if path in out.mappings or path in out.not_comparable or value is None:
+            continue
+        if _blocked(index, value):  # a fused group's BatchNorm too: its group is compared at the conv
+            out.not_comparable[path] = BLOCKED_NOTE.format(value=value)
+            continue
+        if path in grouped:
             continue
         if out.plausible.get(path):
             continue  # the re-check by value confirms the name: its output computed differently, a divergence

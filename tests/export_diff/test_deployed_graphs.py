@@ -5,6 +5,8 @@ fusion, all scopes stripped, ONNX Runtime's fused BERT graph, a file without one
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -152,3 +154,33 @@ def test_pad_check_on_a_file_without_an_output_checks_the_outputs_it_has(bert, t
     assert set(checked) == {"torch", "onnxruntime"}
     assert checked["onnxruntime"] == "last_hidden_state"  # the only output the file has
     assert any(f.code == "outputs_not_in_file" for f in result.findings)
+
+
+@pytest.fixture(scope="module")
+def nchwc_cnn():
+    """ONNX Runtime's ORT_ENABLE_ALL file of a TorchScript export (scopes kept): 32 channels, a multiple of every
+    NCHWc block size, so the blocked values have torch's shapes and only their element order differs."""
+    torch.manual_seed(deployed.SEED)
+    model = deployed.trained_like(deployed.ConvBnNet(channels=32))
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    exported = deployed.export(model, (torch.from_numpy(x),), ["x"], ["y"], dynamo=False)
+    return model, [{"x": x}], deployed.ort_layout_optimized(exported)
+
+
+def test_ort_layout_optimized_file_passes(nchwc_cnn):
+    # was a false gap: conv1's scope names a com.microsoft.nchwc Conv, whose blocked value was compared with torch's
+    model, samples, onnx_model = nchwc_cnn
+    assert any(node.domain == "com.microsoft.nchwc" for node in onnx_model.graph.node)
+    result = export_diff(model, samples, onnx_model=onnx_model)
+    assert result.verdict == "pass", _gaps(result)
+    blocked = [layer for layer in result.layers if "NCHWc" in layer.note]
+    assert blocked and all(layer.status == NOT_COMPARABLE for layer in blocked), [(b.module, b.status) for b in blocked]
+
+
+def test_ort_layout_optimized_file_still_finds_a_planted_weight(nchwc_cnn):
+    model, samples, onnx_model = nchwc_cnn
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed.conv2.weight.mul_(1.01)
+    result = export_diff(changed, samples, onnx_model=onnx_model)
+    assert result.verdict == "gap" and result.first_divergence is not None
