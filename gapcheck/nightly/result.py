@@ -29,6 +29,14 @@ def _share(ratio: float | None) -> str:
     return f"{ratio:.0%}" if ratio < 10 else f"{ratio:.3g}x"
 
 
+def _short(finding: Finding) -> str:
+    """A golden finding in the headline: its code and the causes it names (the message is in the findings)."""
+    causes = finding.evidence.get("causes")
+    if isinstance(causes, list):
+        return f"{finding.code} ({', '.join(safe_line(str(c)) for c in causes) or 'no cause reproduced'})"
+    return finding.code
+
+
 @dataclass(frozen=True)
 class EndpointReport:
     outcome: EndpointOutcome
@@ -138,7 +146,7 @@ class NightlyResult(ResultBase):
             counts[e.status.value] = counts.get(e.status.value, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         bad = [e.headline for e in self.endpoints if e.status not in (Status.PASS,)]
-        bad += [f.message for f in self.golden_findings if f.severity is not Severity.INFO]
+        bad += [_short(f) for f in self.golden_findings if f.severity is not Severity.INFO]
         return f"{len(self.endpoints)} endpoint(s): {summary}" + (f" — {'; '.join(bad)}" if bad else "")
 
     @property

@@ -29,24 +29,33 @@ def text_findings(bundle: Any, text: InputSource) -> tuple[Finding, ...]:
     """The tokenizer check's findings for a verified bundle (none: every sample reproduced)."""
     from gapcheck.golden.bundle import text_samples_sha256
     from gapcheck.text.bundle_check import check_bundle_tokenizer
+    from gapcheck.text.samples import parse_source
 
     assert text.text_samples is not None and text.tokenizer is not None  # InputSource.check() saw to it
     samples = bundle.manifest["samples"]
     recorded, given = samples.get("text_samples_sha256"), text_samples_sha256(text.text_samples)
-    if recorded is not None and recorded != given:
+    if recorded is not None and (recorded != given or _field(samples) != parse_source(text.text_samples).field):
         return (_samples_changed(samples, text, recorded, given),)
     findings = check_bundle_tokenizer(bundle, text.text_samples, text.tokenizer)
     return tuple(_with_digests(f, recorded, given) for f in findings)
+
+
+def _field(samples: dict[str, Any]) -> str | None:
+    """The field or column the bundle was recorded from (``reviews.jsonl:body`` -> ``body``; a .txt: None)."""
+    name = str(samples.get("text_samples") or "")
+    return name.rpartition(":")[2] or None if ":" in name else None
 
 
 def _samples_changed(samples: dict[str, Any], text: InputSource, recorded: str, given: str) -> Finding:
     from gapcheck.codes.nightly import TEXT_SAMPLES_CHANGED
 
     name = str(samples.get("text_samples") or "?")
+    what = (f"SHA256 {recorded[:12]}…, given {given[:12]}…" if recorded != given else
+            f"the same file, field {_field(samples)!r} recorded")
     return TEXT_SAMPLES_CHANGED.finding(
         f"text samples file changed: {safe_line(str(text.text_samples))} is not the file the golden bundle was "
-        f"recorded from ({safe_line(name)}, SHA256 {recorded[:12]}…, given {given[:12]}…); tokenizer "
-        f"{safe_line(str(text.tokenizer))} is not judged on other strings",
+        f"recorded from ({safe_line(name)}, {safe_line(what)}); tokenizer {safe_line(str(text.tokenizer))} is not "
+        "judged on other strings",
         subject=Subject(stage="tokenizer", other="text_samples"),
         evidence={"recorded_text_samples": name, "recorded_sha256": recorded, "text_samples": text.text_samples,
                   "sha256": given, "tokenizer": text.tokenizer, "recorded_tokenizer": samples.get("tokenizer")})

@@ -169,3 +169,11 @@ def test_bad_text_options_exit_2_before_any_work(tmp_path: Path, bundle: Path, t
                  "x=http://127.0.0.1:9/m", *(a.format(texts=texts) for a in args)])
     assert code == 2 and message in capsys.readouterr().err
     assert not history.exists()
+
+
+def test_another_field_of_the_same_file_is_named_too(tmp_path: Path, bundle: Path, endpoint: str, texts: Path,
+                                                     minilm: Path):
+    code, document = _night(tmp_path, bundle, endpoint, "--text-samples", f"{texts}:title",
+                            "--tokenizer", _recipe(minilm))
+    assert code == 0 and _codes(document) == {"golden_text_samples_changed": "warning"}, document["headline"]
+    assert "field 'body' recorded" in document["findings"][0]["message"]
