@@ -58,10 +58,12 @@ def _literal(tree: ast.Module, node: ast.expr | None) -> Any:
     return ast.literal_eval(node)  # type: ignore[arg-type]
 
 
-def _said(image: str, text: str) -> str:
-    """``default 2``, or ``default 256 (images), 10000 (text)`` when the two audits' defaults differ."""
-    a, b = _default(*_IMAGE, image), _default(*_TEXT, text)
-    return f"default {a:g}" if a == b else f"default {a:g} (images), {b:g} (text)"
+def _said(image: str, text: str | None = None) -> str:
+    """``default 2; config ...``, or ``default 256 for images, 10000 for text; ...`` when the audits' defaults differ
+    (``text``: the text audit's keyword when it is not ``image``; both sections spell the key as ``image``)."""
+    a, b = _default(*_IMAGE, image), _default(*_TEXT, text or image)
+    said = f"default {a:g}" if a == b else f"default {a:g} for images, {b:g} for text"
+    return f"{said}; config: preprocess.{image}, text.{image}"
 
 
 # [preprocess] workers, else preprocess_audit's own default (the engine group's --workers shows it)
@@ -82,11 +84,11 @@ def command(
     n: Annotated[Optional[int], typer.Option(
         "--n", min=1, help=f"Samples to audit ({_said('n', 'max_samples')}).")] = None,
     p_threshold: Annotated[Optional[float], typer.Option(
-        "--p-threshold", help=f"KS p-value threshold ({_said('p_threshold', 'p_threshold')}).")] = None,
+        "--p-threshold", help=f"KS p-value threshold ({_said('p_threshold')}).")] = None,
     min_effect: Annotated[Optional[float], typer.Option(
-        "--min-effect", help=f"Minimum KS statistic D to flag ({_said('min_effect', 'min_effect')}).")] = None,
+        "--min-effect", help=f"Minimum KS statistic D to flag ({_said('min_effect')}).")] = None,
     repeats: Annotated[Optional[int], typer.Option(
-        "--repeats", min=0, help=f"Extra runs per stage to detect nondeterminism ({_said('repeats', 'repeats')}).")] = None,
+        "--repeats", min=0, help=f"Extra runs per stage to detect nondeterminism ({_said('repeats')}).")] = None,
     range_tolerance: Annotated[Optional[float], typer.Option(
         "--range-tolerance", help="Pass when max |Δ| <= this fraction of the reference range (images).")] = None,
     # the old spelling, hidden: --tolerance means PATTERN=RTOL,ATOL everywhere else (the tolerance group)

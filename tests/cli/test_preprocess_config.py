@@ -171,10 +171,10 @@ def test_the_help_says_the_library_defaults():
     image = inspect.signature(preprocess_audit).parameters
     text = inspect.signature(audit_text).parameters
     shown = _help()
-    assert f"default {image['n'].default:g} (images), {text['max_samples'].default:g} (text)" in shown
+    assert f"default {image['n'].default:g} for images, {text['max_samples'].default:g} for text;" in shown
     for name in ("p_threshold", "min_effect", "repeats"):
         assert image[name].default == text[name].default  # one number each: said once
-        assert f"default {image[name].default:g})" in shown, name
+        assert f"default {image[name].default:g}; config: preprocess.{name}, text.{name})" in shown, name
     from gapcheck.cli.preprocess_audit import PREPROCESS_WORKERS
 
     assert image["workers"].default == PREPROCESS_WORKERS
