@@ -50,6 +50,11 @@ def as_specs(stages: Sequence[TextStageSpec | str] | dict[str, Any]) -> list[Tex
     return specs
 
 
+#: the integer settings' ranges: an upper bound too, so --repeats 99999999999 is refused, not run for days
+SETTING_RANGES = {"repeats": (0, 1000), "probe": (0, 100_000), "max_chars": (1, 100_000_000),
+                  "diagnose": (0, 100_000), "chunk_size": (1, 1_000_000)}
+
+
 def check_settings(**values: Any) -> None:
     """UsageError for a setting out of range (NaN and infinity refused)."""
     for name in ("p_threshold", "min_effect"):
@@ -60,10 +65,10 @@ def check_settings(**values: Any) -> None:
         raise UsageError(f"p_threshold must be in (0, 1), got {values['p_threshold']!r}")
     if not 0 <= values["min_effect"] <= 1:
         raise UsageError(f"min_effect (a KS statistic) must be in [0, 1], got {values['min_effect']!r}")
-    for name, low in (("repeats", 0), ("probe", 0), ("max_chars", 1), ("diagnose", 0), ("chunk_size", 1)):
+    for name, (low, high) in SETTING_RANGES.items():
         value = values[name]
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise UsageError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise UsageError(f"{name} must be an integer from {low} to {high:,}, got {value!r}")
     n = values["max_samples"]
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise UsageError(f"max_samples must be an integer >= 1 or None (all), got {n!r}")

@@ -48,9 +48,9 @@ class TextSection(Section):
     stages: dict[str, str] = Field(default_factory=dict)
     n: Optional[int] = Field(default=None, ge=1)
     repeats: Optional[int] = Field(default=None, ge=0, le=1000)
-    probe: Optional[int] = Field(default=None, ge=0)
-    diagnose: Optional[int] = Field(default=None, ge=0)
-    max_chars: Optional[int] = Field(default=None, ge=1)
+    probe: Optional[int] = Field(default=None, ge=0, le=100_000)
+    diagnose: Optional[int] = Field(default=None, ge=0, le=100_000)
+    max_chars: Optional[int] = Field(default=None, ge=1, le=100_000_000)
     p_threshold: Optional[float] = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     min_effect: Optional[float] = Field(default=None, ge=0, le=1, allow_inf_nan=False)
 

@@ -63,6 +63,8 @@ class SampleSource:
 def parse_source(spec: str | Path) -> SampleSource:
     """``texts.jsonl:text``, ``reviews.csv:body``, ``lines.txt``, ``folder/`` -> a checked :class:`SampleSource`."""
     text = str(spec)
+    if not text.strip():  # Path("") is the working directory: an empty option must not audit every .txt under it
+        raise UsageError("text samples: an empty path; give a text file, FILE.jsonl:field, FILE.csv:column or a folder")
     path, field = Path(text), None
     if not path.exists() and ":" in text:
         head, _, tail = text.rpartition(":")

@@ -130,7 +130,7 @@ def _setting(stage: str, key: str, value: str) -> Any:
             raise UsageError(f"stage {stage!r}: {key}={value!r} is not true/false")
         return lowered in ("true", "1", "yes")
     if kind is int:
-        if not lowered.isdigit() or not 1 <= int(lowered) <= 1_000_000:
+        if not (lowered.isascii() and lowered.isdigit()) or not 1 <= int(lowered) <= 1_000_000:  # not int("²")
             raise UsageError(f"stage {stage!r}: {key}={value!r} must be an integer from 1 to 1000000")
         return int(lowered)
     if key in ("padding_side", "truncation_side") and lowered not in ("left", "right"):
@@ -311,6 +311,7 @@ def _load_hf(spec: TextStageSpec) -> LoadedStage:
     folder = Path(recipe.path).expanduser()
     if not folder.is_dir():
         raise UsageError(f"stage {spec.name!r}: {safe_line(recipe.path)!r} is not a tokenizer folder")
+    check_tokenizer_files(folder, f"stage {spec.name!r}")
     try:
         import transformers
     except ImportError as exc:
@@ -332,6 +333,41 @@ def _load_hf(spec: TextStageSpec) -> LoadedStage:
     call = {"add_special_tokens": True, **dict(recipe.call)}
     info = tokenizer_info(tokenizer, recipe.backend, call, folder)
     return LoadedStage(spec, lambda text: tokenizer(text, **call), tokenizer, info, call)
+
+
+#: Largest tokenizer file (tokenizer.json, vocab.txt, merges.txt, *.model) loaded: the largest real ones are tens of MB.
+MAX_TOKENIZER_FILE_BYTES = 1 << 30
+_TOKENIZER_SUFFIXES = {".json", ".txt", ".model", ".jinja", ".tiktoken"}
+_FOLDER_SCAN_LIMIT = 10_000  # entries of a tokenizer folder looked at (a folder of a million files is not listed whole)
+
+
+def check_tokenizer_files(folder: Path, what: str) -> None:
+    """Refuse a tokenizer folder whose files transformers would read are not regular files after links, or are
+    too large: transformers skips a FIFO, a device or a dangling link without a word (``os.path.isfile``) and builds
+    another tokenizer from what is left — a vocab.txt linked to /dev/zero gave an empty vocabulary and a false gap."""
+    import itertools
+    import os
+    import stat
+
+    from gapcheck.errors import InputError
+
+    with os.scandir(folder) as entries:
+        for entry in itertools.islice(entries, _FOLDER_SCAN_LIMIT):
+            if Path(entry.name).suffix.lower() not in _TOKENIZER_SUFFIXES:
+                continue
+            where = f"{what}: tokenizer file {safe_line(os.path.join(folder, entry.name))}"
+            try:
+                info = os.stat(entry.path)
+            except OSError as exc:  # a dangling link or a link loop
+                raise InputError(f"{where} cannot be read ({safe_line(exc.strerror)})") from exc
+            if stat.S_ISDIR(info.st_mode):
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{where} is not a regular file (a FIFO, device or socket); transformers would "
+                                 "skip it and build another tokenizer")
+            if info.st_size > MAX_TOKENIZER_FILE_BYTES:
+                raise InputError(f"{where} has {info.st_size:,} bytes, over the {MAX_TOKENIZER_FILE_BYTES:,} byte "
+                                 "limit for a tokenizer file")
 
 
 def _slow_tokenizer(transformers: Any, folder: Path, load: dict[str, Any]) -> Any:
@@ -379,7 +415,7 @@ def tokenizer_info(tokenizer: Any, backend: str, call: dict[str, Any], folder: P
     """Vocabulary hash, special ids, unknown/pad ids and truncation/padding settings of a HF-style tokenizer."""
     vocab = _vocab(tokenizer)
     digest = hashlib.sha256(json.dumps(sorted(vocab.items(), key=lambda kv: kv[1]), ensure_ascii=False).encode())
-    digest.update(_merges(tokenizer).encode())
+    digest.update(_merges(tokenizer, vocab).encode())
     truncating = bool(call.get("truncation")) and call.get("truncation") != "do_not_truncate"
     max_length = call.get("max_length") if truncating else None
     if truncating and max_length is None:
@@ -408,11 +444,15 @@ def _vocab(tokenizer: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in vocab.items()}
 
 
-def _merges(tokenizer: Any) -> str:
+def _merges(tokenizer: Any, vocab: dict[str, int]) -> str:
     """The BPE merges of a fast tokenizer (part of what makes two vocabularies the same), else ""."""
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None or not hasattr(backend, "to_str"):
         return ""
+    if vocab and max(vocab.values()) >= 2 * len(vocab) + 1024:
+        # tokenizers serializes the vocabulary id by id up to the largest: one id of 4e9 in a hostile
+        # tokenizer.json never returns (its merges are left out of the hash; the vocabulary is in it)
+        return "sparse vocabulary"
     try:
         model = json.loads(backend.to_str()).get("model", {})
     except Exception:  # noqa: BLE001
