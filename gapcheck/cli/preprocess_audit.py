@@ -31,15 +31,20 @@ def _default(module: str, function: str, parameter: str) -> Any:
     it (the library modules import numpy and scipy; ``gapcheck preprocess-audit --help`` and loading the command
     must not). A default that names a module-level constant, also one imported ``from`` another gapcheck module, is
     followed to its literal. The help then says what the library does, and the value is written once."""
-    spec = importlib.util.find_spec(module)
-    assert spec is not None and spec.origin is not None, module
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
-    args = fn.args
-    pairs = [*zip(args.kwonlyargs, args.kw_defaults, strict=True),
-             *zip(args.args[::-1], args.defaults[::-1], strict=False)]  # positional defaults are the last ones
-    node = next(d for a, d in pairs if a.arg == parameter)
-    return _literal(tree, node)
+    try:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None, module
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+        args = fn.args
+        pairs = [*zip(args.kwonlyargs, args.kw_defaults, strict=True),
+                 *zip(args.args[::-1], args.defaults[::-1], strict=False)]  # positional defaults are the last ones
+        return _literal(tree, next(d for a, d in pairs if a.arg == parameter))
+    except (OSError, SyntaxError, ValueError, LookupError, StopIteration, AssertionError):
+        # no source (a frozen install) or a default that is not a literal: import the library after all
+        import inspect
+
+        return inspect.signature(getattr(importlib.import_module(module), function)).parameters[parameter].default
 
 
 def _literal(tree: ast.Module, node: ast.expr | None) -> Any:
