@@ -219,3 +219,37 @@ def two_heads() -> nn.Module:
     """Input x:1x6:float32."""
     torch.manual_seed(SEED)
     return TwoHeads().eval()
+
+
+class TanhPooler(nn.Module):
+    """BERT's pooler: the first token through a Linear and a Tanh (ONNX Runtime fuses the two into one FusedGemm)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(width, width)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden[:, 0]))
+
+
+class PooledEncoder(nn.Module):
+    """A Linear encoder and a BERT-style pooler: outputs hidden and pooled. Input x:1x4x16:float32."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(width, width)
+        self.pooler = TanhPooler(width)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.encoder(x)
+        return hidden, self.pooler(hidden)
+
+
+def pooled_encoder() -> nn.Module:
+    """Small pooler pre-activations (tanh(x) within 5% of x), as a BERT pooler's are."""
+    torch.manual_seed(SEED)
+    model = PooledEncoder()
+    with torch.no_grad():
+        model.pooler.dense.weight.mul_(0.5)
+    return model.eval()
