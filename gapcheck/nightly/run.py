@@ -213,7 +213,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     if request.text is not None:
         from gapcheck.nightly.text import check_text_bundle
 
-        check_text_bundle(pending.manifest, request.golden)  # exit 2 before the lock, nothing recorded
+        check_text_bundle(pending.manifest, request.golden, request.text)  # exit 2 before the lock, nothing recorded
     timings = {"open_golden": time.monotonic() - start}
     with ExitStack() as stack:
         try:

@@ -17,12 +17,17 @@ from gapcheck.groups import InputSource
 from gapcheck.report.text import safe_line
 
 
-def check_text_bundle(manifest: dict[str, Any], path: Any) -> None:
-    """Before any work (exit 2, nothing recorded): a tokenizer check needs a bundle recorded from text."""
+def check_text_bundle(manifest: dict[str, Any], path: Any, text: InputSource) -> None:
+    """Before any work (exit 2, nothing recorded): a tokenizer check needs a bundle recorded from text, and today's
+    tokenizer must load (a missing folder or broken files are found now, not after the first endpoint's requests)."""
+    from gapcheck.text.stages import load_stage, make_stage
+
     samples = manifest.get("samples", {})
     if samples.get("source") != "text" or not isinstance(samples.get("tokenizer"), str):
         raise InputError(f"golden bundle {safe_line(str(path))}: not recorded from text samples (golden record "
                          "--text-samples FILE --tokenizer hf:...), so --text-samples/--tokenizer have nothing to check")
+    assert text.tokenizer is not None  # InputSource.check() saw to it
+    load_stage(make_stage("tokenizer", text.tokenizer))
 
 
 def text_findings(bundle: Any, text: InputSource) -> tuple[Finding, ...]:

@@ -161,6 +161,7 @@ def test_a_bundle_not_recorded_from_text_is_exit_2_with_nothing_recorded(tmp_pat
     (["--text-samples", "/nonexistent.jsonl:body", "--tokenizer", "hf:/x"], "no such file"),
     (["--text-samples", "{texts}:body"], "needs --tokenizer"),
     (["--text-samples", "{texts}:body", "--tokenizer", "hf:/x,nonsense=1"], "nonsense"),
+    (["--text-samples", "{texts}:body", "--tokenizer", "hf:/nonexistent/tok"], "is not a tokenizer folder"),
 ])
 def test_bad_text_options_exit_2_before_any_work(tmp_path: Path, bundle: Path, texts: Path, capsys,
                                                  args: list[str], message: str):
