@@ -178,3 +178,15 @@ def test_another_field_of_the_same_file_is_named_too(tmp_path: Path, bundle: Pat
                             "--tokenizer", _recipe(minilm))
     assert code == 0 and _codes(document) == {"golden_text_samples_changed": "warning"}, document["headline"]
     assert "field 'body' recorded" in document["findings"][0]["message"]
+
+
+@pytest.mark.parametrize("line", ['text_samples = "reviews\\u001b[31m.jsonl:body"', 'tokenizer = "hf:tok\\u0007"',
+                                  "text_samples = 5", 'tokenizer = ""'])
+def test_bad_config_values_exit_2_naming_the_key(tmp_path: Path, bundle: Path, capsys, line: str):
+    config = tmp_path / "gapcheck.toml"
+    config.write_text(f"[nightly]\n{line}\n", encoding="utf-8")
+    code = main(["nightly", "--config", str(config), "--golden", str(bundle), "--history", str(tmp_path / "h.sqlite"),
+                 "--endpoint", "x=http://127.0.0.1:9/m"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"nightly.{line.split(' ')[0]}" in err, err
+    assert "\x1b" not in err and "\x07" not in err and not (tmp_path / "h.sqlite").exists()
