@@ -114,6 +114,9 @@ class TritonAuditResult:
         """(kind, name, served type, ONNX type, served shape, ONNX shape, status) per tensor either side declares."""
         rows = []
         served = self.served
+        by_subject: dict[str, list[Finding]] = {}  # one pass over the findings: a config with 100k tensors was quadratic
+        for finding in self.findings:
+            by_subject.setdefault(finding.subject.output or "", []).append(finding)
         for kind, onnx_side, served_side in (("input", self.onnx_inputs, served.inputs if served else ()),
                                               ("output", self.onnx_outputs, served.outputs if served else ())):
             by_name = {t.name: t for t in served_side}
@@ -123,16 +126,8 @@ class TritonAuditResult:
                 o, s = onnx_by_name.get(name), by_name.get(name)
                 rows.append((kind, name, s.data_type if s else "-", o.data_type if o else "-",
                              fmt_shape(s.shape) if s else "-", fmt_shape(o.shape) if o else "-",
-                             self._status(kind, name)))
+                             _status(by_subject.get(f"{kind} {name}", ()))))
         return rows
-
-    def _status(self, kind: str, name: str) -> str:
-        mine = [f for f in self.findings if f.subject.output == f"{kind} {name}"]
-        if any(f.is_gap for f in mine):
-            return "gap: " + ", ".join(dict.fromkeys(f.code for f in mine if f.is_gap))
-        if mine:
-            return "warning: " + ", ".join(dict.fromkeys(f.code for f in mine))
-        return "ok"
 
     def views(self) -> Sequence[Table | Chart]:
         views: list[Table | Chart] = []
@@ -186,3 +181,12 @@ def _tensor_json(t: ServedTensor) -> dict[str, Any]:
 
 def _side_json(t: TensorSide) -> dict[str, Any]:
     return {"name": t.name, "data_type": t.data_type, "shape": list(t.shape)}
+
+
+def _status(mine: Sequence[Finding]) -> str:
+    """A tensor row's status from the findings about that tensor."""
+    if any(f.is_gap for f in mine):
+        return "gap: " + ", ".join(dict.fromkeys(f.code for f in mine if f.is_gap))
+    if mine:
+        return "warning: " + ", ".join(dict.fromkeys(f.code for f in mine))
+    return "ok"
