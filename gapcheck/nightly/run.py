@@ -210,11 +210,12 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     _check_request(request)
     start = time.monotonic()
     pending = open_bundle(request.golden)  # the manifest is checked now; the files' hashes on a thread
+    timings = {"open_golden": time.monotonic() - start}
     if request.text is not None:
         from gapcheck.nightly.text import check_text_bundle
 
         check_text_bundle(pending.manifest, request.golden, request.text)  # exit 2 before the lock, nothing recorded
-    timings = {"open_golden": time.monotonic() - start}
+        timings["text_load"] = time.monotonic() - start - timings["open_golden"]
     with ExitStack() as stack:
         try:
             lock = stack.enter_context(HistoryLock(request.history, request.lock_wait_s))
