@@ -94,8 +94,10 @@ def command(
 
 
 def _text(groups: Groups, cfg: NightlyConfig) -> InputSource | None:
-    """--text-samples / --tokenizer over [nightly] text_samples / tokenizer (file < environment < flags, key by key);
-    None when neither names any. Built as the group, so a value from the file is checked as the flag is (exit 2)."""
+    """--text-samples / --tokenizer over [nightly] text_samples / tokenizer (file < environment < flags); None when
+    neither names any. Built as the group, so a value from the file is checked as the flag is (exit 2). The group's
+    options have no config key, so it checks its flags before this merge: a flag given alone beside the other key in
+    the file is refused (give both flags); the environment overrides the file key by key."""
     given = groups[InputSource]
     text_samples = given.text_samples if given.text_samples is not None else cfg.text_samples
     tokenizer = given.tokenizer if given.tokenizer is not None else cfg.tokenizer
