@@ -253,3 +253,37 @@ def pooled_encoder() -> nn.Module:
     with torch.no_grad():
         model.pooler.dense.weight.mul_(0.5)
     return model.eval()
+
+
+class Intermediate(nn.Module):
+    """BERT's intermediate block: a Linear and its GELU (ONNX Runtime fuses the bias add and the GELU: BiasGelu)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(width, 2 * width)
+        self.intermediate_act_fn = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(x))
+
+
+class FeedForward(nn.Module):
+    """A BERT-style feed-forward: intermediate (Linear + GELU), then an output Linear. Input x:1x4x16:float32."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.intermediate = Intermediate(width)
+        self.output = nn.Linear(2 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.intermediate(x))
+
+
+def feed_forward() -> nn.Module:
+    """Trained-looking biases: small but not zero (a few % of the Linear's output, as MiniLM's are; a fresh
+    transformers BERT has zero biases, which hides a value taken before its bias)."""
+    torch.manual_seed(SEED)
+    model = FeedForward()
+    with torch.no_grad():
+        model.intermediate.dense.bias.copy_(torch.linspace(-0.06, 0.06, model.intermediate.dense.out_features))
+    return model.eval()
