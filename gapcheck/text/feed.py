@@ -8,6 +8,7 @@ else by order (ids, mask, type ids). Each row is padded (pad id, mask 0, type 0)
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from gapcheck.text.stages import Encoded, LoadedStage, load_stage, make_stage
 
 ROLES = ("input_ids", "attention_mask", "token_type_ids")
 INTEGER_DTYPES = {"int64", "int32", "int16", "int8", "uint8"}
+log = logging.getLogger(__name__)
 
 
 def check_text_feed(samples: str, tokenizer: str | None, specs: Sequence[Any]) -> None:
@@ -46,6 +48,11 @@ def roles(specs: Sequence[Any]) -> dict[str, str]:
         if len(spec.shape) != 2:
             raise UsageError(f"--text-samples: input {spec.name!r} has shape {'x'.join(map(str, spec.shape))}; "
                              "give BATCHxSEQUENCE, e.g. 1x128")
+    shapes = {tuple(int(d) for d in spec.shape) for spec in specs}
+    if len(shapes) > 1:  # the layout is one batch of sentences: a 1x16 mask beside 2x16 ids was fed as 2x16
+        listed = ", ".join(f"{spec.name}:{'x'.join(map(str, spec.shape))}" for spec in specs)
+        raise UsageError(f"--text-samples: the --input specs must share one BATCHxSEQUENCE shape (one batch of "
+                         f"sentences); got {listed}")
     names = [spec.name for spec in specs]
     if set(names) <= set(ROLES):
         return {name: name for name in names}
@@ -61,20 +68,41 @@ def tokenized_samples(samples: str, tokenizer: str, specs: Sequence[Any], count:
                          "attention_mask, token_type_ids as the model takes them)")
     stage = load_stage(make_stage("tokenizer", tokenizer))
     batch = int(specs[0].shape[0])
-    texts = _usable(iter_samples(parse_source(samples)))
-    out: list[dict[str, np.ndarray]] = []
+    skipped: list[TextSample] = []
+    texts = _usable(iter_samples(parse_source(samples)), skipped)
+    out = TokenizedSamples()
     for _ in range(count):
         rows = [_encode(stage, sample) for sample in _take(texts, batch)]
         if len(rows) < batch:
             break
         out.append({spec.name: _layout(rows, mapping[spec.name], spec, stage) for spec in specs})
+    out.skipped = tuple((s.id, s.issue or "blank") for s in skipped)
     if not out:
-        raise InputError(f"text samples {safe_line(samples)!r}: fewer than {batch} usable string(s)")
+        raise InputError(f"text samples {safe_line(samples)!r}: fewer than {batch} usable string(s)"
+                         + (f"; {_skipped_line(out.skipped)}" if skipped else ""))
+    if skipped:  # counted and said, never dropped in silence (one line on stderr through the CLI's log handler)
+        log.warning("text samples %s: %s", safe_line(samples), _skipped_line(out.skipped))
     return out
 
 
-def _usable(samples: Iterator[TextSample]) -> Iterator[TextSample]:
-    return (s for s in samples if s.text is not None and s.text.strip())
+class TokenizedSamples(list):  # type: ignore[type-arg]
+    """The fed samples (a list of input dicts), and ``skipped``: (sample id, reason) of every bad or blank string
+    passed over on the way (invalid UTF-8, NUL bytes, over the character limit, a missing field)."""
+
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+def _skipped_line(skipped: Sequence[tuple[str, str]]) -> str:
+    first = "; ".join(f"{sample_id}: {reason}" for sample_id, reason in skipped[:3])
+    return f"{len(skipped)} bad or blank string(s) skipped ({first}{'; ...' if len(skipped) > 3 else ''})"
+
+
+def _usable(samples: Iterator[TextSample], skipped: list[TextSample]) -> Iterator[TextSample]:
+    for sample in samples:
+        if sample.text is not None and sample.text.strip():
+            yield sample
+        else:
+            skipped.append(sample)
 
 
 def _take(texts: Iterator[TextSample], n: int) -> list[TextSample]:

@@ -71,3 +71,27 @@ def test_huge_settings_are_refused_before_work(minilm: Path, setting: dict[str, 
 def test_an_empty_samples_path_is_not_the_working_directory(spec: str):
     with pytest.raises(UsageError, match="an empty path"):  # Path("") is ".": it audited every .txt under cwd
         parse_source(spec)
+
+
+def test_the_text_feed_counts_and_says_the_strings_it_skips(tmp_path: Path, minilm: Path, caplog):
+    from gapcheck.inputs import parse_input_spec
+    from gapcheck.text.feed import tokenized_samples
+
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"caf\xe9 latin-1\nbinary\x00junk\n" + ORDINARY[0].encode() + b"\n" + ORDINARY[1].encode() + b"\n")
+    specs = [parse_input_spec("input_ids:1x16:int64")]
+    with caplog.at_level("WARNING", logger="gapcheck.text.feed"):
+        fed = tokenized_samples(str(path), f"hf:{minilm}", specs, 2)
+    assert len(fed) == 2 and [sample_id for sample_id, _ in fed.skipped] == ["texts.txt:1", "texts.txt:2"]
+    assert "2 bad or blank string(s) skipped" in caplog.text  # were dropped without a word
+
+
+def test_the_text_feed_refuses_specs_of_different_shapes(tmp_path: Path, minilm: Path):
+    from gapcheck.inputs import parse_input_spec
+    from gapcheck.text.feed import check_text_feed
+
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(ORDINARY), encoding="utf-8")
+    specs = [parse_input_spec(s) for s in ("input_ids:2x16:int64", "attention_mask:1x16:int64")]
+    with pytest.raises(UsageError, match="one BATCHxSEQUENCE shape"):  # the 1x16 mask was fed as 2x16
+        check_text_feed(str(path), f"hf:{minilm}", specs)
