@@ -81,8 +81,8 @@ class PrecisionResult(ResultBase):
                       series=(Series("sensitivity", tuple(min(r.sensitivity, cap) for r in top), style="bar"),),
                       y_label="sensitivity", note=self._measure + " (an overflow is drawn at 2x the largest)")
         views: list[Table | Chart] = [table, chart]
-        if self.fix:
-            kept = self.fix.get("kept", [])
+        if self.fix and self.fix.get("kept"):  # none kept: the finding says the whole model is written as it is
+            kept = self.fix["kept"]
             views.append(Table(title=f"Kept in FP32 ({self.fix.get('status')})", columns=("module", "nodes", "why"),
                                rows=tuple((k["module"], ", ".join(k["nodes"]), k["reason"]) for k in kept)))
         repository = self.details.get("repository")
@@ -94,6 +94,12 @@ class PrecisionResult(ResultBase):
                            for kind in ("input", "output") for t in repository[kind + "s"]),
                 note=f"{repository['config_path']}; max_batch_size {repository['max_batch_size']}; config.pbtxt "
                      "read off the written model's own inputs/outputs and parsed back with Triton's parser"))
+        hot = self.details.get("beyond_fp16_range") or {}
+        if hot.get("count"):  # passes here, may overflow elsewhere: said on the console too, not only in the JSON
+            views.append(Table(
+                title=f"Values beyond FP16's range in the FP32 reference ({hot['count']})",
+                columns=("value", "node", "module"),
+                rows=tuple((v["value"], v["node"], v["module"]) for v in hot.get("values", [])), note=hot.get("note", "")))
         if self.details.get("tensorrt"):
             trt = self.details["tensorrt"]
             views.append(Table(title="TensorRT equivalents", columns=("tool", "command"),
