@@ -238,6 +238,7 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
         built[u.group] = u.group(**fields_)
         given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
     _hand_inputs(uses, built, own or {})
+    _check_outputs(uses, built, own or {})
     return Groups(values=built, config=loaded, given=given_fields, flags=flag_fields)
 
 
@@ -257,6 +258,25 @@ def _hand_inputs(uses: tuple[Use, ...], built: dict[type[Group], Group], own: Ma
         paths = tuple(dict.fromkeys((*_paths(others), *command_paths)))
         if paths:
             built[cls] = dataclasses.replace(group, inputs=paths)  # type: ignore[type-var]
+
+
+#: Group fields that name a file the command writes besides its reports (precision's --fix, --save-onnx): checked
+#: here against every path the command names, whichever group declares them (the reports check themselves).
+OUTPUT_FIELDS = frozenset({"fix", "save_onnx"})
+
+
+def _check_outputs(uses: tuple[Use, ...], built: dict[type[Group], Group], own: Mapping[str, Any]) -> None:
+    """No written file replaces a file the command reads: ``--fix tinymodels.py`` replaced the --model factory's
+    source, ``--fix gapcheck.toml --config gapcheck.toml`` the config (exit 0). Exit 2 before any work."""
+    from gapcheck.atomic import check_not_input
+
+    named = [(u, opt) for u in uses for opt in u.options() if opt.field not in _NOT_PATHS]
+    for u, opt in named:
+        target = getattr(built[u.group], opt.field, None)
+        if opt.field not in OUTPUT_FIELDS or target is None:
+            continue
+        others = [(o.flag, getattr(built[v.group], o.field)) for v, o in named if (v.group, o.field) != (u.group, opt.field)]
+        check_not_input(target, opt.flag, [*_paths(others), *_paths(own.items())])
 
 
 def _paths(items: Any) -> list[tuple[str, Path]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,22 @@ def test_an_empty_triton_model_name_is_a_usage_error_not_a_not_ready_gap(model, 
     monkeypatch.setenv("GAPCHECK_TRITON__MODEL", model)
     assert main(["triton-audit", "--onnx", str(tmp_path / "none.onnx"), "--triton-url", "http://127.0.0.1:1"]) == 2
     assert "--triton-model is empty" in capsys.readouterr().err
+
+
+FACTORY_SOURCE = "tests/nightly/models.py"
+
+
+@pytest.mark.parametrize("command", [["precision"], ["export-diff", "--no-progress"]])
+@pytest.mark.parametrize("victim", ["factory", "config"])
+def test_the_fixed_model_never_replaces_the_factory_source_or_the_config(command, victim, tmp_path, capsys, no_model):
+    # precision --fix net.py (the --model file) wrote the ONNX model over the user's source, exit 0; --config too
+    factory = tmp_path / "net.py"
+    factory.write_text(Path(FACTORY_SOURCE).read_text())
+    config = tmp_path / "gapcheck.toml"
+    config.write_text("[precision]\n")
+    target = factory if victim == "factory" else config
+    before = target.read_bytes()
+    code = main([*command, "--model", f"{factory}:build_tiny", "--input", "x:1x3x8x8:float32", "--precision", "fp16",
+                 "--fix", str(target), "--config", str(config)])
+    assert code == 2 and "an output never replaces" in capsys.readouterr().err
+    assert target.read_bytes() == before
