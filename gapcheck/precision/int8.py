@@ -84,6 +84,8 @@ class Quantizer:
 
         self.count += 1
         out = Path(self._dir.name) / f"model.int8.{self.count}.onnx"
+        root = logging.getLogger()
+        root.addFilter(_no_preprocess_advice)
         try:
             if self.mode == "dynamic":
                 quantize_dynamic(self.source, out, nodes_to_exclude=list(exclude) or None)
@@ -95,7 +97,16 @@ class Quantizer:
                                 calibration_cache_path=Path(self._dir.name) / f"ranges.{self.method}.json")
         except Exception as exc:  # noqa: BLE001 - the quantizer raises whatever its passes raise
             raise BackendError(f"ONNX Runtime cannot quantize this model ({self.mode}): {condense_error(exc)}") from exc
+        finally:
+            root.removeFilter(_no_preprocess_advice)
         return onnx.load_model(str(out))
+
+
+def _no_preprocess_advice(record: logging.LogRecord) -> bool:
+    """ORT's quantizer logs 'Please consider (to run) pre-processing before quantization' on the root logger twice
+    per call; gapcheck quantizes once per exclusion set tried, so a user saw it 14 times per run, about a step
+    (shape inference, fusions) that changes the graph gapcheck maps to modules. Everything else passes."""
+    return "pre-processing before quantization" not in record.getMessage()
 
 
 class _Reader:
