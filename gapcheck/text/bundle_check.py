@@ -43,6 +43,12 @@ def check_bundle_tokenizer(bundle: Any, text_samples: str, tokenizer: str) -> tu
                                 "tokenizer": tokenizer, "text_samples": text_samples}
     subject = Subject(stage="tokenizer", sample=str(today[0]))
     try:
+        if not recorded.startswith("hf:") and recorded != tokenizer:
+            # a bundle is an input, and input is hostile: a manifest naming "os:system" or "evil.py:fn" must not
+            # run it on every sentence. An hf: recipe is files, loaded as data (never with remote code)
+            raise InputError(f"the recorded tokenizer {safe_line(recorded)!r} is code (module:fn); code named by a "
+                             "bundle is never imported: compare it yourself with gapcheck preprocess-audit "
+                             "--stage recorded=... --stage today=...")
         reproduced_by_recorded = not _differing(loaded, text_samples, recorded)
     except GapcheckError as exc:  # the recorded files are not here (another machine, deleted)
         evidence["recorded_error"] = safe_line(exc.message)

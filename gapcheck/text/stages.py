@@ -316,7 +316,7 @@ def _load_hf(spec: TextStageSpec) -> LoadedStage:
         import transformers
     except ImportError as exc:
         raise UsageError(f"stage {spec.name!r}: hf: stages need transformers (pip install transformers)") from exc
-    load = dict(recipe.load)
+    load = {**dict(recipe.load), "trust_remote_code": False}  # never run a folder's code (nor ask on a terminal)
     try:
         if recipe.backend == "fast":
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **load)

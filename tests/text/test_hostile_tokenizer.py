@@ -95,3 +95,24 @@ def test_the_text_feed_refuses_specs_of_different_shapes(tmp_path: Path, minilm:
     specs = [parse_input_spec(s) for s in ("input_ids:2x16:int64", "attention_mask:1x16:int64")]
     with pytest.raises(UsageError, match="one BATCHxSEQUENCE shape"):  # the 1x16 mask was fed as 2x16
         check_text_feed(str(path), f"hf:{minilm}", specs)
+
+
+def test_a_bundle_never_makes_gapcheck_import_the_code_it_names(tmp_path: Path, minilm: Path):
+    """A golden bundle is input: its manifest's recorded tokenizer ``evil.py:fn`` (or ``os:system``) was imported and
+    called on every sentence when today's tokenizer differed. Only an hf: recipe (files) is loaded from a bundle."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from gapcheck.text.bundle_check import check_bundle_tokenizer
+
+    marker = tmp_path / "ran"
+    (tmp_path / "evil.py").write_text(f"def fn(text):\n    open({str(marker)!r}, 'a').write(text)\n    return [1]\n")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(ORDINARY[:2]), encoding="utf-8")
+    bundle = SimpleNamespace(path=tmp_path, inputs={"input_ids": np.zeros((2, 16), np.int64)}, manifest={
+        "inputs": [{"name": "input_ids", "shape": [1, 16], "dtype": "int64"}],
+        "samples": {"source": "text", "tokenizer": f"{tmp_path / 'evil.py'}:fn", "count": 2}})
+    (finding,) = check_bundle_tokenizer(bundle, str(texts), f"hf:{minilm}")
+    assert not marker.exists()
+    assert finding.code == "golden_text_unreproduced" and "never imported" in finding.evidence["recorded_error"]
