@@ -100,6 +100,14 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # tab is allowed inside a header value
 
 
+#: Headers the client sets itself: framing (a user's content-length made every GET wait for a body until the deadline),
+#: routing and connection management; and HTTP/2 pseudo-headers' plain names gRPC reserves.
+RESERVED_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection", "keep-alive", "upgrade",
+                              "te", "trailer", "proxy-connection", "expect", "grpc-timeout",
+                              "grpc-encoding", "grpc-accept-encoding"})
+MAX_HEADER_VALUE = 16384  # characters: Triton's HTTP server (and most proxies) refuse headers over 8-16 KB
+
+
 def check_header(name: str, value: str, where: str) -> tuple[str, str]:
     """THE header check: an RFC 9110 token name and a value without CR, LF or other control characters.
     Errors name ``where`` and the header name (when printable), never the value: header values are secrets."""
@@ -107,9 +115,15 @@ def check_header(name: str, value: str, where: str) -> tuple[str, str]:
         shown = f" {name!r}" if isinstance(name, str) and name.isprintable() else ""
         raise UsageError(f"{where}: header name{shown} is not a valid HTTP header name (letters, digits, -, no spaces "
                          "or control characters)")
+    if name.lower() in RESERVED_HEADERS:
+        raise UsageError(f"{where}: header {name!r} is set by the HTTP/gRPC client itself (it frames, routes or "
+                         "times the request; given here it breaks every request): leave it out")
     if not isinstance(value, str) or _CONTROL.search(value):
         raise UsageError(f"{where}: header {name!r}: its value holds a newline or control character "
                          "(not shown: header values are secret)")
+    if len(value) > MAX_HEADER_VALUE:
+        raise UsageError(f"{where}: header {name!r}: its value is {len(value)} characters (at most {MAX_HEADER_VALUE}; "
+                         "servers refuse longer headers) (not shown: header values are secret)")
     try:
         value.encode("latin-1")
     except UnicodeEncodeError:

@@ -166,3 +166,17 @@ def test_the_fixed_model_never_replaces_the_factory_source_or_the_config(command
                  "--fix", str(target), "--config", str(config)])
     assert code == 2 and "an output never replaces" in capsys.readouterr().err
     assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("header", ["content-length:99", "Host:evil.example", "Transfer-Encoding:chunked",
+                                    "connection:close", "grpc-timeout:1S", "x-token:" + "v" * 20000])
+@pytest.mark.parametrize("command", ["triton-audit", "nightly"])
+def test_headers_the_client_sets_itself_or_too_long_are_refused_up_front(header, command, tmp_path, capsys):
+    # --triton-header content-length:99 made every GET wait for a body until the deadline (over 2 minutes)
+    argv = (["triton-audit", "--onnx", str(tmp_path / "m.onnx"), "--triton-url", "http://127.0.0.1:1",
+             "--triton-model", "m"] if command == "triton-audit" else
+            ["nightly", "--golden", str(tmp_path / "g"), "--endpoint", "a=grpc://127.0.0.1:1/m", "--history",
+             str(tmp_path / "h.sqlite")])
+    assert main([*argv, "--triton-header", header]) == 2
+    err = capsys.readouterr().err
+    assert "--triton-header #1" in err and "v" * 100 not in err and not (tmp_path / "h.sqlite").exists()
