@@ -283,13 +283,14 @@ def realign(
     searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise)
     _stream(test_model, samples[0], _float_values(test_model), list(searches.values()))
     out = Realignment()
+    linears = frozenset(p for p, m in submodules.items() if isinstance(m, _LINEAR))
     for path, search in searches.items():
         if path in groups:
             _settle_group(path, groups[path], search, index, out)
         elif path in suspect_set:
-            _settle_suspect(path, search, index, mappings, out)
+            _settle_suspect(path, search, index, mappings, out, linears)
         else:  # something diverges: a module the names gave no value is matched by value too, so the divergence is
-            _settle_unnamed(path, search, index, out)  # localized among them, not at the next module with a name
+            _settle_unnamed(path, search, index, out, linears)  # localized among them, not at the next named one
     _drop_taken(out, suspects, mappings, accumulators, index, failing_outputs)
     _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
@@ -346,13 +347,13 @@ def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphInd
 
 
 def _settle_suspect(path: str, search: _Search, index: GraphIndex, mappings: dict[str, ModuleMapping],
-                    out: Realignment) -> None:
+                    out: Realignment, linears: frozenset[str]) -> None:
     named = search.named
     match, how = search.best(), "matched by value"
     if match is None:
         closest = search.closest()
         if closest is None or closest[0] == named:
-            out.plausible[path] = closest is not None and not _bias_added_later(index, named, path)
+            out.plausible[path] = closest is not None and not _bias_added_later(index, named, linears)
             return
         # Its name points at another tensor; the one near its output is it, computed differently: a divergence
         match, how = closest, "closest by value"
@@ -362,24 +363,25 @@ def _settle_suspect(path: str, search: _Search, index: GraphIndex, mappings: dic
                                               note=f"{how}: ONNX value {value!r} (its name pointed at {named!r})")
 
 
-def _bias_added_later(index: GraphIndex, value: str | None, path: str) -> bool:
-    """Whether a node reading ``value`` also reads the module's own bias: ``value`` is the product before it (ONNX
-    Runtime's BiasGelu/FusedMatMul adds a Linear's bias inside the next op), near the module's output by as much as
-    the bias is small (MiniLM's real intermediate biases: 3% of the output), yet no divergence."""
+def _bias_added_later(index: GraphIndex, value: str | None, linears: frozenset[str]) -> bool:
+    """Whether a node reading ``value`` also reads a Linear's/Conv's own bias: ``value`` is the product before it
+    (ONNX Runtime's BiasGelu and SkipLayerNormalization add the bias inside the next op), near the module's output
+    by as much as the bias is small (MiniLM's real biases: 3% of the output), yet no divergence and not the output
+    of the module (a Dropout) that follows."""
     if value is None:
         return False
-    bias = f"{path}.bias"
     nodes = index.model.graph.node
-    return bias in index.initializers and any(bias in nodes[i].input for i in index.consumers.get(value, ()))
+    return any(name.endswith(".bias") and name[:-5] in linears and name in index.initializers
+               for i in index.consumers.get(value, ()) for name in nodes[i].input if name != value)
 
 
-def _settle_unnamed(path: str, search: _Search, index: GraphIndex, out: Realignment) -> None:
+def _settle_unnamed(path: str, search: _Search, index: GraphIndex, out: Realignment, linears: frozenset[str]) -> None:
     """A module without a name mapping: the ONNX value agreeing with its output, else the unambiguously nearest one
     (its output computed otherwise: a divergence); nothing when neither exists."""
     match, how = search.best(), "matched by value"
     if match is None:
         match, how = search.closest(), "nearest by value"
-    if match is None:
+    if match is None or (how == "nearest by value" and _bias_added_later(index, match[0], linears)):
         return
     value, stats = match
     out.mappings[path] = _mapping(path, value, index, how="value", scope=None)
