@@ -29,6 +29,7 @@ from typing import Any, Optional, TypeVar, get_args, get_origin
 
 import typer
 
+from gapcheck.errors import UsageError
 from gapcheck.groups import Group, Opt, ReportTargets
 
 G = TypeVar("G", bound=Group)
@@ -188,6 +189,8 @@ def _from_config(opt: Opt, sections: tuple[Any, ...]) -> Any:
         value = getattr(section, opt.key, None) if section is not None else None
         if value is not None and value != {} and value != []:
             if opt.kind in (Path, Optional[Path]):
+                if not str(value).strip():  # Path("") is the current folder: `dir = ""` put the cache entries there
+                    raise UsageError(f"config key {opt.key} (as {opt.flag}) is an empty path: remove it or name a path")
                 return Path(value)
             return tuple(value) if isinstance(value, list) else value
     return None

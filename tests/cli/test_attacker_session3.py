@@ -180,3 +180,16 @@ def test_headers_the_client_sets_itself_or_too_long_are_refused_up_front(header,
     assert main([*argv, "--triton-header", header]) == 2
     err = capsys.readouterr().err
     assert "--triton-header #1" in err and "v" * 100 not in err and not (tmp_path / "h.sqlite").exists()
+
+
+def test_an_empty_path_in_the_config_or_environment_is_refused_not_read_as_the_current_folder(tmp_path, capsys,
+                                                                                           monkeypatch):
+    # [cache] dir = "" made the current folder the export cache (entries written and pruned there)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gapcheck.toml").write_text('[cache]\ndir = ""\n')
+    assert main(["cache", "info"]) == 2
+    assert "empty path" in capsys.readouterr().err
+    (tmp_path / "gapcheck.toml").unlink()
+    monkeypatch.setenv("GAPCHECK_CACHE__DIR", "")
+    assert main(["cache", "clear"]) == 2
+    assert "empty path" in capsys.readouterr().err
