@@ -330,6 +330,11 @@ def _load_hf(spec: TextStageSpec) -> LoadedStage:
     if getattr(tokenizer, "is_fast", False) != (recipe.backend == "fast"):
         raise UsageError(f"stage {spec.name!r}: transformers gave a {'fast' if tokenizer.is_fast else 'slow'} "
                          f"tokenizer for {recipe.backend}")
+    # the audit measures lengths itself ("at truncation"): transformers' "Token indices sequence length is longer
+    # than the specified maximum" on stderr would be a second, unasked message beside the command's own
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     call = {"add_special_tokens": True, **dict(recipe.call)}
     info = tokenizer_info(tokenizer, recipe.backend, call, folder)
     return LoadedStage(spec, lambda text: tokenizer(text, **call), tokenizer, info, call)

@@ -116,3 +116,10 @@ def test_a_bundle_never_makes_gapcheck_import_the_code_it_names(tmp_path: Path, 
     (finding,) = check_bundle_tokenizer(bundle, str(texts), f"hf:{minilm}")
     assert not marker.exists()
     assert finding.code == "golden_text_unreproduced" and "never imported" in finding.evidence["recorded_error"]
+
+
+def test_a_long_string_leaves_no_transformers_line_on_stderr(minilm: Path, capfd):
+    load_stage.cache_clear()  # a fresh tokenizer: transformers warns once per tokenizer object
+    result = audit_text(["word " * 700, ORDINARY[0]], {"a": f"hf:{minilm}", "b": f"hf:{minilm},slow"}, repeats=0)
+    assert result.audited == 2 and result.stages[0].max_length_seen > 512
+    assert "Token indices sequence length" not in capfd.readouterr().err
