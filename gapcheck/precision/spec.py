@@ -21,6 +21,8 @@ INT8_MODES = ("auto", "static", "dynamic")
 PRECISION_ONLY = ("fix", "calibration", "calibration_stage", "calibration_method", "int8_mode", "targets", "max_runs",
                   "sensitivity")
 SENSITIVITY = ("local", "alone")
+#: of those, the INT8-only ones (FP16 refuses them): an error about them names int8 alone
+INT8_ONLY = frozenset({"calibration", "calibration_stage", "calibration_method", "int8_mode", "targets", "sensitivity"})
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,9 @@ class PrecisionSpec(Group):
         """Refuse precision-only options without a reduced precision (exit 2): ``plain`` names what runs instead."""
         changed = self.changed()
         if precision not in PRECISIONS and changed:
-            raise UsageError(f"{', '.join(changed)} need{'s' if len(changed) == 1 else ''} --precision fp16 or int8 "
+            int8_flags = {self.option(name).flag for name in INT8_ONLY}
+            wanted = "int8" if set(changed) <= int8_flags else "fp16 or int8"
+            raise UsageError(f"{', '.join(changed)} need{'s' if len(changed) == 1 else ''} --precision {wanted} "
                              f"({plain} has nothing to fix)", parameter="precision")
 
     def request(self, *, model: Any, inputs: Any, tolerance: Any, export: Any, precision: str | None = None,

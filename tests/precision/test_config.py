@@ -57,3 +57,16 @@ def test_bad_values_exit_2_with_one_line(tmp_path: Path, table: str, capsys, req
     err = capsys.readouterr().err
     assert "Traceback" not in err and "\x1b" not in err and err.strip()
     assert not requests
+
+
+def test_int8_only_options_without_a_precision_name_int8(capsys):
+    """--calibration without --precision asks for int8 (FP16 refuses calibration), --fix for fp16 or int8."""
+    from gapcheck.cli.app import main
+
+    base = ["export", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
+            "--repository", "unused-repo", "--name", "m"]
+    assert main([*base, "--calibration", "calib/"]) == 2
+    assert "--calibration needs --precision int8 (" in capsys.readouterr().err
+    assert main(["export-diff", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
+                 "--fix", "out.onnx"]) == 2
+    assert "--fix needs --precision fp16 or int8" in capsys.readouterr().err
