@@ -240,8 +240,9 @@ def _stream(test_model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: li
         size = max(1, int(VALUE_CHUNK_BYTES // max(held / len(chunk), 1)))
 
 
-def _downstream(index: GraphIndex, value: str) -> set[str]:
-    """Every value computed from ``value``."""
+def _downstream(index: GraphIndex, value: str, agreed: frozenset[str] = frozenset()) -> set[str]:
+    """Every value computed from ``value``, not past a value in ``agreed`` (one that matches torch: an error cannot
+    have travelled through it)."""
     nodes = index.model.graph.node
     seen: set[str] = set()
     stack = [value]
@@ -250,7 +251,8 @@ def _downstream(index: GraphIndex, value: str) -> set[str]:
             for out in nodes[i].output:
                 if out and out not in seen:
                     seen.add(out)
-                    stack.append(out)
+                    if out not in agreed:
+                        stack.append(out)
     return seen
 
 
@@ -292,7 +294,7 @@ def realign(
         else:  # something diverges: a module the names gave no value is matched by value too, so the divergence is
             _settle_unnamed(path, search, index, out, linears)  # localized among them, not at the next named one
     _drop_taken(out, suspects, mappings, accumulators, index, failing_outputs)
-    _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs)
+    _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs, linears)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
     return out
 
@@ -420,15 +422,19 @@ def _mapping(path: str, value: str, index: GraphIndex, *, how: str, scope: str |
 
 def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, FusedGroup],
                       mappings: dict[str, ModuleMapping], accumulators: dict[str, LayerAccumulator],
-                      index: GraphIndex, failing_outputs: set[str]) -> None:
+                      index: GraphIndex, failing_outputs: set[str], linears: frozenset[str]) -> None:
     """Suspects no value confirmed: not comparable here unless their error reaches a value that disagrees (a graph
     output, or a module value that is no suspect itself)."""
     confirmed = {**mappings, **out.mappings}
     disagreeing = set(failing_outputs)
+    agreeing: set[str] = set()
     for path, mapping in confirmed.items():
         acc = out.accumulators.get(path) or (accumulators[path] if path not in suspects else None)
-        if mapping.value and acc is not None and any(not st.passed for _, st in acc.stats):
-            disagreeing.add(mapping.value)
+        if mapping.value and acc is not None and acc.stats:
+            (agreeing if all(st.passed for _, st in acc.stats) else disagreeing).add(mapping.value)
+    # an error stops at a value that matches torch (a block's residual sum after a layer-scaled fc2 whose scale a
+    # tool folded into its weight): a suspect only upstream of it reaches nothing, whatever fails later
+    agreed = frozenset(agreeing - disagreeing)
     for path in suspects:
         value = mappings[path].value
         if path in out.mappings or path in out.not_comparable or value is None:
@@ -436,11 +442,16 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
         if _blocked(index, value):  # a fused group's BatchNorm too: its group is compared at the conv
             out.not_comparable[path] = BLOCKED_NOTE.format(value=value)
             continue
+        if _bias_added_later(index, value, linears):  # the product before its bias: never its output
+            out.not_comparable[path] = (
+                f"not comparable here: its name points at {value!r}, the product before a fused op adds the bias "
+                f"(SkipLayerNormalization, BiasGelu); its output has no ONNX value of its own")
+            continue
         if path in grouped:
             continue
         if out.plausible.get(path):
             continue  # the re-check by value confirms the name: its output computed differently, a divergence
-        if (_downstream(index, value) | {value}) & disagreeing - ({value} - set(failing_outputs)):
+        if (_downstream(index, value, agreed) | {value}) & disagreeing - ({value} - set(failing_outputs)):
             continue  # its error travels on to something that disagrees: a divergence to report
         out.not_comparable[path] = (
             f"not comparable here: no ONNX value matches its output on sample 0 (a tool optimized or fused the graph "

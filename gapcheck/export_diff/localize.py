@@ -76,7 +76,7 @@ def extract_subgraph(model: onnx.ModelProto, index: GraphIndex, inputs: dict[str
                     stack.extend(n for sub in attr.g.node for n in sub.input)
     used = {n for i in needed for n in nodes[i].input}
     graph = onnx.helper.make_graph(
-        [nodes[i] for i in sorted(needed)],
+        [_without_fed_outputs(nodes[i], inputs) for i in sorted(needed)],
         "gapcheck_module_subgraph",
         [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
          for k, v in inputs.items()],
@@ -86,6 +86,18 @@ def extract_subgraph(model: onnx.ModelProto, index: GraphIndex, inputs: dict[str
     sub = onnx.helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     sub.functions.extend(model.functions)
     return sub
+
+
+def _without_fed_outputs(node: onnx.NodeProto, inputs: dict[str, np.ndarray]) -> onnx.NodeProto:
+    """``node`` with its outputs that the cut feeds renamed apart: a node needed for one output whose other output
+    is fed (ONNX Runtime's EmbedLayerNormalization: the embeddings fed, its mask index needed) would define a graph
+    input's name twice."""
+    if not any(out in inputs for out in node.output):
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.output[:] = [f"{out}__fed_by_gapcheck" if out in inputs else out for out in node.output]
+    return copy
 
 
 def localize(

@@ -139,6 +139,24 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(x, y)) / norm if norm > 0 and np.isfinite(norm) else 0.0
 
 
+#: ONNX Runtime's fused ops that add a Linear's bias themselves, and the input position of that bias
+_BIAS_INPUT = {"BiasGelu": 1, "FastGelu": 1, "BiasAdd": 1, "SkipLayerNormalization": 4,
+               "SkipSimplifiedLayerNormalization": 3}
+
+
+def _before_bias(index: GraphIndex, value: str) -> bool:
+    """Whether ``value`` is a product whose bias a fused op adds (a MatMul before BiasGelu/SkipLayerNormalization):
+    near the Linear's output by the bias, but no divergence; unknown, never *off*."""
+    nodes = index.model.graph.node
+    for i in index.consumers.get(value, ()):
+        node = nodes[i]
+        position = _BIAS_INPUT.get(node.op_type)
+        if position is not None and len(node.input) > position and node.input[0] == value \
+                and node.input[position] in index.initializers:
+            return True
+    return False
+
+
 def find_owner(index: GraphIndex, node_ids: list[int], values: dict[str, np.ndarray], capture: CaptureResult,
                policy: TolerancePolicy, noise: dict[str, float], correct: frozenset[str] | set[str] = frozenset()
                ) -> Owner | None:
@@ -150,7 +168,7 @@ def find_owner(index: GraphIndex, node_ids: list[int], values: dict[str, np.ndar
     for i in sorted(members):
         for out in nodes[i].output:
             array = values.get(out)
-            if array is None or classify.correct(out, array):
+            if array is None or classify.correct(out, array) or _before_bias(index, out):
                 continue
             near = classify.near(array)
             if not near:
@@ -163,7 +181,7 @@ def find_owner(index: GraphIndex, node_ids: list[int], values: dict[str, np.ndar
             if owner is not None:
                 torch_out = capture.modules[owner[2]].output
                 rel = relative_error(array, torch_out) if torch_out is not None else float("nan")
-                main = [nodes[k].op_type for k in ops if nodes[k].op_type not in _LAYOUT] or [nodes[i].op_type]
+                main = [nodes[k].op_type for k in sorted(ops) if nodes[k].op_type not in _LAYOUT] or [nodes[i].op_type]
                 return Owner(owner[2], out, main[-1], tuple(sorted(ops)), rel)
     return None
 
@@ -193,7 +211,7 @@ def _boundary(index: GraphIndex, value: str, members: set[int], values: dict[str
                 return None
             if classify.correct(name, array):
                 found.append(name)
-            elif classify.near(array):
+            elif classify.near(array) and not _before_bias(index, name):
                 return None  # an earlier value is already off: the error starts there
             else:
                 stack.append(name)
