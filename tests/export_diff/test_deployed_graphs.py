@@ -324,3 +324,32 @@ def test_cut_feeding_one_output_of_a_two_output_node_is_a_valid_model():
     got = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         ["y"], {"a": a, "x": np.ones((1, 4), np.float32)})[0]
     np.testing.assert_array_equal(got, np.maximum(a, 0) + 1)
+
+
+class _LargeWithTail(deployed.ConvBnNet):
+    """Large activations and an Identity after the head (timm's head.flatten): the Identity has no name mapping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tail = torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tail(super().forward(x))
+
+
+def test_module_matched_by_value_gets_the_noise_budget_of_its_tensor():
+    # an unmapped Identity matched by value was judged at the fixed 1e-4 while the very same graph output had its
+    # noise-aware budget: on a reparameterized RepVGG (logits up to 3e4) it failed and made upstream suspects
+    # "reach a diverging value"
+    torch.manual_seed(deployed.SEED)
+    model = deployed.trained_like(_LargeWithTail())
+    with torch.no_grad():
+        model.conv1.weight.mul_(300.0)
+        model.head.weight.mul_(3000.0)
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    slim = deployed.slimmed(deployed.export(model, (torch.from_numpy(x),), ["x"], ["y"]))
+    result = export_diff(model, [{"x": x}], onnx_model=slim)
+    assert result.verdict == "pass", _gaps(result)
+    tail = next(layer for layer in result.layers if layer.module == "tail")
+    output = next(o for o in result.outputs if o.name == "y")
+    assert "matched by value" in tail.note and tail.stats.atol == pytest.approx(output.stats.atol), (tail, output)
