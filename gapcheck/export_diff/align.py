@@ -34,6 +34,7 @@ from torch.nn.modules.conv import _ConvNd
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
+from gapcheck.export_diff.owner import before_bias
 from gapcheck.export_diff.passes import LayerAccumulator
 from gapcheck.model.mapping import GraphIndex, ModuleMapping
 from gapcheck.tensors import fingerprint
@@ -366,14 +367,15 @@ def _settle_suspect(path: str, search: _Search, index: GraphIndex, mappings: dic
 
 
 def _bias_added_later(index: GraphIndex, value: str | None, linears: frozenset[str]) -> bool:
-    """Whether a node reading ``value`` also reads a Linear's/Conv's own bias: ``value`` is the product before it
-    (ONNX Runtime's BiasGelu and SkipLayerNormalization add the bias inside the next op), near the module's output
-    by as much as the bias is small (MiniLM's real biases: 3% of the output), yet no divergence and not the output
-    of the module (a Dropout) that follows."""
-    if value is None:
+    """Whether a fused op adds a Linear's own bias to ``value`` (ONNX Runtime's BiasGelu, SkipLayerNormalization:
+    :func:`gapcheck.export_diff.owner.before_bias`), reading it by the Linear's name: ``value`` is the product
+    before it, near the module's output by as much as the bias is small (MiniLM's real biases: 3% of the output),
+    yet no divergence and not the output of the module (a Dropout) that follows. A Gemm reading ``value`` with its
+    own bias is another Linear, not this."""
+    if value is None or not before_bias(index, value):
         return False
     nodes = index.model.graph.node
-    return any(name.endswith(".bias") and name[:-5] in linears and name in index.initializers
+    return any(name.endswith(".bias") and name[:-5] in linears
                for i in index.consumers.get(value, ()) for name in nodes[i].input if name != value)
 
 

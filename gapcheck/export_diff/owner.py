@@ -144,7 +144,7 @@ _BIAS_INPUT = {"BiasGelu": 1, "FastGelu": 1, "BiasAdd": 1, "SkipLayerNormalizati
                "SkipSimplifiedLayerNormalization": 3}
 
 
-def _before_bias(index: GraphIndex, value: str) -> bool:
+def before_bias(index: GraphIndex, value: str) -> bool:
     """Whether ``value`` is a product whose bias a fused op adds (a MatMul before BiasGelu/SkipLayerNormalization):
     near the Linear's output by the bias, but no divergence; unknown, never *off*."""
     nodes = index.model.graph.node
@@ -168,7 +168,7 @@ def find_owner(index: GraphIndex, node_ids: list[int], values: dict[str, np.ndar
     for i in sorted(members):
         for out in nodes[i].output:
             array = values.get(out)
-            if array is None or classify.correct(out, array) or _before_bias(index, out):
+            if array is None or classify.correct(out, array) or before_bias(index, out):
                 continue
             near = classify.near(array)
             if not near:
@@ -211,7 +211,7 @@ def _boundary(index: GraphIndex, value: str, members: set[int], values: dict[str
                 return None
             if classify.correct(name, array):
                 found.append(name)
-            elif classify.near(array) and not _before_bias(index, name):
+            elif classify.near(array) and not before_bias(index, name):
                 return None  # an earlier value is already off: the error starts there
             else:
                 stack.append(name)
