@@ -34,7 +34,7 @@ from torch.nn.modules.conv import _ConvNd
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
-from gapcheck.export_diff.owner import before_bias
+from gapcheck.export_diff.owner import BIAS_INPUT, before_bias
 from gapcheck.export_diff.passes import LayerAccumulator
 from gapcheck.model.mapping import GraphIndex, ModuleMapping
 from gapcheck.tensors import fingerprint
@@ -73,6 +73,8 @@ class Realignment:
     references: dict[str, str] = field(default_factory=dict)  # module -> what torch value it was compared with
     # suspects no value matched: whether the named value is still the closest tensor and near it (a real divergence)
     plausible: dict[str, bool] = field(default_factory=dict)
+    # suspects named at the product before a fused op adds their bias: whether value + bias agrees with torch
+    debiased: dict[str, bool] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -186,10 +188,14 @@ class _Search:
     passing: tuple | None = None  # (not the named one, error ratio, -position, name, stats)
     named_stats: ErrorStats | None = None
     near: list[tuple[float, str, str, ErrorStats]] = field(default_factory=list)  # (rel. error, name, digest, stats)
+    bias: np.ndarray | None = None  # the module's own bias, when a fused op adds it to the named value
+    debiased_ok: bool | None = None  # whether the named value plus that bias agrees with the module's output
 
     def see(self, name: str, array: np.ndarray, position: int) -> None:
         if name == self.named:  # a group falls back to it even when it fails (with its shape, if that differs)
             self.named_stats = compare_arrays(array, self.target, self.tol)
+            if self.bias is not None and array.shape[-1:] == self.bias.shape:
+                self.debiased_ok = compare_arrays(array + self.bias, self.target, self.tol).passed
         if array.shape != self.target.shape or not np.issubdtype(array.dtype, np.floating):
             return
         stats = compare_arrays(array, self.target, self.tol) if self.named_stats is None or name != self.named \
@@ -330,8 +336,26 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
         if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
             continue
         tol = policy.for_name(path, captured.output.dtype, noise.get(path))
-        searches[path] = _Search(captured.output, tol, mappings[path].value if path in suspects else None)
+        named = mappings[path].value if path in suspects else None
+        bias = _own_bias(index, named) if isinstance(submodules[path], _LINEAR) else None
+        searches[path] = _Search(captured.output, tol, named, bias=bias)
     return searches
+
+
+def _own_bias(index: GraphIndex, value: str | None) -> np.ndarray | None:
+    """The bias a fused op adds to ``value`` (the initializer at its bias input, whatever a tool renamed it to:
+    onnxslim and the optimizer share one zero bias among many Linears), when one does (:func:`before_bias`)."""
+    if value is None:
+        return None
+    nodes = index.model.graph.node
+    for i in index.consumers.get(value, ()):
+        position = BIAS_INPUT.get(nodes[i].op_type)
+        if position is not None and len(nodes[i].input) > position and nodes[i].input[0] == value:
+            name = nodes[i].input[position]
+            for init in index.model.graph.initializer:
+                if init.name == name:
+                    return onnx.numpy_helper.to_array(init).astype(np.float32)
+    return None
 
 
 def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphIndex, out: Realignment) -> None:
@@ -355,6 +379,10 @@ def _settle_suspect(path: str, search: _Search, index: GraphIndex, mappings: dic
     match, how = search.best(), "matched by value"
     if match is None:
         closest = search.closest()
+        if search.debiased_ok is not None:  # the product before a fused op adds its bias: judged with the bias
+            out.plausible[path] = not search.debiased_ok  # an error beyond the bias is its own (or inherited)
+            out.debiased[path] = search.debiased_ok
+            return
         if closest is None or closest[0] == named:
             out.plausible[path] = closest is not None and not _bias_added_later(index, named, linears)
             return
@@ -444,7 +472,9 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
         if _blocked(index, value):  # a fused group's BatchNorm too: its group is compared at the conv
             out.not_comparable[path] = BLOCKED_NOTE.format(value=value)
             continue
-        if _bias_added_later(index, value, linears):  # the product before its bias: never its output
+        # the product before a fused op adds a Linear's bias: that Linear's output when value + bias agrees, and
+        # never the output of a module above it (a parent named by scope at it)
+        if out.debiased.get(path, path not in linears and before_bias(index, value)):
             out.not_comparable[path] = (
                 f"not comparable here: its name points at {value!r}, the product before a fused op adds the bias "
                 f"(SkipLayerNormalization, BiasGelu); its output has no ONNX value of its own")

@@ -140,7 +140,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 #: ONNX Runtime's fused ops that add a Linear's bias themselves, and the input position of that bias
-_BIAS_INPUT = {"BiasGelu": 1, "FastGelu": 1, "BiasAdd": 1, "SkipLayerNormalization": 4,
+BIAS_INPUT = {"BiasGelu": 1, "FastGelu": 1, "BiasAdd": 1, "SkipLayerNormalization": 4,
                "SkipSimplifiedLayerNormalization": 3}
 
 
@@ -150,7 +150,7 @@ def before_bias(index: GraphIndex, value: str) -> bool:
     nodes = index.model.graph.node
     for i in index.consumers.get(value, ()):
         node = nodes[i]
-        position = _BIAS_INPUT.get(node.op_type)
+        position = BIAS_INPUT.get(node.op_type)
         if position is not None and len(node.input) > position and node.input[0] == value \
                 and node.input[position] in index.initializers:
             return True

@@ -353,3 +353,14 @@ def test_module_matched_by_value_gets_the_noise_budget_of_its_tensor():
     tail = next(layer for layer in result.layers if layer.module == "tail")
     output = next(o for o in result.outputs if o.name == "y")
     assert "matched by value" in tail.note and tail.stats.atol == pytest.approx(output.stats.atol), (tail, output)
+
+
+def test_planted_activation_before_a_fused_bias_is_found_at_it(bias_gelu):
+    # the next Linear's value is the product before SkipLayerNormalization/BiasGelu adds its bias: judged with that
+    # bias added, so an error beyond the bias (inherited from the changed GELU) still counts and is traced
+    model, samples, onnx_model = bias_gelu
+    changed = copy.deepcopy(model)
+    changed.intermediate.intermediate_act_fn = torch.nn.SiLU()
+    result = export_diff(changed, samples, onnx_model=onnx_model)
+    assert result.verdict == "gap" and result.first_divergence is not None
+    assert result.first_divergence.module in ("intermediate", "intermediate.intermediate_act_fn"), result.first_divergence
