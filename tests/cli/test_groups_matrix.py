@@ -10,7 +10,7 @@ from tests.cli.commands import commands, options
 #: which commands must take which group (the options they leave out are listed in SKIPPED)
 USES = {
     ModelSource: {"export-diff", "golden record", "export"},
-    InputSource: {"export-diff", "golden record", "export"},
+    InputSource: {"export-diff", "golden record", "export", "nightly"},
     ToleranceSpec: {"export-diff", "golden record"},
     ExportSpec: {"export-diff", "golden record", "export", "cache info", "cache prune", "cache clear"},
     TritonTarget: {"export-diff", "triton-audit", "nightly"},
@@ -22,6 +22,7 @@ USES = {
 SKIPPED = {
     ("golden record", ExportSpec): {"save_onnx"},  # the bundle holds the ONNX file
     ("export", InputSource): {"file", "num_samples", "seed"},  # one random draw traces the export
+    ("nightly", InputSource): {"specs", "file", "num_samples", "seed"},  # the bundle holds the inputs; text only
     ("triton-audit", TritonTarget): {"deadline_s", "output_map"},
     ("export-diff", TritonTarget): {"deadline_s"},
     ("nightly", TritonTarget): {"url", "model", "protocol", "version"},  # --endpoint NAME=URL names each one
