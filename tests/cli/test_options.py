@@ -8,23 +8,23 @@ import pytest
 from gapcheck.cli import options
 from gapcheck.codes.export_diff import TRAINING_MODE
 from gapcheck.errors import UsageError
-from gapcheck.groups import ToleranceSpec
+from gapcheck.groups import ReportTargets, ToleranceSpec
 from gapcheck.report.contract import SimpleResult
 from gapcheck.report.formats import ReportFormat
 
 
 def test_reports_are_checked_before_and_written_after(tmp_path):
-    reports = options.prepare_reports(json=tmp_path / "a" / "r.json", html=tmp_path / "r.html")
+    reports = ReportTargets(json=tmp_path / "a" / "r.json", html=tmp_path / "r.html")
     assert set(reports.paths()) == {ReportFormat.JSON.value, ReportFormat.HTML.value}
     result = SimpleResult(command="demo", findings=(TRAINING_MODE.finding("w"),), headline="h")
-    written = options.emit_reports(result, reports)
+    written = reports.write(result)
     assert [p.name for p in written] == ["r.json", "r.html"]
     assert json.loads(written[0].read_text())["verdict"] == "pass"
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="--junit report path"):
-        options.prepare_reports(junit=tmp_path / "file" / "r.xml")
+        ReportTargets(junit=tmp_path / "file" / "r.xml")
     with pytest.raises(UsageError, match="--json and --html name the same file"):
-        options.prepare_reports(json=tmp_path / "same", html=tmp_path / "same")
+        ReportTargets(json=tmp_path / "same", html=tmp_path / "same")
 
 
 def test_tolerance_overrides_parse_and_refuse_garbage():
