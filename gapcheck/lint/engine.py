@@ -12,9 +12,7 @@ import errno
 import gc
 import os
 import re
-import signal
 import stat
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from gapcheck.alarm import interval_alarm
 from gapcheck.errors import InputError, UsageError
 from gapcheck.findings import Finding, Subject
 from gapcheck.lint.config import Selection, _matches
@@ -144,24 +143,13 @@ def _cpu_budget(seconds: float, fired: list[bool] | None = None) -> Iterator[Non
     CPU time, not wall time, so a loaded machine does not turn into reported files. Only where a
     timer can be armed: POSIX, the main thread (every pool worker; the CLI), no profiler's timer running.
     """
-    usable = (seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-              and signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0))
-    if not usable:
-        yield
-        return
-
-    def expire(signum: int, frame: object) -> None:
+    def expired() -> BaseException:
         if fired is not None:
             fired.append(True)
-        raise _OverBudget
+        return _OverBudget()
 
-    previous = signal.signal(signal.SIGPROF, expire)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
+    with interval_alarm(seconds, expired, cpu=True):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
 
 
 def lint_file(path: Path, display: str, selection: Selection, program: Program | None = None) -> FileOutcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import xml.etree.ElementTree as ET
 from importlib import resources
@@ -167,7 +168,7 @@ def test_a_file_over_its_cpu_budget_is_reported_and_the_run_goes_on(tmp_path: Pa
     assert [e.path.rsplit(os.sep, 1)[-1] for e in result.errors] == ["generated.py"]
     assert "CPU seconds" in result.errors[0].message
     assert [f.code for f in result.findings] == ["GC801"]
-    assert engine.signal.getitimer(engine.signal.ITIMER_PROF) == (0.0, 0.0)  # the timer is disarmed again
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)  # the timer is disarmed again
 
 
 def test_the_budget_landing_inside_the_parser_is_still_the_budget(tmp_path: Path,
