@@ -1,6 +1,6 @@
 """Import arrows only point down (DESIGN.md): the floors this test pins, read from the source with ``ast``.
 
-- the lowest floor (errors, limits, atomic, version, findings, progress, tensors) imports only itself;
+- the lowest floor (errors, limits, atomic, version, findings, progress, tensors, alarm) imports only itself;
 - ``model/`` never imports ``backends/`` or a command package (the exporters share names with the torch backend
   through ``model/outputs.py``);
 - the report layer, ``model/``, ``backends/``, ``guards/``, ``metrics/`` and ``triton/`` never import the package
@@ -15,7 +15,7 @@ import gapcheck
 
 ROOT = Path(gapcheck.__file__).parent
 LOWEST = {"gapcheck.errors", "gapcheck.limits", "gapcheck.atomic", "gapcheck.version", "gapcheck.findings",
-          "gapcheck.progress", "gapcheck.tensors"}
+          "gapcheck.progress", "gapcheck.tensors", "gapcheck.alarm"}
 COMMANDS = ("gapcheck.cli", "gapcheck.export_diff", "gapcheck.preprocess", "gapcheck.golden", "gapcheck.nightly",
             "gapcheck.data", "gapcheck.lint", "gapcheck.triton")
 
@@ -47,7 +47,7 @@ def _files(*areas: str) -> list[Path]:
 def test_the_lowest_floor_imports_only_itself():
     wrong = [f"{path.name}:{line} imports {module}"
              for path in _files("errors.py", "limits.py", "atomic.py", "version.py", "findings.py", "progress.py",
-                                "tensors.py")
+                                "tensors.py", "alarm.py")
              for line, module, _ in _imports(path) if module not in LOWEST]
     assert not wrong, wrong
 
@@ -62,7 +62,7 @@ def test_no_layer_below_the_top_reaches_for_the_package_face():
     wrong = []
     for path in _files("report", "model", "backends", "guards", "metrics", "triton", "codes", *(
             f"{name}.py" for name in ("errors", "limits", "atomic", "version", "findings", "progress", "tensors",
-                                      "inputs", "compare"))):
+                                      "alarm", "inputs", "compare"))):
         for line, module, names in _imports(path):
             submodules = [n for n in names if (ROOT / n).is_dir() or (ROOT / f"{n}.py").is_file()]
             if module == "gapcheck" and set(names) - set(submodules):
