@@ -18,7 +18,11 @@ The folder is capped (``--cache-max-mb``, ``[cache] max_mb``, default :data:`DEF
 the least recently used entries go until the rest fit (a hit touches its ``.json``, whose modification time is the
 entry's last use). Other processes may use and prune the same folder at the same time: an entry that vanishes
 between listing and reading or removing is a miss, never an error. ``gapcheck cache info|prune|clear`` show and
-trim it; only files named like entries (and their temporary files) are ever removed.
+trim it. Only what gapcheck provably wrote is ever removed: an entry whose ``.json`` is gapcheck's description of
+that very key, and stale temporary files of gapcheck's own naming. A ``<key>.onnx`` without its ``.json`` (a writer
+that died between the two renames, or a user's model named by its hash) is never removed by the automatic trim
+after a store; ``gapcheck cache prune|clear`` (which first refuse a folder holding foreign files) remove it only
+once it is older than :data:`_ORPHAN_S`, so another process's entry being written is left alone.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import json
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +53,8 @@ DEFAULT_MAX_MB = 4096  # the folder's default cap (a nightly over many model ver
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.(onnx|json)$")
 _TEMP = re.compile(r"^\.[0-9a-f]{64}\.(onnx|json)\..*\.tmp$")
 _STALE_TEMP_S = 3600.0  # a temporary file this old belongs to a writer that died
+_ORPHAN_S = 600.0  # a .onnx without its .json younger than this may be another process's entry being written
+_META_MAX_BYTES = 64 * 1024  # a description is a few hundred bytes
 
 
 def default_cache_dir() -> Path:
@@ -157,7 +164,7 @@ def store(cache_dir: Path, key: str, result: ExportResult, max_bytes: int | None
     data = result.model.SerializeToString() if result.model.ByteSize() <= min(_MAX_CACHED_BYTES, limit) else None
     if data is None:
         return False
-    meta = {"exporter": result.exporter, "fallback_reason": result.fallback_reason, "warnings": list(result.warnings),
+    meta = {"key": key, "exporter": result.exporter, "fallback_reason": result.fallback_reason, "warnings": list(result.warnings),
             "batch_baked": result.batch_baked, "export_seconds": result.seconds}
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -167,7 +174,7 @@ def store(cache_dir: Path, key: str, result: ExportResult, max_bytes: int | None
     except (OSError, GapcheckError) as exc:
         log.warning("export cache not written (%s): %s", cache_dir, exc)
         return False
-    prune(cache_dir, limit, keep=key)
+    prune(cache_dir, limit, keep=key, orphans=False)  # a lone .onnx may be a user's: never removed here
     return True
 
 
@@ -199,8 +206,50 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def entries(cache_dir: Path) -> tuple[list[Entry], list[Path]]:
-    """Complete entries (oldest use first) and leftovers (incomplete entries, stale temporary files)."""
+def _is_regular(path: Path) -> bool | None:
+    """Whether ``path`` is a regular file (not a link, folder, FIFO); None when it is gone."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _is_own_meta(path: Path, key: str) -> bool:
+    """Whether ``path`` is the description gapcheck wrote for ``key`` (entries of earlier versions name no key)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_META_MAX_BYTES + 1)
+        meta = json.loads(data) if len(data) <= _META_MAX_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (isinstance(meta, dict) and isinstance(meta.get("exporter"), str)
+            and meta.get("key", key) == key)
+
+
+def check_folder(cache_dir: Path) -> None:
+    """Refuse (UsageError, exit 2) a cache folder that is not a folder or holds something named like an entry that is
+    not a regular file (a folder ``<sha256>.onnx``): found before any work, not as a backend failure after it."""
+    from gapcheck.errors import UsageError
+
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise UsageError(f"export cache folder {cache_dir} is not a folder", parameter="cache_dir")
+    try:
+        names = os.listdir(cache_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise UsageError(f"export cache folder {cache_dir} cannot be listed: {exc.strerror or type(exc).__name__}",
+                         parameter="cache_dir") from None
+    for name in sorted(names):
+        if _ENTRY.match(name) and _is_regular(cache_dir / name) is False:
+            raise UsageError(f"export cache folder {cache_dir} holds {name}, which is named like a cache entry but is "
+                             "not a regular file", parameter="cache_dir")
+
+
+def entries(cache_dir: Path, *, orphans: bool = True) -> tuple[list[Entry], list[Path]]:
+    """Complete entries (oldest use first) and leftovers: stale temporary files and, with ``orphans``, a ``.onnx``
+    without its ``.json`` older than :data:`_ORPHAN_S`. Files whose ``.json`` is not gapcheck's description of their
+    key, and anything not a regular file, are neither: they are never removed."""
     try:
         names = os.listdir(cache_dir)
     except (FileNotFoundError, NotADirectoryError):
@@ -211,7 +260,7 @@ def entries(cache_dir: Path) -> tuple[list[Entry], list[Path]]:
         path = cache_dir / name
         if _TEMP.match(name):
             try:
-                if now - path.stat().st_mtime > _STALE_TEMP_S:
+                if stat.S_ISREG(os.lstat(path).st_mode) and now - path.stat().st_mtime > _STALE_TEMP_S:
                     leftovers.append(path)
             except OSError:
                 pass
@@ -219,11 +268,16 @@ def entries(cache_dir: Path) -> tuple[list[Entry], list[Path]]:
         if not _ENTRY.match(name) or not name.endswith(".onnx"):
             continue
         meta, key = path.with_suffix(".json"), name[:-5]
+        if not _is_regular(path):
+            continue
         model_bytes, meta_bytes = _size(path), _size(meta)
         if model_bytes is None:
             continue
         if meta_bytes is None:
-            leftovers.append(path)
+            if orphans and _older_than(path, _ORPHAN_S, now):
+                leftovers.append(path)
+            continue
+        if not _is_regular(meta) or not _is_own_meta(meta, key):
             continue
         try:
             used = meta.stat().st_mtime
@@ -233,16 +287,24 @@ def entries(cache_dir: Path) -> tuple[list[Entry], list[Path]]:
     return sorted(found, key=lambda e: (e.last_used, e.key)), leftovers
 
 
+def _older_than(path: Path, seconds: float, now: float) -> bool:
+    try:
+        return now - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def _remove(cache_dir: Path, key: str) -> None:
     # The .json first: without it the entry is a miss for every reader at once.
     for suffix in (".json", ".onnx"):
         (cache_dir / f"{key}{suffix}").unlink(missing_ok=True)
 
 
-def prune(cache_dir: Path, max_bytes: int, *, keep: str | None = None) -> tuple[int, int]:
+def prune(cache_dir: Path, max_bytes: int, *, keep: str | None = None, orphans: bool = True) -> tuple[int, int]:
     """Remove least recently used entries until the rest fit in ``max_bytes`` (and leftovers); (entries, bytes) freed.
-    ``keep`` (the entry just stored) goes last. Entries other processes remove meanwhile are skipped."""
-    found, leftovers = entries(cache_dir)
+    ``keep`` (the entry just stored) goes last. Entries other processes remove meanwhile are skipped. ``orphans``:
+    also old ``.onnx`` files without their ``.json`` (only for a folder checked to hold nothing foreign)."""
+    found, leftovers = entries(cache_dir, orphans=orphans)
     freed = [0, 0]
     for path in leftovers:
         size = _size(path) or 0
@@ -275,6 +337,7 @@ class ExportCache:
     def __init__(self, directory: Path | None = None, factory: Callable | None = None,
                  max_bytes: int | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        check_folder(self.directory)
         self.factory = factory
         self.max_bytes = DEFAULT_MAX_MB * 1024 * 1024 if max_bytes is None else max_bytes
 

@@ -72,6 +72,8 @@ def test_prune_and_clear_touch_only_entry_files(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     cache.store(tmp_path, _key(1), _result(10), max_bytes=10**6)
     (tmp_path / f"{_key(2)}.onnx").write_bytes(b"half")  # an entry whose writer died before its .json
+    stamp = time.time() - 2 * cache._ORPHAN_S
+    os.utime(tmp_path / f"{_key(2)}.onnx", (stamp, stamp))
     removed, _ = cache.clear(tmp_path)
     assert removed == 1 and sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
@@ -95,3 +97,46 @@ def test_the_cap_from_the_config_is_validated(tmp_path, value, capsys):
     config = tmp_path / "gapcheck.toml"
     config.write_text(f"[cache]\nmax_mb = {value}\n")
     assert main(["cache", "info", "--config", str(config)]) == 2
+
+
+def test_a_users_model_named_by_its_hash_survives_a_store(tmp_path):
+    """issue 23 (attacker #1): the trim after a store deleted any <sha256>.onnx without its .json, however old."""
+    mine = tmp_path / f"{_key(7)}.onnx"
+    mine.write_bytes(b"my model")
+    stamp = time.time() - 10 * cache._ORPHAN_S
+    os.utime(mine, (stamp, stamp))
+    assert cache.store(tmp_path, _key(1), _result(10), max_bytes=10**6)
+    assert cache.prune(tmp_path, 10**6, orphans=False) == (0, 0)
+    assert mine.read_bytes() == b"my model"
+
+
+def test_a_young_orphan_is_another_writers_entry_and_stays(tmp_path):
+    cache.store(tmp_path, _key(1), _result(10), max_bytes=10**6)
+    (tmp_path / f"{_key(2)}.onnx").write_bytes(b"being written")  # its .json comes a moment later
+    cache.clear(tmp_path)
+    assert (tmp_path / f"{_key(2)}.onnx").exists()
+
+
+def test_an_entry_whose_json_is_not_gapchecks_is_never_evicted(tmp_path):
+    (tmp_path / f"{_key(3)}.onnx").write_bytes(b"x" * 5000)
+    (tmp_path / f"{_key(3)}.json").write_text('{"mine": true}')
+    (tmp_path / f"{_key(4)}.onnx").write_bytes(b"x" * 5000)
+    (tmp_path / f"{_key(4)}.json").write_text(f'{{"exporter": "dynamo", "key": "{_key(5)}"}}')  # another key's
+    assert cache.clear(tmp_path) == (0, 0)
+    assert len(os.listdir(tmp_path)) == 4
+    cache.store(tmp_path, _key(1), _result(10), max_bytes=10**6)
+    cache.prune(tmp_path, 0)  # over the cap: only gapcheck's own entry may go
+    assert (tmp_path / f"{_key(3)}.onnx").exists() and (tmp_path / f"{_key(4)}.onnx").exists()
+
+
+def test_a_folder_named_like_an_entry_is_refused_before_work(tmp_path):
+    from gapcheck.errors import ExitCode, UsageError
+
+    (tmp_path / f"{_key(1)}.onnx").mkdir()
+    with pytest.raises(UsageError) as caught:
+        cache.ExportCache(tmp_path)
+    assert caught.value.exit_code == ExitCode.USAGE and "not a regular file" in str(caught.value)
+    file_not_folder = tmp_path / "file"
+    file_not_folder.write_text("x")
+    with pytest.raises(UsageError):
+        cache.ExportCache(file_not_folder)
