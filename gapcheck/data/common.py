@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gapcheck.data.remote import shown
 from gapcheck.data.sources import SourcePlan
 from gapcheck.engines import Shard, ShardFailure
 from gapcheck.findings import Finding, Subject
@@ -90,7 +91,12 @@ def bad_input_findings(label: str, bad: Sequence[tuple[str, str]]) -> list[Findi
     return [codes.BAD_INPUT.finding(f"{len(bad)} item(s) of {label} could not be used ({summary})",
                                     subject=Subject(stage=label),
                                     evidence={"count": len(bad), "reasons": reasons,
-                                              "items": [f"{item}: {reason}" for item, reason in bad[:20]]})]
+                                              "items": [_safe(f"{item}: {reason}") for item, reason in bad[:20]]})]
+
+
+def _safe(text: str) -> str:
+    """A text naming a URL (an unreadable remote item, a shard's error) without its credentials."""
+    return shown(text) if "://" in text else text
 
 
 def shard_failure_findings(failures: Sequence[ShardFailure]) -> list[Finding]:
@@ -98,9 +104,9 @@ def shard_failure_findings(failures: Sequence[ShardFailure]) -> list[Finding]:
 
     raise_remote_failure([f.error for f in failures])
     return [codes.SHARD_FAILED.finding(
-        f"shard {f.index} failed after {f.attempts} attempt(s): {f.error}; {len(f.items)} item(s) not checked",
-        subject=Subject(sample=f"shard {f.index}"), evidence={"error": f.error, "attempts": f.attempts,
-                                                               "items": list(f.items[:50])})
+        f"shard {f.index} failed after {f.attempts} attempt(s): {_safe(f.error)}; {len(f.items)} item(s) not checked",
+        subject=Subject(sample=f"shard {f.index}"), evidence={"error": _safe(f.error), "attempts": f.attempts,
+                                                               "items": [_safe(i) for i in f.items[:50]]})
         for f in failures]
 
 

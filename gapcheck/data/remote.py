@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,9 @@ T = TypeVar("T")
 LOCAL_PROTOCOLS = frozenset({"file", "local", "memory"})
 BREAKER_S = 300.0  # after a host failed every attempt, its next reads in this process fail at once for this long
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# ``scheme://user:password@`` anywhere in a text: a chained fsspec URL (``zip://a.csv::http://u:pw@h/a.zip``) or
+# a library's message quoting the URL carries credentials past the first segment.
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/@\s'\"]+)@")
 
 
 class RemoteReadError(EndpointError):
@@ -108,9 +112,22 @@ def host_of(location: str) -> str:
     return f"{protocol_of(location)}://{rest.split('/', 1)[0].rsplit('@', 1)[-1]}"
 
 
+def _userinfo(text: str) -> list[str]:
+    """Every URL userinfo in ``text`` (and its ``:``-separated parts), wherever the URL starts."""
+    found: list[str] = []
+    for match in _USERINFO.finditer(text):
+        found.append(match.group(1))
+        found.extend(part for part in match.group(1).split(":") if len(part) >= 3)
+    return found
+
+
 def _hidden_parts(location: str) -> tuple[str, ...]:
     """The parts of a remote URL that may carry a token and are never printed: the userinfo, the query and fragment
-    (a presigned ``?sig=``), and the folders between the host and the file (``/<token>/a.csv``)."""
+    (a presigned ``?sig=``), and the folders between the host and the file (``/<token>/a.csv``). A chained URL
+    (``zip://a.csv::s3://key:secret@bucket/a.zip``) hides the parts of every segment."""
+    if "::" in location:
+        parts = [p for segment in location.split("::") if segment for p in _hidden_parts(segment)]
+        return tuple(sorted(set(parts + _userinfo(location)), key=len, reverse=True))
     if not is_remote(location):
         return secrets_in(location, None)
     rest = location.partition("://")[2]
@@ -127,7 +144,7 @@ def _hidden_parts(location: str) -> tuple[str, ...]:
 def shown(text: str, location: str | None = None) -> str:
     """``text`` (a location, or a message about ``location``) safe to print: URL credentials, query strings and a
     remote URL's folders replaced, control characters neutralized."""
-    hidden = _hidden_parts(text if location is None else location) + secrets_in(text, None)
+    hidden = _hidden_parts(text if location is None else location) + secrets_in(text, None) + tuple(_userinfo(text))
     return clean_text(redact(text, tuple(sorted(set(hidden), key=len, reverse=True))), limit=200)
 
 

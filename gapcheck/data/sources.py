@@ -80,7 +80,9 @@ def _filesystem(location: str) -> tuple[Any, str, str]:
     try:
         fs, path = filesystem(location)
     except (ImportError, ValueError) as exc:
-        raise UsageError(f"cannot open {location!r}: {exc}") from exc
+        raise UsageError(f"cannot open {shown(location)}: {shown(str(exc), location)}") from None
+    except OSError as exc:  # a chained URL (zip://a.csv::http://...) opens its outer file here
+        raise InputError(f"cannot open {shown(location)}: {shown(f'{type(exc).__name__}: {exc}', location)}") from None
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     return fs, path, protocol
 
@@ -142,7 +144,7 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
         except OSError as exc:
             if exc.errno == 40:
                 return protocol, [], [BadItem(path, "symlink loop")]
-            raise InputError(f"{location}: not found") from exc
+            raise InputError(f"{shown(location)}: not found") from exc
         if os.path.isdir(path):
             files, bad = _walk_local(path)
             return protocol, files, bad
@@ -151,7 +153,7 @@ def list_files(location: str) -> tuple[str, list[str], list[BadItem]]:
         return protocol, [path], []
     if not is_remote(location):
         if not fs.exists(path):
-            raise InputError(f"{location}: not found")
+            raise InputError(f"{shown(location)}: not found")
         return protocol, sorted(fs.find(path)) if fs.isdir(path) else [path], []
     try:  # one request under the deadline: fsspec's http exists() reads a timeout as "not there"
         info = remote_call("listing", location, lambda: fs.info(path))
@@ -195,7 +197,7 @@ def plan(spec: SourceSpec, shard_size: int = 256) -> SourcePlan:
     images = [f for f in files if suffix[f] in IMAGE_EXTENSIONS]
     tables = [f for f in files if suffix[f] in TABLE_EXTENSIONS | ARRAY_EXTENSIONS]
     if images and tables:
-        raise UsageError(f"split {spec.name!r} mixes images and tables ({spec.location}); give one kind per split")
+        raise UsageError(f"split {spec.name!r} mixes images and tables ({shown(spec.location)}); give one kind per split")
     used = set(images) | set(tables)
     skipped = tuple(f for f in files if f not in used)
     if not used and not bad:
@@ -347,11 +349,11 @@ def _plan_dataset(spec: SourceSpec, shard_size: int) -> SourcePlan:
     try:
         size = len(dataset)
     except TypeError as exc:
-        raise UsageError(f"{spec.location} returned a dataset without len(); gapcheck needs a map-style Dataset") from exc
+        raise UsageError(f"{shown(spec.location)} returned a dataset without len(); gapcheck needs a map-style Dataset") from exc
     except Exception as exc:  # noqa: BLE001 - the user's __len__ failing (e.g. negative) is bad input
-        raise InputError(f"len() of the dataset {spec.location} raised {type(exc).__name__}: {exc}") from exc
+        raise InputError(f"len() of the dataset {shown(spec.location)} raised {type(exc).__name__}: {exc}") from exc
     if size > MAX_LISTED:
-        raise InputError(f"{spec.location}: len() is {size}, more than the {MAX_LISTED} samples gapcheck plans")
+        raise InputError(f"{shown(spec.location)}: len() is {size}, more than the {MAX_LISTED} samples gapcheck plans")
     kind = SourceKind.images if dataset_sample_kind(spec.location, size) == "images" else SourceKind.table
     payloads = tuple({"kind": "dataset", "sample_kind": kind.value, "split": spec.name, "callable": spec.location,
                       "start": s, "stop": min(s + shard_size, size), "offset": s} for s in range(0, size, shard_size))
