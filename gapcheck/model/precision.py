@@ -36,7 +36,11 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
                                                          max_finite_val=FP16_MAX,
                                                          node_block_list=list(keep_fp32) or None)
         retype_casts(converted)
-        return drop_round_trips(converted) if keep_fp32 else converted
+        if not keep_fp32:
+            return converted
+        restore_fp32_constants(converted, model, set(keep_fp32))
+        restore_output_types(converted, model)
+        return drop_round_trips(converted)
     if precision == "bf16":
         raise UsageError(
             "precision bf16 is not available: ONNX Runtime's CPU execution provider has no bfloat16 kernels for "
@@ -45,6 +49,89 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
             parameter="precision",
         )
     raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}", parameter="precision")
+
+
+def _float_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """The FP32 initializers and Constant-node tensors of the original model, by value name."""
+    found = {t.name: t for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value" \
+                and node.attribute[0].t.data_type == onnx.TensorProto.FLOAT:
+            found[node.output[0]] = node.attribute[0].t
+    return found
+
+
+def restore_fp32_constants(converted: onnx.ModelProto, original: onnx.ModelProto, keep_fp32: set[str]) -> None:
+    """A node kept in FP32 reads its constants at their original FP32 value, not clamped to FP16 and cast back.
+
+    onnxconverter-common puts the input Casts in front of a blocked node before it decides which initializers
+    to keep in FP32 (those read directly by a blocked node), so a constant of 1e5 feeding a blocked Mul is clamped to
+    65504 and cast up again: the node kept in FP32 to hold large values computes with the wrong constant.
+    """
+    constants = _float_constants(original)
+    by_output = {o: n for n in converted.graph.node for o in n.output}
+    names = {t.name for t in converted.graph.initializer}
+    for node in converted.graph.node:
+        if node.name not in keep_fp32:
+            continue
+        for i, name in enumerate(node.input):
+            cast = by_output.get(name)
+            if cast is None or cast.op_type != "Cast" or cast.input[0] not in constants:
+                continue
+            restored = f"{cast.input[0]}_fp32"
+            if restored not in names:
+                tensor = onnx.TensorProto()
+                tensor.CopyFrom(constants[cast.input[0]])
+                tensor.name = restored
+                converted.graph.initializer.append(tensor)
+                names.add(restored)
+            node.input[i] = restored
+    _prune_unused(converted)
+
+
+def restore_output_types(converted: onnx.ModelProto, original: onnx.ModelProto) -> None:
+    """Graph outputs stay FP32 (keep_io_types) when a node kept in FP32 produces one.
+
+    onnxconverter-common's Cast after a blocked node retypes the graph output itself to FP16, and its I/O pass then
+    sees no FP32 output to cast back: the output became FP16 and a value beyond 65504 came out as Inf.
+    """
+    was_float = {o.name for o in original.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    consumed = {name for n in converted.graph.node for name in n.input}
+    by_output = {o: n for n in converted.graph.node for o in n.output}
+    for output in converted.graph.output:
+        if output.name not in was_float or output.type.tensor_type.elem_type != onnx.TensorProto.FLOAT16:
+            continue
+        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        stale = [v for v in converted.graph.value_info if v.name == output.name]
+        for info in stale:  # an FP16 value_info of the output name would contradict the output's type
+            converted.graph.value_info.remove(info)
+        producer = by_output.get(output.name)
+        if producer is not None and producer.op_type == "Cast" and output.name not in consumed:
+            for attribute in producer.attribute:  # the FP16 cast becomes the FP32 one the output needs
+                if attribute.name == "to":
+                    attribute.i = onnx.TensorProto.FLOAT
+            continue
+        half = f"{output.name}_fp16"
+        for node in converted.graph.node:  # the FP16 value renamed; a Cast gives the output its FP32 type
+            node.input[:] = [half if i == output.name else i for i in node.input]
+            node.output[:] = [half if o == output.name else o for o in node.output]
+        converted.graph.node.append(onnx.helper.make_node("Cast", [half], [output.name], f"{output.name}_cast_fp32",
+                                                          to=onnx.TensorProto.FLOAT))
+
+
+def _prune_unused(model: onnx.ModelProto) -> None:
+    """Drop Casts and initializers that nothing reads any more (the clamped FP16 copies of restored constants)."""
+    graph = model.graph
+    used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output}
+    keep = [n for n in graph.node if not (n.op_type == "Cast" and n.output[0] not in used)]
+    if len(keep) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(keep)
+    used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output}
+    inits = [t for t in graph.initializer if t.name in used]
+    if len(inits) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(inits)
 
 
 def retype_casts(model: onnx.ModelProto) -> None:

@@ -79,3 +79,30 @@ def tiny_convnet() -> nn.Module:
     """Every node inside a module (conv, ReLU, pool, linear): excluding every module leaves no INT8 op at all."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).eval()
+
+
+class Scale(nn.Module):
+    """``x * factor`` with a factor beyond FP16's range or near it: the constant itself must stay FP32."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor
+
+
+def scaled_linear() -> nn.Module:
+    """``Linear(16, 16)(x) * 1e5``: the Mul produces the graph output and reads a constant FP16 cannot hold."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 16), Scale(100000.0)).eval()
+
+
+def hostile_names() -> nn.Module:
+    """The same overflow (x * 3e5) behind module names made to break LaTeX, HTML and terminals."""
+    torch.manual_seed(0)
+    model = nn.Sequential()
+    model.add_module("$\\frac{a$", nn.Linear(16, 16))
+    model.add_module("<script>", nn.ReLU())
+    model.add_module("\x1b[31mred", Scale(3e5))
+    return model.eval()

@@ -81,3 +81,25 @@ def test_a_fix_with_no_int8_op_left_is_not_an_int8_fix(tmp_path: Path):
     assert document["fix"]["trade"][-1]["met"]  # the all-FP32 try did meet it
     insufficient = [f for f in document["findings"] if f["code"] == "precision_fix_insufficient"]
     assert insufficient and "no INT8 op is left" in insufficient[0]["message"]
+
+
+def test_a_kept_node_reads_its_constant_in_fp32_and_keeps_the_output_fp32(tmp_path: Path):
+    """Issue 20: x * 1e5 kept in FP32 read the constant clamped to 65504 and wrote an FP16 graph output (Inf)."""
+    import onnx
+
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    code = main(["precision", "--model", "tests.precision.models:scaled_linear", "--input", "x:1x8x16:float32",
+                 "--precision", "fp16", "--fix", str(out), "--json", str(report), "--no-cache"])
+    assert code == 0
+    assert json.loads(report.read_text())["fix"]["status"] == "verified"
+    model = onnx.load(str(out))
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    constants = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    assert any(c.size == 1 and float(c) == 100000.0 for c in constants)
+
+
+def test_hostile_module_names_with_an_overflow_are_fixed(tmp_path: Path):
+    out = tmp_path / "out.onnx"
+    code = main(["precision", "--model", "tests.precision.models:hostile_names", "--input", "x:1x8x16:float32",
+                 "--precision", "fp16", "--fix", str(out), "--no-cache"])
+    assert code == 0 and out.exists()
