@@ -248,9 +248,10 @@ def _mark_not_utf8(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(_MARK_ERRORS, _mark_not_utf8)
 
 _SKIPPED_LINE = re.compile(r"Skipping line (\d+): ([^\n]*)")
+_FIRST_ROW_TOO_LONG = "Length of header or names does not match length of data"
 
 
-def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[int, str]]]]:
+def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[str, str]]]]:
     """(chunk, malformed lines) per :data:`CSV_CHUNK_ROWS` rows. A row with the wrong number of fields is skipped by
     the parser and returned here (line number, why) to be counted; bytes that are not UTF-8 become :data:`_MARK`, whose
     rows :func:`_clean_rows` counts. Either way one bad row never makes the whole file unreadable."""
@@ -258,8 +259,11 @@ def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[int, str]]]]:
 
     import pandas as pd
 
+    # index_col=False: a first data row with more fields than the header would otherwise become pandas' implicit
+    # index (its leading fields read as row labels, the row counted good); pandas truncates it instead and warns,
+    # and that row is dropped here and counted like any other row with the wrong number of fields.
     reader = pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS, on_bad_lines="warn",
-                         encoding_errors=_MARK_ERRORS)
+                         encoding_errors=_MARK_ERRORS, index_col=False)
     with reader:
         while True:
             with warnings.catch_warnings(record=True) as caught:
@@ -268,20 +272,23 @@ def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[int, str]]]]:
                     chunk = next(reader)
                 except StopIteration:
                     return
-            malformed = [(int(line), why) for w in caught if issubclass(w.category, pd.errors.ParserWarning)
-                         for line, why in _SKIPPED_LINE.findall(str(w.message))]
+            messages = [str(w.message) for w in caught if issubclass(w.category, pd.errors.ParserWarning)]
+            malformed = [(f"line {line}", why) for m in messages for line, why in _SKIPPED_LINE.findall(m)]
+            if any(_FIRST_ROW_TOO_LONG in m for m in messages) and len(chunk):
+                chunk = chunk.iloc[1:]
+                malformed.insert(0, ("first data row", "more fields than the header"))
             yield chunk, malformed
 
 
 _NOT_UTF8 = "not UTF-8 text: re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
 
 
-def _clean_rows(frame: Frame, file_name: str, malformed: list[tuple[int, str]]) -> Frame:
+def _clean_rows(frame: Frame, file_name: str, malformed: list[tuple[str, str]]) -> Frame:
     """Drop (and list as bad) the rows holding bytes that were not UTF-8; list the parser's malformed lines.
     A column that was text only because of a bad row is numeric again once the row is out."""
     import pandas as pd
 
-    bad = frame.bad + [(f"{file_name} line {line}", f"malformed row: {why}") for line, why in malformed]
+    bad = frame.bad + [(f"{file_name} {where}", f"malformed row: {why}") for where, why in malformed]
     data = frame.data
     text = [c for c in data.columns if data[c].dtype.kind not in "biufcmM"]
     hit = {c: data[c].astype(str).str.contains(_MARK, regex=False).to_numpy() for c in text}
@@ -352,7 +359,7 @@ def read_frame(payload: dict[str, Any]) -> Frame:
             frame = handle.read_row_group(payload["row_group"]).to_pandas()
     elif fmt == "csv":
         with open_file(url) as handle:
-            frame = pd.read_csv(handle, low_memory=False)
+            frame = pd.read_csv(handle, low_memory=False, index_col=False)  # see _csv_chunks
     elif fmt == "npy":
         frame = _matrix_frame(_load_npy(url, payload["start"], payload["stop"]), payload.get("columns"))
     else:

@@ -247,3 +247,25 @@ def test_a_utf8_csv_holding_the_replacement_character_is_not_called_bad(tables, 
     frame.to_csv(tables / "fffd.csv", index=False, encoding="utf-8")
     result = drift(str(tables / "fffd.csv"), str(tables / "fffd.csv"), engine=serial)
     assert result.bad_items == () and result.current.used == 300
+
+
+def test_csv_whose_first_row_has_more_fields_than_the_header_counts_it_as_bad(tables, serial):
+    """pandas reads such a row's leading fields as an implicit index (the data shifted under the wrong columns,
+    nothing counted); it is a malformed row like any other with the wrong number of fields."""
+    (tables / "wide_first.csv").write_text("a,b,y\n1,2,0,9,9\n" + "".join(f"{i},{i},1\n" for i in range(40)))
+    result = drift(str(tables / "ok.csv"), str(tables / "wide_first.csv"), engine=serial)
+    validate(result)
+    assert result.current.used == 40 and result.current.bad == 1
+    assert "malformed row: more fields than the header" in _reasons(result)
+    assert [f.code for f in result.findings if f.code == "bad_input"] == ["bad_input"]
+
+
+def test_leakage_of_a_csv_whose_first_row_is_too_wide_reports_bad_input(tmp_path, capsys):
+    (tmp_path / "a.csv").write_text("id,a\n1,2,3,4\n5\n")
+    (tmp_path / "b.csv").write_text("id,a\n7,8\n9,10\n")
+    report = tmp_path / "r.json"
+    main(["leakage", "--split", f"a={tmp_path / 'a.csv'}", "--split", f"b={tmp_path / 'b.csv'}",
+          "--engine", "serial", "--json", str(report)])
+    capsys.readouterr()
+    text = report.read_text()
+    assert '"bad_input"' in text and "more fields than the header" in text
