@@ -22,12 +22,14 @@ import dataclasses
 import functools
 import inspect
 import os
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Optional, TypeVar, Union, get_args, get_origin
 
 import typer
+from typer.models import ParameterInfo
 
 from gapcheck.errors import UsageError
 from gapcheck.groups import Group, Opt, ReportTargets
@@ -115,8 +117,41 @@ def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False, help: st
     if hidden and kind is not bool and get_origin(kind) is not list:
         kind = Optional[kind] if type(None) not in get_args(kind) else kind
     info = typer.Option(value, flag, help=None if hidden else help or opt.help, hidden=hidden, metavar=opt.metavar,
-                        show_default=not hidden and value not in (None, [], False))
+                        show_default=not hidden and value not in (None, [], False),
+                        parser=_nonempty_path if _is_path(kind) else None)
     return inspect.Parameter("_", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+
+
+def _is_path(kind: Any) -> bool:
+    """Path, Optional[Path], list[Path] (inside Annotated too)."""
+    if get_origin(kind) is Annotated:
+        kind = get_args(kind)[0]
+    if kind is Path:
+        return True
+    return get_origin(kind) in (list, Union, types.UnionType) and Path in get_args(kind)
+
+
+def _nonempty_path(value: Any) -> Any:
+    """typer turns ``--flag ''`` into Path('.'), the current folder (``--cache-dir ''`` made it the export cache,
+    ``--samples ''`` audited it): an empty path on the command line is a usage error (exit 2), like in a config."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("an empty path: name a file or folder")
+        return Path(value)
+    return value
+
+
+def _guard_own_path(parameter: inspect.Parameter) -> None:
+    """Give a command's own Path option or argument the same empty-path check (one without typer's path checks:
+    ``exists=True`` and the like already refuse '', and a parser would switch them off)."""
+    if not _is_path(parameter.annotation):
+        return
+    infos = [parameter.default, *get_args(parameter.annotation)[1:]]
+    for info in infos:
+        if isinstance(info, ParameterInfo) and info.parser is None and getattr(info, "click_type", None) is None and not (
+                info.exists or info.resolve_path or info.allow_dash or info.path_type is not None
+                or not info.file_okay or not info.dir_okay or not info.readable or info.writable):
+            info.parser = _nonempty_path
 
 
 def declare(*declared: Use | type[Group], section: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -125,6 +160,8 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "groups"]
+        for parameter in own:
+            _guard_own_path(parameter)
         names = {p.name for p in own}
         added: list[inspect.Parameter] = []
         if "ctx" not in names:
