@@ -40,7 +40,21 @@ def reports_beside_globs(reports: ReportTargets, locations: list[tuple[str, str]
             if glob_matches(location) is not None and fnmatch.fnmatch(os.path.abspath(path), pattern):
                 raise UsageError(f"--{fmt} report path {path} matches {flag} {location}: the next run would read the "
                                  "report as data; give a path outside the glob")
+            folder = _local_folder(location)
+            if folder is not None and Path(os.path.realpath(path)).is_relative_to(folder):
+                raise UsageError(f"--{fmt} report path {path} is inside {flag} {location}, a folder the split reads: "
+                                 "the next run would read the report as data; give a path outside the folder")
     return reports
+
+
+def _local_folder(location: str) -> Path | None:
+    """The real path of a location that is a local folder now (a folder split reads every file under it)."""
+    import os
+
+    path = location[len("file://"):] if location.startswith("file://") else location
+    if "://" in path or "::" in path or not os.path.isdir(path):
+        return None
+    return Path(os.path.realpath(path))
 
 
 ProgressFlag = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars on stderr.")]

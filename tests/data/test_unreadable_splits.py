@@ -145,3 +145,24 @@ def test_a_report_never_replaces_or_lands_in_a_file_a_glob_split_reads(command, 
     assert "matches" in capsys.readouterr().err and not (data / "new.csv").exists()
     assert main(args(folder / "report.xml")) in (0, 1)  # outside the glob: written
     assert (folder / "report.xml").exists()
+
+
+@pytest.mark.parametrize("command", ["drift", "leakage"])
+@pytest.mark.parametrize("inside", ["new.csv", "sub/report.html", "b.csv"])
+def test_a_report_inside_a_folder_split_is_refused_like_one_inside_a_glob(command, inside, folder, capsys):
+    data = folder / "data"
+    (data / "sub").mkdir(parents=True)
+    for name in ("a.csv", "b.csv"):
+        (data / name).write_bytes((folder / "ok.csv").read_bytes())
+    before = (data / "b.csv").read_bytes()
+    report = data / inside
+    flag = "--html" if inside.endswith(".html") else "--json"
+    if command == "drift":
+        args = ["drift", "--reference", str(folder / "ok.csv"), "--current", str(data)]
+    else:
+        args = ["leakage", "--split", f"train={folder / 'ok.csv'}", "--split", f"val={data}"]
+    assert main([*args, "--engine", "serial", flag, str(report)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(data) in err
+    assert (data / "b.csv").read_bytes() == before and (inside == "b.csv" or not report.exists())
+    assert main([*args, "--engine", "serial", flag, str(folder / "out" / inside)]) in (0, 1)  # outside: written
