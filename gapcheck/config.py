@@ -210,6 +210,29 @@ class GapcheckConfig:
         return None if model is None else _validate(model, name, self.sections.get(name, {}), self.source, set())
 
 
+MAX_CONFIG_BYTES = 10 * 1024 * 1024  # a config is a few KB; a bigger file is not read (memory, parse time)
+
+
+def _parse_toml(source: Path) -> dict[str, Any]:
+    """The TOML document of ``source``; ConfigError (exit 2, one line naming the file) when it is too big, not UTF-8,
+    invalid, or nested too deeply for the parser (5,000 nested arrays made a RecursionError: exit 3 everywhere)."""
+    try:
+        with source.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot be read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES // 1024**2} MB; not a config file")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid TOML: nested too deeply") from None
+
+
 def find_config(start: Path | None = None) -> Path | None:
     directory = (start or Path.cwd()).resolve()
     for folder in (directory, *directory.parents):
@@ -219,11 +242,21 @@ def find_config(start: Path | None = None) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                if "gapcheck" in tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}):
+                if "gapcheck" in _parse_toml(pyproject).get("tool", {}):
                     return pyproject
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            except ConfigError:
+                if _mentions_gapcheck(pyproject):
+                    raise  # ours, but unreadable: say so rather than run without it
                 continue  # someone else's broken pyproject is not our config
     return None
+
+
+def _mentions_gapcheck(pyproject: Path) -> bool:
+    try:
+        with pyproject.open("rb") as handle:
+            return b"tool.gapcheck" in handle.read(MAX_CONFIG_BYTES)
+    except OSError:
+        return False
 
 
 def load_config(path: str | Path | None = None, start: Path | None = None,
@@ -248,12 +281,7 @@ def load_config(path: str | Path | None = None, start: Path | None = None,
 def _read_table(source: Path) -> dict[str, Any]:
     if not source.is_file():
         raise ConfigError(f"config file not found: {source}")
-    try:
-        document = tomllib.loads(source.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source}: not UTF-8 text") from exc
+    document = _parse_toml(source)
     if source.name == "pyproject.toml":
         table = document.get("tool", {}).get("gapcheck")
         if table is None:
@@ -279,15 +307,17 @@ def _environment_tables(environ: Mapping[str, str]) -> dict[str, Any]:
             if not isinstance(child, dict):
                 raise ConfigError(f"environment {name}: {'.'.join(path[:-1])} is set both as a value and as a table")
             node = child
-        node[path[-1]] = _env_value(text)
+        node[path[-1]] = _env_value(name, text)
     return tables
 
 
-def _env_value(text: str) -> Any:
+def _env_value(name: str, text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ConfigError(f"environment {name}: nested too deeply") from None
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -125,3 +125,42 @@ def test_errors_never_echo_credential_values(tmp_path):
     with pytest.raises(ConfigError) as raised:
         load_config(start=tmp_path / "none", environ={"GAPCHECK_NIGHTLY__WEBHOOK": "12345678901234"}).section("nightly")
     assert "GAPCHECK_NIGHTLY__WEBHOOK" in str(raised.value) and "12345678901234" not in str(raised.value)
+
+
+# issue 23 attacker #3: a hostile config is a config error (exit 2, one line naming the file), never exit 3
+_DEEP = "x = " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+@pytest.mark.parametrize("name,text", [
+    ("gapcheck.toml", _DEEP),
+    ("pyproject.toml", "[tool.gapcheck]\n" + _DEEP),
+])
+def test_a_deeply_nested_config_is_a_config_error(tmp_path, monkeypatch, name, text, capsys):
+    from gapcheck.cli.app import main
+
+    (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=name):
+        load_config(start=tmp_path)
+    assert main(["history", "--history", str(tmp_path / "h.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_someone_elses_deep_pyproject_is_not_our_config(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(_DEEP)
+    assert load_config(start=tmp_path).source is None
+
+
+def test_a_huge_config_is_refused_unread(tmp_path, monkeypatch):
+    import gapcheck.config as config
+
+    monkeypatch.setattr(config, "MAX_CONFIG_BYTES", 100)
+    (tmp_path / "gapcheck.toml").write_text("# " + "x" * 200 + "\n")
+    with pytest.raises(ConfigError, match="larger than"):
+        load_config(tmp_path / "gapcheck.toml")
+
+
+def test_a_deeply_nested_environment_value_is_a_config_error():
+    with pytest.raises(ConfigError, match="GAPCHECK_CACHE__DIR"):
+        load_config(start=None, environ={"GAPCHECK_CACHE__DIR": "[" * 5000 + "]" * 5000})
