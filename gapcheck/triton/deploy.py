@@ -99,6 +99,28 @@ def _config_tensors(entries: Any) -> tuple[ServedTensor, ...]:
                               shape=tuple(None if d < 0 else d for d in e.dims)) for e in entries)
 
 
+def _check_target(repo_dir: str | Path, name: str, version: int, overwrite: bool) -> None:
+    """Before any work: a valid model name, a repository that is a real folder, no model already deployed there
+    (unless ``overwrite``); a linked repository or model folder is always refused."""
+    from gapcheck.triton.repository import check_model_target, check_repository_dir
+
+    check_model_name(name)
+    check_repository_dir(repo_dir)
+    check_model_target(repo_dir, name, version, overwrite=overwrite)
+
+
+def _write_and_read_back(model: Any, repo_dir: str | Path, name: str, *, version: int, max_batch_size: int | None,
+                         instance_kind: str) -> tuple[Path, int, Any]:
+    """Write ``model`` and its config.pbtxt into the repository, then read the config back with Triton's parser
+    (success means Triton can read it): the model folder, the max batch size used, the parsed config."""
+    from gapcheck.triton.repository import parse_model_config, resolve_max_batch_size, write_model_repository
+
+    batch = resolve_max_batch_size(model, max_batch_size)
+    model_dir = write_model_repository(model, repo_dir, name, version=version, max_batch_size=batch,
+                                       instance_kind=instance_kind)
+    return model_dir, batch, parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)
+
+
 def export_model_repository(
     model: ModelSource,
     input_specs: Sequence[str],
@@ -115,19 +137,10 @@ def export_model_repository(
     save a copy; default: the group's defaults), and write ``repo_dir/name``. A model already deployed there (a
     non-empty ``repo_dir/name``) is refused before any work unless ``overwrite``; a linked repository or model
     folder always is."""
-    from gapcheck.triton.repository import (
-        check_model_target,
-        check_repository_dir,
-        has_dynamic_batch,
-        parse_model_config,
-        resolve_max_batch_size,
-        write_model_repository,
-    )
+    from gapcheck.triton.repository import has_dynamic_batch
 
     started = time.perf_counter()
-    check_model_name(name)
-    check_repository_dir(repo_dir)
-    check_model_target(repo_dir, name, version, overwrite=overwrite)
+    _check_target(repo_dir, name, version, overwrite)
     export = export or ExportSpec()
     sample = InputSource(specs=tuple(input_specs), num_samples=1, seed=0).samples()[0]
     module = model.load().module.eval()  # a deployment serves inference mode
@@ -139,31 +152,16 @@ def export_model_repository(
     dynamic = has_dynamic_batch(exported.model)
     if not dynamic and max_batch_size is None:
         notes.append("the exported graph has a fixed batch axis: the config uses max_batch_size 0 and full dims")
-    batch = resolve_max_batch_size(exported.model, max_batch_size)
-    model_dir = write_model_repository(exported.model, repo_dir, name, version=version, max_batch_size=batch,
-                                       instance_kind=instance_kind)
+    model_dir, batch, config = _write_and_read_back(exported.model, repo_dir, name, version=version,
+                                                    max_batch_size=max_batch_size, instance_kind=instance_kind)
     export.save(exported.model)
-    saved = export.save_onnx
     logger.info("exported %s with %s to %s", name, exported.exporter, model_dir)
-    # Read back what is on disk, with Triton's parser: success means Triton can read it.
-    config = parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)
     return ExportRepositoryResult(
-        model_dir=model_dir,
-        config_path=model_dir / "config.pbtxt",
-        onnx_path=model_dir / str(version) / "model.onnx",
-        name=name,
-        version=version,
-        exporter=exported.exporter,
-        fallback_reason=exported.fallback_reason,
-        max_batch_size=batch,
-        dynamic_batch=dynamic,
-        notes=tuple(notes),
-        saved_onnx=saved,
-        instance_kind=instance_kind,
-        config_inputs=_config_tensors(config.input),
-        config_outputs=_config_tensors(config.output),
-        duration_s=time.perf_counter() - started,
-    )
+        model_dir=model_dir, config_path=model_dir / "config.pbtxt", onnx_path=model_dir / str(version) / "model.onnx",
+        name=name, version=version, exporter=exported.exporter, fallback_reason=exported.fallback_reason,
+        max_batch_size=batch, dynamic_batch=dynamic, notes=tuple(notes), saved_onnx=export.save_onnx,
+        instance_kind=instance_kind, config_inputs=_config_tensors(config.input),
+        config_outputs=_config_tensors(config.output), duration_s=time.perf_counter() - started)
 
 
 def export_precision_repository(
@@ -184,24 +182,13 @@ def export_precision_repository(
     import dataclasses
 
     from gapcheck.precision import run_precision
-    from gapcheck.triton.repository import (
-        check_model_target,
-        check_repository_dir,
-        parse_model_config,
-        resolve_max_batch_size,
-        write_model_repository,
-    )
 
-    check_model_name(name)
-    check_repository_dir(repo_dir)
-    check_model_target(repo_dir, name, version, overwrite=overwrite)
+    _check_target(repo_dir, name, version, overwrite)
     deployed: dict[str, Any] = {}
 
     def deploy(model: Any) -> Path:
-        batch = resolve_max_batch_size(model, max_batch_size)
-        model_dir = write_model_repository(model, repo_dir, name, version=version, max_batch_size=batch,
-                                           instance_kind=instance_kind)
-        config = parse_model_config((model_dir / "config.pbtxt").read_text(encoding="utf-8"), name)
+        model_dir, batch, config = _write_and_read_back(model, repo_dir, name, version=version,
+                                                        max_batch_size=max_batch_size, instance_kind=instance_kind)
         deployed.update(model_dir=str(model_dir), config_path=str(model_dir / "config.pbtxt"), name=name,
                         version=version, max_batch_size=batch, instance_kind=instance_kind, config_checked=True,
                         inputs=[_tensor(t) for t in _config_tensors(config.input)],
