@@ -224,13 +224,14 @@ def _parse_toml(source: Path) -> dict[str, Any]:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES // 1024**2} MB; not a config file")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        document: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{source}: not UTF-8 text") from None
     except RecursionError:
         raise ConfigError(f"{source}: invalid TOML: nested too deeply") from None
+    return document
 
 
 def find_config(start: Path | None = None) -> Path | None:
