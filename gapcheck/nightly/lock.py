@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -50,10 +51,16 @@ class HistoryLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # O_NOFOLLOW: a link planted in place of the lock file must not make us create or truncate its target
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            # O_NONBLOCK: a FIFO planted there must not block the open (it is refused just below)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
             raise ConfigError(f"the lock file {self.path} next to the history cannot be opened ({exc.strerror})",
                               hint="the history's folder must be a writable local folder") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, device or socket: pwrite fails ("Illegal seek")
+            os.close(fd)
+            raise ConfigError(f"the lock file {self.path} next to the history is not a regular file",
+                              hint="remove it; gapcheck creates the lock file itself")
+        os.set_blocking(fd, True)
         start = time.monotonic()
         while True:
             try:

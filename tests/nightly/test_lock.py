@@ -165,3 +165,18 @@ def test_sigterm_mid_run_keeps_the_history_consistent_and_frees_the_lock(tiny_go
         assert [r.status for r in h.endpoint_history("first")] == ["pass"]
         assert h.endpoint_history("second") == []  # nothing half-written
     HistoryLock(history, wait_s=0.0).acquire().release()  # the lock went with the process
+
+
+def test_a_fifo_as_the_lock_file_is_refused_without_blocking(tiny_golden: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """issue 23 attacker #4: `mkfifo h.sqlite.lock` made the run exit 3 with "OSError: Illegal seek"."""
+    history = tmp_path / "h.sqlite"
+    os.mkfifo(tmp_path / "h.sqlite.lock")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        HistoryLock(history).acquire()
+    code = main(["nightly", "--golden", str(tiny_golden), "--history", str(history), "--lock-wait", "0",
+                 "--endpoint", "prod=grpc://127.0.0.1:1/never-contacted"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "not a regular file" in err and "Traceback" not in err
+    assert not history.exists()
