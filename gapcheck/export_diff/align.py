@@ -472,9 +472,9 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
         if _blocked(index, value):  # a fused group's BatchNorm too: its group is compared at the conv
             out.not_comparable[path] = BLOCKED_NOTE.format(value=value)
             continue
-        # the product before a fused op adds a Linear's bias: that Linear's output when value + bias agrees, and
-        # never the output of a module above it (a parent named by scope at it)
-        if out.debiased.get(path, path not in linears and before_bias(index, value)):
+        # the product before a fused op adds a Linear's bias: that Linear's output when value + bias agrees (a
+        # parent named by scope at it is judged by where its error reaches, below)
+        if out.debiased.get(path, False):
             out.not_comparable[path] = (
                 f"not comparable here: its name points at {value!r}, the product before a fused op adds the bias "
                 f"(SkipLayerNormalization, BiasGelu); its output has no ONNX value of its own")
