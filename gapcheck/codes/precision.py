@@ -38,3 +38,9 @@ CALIBRATION_UNREPRESENTATIVE = define(
     """INT8 ranges were calibrated on random inputs, or the verification samples are the calibration samples
     themselves: the target is then measured on what the ranges were fitted to, or on inputs the model never sees.""",
     "Give --calibration with real samples and --inputs with other real samples (held out from calibration).")
+CALIBRATION_SAMPLE_SKIPPED = define(
+    "calibration_sample_skipped", Severity.WARNING, F, "Calibration samples were skipped",
+    """Some calibration samples could not be used: a file that cannot be read or that the preprocessing stage fails
+    on (a corrupt image), or a sample holding NaN/inf (it would poison the calibrated ranges). They are counted, named
+    and left out; the run uses the remaining samples (exit 2 only when none remains).""",
+    "Fix or remove the named samples.")

@@ -42,22 +42,51 @@ def check_fit(model: onnx.ModelProto, samples: Sequence[dict[str, np.ndarray]], 
 
 def load_calibration(path: str | Path, names: list[str], *, stage: str | None = None,
                      limit: int = MAX_CALIBRATION_SAMPLES) -> list[dict[str, np.ndarray]]:
-    """Calibration samples from ``path`` (see the module docstring), at most ``limit``; ``names`` are the graph's
-    inputs in order."""
+    """The usable calibration samples of :func:`load_calibration_set` (the skipped ones dropped silently)."""
+    return load_calibration_set(path, names, stage=stage, limit=limit)[0]
+
+
+def load_calibration_set(path: str | Path, names: list[str], *, stage: str | None = None,
+                         limit: int = MAX_CALIBRATION_SAMPLES) -> tuple[list[dict[str, np.ndarray]], list[str]]:
+    """(samples, skipped) from ``path`` (see the module docstring), at most ``limit``; ``names`` are the graph's
+    inputs in order. A sample that cannot be read or holds NaN/inf is skipped and named in ``skipped`` (house rule:
+    bad input counted, reported, skipped); InputError only when no usable sample remains."""
     path = Path(path)
     if path.is_dir() and (path / "manifest.json").is_file():
-        return _from_bundle(path, names)[:limit]
-    if path.is_dir():
+        labelled = [(f"sample {i}", s) for i, s in enumerate(_from_bundle(path, names)[:limit])]
+        skipped: list[str] = []
+    elif path.is_dir():
         if stage is None:
             raise UsageError(f"calibration folder {path} holds raw samples: declare their preprocessing "
                              "(a stage NAME=module:callable)", parameter="calibration_stage")
-        return _from_folder(path, names, stage, limit)
-    if stage is not None:
-        raise UsageError("a calibration stage preprocesses a folder of raw samples; the calibration file holds "
-                         "tensors already", parameter="calibration_stage")
-    from gapcheck.inputs import load_samples_file
+        labelled, skipped = _from_folder(path, names, stage, limit)
+    else:
+        if stage is not None:
+            raise UsageError("a calibration stage preprocesses a folder of raw samples; the calibration file holds "
+                             "tensors already", parameter="calibration_stage")
+        from gapcheck.inputs import load_samples_file
 
-    return load_samples_file(path, names)[:limit]
+        labelled, skipped = [(f"sample {i}", s) for i, s in enumerate(load_samples_file(path, names)[:limit])], []
+    finite = [(label, s) for label, s in labelled if not _nonfinite(s)]
+    bad = [f"{label} ({_nonfinite(s)})" for label, s in labelled if _nonfinite(s)]
+    if bad and not finite:
+        raise InputError(f"calibration samples hold NaN/inf: {len(bad)} of {len(labelled)} samples in {path}, e.g. "
+                         f"{'; '.join(bad[:3])}; no usable calibration sample remains")
+    skipped += [f"{b}: holds NaN/inf" for b in bad]
+    if skipped and not finite:
+        raise InputError(f"no usable calibration sample in {path}: {len(skipped)} skipped, e.g. {skipped[0]}")
+    return [s for _, s in finite], skipped
+
+
+def _nonfinite(sample: dict[str, np.ndarray]) -> str:
+    """'' when every float value is finite, else which input holds how many NaN/inf."""
+    parts = []
+    for name, array in sample.items():
+        if np.issubdtype(array.dtype, np.floating):
+            nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+            if nan or inf:
+                parts.append(f"input {name!r}: {nan} NaN, {inf} inf")
+    return ", ".join(parts)
 
 
 def _from_bundle(folder: Path, names: list[str]) -> list[dict[str, np.ndarray]]:
@@ -72,8 +101,10 @@ def _from_bundle(folder: Path, names: list[str]) -> list[dict[str, np.ndarray]]:
     return [{n: np.ascontiguousarray(bundle.inputs[n][i:i + 1]) for n in names} for i in range(count)]
 
 
-def _from_folder(folder: Path, names: list[str], stage: str, limit: int) -> list[dict[str, np.ndarray]]:
-    """Raw files through the stage; the stage's array is the one input (a batch axis added when it lacks one)."""
+def _from_folder(folder: Path, names: list[str], stage: str,
+                 limit: int) -> tuple[list[tuple[str, dict[str, np.ndarray]]], list[str]]:
+    """Raw files through the stage; the stage's array is the one input (a batch axis added when it lacks one).
+    A file that cannot be read or that the stage fails on is skipped and named."""
     from gapcheck.preprocess.samples import discover_samples
     from gapcheck.preprocess.stages import parse_stage_option, resolve
     from gapcheck.tensors import to_numpy
@@ -83,19 +114,19 @@ def _from_folder(folder: Path, names: list[str], stage: str, limit: int) -> list
                          "the calibration samples as an .npz/.pt file", parameter="calibration_stage")
     spec = parse_stage_option(stage)
     fn = resolve(spec)
-    samples = []
+    samples, skipped = [], []
     for entry in discover_samples(folder, limit):
         path = Path(entry.path)
         if entry.issue is not None or not path.is_file():
-            raise InputError(f"calibration sample {path} cannot be used: "
-                             f"{getattr(entry.issue, 'detail', 'not a regular file')}")
+            skipped.append(f"{path.name}: {getattr(entry.issue, 'detail', 'not a regular file')}")
+            continue
         try:
             array = np.asarray(to_numpy(fn(path.read_bytes() if spec.accepts == "bytes" else str(path))))
         except Exception as exc:  # noqa: BLE001 - the user's stage failing on a sample is an input problem
-            raise InputError(f"stage {spec.name!r} failed on calibration sample {path}: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        samples.append({names[0]: np.ascontiguousarray(array)})
-    return samples
+            skipped.append(f"{path.name}: stage {spec.name!r} failed: {type(exc).__name__}: {exc}")
+            continue
+        samples.append((path.name, {names[0]: np.ascontiguousarray(array)}))
+    return samples, skipped
 
 
 def add_batch_axis(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from gapcheck.codes.precision import (
+    CALIBRATION_SAMPLE_SKIPPED,
     CALIBRATION_UNREPRESENTATIVE,
     PRECISION_FIX_INSUFFICIENT,
     PRECISION_FIX_VERIFIED,
@@ -15,7 +16,13 @@ from gapcheck.codes.precision import (
 )
 from gapcheck.findings import Finding, Subject
 from gapcheck.precision import int8
-from gapcheck.precision.calibration import add_batch_axis, check_fit, graph_inputs, load_calibration, shared_samples
+from gapcheck.precision.calibration import (
+    add_batch_axis,
+    check_fit,
+    graph_inputs,
+    load_calibration_set,
+    shared_samples,
+)
 from gapcheck.precision.graph import ValueRunner
 from gapcheck.precision.outcome import DEFAULT_TARGET, downgraded, write_fix
 from gapcheck.precision.result import PrecisionResult
@@ -34,8 +41,13 @@ def sample_sets(context: Any, mode: str) -> tuple[list, list, list[Finding], str
     names = [i.name for i in graph_inputs(model)]
     verification = context.samples
     if request.calibration is not None:
-        calibration = add_batch_axis(load_calibration(request.calibration, names, stage=request.calibration_stage),
-                                     model)
+        loaded, skipped = load_calibration_set(request.calibration, names, stage=request.calibration_stage)
+        calibration = add_batch_axis(loaded, model)
+        if skipped:
+            warnings.append(CALIBRATION_SAMPLE_SKIPPED.finding(
+                f"{len(skipped)} calibration sample(s) skipped, {len(loaded)} used: {'; '.join(skipped[:5])}"
+                + (f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""), where="calibration",
+                evidence={"skipped": len(skipped), "used": len(loaded), "samples": skipped[:20]}))
         check_fit(model, calibration, "calibration")
         source = str(request.calibration)
         if real is None and len(calibration) >= 2:

@@ -103,3 +103,47 @@ def test_hostile_module_names_with_an_overflow_are_fixed(tmp_path: Path):
     code = main(["precision", "--model", "tests.precision.models:hostile_names", "--input", "x:1x8x16:float32",
                  "--precision", "fp16", "--fix", str(out), "--no-cache"])
     assert code == 0 and out.exists()
+
+
+CNN_INT8 = ["precision", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
+            "--precision", "int8", "--target", "cosine=0", "--no-cache"]
+
+
+def test_int8_all_nan_calibration_is_an_input_error_not_a_gap(tmp_path: Path, capsys):
+    """Issue 20: every value NaN gave exit 1 'INT8 misses cosine -1'; it is bad input (exit 2), named."""
+    np.savez(tmp_path / "nan.npz", x=np.full((3, 3, 32, 32), np.nan, np.float32))
+    assert main([*CNN_INT8, "--calibration", str(tmp_path / "nan.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "calibration samples hold NaN/inf" in err and "3 of 3" in err
+
+
+def test_int8_a_few_nan_calibration_samples_are_skipped_and_reported(tmp_path: Path):
+    rng = np.random.default_rng(0)
+    samples = rng.standard_normal((6, 3, 32, 32)).astype(np.float32)
+    samples[1, 0, 0, 0], samples[4, 1, 2, 3] = np.nan, np.inf
+    np.savez(tmp_path / "some.npz", x=samples)
+    report = tmp_path / "r.json"
+    assert main([*CNN_INT8, "--calibration", str(tmp_path / "some.npz"), "--json", str(report)]) == 0
+    skipped = [f for f in json.loads(report.read_text())["findings"] if f["code"] == "calibration_sample_skipped"]
+    assert len(skipped) == 1 and "2 calibration sample(s) skipped, 4 used" in skipped[0]["message"]
+    assert "sample 1" in skipped[0]["message"] and "sample 4" in skipped[0]["message"]
+
+
+def test_int8_a_corrupt_png_among_good_ones_is_skipped(tmp_path: Path, photos_32):
+    """Issue 20: one corrupt PNG ended the run with exit 2; house rule: counted, reported, skipped."""
+    import shutil
+
+    folder = tmp_path / "calibration"
+    shutil.copytree(photos_32[0], folder)
+    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image")
+    report = tmp_path / "r.json"
+    code = main([*CNN_INT8, "--calibration", str(folder), "--calibration-stage", "p=tests.precision.stages:photo_32",
+                 "--inputs", str(photos_32[1]), "--json", str(report)])
+    assert code == 0
+    skipped = [f for f in json.loads(report.read_text())["findings"] if f["code"] == "calibration_sample_skipped"]
+    assert len(skipped) == 1 and "broken.png" in skipped[0]["message"] and "1 calibration sample(s)" in skipped[0][
+        "message"]
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image")
+    assert main([*CNN_INT8, "--calibration", str(only), "--calibration-stage", "p=tests.precision.stages:photo_32"]) == 2
