@@ -76,7 +76,7 @@ def root(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (``python -m gapcheck`` and the ``gapcheck`` script exit with it)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = _config_only(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     command = typer.main.get_command(app)
@@ -108,6 +108,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code_for(exc)
     # In non-standalone mode the return value is ctx.exit()'s code or the command's own return value.
     return int(result) if isinstance(result, int) else ExitCode.NO_GAP
+
+
+#: The config sections that can drive a command with no flags at all (``[text]`` samples and stages, ``[nightly]``
+#: endpoints, ...). A bare ``gapcheck CMD`` runs when one of them is set; otherwise it shows the command's help.
+CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
+    "preprocess-audit": ("preprocess", "text"),
+    "leakage": ("leakage",),
+    "drift": ("drift",),
+    "nightly": ("nightly",),
+    "export-diff": ("export_diff",),
+    "precision": ("precision",),
+    "lint": ("lint",),
+}
+
+
+def _config_only(args: list[str]) -> list[str]:
+    """``[CMD, "--"]`` for a bare ``gapcheck CMD`` whose config section is set (the command then runs and says what
+    is missing, if anything); ``args`` unchanged otherwise (a bare command without config shows its help)."""
+    if len(args) != 1 or args[0] not in CONFIG_SECTIONS:
+        return args
+    from gapcheck.config import load_config
+
+    try:
+        tables = load_config().sections
+    except GapcheckError:  # a broken config: the command reports it in one line (exit 2), rather than the help
+        return [*args, "--"]
+    return [*args, "--"] if any(tables.get(name) for name in CONFIG_SECTIONS[args[0]]) else args
 
 
 MESSAGE_LIMIT = 2000  # characters of one error message: a value echoed back (a 100k-character flag) is cut

@@ -109,3 +109,15 @@ def test_preprocess_section_alone_keeps_images_with_the_image_path(tmp_path: Pat
     assert wants_text_audit(None, (), config)
     result = run_text_audit(None, (), config=config)  # samples and stages as [preprocess] names them
     assert result.audited == len(ORDINARY) and result.verdict == "pass"
+
+
+def test_a_bare_command_runs_from_the_file_alone(tmp_path: Path, minilm_copy: Path, monkeypatch, capsys):
+    """`gapcheck preprocess-audit` with samples and stages all in [text]: it runs (it used to print the help and
+    exit 2, as for a bare command without config)."""
+    _project(tmp_path, minilm_copy, GOOD)
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in __import__("os").environ if k.startswith("GAPCHECK_")]:
+        monkeypatch.delenv(name)
+    code = main(["preprocess-audit"])
+    out = capsys.readouterr().out
+    assert code == 1 and "text_normalization" in out and "Usage:" not in out
