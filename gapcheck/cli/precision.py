@@ -6,16 +6,22 @@ from __future__ import annotations
 import typer
 
 from gapcheck.cli.groups import Groups, declare, use
+from gapcheck.cli.options import ProgressOpt
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ReportTargets, ToleranceSpec
 from gapcheck.precision.spec import PrecisionSpec
 
 
 @declare(ModelSource, InputSource, ToleranceSpec, ExportSpec, use(PrecisionSpec, precision="fp16"), ReportTargets,
          section="precision")
-def command(groups: Groups) -> None:
+def command(groups: Groups, progress: ProgressOpt = True) -> None:
     """Find the modules that break in FP16/INT8, write the model that keeps the fewest in FP32, verify it."""
+    from rich.console import Console
+
+    from gapcheck.cli.rich_progress import RichProgress
     from gapcheck.precision import run_precision
 
     request = groups[PrecisionSpec].request(model=groups[ModelSource].require(), inputs=groups[InputSource],
                                             tolerance=groups[ToleranceSpec], export=groups[ExportSpec])
-    raise typer.Exit(groups[ReportTargets].emit(run_precision(request)))
+    with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the same --progress/--no-progress as export-diff
+        result = run_precision(request, progress=bar)
+    raise typer.Exit(groups[ReportTargets].emit(result))

@@ -21,6 +21,7 @@ from gapcheck.groups.base import check_output_file
 from gapcheck.precision.graph import Graph, describe
 from gapcheck.precision.outcome import DEFAULT_TARGET, write_fix  # noqa: F401 - their public home too
 from gapcheck.precision.targets import Target
+from gapcheck.progress import NullProgress, ProgressReporter
 
 PRECISIONS = ("fp16", "int8")
 # --text-samples: how many --input-shaped batches of sentences are read while --num-samples is left at its default
@@ -112,12 +113,14 @@ def text_batches(inputs: InputSource) -> int | None:
     return None
 
 
-def run_precision(request: PrecisionRequest) -> Any:
-    """Run the request (see the module docstring); returns a :class:`~gapcheck.precision.result.PrecisionResult`."""
+def run_precision(request: PrecisionRequest, progress: ProgressReporter | None = None) -> Any:
+    """Run the request (see the module docstring); returns a :class:`~gapcheck.precision.result.PrecisionResult`.
+    ``progress`` (a :class:`~gapcheck.progress.ProgressReporter`) is told each stage: export, then the run."""
     from gapcheck.export_diff.runner import evaluation_mode
     from gapcheck.precision.calibration import check_fit
-
+    reporter = progress or NullProgress()
     start = time.perf_counter()
+    reporter.start("precision: load and export", None)
     loaded = request.model.require().load()
     with evaluation_mode(loaded.module, keep_train_mode=False):
         samples = request.inputs.samples(module=loaded.module, count=text_batches(request.inputs))
@@ -126,6 +129,8 @@ def run_precision(request: PrecisionRequest) -> Any:
         graph = describe(exported.model, [p for p, _ in loaded.module.named_modules() if p])
         check_fit(graph.model, samples, "input")
         context = Context(request, loaded.module, samples, graph, names, {"load_export_s": time.perf_counter() - start})
+        fixing = " and fix" if request.fix_path is not None else ""
+        reporter.start(f"precision: {request.precision} layer-wise run{fixing}", None)
         if request.precision == "fp16":
             from gapcheck.precision.run_fp16 import run_fp16
 
@@ -134,4 +139,5 @@ def run_precision(request: PrecisionRequest) -> Any:
             from gapcheck.precision.run_int8 import run_int8
 
             result = run_int8(context)
+    reporter.finish()
     return dataclasses.replace(result, run_timings={**context.timings, "total_s": time.perf_counter() - start})

@@ -147,3 +147,33 @@ def test_int8_a_corrupt_png_among_good_ones_is_skipped(tmp_path: Path, photos_32
     only.mkdir()
     (only / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image")
     assert main([*CNN_INT8, "--calibration", str(only), "--calibration-stage", "p=tests.precision.stages:photo_32"]) == 2
+
+
+def test_precision_takes_the_progress_spellings_of_export_diff(tmp_path: Path):
+    """Issue 20: `gapcheck precision` lacked --progress/--no-progress (export-diff has them)."""
+    assert main([*PLANTED, "--no-progress", "--json", str(tmp_path / "a.json")]) == 1
+    assert main([*PLANTED, "--progress", "--json", str(tmp_path / "b.json")]) == 1
+
+
+def test_run_precision_reports_its_stages(tmp_path: Path):
+    from gapcheck.groups import InputSource, ModelSource
+    from gapcheck.precision import PrecisionRequest, run_precision
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.stages: list[str] = []
+
+        def start(self, description: str, total: int | None) -> None:
+            self.stages.append(description)
+
+        def advance(self, steps: int = 1) -> None:
+            pass
+
+        def finish(self) -> None:
+            self.stages.append("done")
+
+    recorder = Recorder()
+    request = PrecisionRequest(model=ModelSource(factory="sample_models.planted:build_fp16_overflow"),
+                               inputs=InputSource(specs=("x:1x8x16:float32",), num_samples=1))
+    run_precision(request, progress=recorder)
+    assert recorder.stages == ["precision: load and export", "precision: fp16 layer-wise run", "done"]
