@@ -63,6 +63,9 @@ class PrecisionSpec(Group):
         for name in ("precision", "calibration_method", "int8_mode", "sensitivity"):
             if isinstance(values.get(name), str):
                 values[name] = values[name].strip().lower()
+        configured = config.get("targets")
+        if configured is not None and values.get("targets") is configured:
+            _check_configured_targets(configured)  # from the file, not --target: the error names the file's key
         return values
 
     def check(self) -> None:
@@ -108,3 +111,15 @@ class PrecisionSpec(Group):
             calibration_stage=self.calibration_stage, calibration_method=self.calibration_method,
             int8_mode=self.int8_mode, targets=tuple(parse_target(t) for t in self.targets), max_runs=self.max_runs,
             sensitivity=self.sensitivity)
+
+
+def _check_configured_targets(configured: Any) -> None:
+    from gapcheck.precision.targets import parse_target
+
+    where = "precision.targets in the config file"
+    for text in configured if isinstance(configured, list | tuple) else [configured]:
+        try:
+            parse_target(str(text), where=where)
+        except UsageError as exc:
+            message = exc.message if exc.message.startswith(where) else f"{where}: {exc.message}"
+            raise UsageError(message, parameter="targets") from exc

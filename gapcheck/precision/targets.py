@@ -48,15 +48,16 @@ class Target:
         return f"{self.measure}={self.value:g}"
 
 
-def parse_target(text: str) -> Target:
-    """``top1-agreement=0.99`` / ``cosine=0.999`` / ``max-rel-error=0.05``."""
+def parse_target(text: str, where: str = "--target") -> Target:
+    """``top1-agreement=0.99`` / ``cosine=0.999`` / ``max-rel-error=0.05``; ``where`` names the value's source in
+    the error (the flag, or the config file's key)."""
     name, sep, number = text.partition("=")
     try:
         value = float(number)
     except ValueError:
         value = math.nan
     if not sep or not math.isfinite(value):
-        raise UsageError(f"--target expects MEASURE=NUMBER ({', '.join(MEASURES)}), got {text!r}", parameter="target")
+        raise UsageError(f"{where} expects MEASURE=NUMBER ({', '.join(MEASURES)}), got {text!r}", parameter="target")
     return Target(name.strip().lower().replace("_", "-"), value)
 
 

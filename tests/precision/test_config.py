@@ -70,3 +70,13 @@ def test_int8_only_options_without_a_precision_name_int8(capsys):
     assert main(["export-diff", "--model", "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32",
                  "--fix", "out.onnx"]) == 2
     assert "--fix needs --precision fp16 or int8" in capsys.readouterr().err
+
+
+def test_a_bad_target_from_the_config_file_names_the_file_key(tmp_path: Path, capsys):
+    """Issue 20: `[precision] targets = ["cosine=nan"]` said "--target" without naming where the value came from."""
+    config = _config(tmp_path, '[precision]\ntargets = ["cosine=nan"]\n')
+    assert main([*CNN, "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "precision.targets in the config file" in err and "--target" not in err
+    assert main([*CNN, "--target", "cosine=nan"]) == 2
+    assert "--target expects" in capsys.readouterr().err  # the flag is still named as the flag
