@@ -379,19 +379,38 @@ def _slow_tokenizer(transformers: Any, folder: Path, load: dict[str, Any]) -> An
     """The pure-Python tokenizer for these files: ``use_fast=False`` before transformers 5; from 5 on, the
     model's ``<Name>TokenizerLegacy`` / sentencepiece class (AutoTokenizer always builds the fast one there)."""
     major = int(transformers.__version__.split(".")[0])
-    if major < 5:
-        return transformers.AutoTokenizer.from_pretrained(str(folder), use_fast=False, local_files_only=True, **load)
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
     base = str(config.get("tokenizer_class") or "").removesuffix("Fast")
+    if major < 5:
+        slow = _find_class(transformers, base) if base else None
+        if slow is not None and not _is_fast_class(slow):
+            _require_slow_files(slow, folder)
+        return transformers.AutoTokenizer.from_pretrained(str(folder), use_fast=False, local_files_only=True, **load)
     for candidate in (f"{base}Legacy", base):
         cls = _find_class(transformers, candidate) if base else None
         if cls is not None and not _is_fast_class(cls):
+            _require_slow_files(cls, folder)
             return cls.from_pretrained(str(folder), local_files_only=True, **load)
     raise UsageError(f"no slow (pure-Python) tokenizer for {safe_line(folder)} in transformers "
                      f"{transformers.__version__} (tokenizer_class {base or 'unknown'!r})",
                      hint="transformers 5 keeps a Python implementation for few models (e.g. BertTokenizerLegacy) "
                           "and sentencepiece ones need the sentencepiece package")
+
+
+def _require_slow_files(cls: Any, folder: Path) -> None:
+    """A slow tokenizer reads its own files (vocab.txt, merges.txt, a sentencepiece model), not tokenizer.json: a
+    folder saved by transformers 5 holds only tokenizer.json, and the class then failed on a None path (``stat: path
+    should be string ... not NoneType``). Name the missing files instead."""
+    names = getattr(cls, "vocab_files_names", None) or {}
+    wanted = [str(name) for key, name in names.items() if key != "tokenizer_file" and isinstance(name, str)]
+    missing = [name for name in wanted if not (folder / name).is_file()]
+    if missing:
+        only_fast = " (tokenizer.json there is read by the fast one only)" if (folder / "tokenizer.json").is_file() else ""
+        raise UsageError(f"no slow tokenizer files in {safe_line(folder)}: {cls.__name__} needs "
+                         f"{', '.join(missing)}{only_fast}",
+                         hint="a folder saved by transformers 5 holds only tokenizer.json: use the fast tokenizer "
+                              "(drop ',slow') or save the slow tokenizer's files with it")
 
 
 def _find_class(transformers: Any, name: str) -> Any:

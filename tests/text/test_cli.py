@@ -64,3 +64,15 @@ def test_usage_errors_exit_2(tmp_path: Path, minilm: Path):
                  "--augmented", "a", "--no-progress"]) == 2
     assert main(["preprocess-audit", "--samples", f"{samples}:text", "--stage", f"a=hf:{minilm},nonsense=1",
                  "--no-progress"]) == 2
+
+
+def test_slow_stage_on_a_folder_with_only_tokenizer_json_names_the_missing_files(tmp_path: Path, minilm_copy: Path,
+                                                                                 capsys):
+    """A folder saved by transformers 5 holds tokenizer.json alone: the slow stage says vocab.txt is missing there
+    (it said 'TypeError: stat: path should be string ... not NoneType')."""
+    (minilm_copy / "vocab.txt").unlink()
+    samples = _jsonl(tmp_path / "texts.jsonl", ORDINARY)
+    code, _ = _run(tmp_path, f"{samples}:text", f"fast=hf:{minilm_copy}", f"slow=hf:{minilm_copy},slow")
+    err = capsys.readouterr().err
+    assert code == 2 and "vocab.txt" in err and str(minilm_copy) in err
+    assert "NoneType" not in err and "Traceback" not in err
