@@ -27,7 +27,8 @@ def command(
     triton_repo: Annotated[Path, typer.Option(
         "--triton-repo", "--repository", help="Model repository directory to write into.")],
     name: Annotated[str, typer.Option("--name", help="Model name in the repository (letters, digits, '_', '.', '-').")],
-    version: Annotated[int, typer.Option("--version", min=1, help="Model version directory.")] = 1,
+    # Triton reads a version folder's name as a signed 64-bit integer: a bigger one is a folder it never loads
+    version: Annotated[int, typer.Option("--version", min=1, max=2**63 - 1, help="Model version directory.")] = 1,
     max_batch_size: Annotated[Optional[int], typer.Option(
         "--max-batch-size", min=0, help="Default: 64 with a dynamic batch axis, else 0.")] = None,
     instance_kind: Annotated[InstanceKind, typer.Option(

@@ -15,6 +15,8 @@ from gapcheck.errors import UsageError
 from gapcheck.groups import ReportTargets
 from gapcheck.nightly.config import DEFAULT_HISTORY
 
+MAX_LAST = 1_000_000  # results per endpoint: far beyond any history, far inside SQLite's 64-bit LIMIT
+
 
 @declare(ReportTargets, section="nightly")
 def command(
@@ -22,7 +24,8 @@ def command(
     history: Optional[Path] = typer.Option(None, "--history",
         help=f"SQLite history (default: the nightly config section's history, else {DEFAULT_HISTORY})."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Only this endpoint."),
-    last: int = typer.Option(30, "--last", min=1, help="Results per endpoint (most recent)."),
+    # bounded: SQLite's LIMIT takes a 64-bit integer (a bigger one was an OverflowError, exit 3)
+    last: int = typer.Option(30, "--last", min=1, max=MAX_LAST, help="Results per endpoint (most recent)."),
 ) -> None:
     """Show the nightly history: status per run and endpoint, error trends."""
     from rich.console import Console

@@ -22,3 +22,21 @@ def test_an_empty_path_flag_is_a_usage_error_not_the_current_folder(args, tmp_pa
     err = capsys.readouterr().err
     assert "empty path" in err and "Traceback" not in err
     assert os.listdir(tmp_path) == [f"{'a' * 64}.onnx"]  # nothing written, nothing removed
+
+
+@pytest.mark.parametrize("args", [
+    ["history", "--last", "99999999999999999999"],  # was OverflowError in SQLite's LIMIT, exit 3
+    ["export", "--version", "99999999999999999999"],  # was exit 0: a version folder Triton never loads
+    ["export", "--version", str(2**63)],
+])
+def test_integers_beyond_what_the_backend_takes_are_usage_errors(args, tmp_path, monkeypatch, capsys):
+    from gapcheck.nightly.history import History
+
+    monkeypatch.chdir(tmp_path)
+    history = tmp_path / "h" / "h.sqlite"
+    history.parent.mkdir()
+    with History(history):  # a real (empty) history: the bound is what refuses, not a missing file
+        pass
+    assert main([*args, *(["--history", str(history)] if args[0] == "history" else [])]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["h"]
