@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.data.hashing import decode_image, image_from_array
-from gapcheck.data.remote import is_remote, open_file, read_all
+from gapcheck.data.remote import is_remote, open_file, read_all, shown
 from gapcheck.errors import InputError, UsageError
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # an "image" larger than this is refused before it is read
@@ -429,7 +429,7 @@ def _npz_frame(url: str, columns: list[str] | None) -> Any:
             parts.append(pd.DataFrame({key: array}))
     lengths = {len(p) for p in parts}
     if len(lengths) > 1:
-        raise UsageError(f"{url}: arrays of different lengths {sorted(lengths)}")
+        raise UsageError(f"{shown(url)}: arrays of different lengths {sorted(lengths)}")
     return pd.concat(parts, axis=1) if parts else pd.DataFrame()
 
 

@@ -72,7 +72,7 @@ def parse_split(text: str) -> SourceSpec:
         name = PurePosixPath(text.rstrip("/")).stem or "split"
     name, location = name.strip(), location.strip()
     if not name or not location:
-        raise UsageError(f"a split must be name=location, got {text!r}")
+        raise UsageError(f"a split must be name=location, got {shown(text)!r}")
     return SourceSpec(name=name, location=location)
 
 

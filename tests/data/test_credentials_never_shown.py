@@ -36,6 +36,14 @@ def test_cli_errors_never_print_the_password(location, tmp_path: Path, capsys):
     assert "Traceback" not in text
 
 
+def test_a_split_without_a_name_is_refused_without_its_password(tmp_path: Path, capsys):
+    from gapcheck.cli.app import main
+
+    code = main(["leakage", "--split", f"=s3://KEYID:{SECRET}@bucket/x.csv", "--split", f"a={tmp_path}"])
+    out = capsys.readouterr()
+    assert code == 2 and SECRET not in out.out + out.err and "name=location" in out.err
+
+
 def test_shown_hides_userinfo_in_every_segment_of_a_chained_url():
     url = f"zip://x.csv::http://user:{SECRET}@host/a.zip"
     assert SECRET not in shown(url) and "a.zip" in shown(url)
