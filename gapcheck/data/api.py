@@ -20,6 +20,7 @@ from gapcheck.data.common import (
     make_shards,
     raise_remote_failure,
     shard_failure_findings,
+    shown_location,
 )
 from gapcheck.data.drift import (
     DriftOptions,
@@ -63,8 +64,8 @@ def _engine_scope(engine: Engine | None) -> Iterator[Engine]:
 def summary(plan_: SourcePlan, used: int, bad: int) -> SideSummary:
     """The side's counts; a CSV's rows are unknown when planned, so its items are what the workers read."""
     items = plan_.items if plan_.items_known else used + bad - len(plan_.bad)
-    return SideSummary(name=plan_.spec.name, location=plan_.spec.location, kind=plan_.kind.value, items=items,
-                       used=used, bad=bad, skipped_files=len(plan_.skipped))
+    return SideSummary(name=plan_.spec.name, location=shown_location(plan_.spec.location), kind=plan_.kind.value,
+                       items=items, used=used, bad=bad, skipped_files=len(plan_.skipped))
 
 
 def drift(reference: str | SourceSpec, current: str | SourceSpec, options: DriftOptions | None = None, *,
@@ -103,7 +104,8 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
             if bad[side]:
                 refuse_unreadable(plans[side].spec, bad[side])
             findings.append(codes.EMPTY_SPLIT.finding(
-                f"the {side} side ({plans[side].spec.location}) has no usable items", subject=Subject(stage=side),
+                f"the {side} side ({shown_location(plans[side].spec.location)}) has no usable items",
+                subject=Subject(stage=side),
                 evidence={"listed": plans[side].items, "bad": len(bad[side])}))
     problems = unusable_columns(sides["reference"], sides["current"], options.columns)
     findings += bad_input_findings("columns", problems)
@@ -270,9 +272,9 @@ def _split_checks(plans: Sequence[SourcePlan], records: dict[str, Any]) -> tuple
                 evidence={"count": len(small), "min_side": MIN_HASH_SIDE, "examples": small[:10]}))
         summaries.append(summary(p, len(rec.names), len(bad)))
         if not rec.names:
-            findings.append(codes.EMPTY_SPLIT.finding(f"split {p.spec.name} ({p.spec.location}) has no usable items",
-                                                      subject=Subject(stage=p.spec.name),
-                                                      evidence={"listed": p.items, "bad": len(bad)}))
+            findings.append(codes.EMPTY_SPLIT.finding(
+                f"split {p.spec.name} ({shown_location(p.spec.location)}) has no usable items",
+                subject=Subject(stage=p.spec.name), evidence={"listed": p.items, "bad": len(bad)}))
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
     if len(decoders) > 1:
         findings.append(codes.MIXED_DECODERS.finding(f"workers decoded with {len(decoders)} different libraries",

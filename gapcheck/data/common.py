@@ -99,6 +99,11 @@ def _safe(text: str) -> str:
     return shown(text) if "://" in text else text
 
 
+def shown_location(location: str) -> str:
+    """A split's location as reports and messages print it: a URL without its credentials, a local path as given."""
+    return _safe(location)
+
+
 def shard_failure_findings(failures: Sequence[ShardFailure]) -> list[Finding]:
     from gapcheck.codes import data as codes
 

@@ -57,3 +57,34 @@ def test_bad_items_and_shard_errors_in_the_report_hide_credentials():
                                                     error=f"ClientError: http://user:{SECRET}@host/a.csv")])
     text = repr([f.to_dict() if hasattr(f, "to_dict") else f for f in findings + failures])
     assert SECRET not in text and "a.csv" in text
+
+
+@pytest.mark.parametrize("second", ["b.csv", "missing.csv", "dir/"])
+def test_a_remote_split_with_credentials_never_shows_them_in_output_or_report(second, tmp_path: Path, capsys,
+                                                                              monkeypatch):
+    """Over HTTP with user:password in the URL: bad rows counted, a missing file, a folder: stdout, stderr and the
+    JSON report never hold the password."""
+    from gapcheck.cli.app import main
+    from gapcheck.data import remote
+    from tests.data.test_remote import file_server
+
+    monkeypatch.setenv(remote.TIMEOUT_ENV, "5")
+    monkeypatch.setenv(remote.RETRIES_ENV, "0")
+    remote.forget_failures()
+    root = tmp_path / "srv"
+    (root / "dir").mkdir(parents=True)
+    rows = "".join(f"{i},{i % 3}\n" for i in range(50))
+    (root / "a.csv").write_text("x,y\n" + rows)
+    (root / "b.csv").write_bytes(b"x,y\n1,2,3,4\n\xff\xfe,1\n" + rows.encode() + b"7,8,9\n")
+    report = tmp_path / "r.json"
+    with file_server(root) as (url, _):
+        secret_url = url.replace("http://", f"http://user:{SECRET}@")
+        code = main(["leakage", "--split", f"a={secret_url}/a.csv", "--split", f"b={secret_url}/{second}",
+                     "--engine", "serial", "--json", str(report)])
+    remote.forget_failures()
+    out = capsys.readouterr()
+    text = out.out + out.err + (report.read_text() if report.exists() else "")
+    assert SECRET not in text, text
+    assert code in (0, 1, 2, 3) and "Traceback" not in text
+    if second == "b.csv":
+        assert code in (0, 1) and '"bad_input"' in text
