@@ -14,6 +14,7 @@ are compared sample by sample with the bundle's tolerances and :func:`gapcheck.c
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from gapcheck.errors import EndpointError, GapcheckError, InputError, one_line
+from gapcheck.errors import EndpointError, GapcheckError, InputError, UsageError, one_line
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
@@ -391,8 +392,15 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
     # The audit's own codes keep their meaning; the subject says which endpoint they are about.
+    findings = list(result.findings)
+    if spec.output_map:  # the renamed outputs are paired as mapped, not reported as a name mismatch
+        from gapcheck.export_diff.served_names import served_output_names
+
+        # a mapped name this endpoint does not serve: the comparison reports the output as missing
+        with contextlib.suppress(UsageError):
+            findings, _ = served_output_names(result, spec.output_map)
     return [Finding(f.code, f.severity, f.message, f.where, dict(f.evidence),
-                    Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in result.findings]
+                    Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in findings]
 
 
 def _unreachable_message(exc: BaseException) -> str:
@@ -468,11 +476,14 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING, OUTPUT_TYPE
 
-    wanted = [o.name for o in bundle.output_infos if o.name in served_outputs]
+    wanted = [o.name for o in bundle.output_infos if spec.served_name(o.name) in served_outputs]
     for info in bundle.output_infos:
-        if info.name not in served_outputs:
+        served_as = spec.served_name(info.name)
+        if served_as not in served_outputs:
+            mapped = f" as {served_as!r} (--triton-output-map)" if served_as != info.name else ""
             findings.append(OUTPUT_MISSING.finding(
-                f"{spec.name} does not serve golden output {info.name!r} (it serves {', '.join(served_outputs) or 'none'})",
+                f"{spec.name} does not serve golden output {info.name!r}{mapped} (it serves "
+                f"{', '.join(served_outputs) or 'none'})",
                 subject=Subject(endpoint=spec.name, output=info.name), evidence={"served_outputs": served_outputs}))
     if not wanted:
         return (), ()
@@ -480,7 +491,8 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
                     for name in wanted}
     requests: list[dict[str, Any]] = []
     inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else bundle.unverified_inputs  # to send, not to judge
-    inference = _Inference(spec, endpoint, wanted, InputDigests(bundle.manifest, inputs, bundle.num_samples))
+    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in wanted],
+                           InputDigests(bundle.manifest, inputs, bundle.num_samples))
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
@@ -493,7 +505,7 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
             answer, digests = future.result()  # an EndpointError ends the endpoint's run here
             requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
             for name, acc in accumulators.items():
-                acc.add(first, np.asarray(answer[name]), reference[name][first:stop])
+                acc.add(first, np.asarray(answer[spec.served_name(name)]), reference[name][first:stop])
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         inference.close()

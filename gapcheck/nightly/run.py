@@ -210,6 +210,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     _check_request(request)
     start = time.monotonic()
     pending = open_bundle(request.golden)  # the manifest is checked now; the files' hashes on a thread
+    _check_output_map(request, pending)
     timings = {"open_golden": time.monotonic() - start}
     if request.text is not None:
         from gapcheck.nightly.text import check_text_bundle
@@ -303,6 +304,21 @@ def _check_request(request: NightlyRequest) -> None:
     if request.webhook is not None:
         check_webhook_url(request.webhook.url)
         _ = request.webhook.secret  # a missing secret variable is a configuration error, before any work
+
+
+def _check_output_map(request: NightlyRequest, bundle: PendingBundle) -> None:
+    """--triton-output-map names golden outputs: one the bundle lacks is a usage error before any request."""
+    golden = [o.name for o in bundle.output_infos]
+    for spec in request.endpoints:
+        unknown = sorted(set(spec.output_map) - set(golden))
+        if unknown:
+            raise UsageError(f"--triton-output-map names {', '.join(map(repr, unknown))}, which the golden bundle "
+                             f"does not hold (its outputs: {', '.join(golden) or 'none'})",
+                             parameter="triton_output_map")
+        served = list(spec.output_map.values())
+        if len(set(served)) != len(served):
+            raise UsageError("--triton-output-map maps two golden outputs to one served name",
+                             parameter="triton_output_map")
 
 
 def _text_check(bundle: GoldenBundle, request: NightlyRequest, timings: dict[str, float]) -> tuple[Finding, ...]:
