@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Sequence
 
 import numpy as np
@@ -9,7 +10,7 @@ import onnx
 import onnxruntime as ort
 
 from gapcheck.backends.base import TensorSpec
-from gapcheck.errors import BackendError
+from gapcheck.errors import BackendError, InputError
 from gapcheck.model.mapping import with_extra_outputs
 from gapcheck.model.onnx_file import condense_error
 from gapcheck.tensors import fingerprint
@@ -21,6 +22,47 @@ _ORT_TYPES = {
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
     "tensor(bool)": "bool", "tensor(bfloat16)": "bfloat16",
 }
+
+
+#: ORT's error kinds at session creation that say the model is one it will not run (a custom-domain op, opset 99,
+#: an invalid graph), not that ORT failed: InvalidGraph, InvalidArgument, NotImplemented, Fail, ... (pybind classes)
+_MODEL_REJECTED = frozenset({"Fail", "InvalidGraph", "InvalidArgument", "NotImplemented", "InvalidProtobuf",
+                             "NoModel", "ModelLoaded"})
+#: a C++ source location and signature ORT puts before its reason: `/src/x.h:46 void ns::f(const T&, int) Reason`
+_CXX_PREFIX = re.compile(r"^/\S+:\d+ .*?\)(?: const)? (?=\S)")
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+
+
+def _rejects_model(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("onnxruntime") and type(exc).__name__ in _MODEL_REJECTED
+
+
+def _rejected(model: onnx.ModelProto, options: ort.SessionOptions, providers: Sequence[str]) -> bool:
+    """Whether ORT refuses ``model`` itself (only asked when it refused the model with intermediates marked)."""
+    try:
+        ort.InferenceSession(model.SerializeToString(), options, providers=list(providers))
+    except Exception as exc:  # noqa: BLE001
+        return _rejects_model(exc)
+    return False
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """ORT's reason on one line: no error-code prefix, no C++ signature, no further lines."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = _CXX_PREFIX.sub("", _ORT_PREFIX.sub("", lines[0] if lines else type(exc).__name__))
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_outputs(model: onnx.ModelProto) -> None:
+    """A graph with no outputs, or one output listed twice, is not a model to compare (ORT loads both and fails
+    later, or returns one value twice): an input error before any session."""
+    names = [o.name for o in model.graph.output]
+    if not names:
+        raise InputError("the ONNX model has no outputs")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"the ONNX model lists output {twice[0]!r} more than once")
 
 
 class OnnxRuntimeBackend:
@@ -42,9 +84,13 @@ class OnnxRuntimeBackend:
         options.log_severity_level = 3  # errors only: warnings about unused initializers are noise here
         if threads:
             options.intra_op_num_threads = threads
+        _check_outputs(model)
         try:
             self._session = ort.InferenceSession(marked.SerializeToString(), options, providers=list(providers))
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            if _rejects_model(exc) and (marked is model or _rejected(model, options, providers)):
+                # the model itself (not our marking of values) is one ORT refuses: an input error, exit 2
+                raise InputError(f"ONNX Runtime cannot load the model: {_first_line(exc)}") from None
             raise BackendError(f"ONNX Runtime could not load the model: {condense_error(exc)}") from exc
 
     @staticmethod
