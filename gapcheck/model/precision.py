@@ -96,7 +96,6 @@ def restore_output_types(converted: onnx.ModelProto, original: onnx.ModelProto) 
     sees no FP32 output to cast back: the output became FP16 and a value beyond 65504 came out as Inf.
     """
     was_float = {o.name for o in original.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
-    consumed = {name for n in converted.graph.node for name in n.input}
     by_output = {o: n for n in converted.graph.node for o in n.output}
     for output in converted.graph.output:
         if output.name not in was_float or output.type.tensor_type.elem_type != onnx.TensorProto.FLOAT16:
@@ -106,17 +105,15 @@ def restore_output_types(converted: onnx.ModelProto, original: onnx.ModelProto) 
         for info in stale:  # an FP16 value_info of the output name would contradict the output's type
             converted.graph.value_info.remove(info)
         producer = by_output.get(output.name)
-        if producer is not None and producer.op_type == "Cast" and output.name not in consumed:
-            for attribute in producer.attribute:  # the FP16 cast becomes the FP32 one the output needs
-                if attribute.name == "to":
-                    attribute.i = onnx.TensorProto.FLOAT
-            continue
         half = f"{output.name}_fp16"
-        for node in converted.graph.node:  # the FP16 value renamed; a Cast gives the output its FP32 type
+        for node in converted.graph.node:  # the FP16 value renamed (consumers inside the graph still read it)
             node.input[:] = [half if i == output.name else i for i in node.input]
             node.output[:] = [half if o == output.name else o for o in node.output]
-        converted.graph.node.append(onnx.helper.make_node("Cast", [half], [output.name], f"{output.name}_cast_fp32",
+        # The output reads what the Cast to FP16 read (a kept node's FP32 value: no Inf), else the FP16 value.
+        source = producer.input[0] if producer is not None and producer.op_type == "Cast" else half
+        converted.graph.node.append(onnx.helper.make_node("Cast", [source], [output.name], f"{output.name}_cast_fp32",
                                                           to=onnx.TensorProto.FLOAT))
+    _prune_unused(converted)
 
 
 def _prune_unused(model: onnx.ModelProto) -> None:
@@ -127,8 +124,8 @@ def _prune_unused(model: onnx.ModelProto) -> None:
     if len(keep) != len(graph.node):
         del graph.node[:]
         graph.node.extend(keep)
-    used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output}
-    inits = [t for t in graph.initializer if t.name in used]
+    used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output} | {i.name for i in graph.input}
+    inits = [t for t in graph.initializer if t.name in used]  # one listed as a graph input stays: else it is required
     if len(inits) != len(graph.initializer):
         del graph.initializer[:]
         graph.initializer.extend(inits)

@@ -142,3 +142,25 @@ def test_drop_round_trips_keeps_fp32_between_kept_nodes():
     got = ValueRunner(fixed, []).run({"x": np.ones(4, np.float32)})["y"]
     assert np.allclose(got, 0.0), got  # 1e5 - 1e5 twice; Inf - 1e5 would give Inf
     assert FP16_MAX < 1e5
+
+
+def test_a_kept_graph_output_read_inside_the_graph_stays_fp32():
+    """Issue 20: a node kept in FP32 producing a graph output (also read by an FP16 node) wrote it as FP16: Inf."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from gapcheck.model.precision import to_precision
+
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "c"], ["y"], "mul"), helper.make_node("Div", ["y", "d"], ["z"], "div")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(np.array(1e5, np.float32), "c"), numpy_helper.from_array(np.array(1e4, np.float32), "d")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    converted = to_precision(model, "fp16", ["mul"])
+    onnx.checker.check_model(converted)
+    assert [o.type.tensor_type.elem_type for o in converted.graph.output] == [TensorProto.FLOAT] * 2
+    x = np.array([1, 2, 3, 0.5], np.float32)
+    y, _ = ort.InferenceSession(converted.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(y, x * np.float32(1e5))
