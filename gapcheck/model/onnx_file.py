@@ -34,12 +34,69 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
         raise InputError(f"ONNX file is {size / 1024**3:.1f} GiB, over the {MAX_ONNX_BYTES / 1024**3:.0f} GiB limit: {target}")
     try:
         model = onnx.load(str(target))
-        onnx.checker.check_model(model)
+        _check(model)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data errors
         raise InputError(f"not a valid ONNX model: {target} ({condense_error(exc, 200)})") from exc
     if not model.graph.node:
         raise InputError(f"ONNX model has no nodes: {target}")
     return model
+
+
+def _check(model: onnx.ModelProto) -> None:
+    """ONNX's checker, except that ops ONNX Runtime registers in the ONNX domain itself pass.
+
+    ONNX Runtime's transformer optimizer writes ``SimplifiedLayerNormalization`` (T5, LLaMA RMSNorm) in the default
+    domain, where ONNX has no such op: the checker refuses a file ONNX Runtime runs. Those nodes are moved to a
+    private domain for one more checker pass (custom domains are not checked), so the rest of the graph is still
+    checked in full; a failure with no such node, or one left after the move, is the checker's verdict.
+    """
+    try:
+        onnx.checker.check_model(model)
+    except Exception:
+        nodes = _onnxruntime_only_nodes(model)
+        if not nodes:
+            raise
+        _check_with_private_domain(model, nodes)
+
+
+#: where the ONNX-domain ops ONNX Runtime adds are moved for the checker's second pass (never written to a file)
+_PRIVATE_DOMAIN = "gapcheck.onnxruntime_onnx_domain"
+
+
+def _onnxruntime_only_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Main-graph nodes of the ONNX domain whose op ONNX has not at the model's opset, but ONNX Runtime has."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    unknown = [n for n in model.graph.node if n.domain in ("", "ai.onnx")
+               and not onnx.defs.has(n.op_type, opset, n.domain or "")]
+    if not unknown:
+        return []
+    known = _onnxruntime_onnx_domain_ops(opset)
+    return [n for n in unknown if n.op_type in known]
+
+
+def _onnxruntime_onnx_domain_ops(opset: int) -> frozenset[str]:
+    """The ops ONNX Runtime registers in the ONNX domain at ``opset`` (its own, e.g. SimplifiedLayerNormalization)."""
+    try:
+        from onnxruntime.capi import onnxruntime_pybind11_state as ort_state  # only on a checker failure
+
+        schemas = ort_state.get_all_operator_schema()
+    except Exception:  # noqa: BLE001 - no ONNX Runtime, or a build without its schemas: the checker's verdict stands
+        return frozenset()
+    return frozenset(s.name for s in schemas if s.domain in ("", "ai.onnx") and s.since_version <= opset)
+
+
+def _check_with_private_domain(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> None:
+    """Run the checker with ``nodes`` in a private domain, then put the model back as it was (no copy of the weights)."""
+    domains = [n.domain for n in nodes]
+    model.opset_import.append(onnx.helper.make_opsetid(_PRIVATE_DOMAIN, 1))
+    try:
+        for node in nodes:
+            node.domain = _PRIVATE_DOMAIN
+        onnx.checker.check_model(model)
+    finally:
+        for node, domain in zip(nodes, domains, strict=True):
+            node.domain = domain
+        del model.opset_import[-1]
 
 
 def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:

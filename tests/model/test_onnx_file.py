@@ -33,3 +33,46 @@ def test_save_never_writes_through_a_link_and_load_refuses_what_is_not_onnx(tmp_
     assert victim.read_text() == "mine"
     with pytest.raises(InputError, match="not a valid ONNX model"):
         load_onnx(victim)
+
+
+def _rms_norm(domain: str, op_type: str = "SimplifiedLayerNormalization", with_import: bool = True):
+    """A T5/RMSNorm node as ONNX Runtime's transformer optimizer writes it (ONNX has no such op)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    node = helper.make_node(op_type, ["x", "w"], ["y"], domain=domain, epsilon=1e-6, axis=-1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    imports = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain and with_import else [])
+    return helper.make_model(graph, opset_imports=imports)
+
+
+def test_onnxruntime_own_ops_load_and_run_as_onnxruntime_runs_them(tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+
+    target = tmp_path / "t5.onnx"
+    target.write_bytes(_rms_norm("").SerializeToString())
+    model = load_onnx(target)  # the checker alone refuses it: "No Op registered for SimplifiedLayerNormalization"
+    assert model.graph.node[0].domain == "" and [o.domain for o in model.opset_import] == [""]  # given back as read
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.ones((1, 4), np.float32)})[0].shape == (1, 4)
+    skip = helper.make_node("SkipLayerNormalization", ["x", "x", "w", "w"], ["s"], domain="com.microsoft")
+    fused = _rms_norm("com.microsoft", "FusedMatMul")
+    fused.graph.node[0].CopyFrom(skip)
+    fused.graph.output[0].name = "s"
+    (tmp_path / "fused.onnx").write_bytes(fused.SerializeToString())
+    assert load_onnx(tmp_path / "fused.onnx").graph.node[0].op_type == "SkipLayerNormalization"
+
+
+def test_the_checker_still_refuses_what_onnxruntime_would_not_run(tmp_path):
+    cases = {"unknown.onnx": _rms_norm("", "NoSuchOp"),  # no runtime has it
+             "noimport.onnx": _rms_norm("com.microsoft", with_import=False)}  # a contrib op without its opset import
+    broken = _rms_norm("")
+    broken.graph.node.append(helper.make_node("Relu", ["missing"], ["z"]))  # an input nobody produces
+    cases["broken.onnx"] = broken
+    for name, model in cases.items():
+        (tmp_path / name).write_bytes(model.SerializeToString())
+        with pytest.raises(InputError, match="not a valid ONNX model"):
+            load_onnx(tmp_path / name)
