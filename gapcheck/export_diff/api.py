@@ -24,7 +24,7 @@ from gapcheck.findings import Finding, Subject
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec, TritonTarget
 from gapcheck.groups.inputs import forward_input_names, specs_from_onnx  # noqa: F401 - their old home, re-exported
 from gapcheck.groups.keywords import KEYWORDS, fill_request
-from gapcheck.model.onnx_file import load_onnx
+from gapcheck.model.onnx_file import computes_in_fp16, load_onnx
 from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.triton.client import TritonEndpoint
 
@@ -139,6 +139,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=where,
                                              subject=Subject(path=where)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
+    precision = file_precision(request.precision, onnx_model)
     # Batch checks need as many distinct samples as the largest batch.
     count = max([request.inputs.num_samples, *request.batch_sizes])
     samples = request.inputs.samples(module=loaded.module, onnx_model=onnx_model, count=count)
@@ -158,8 +159,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             cache=cache,
             exporter=request.export.exporter,
             opset=request.export.opset,
-            tolerances=request.policy(),
-            precision=request.precision,
+            tolerances=request.tolerance.policy(precision),
+            precision=precision,
             batch_sizes=request.batch_sizes,
             keep_train_mode=request.keep_train_mode,
             deployed=deployed,
@@ -176,6 +177,15 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             result = with_padding(request, result, loaded.module, samples[0], deployed, progress)
     request.export.save(result.onnx_model)
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
+
+
+def file_precision(asked: str, onnx_model: Any) -> str:
+    """The precision to compare in: an ONNX file that computes in FP16 (a deployment's converted file, FP32 inputs
+    and outputs around an FP16 body) is compared with FP16 budgets even without ``--precision fp16``: FP32 budgets
+    would report its rounding as a gap at the first module. The result's precision says so (``FP16`` findings)."""
+    if asked == "fp32" and onnx_model is not None and computes_in_fp16(onnx_model):
+        return "fp16"
+    return asked
 
 
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:

@@ -50,6 +50,7 @@ from gapcheck.groups.export import ExportSpec, output_names, refused
 from gapcheck.model.export import ExportResult
 from gapcheck.model.fit import ModelFit, attribute_by_weights, check_fit
 from gapcheck.model.mapping import GraphIndex, ModuleMapping, index_graph, map_modules
+from gapcheck.model.onnx_file import computes_in_fp16
 from gapcheck.model.precision import to_precision
 from gapcheck.progress import NullProgress, ProgressReporter
 
@@ -303,7 +304,9 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
             f"the ONNX file has {len(compared)} of the model's {len(output_names)} outputs: "
             f"{', '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not in it and not compared",
             where="onnx", subject=Subject(other="onnx"), evidence={"not_in_file": lacking, "compared": list(compared)}))
-    test_model = to_precision(reference_model, precision)
+    # A file already in FP16 (converted for deployment) runs as it is: converting it again would refuse it
+    test_model = reference_model if precision == "fp16" and computes_in_fp16(reference_model) else \
+        to_precision(reference_model, precision)
     return _Plan(exported, test_model, index, module_paths, mappings, output_names, fit, tuple(notes), compared,
                  precision)
 

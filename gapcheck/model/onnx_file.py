@@ -14,7 +14,7 @@ from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError, condense_error
 
 # condense_error is re-exported for its older importers (it lives in gapcheck.errors)
-__all__ = ["MAX_ONNX_BYTES", "ONNX_PROTOBUF_LIMIT", "condense_error", "load_onnx", "save_onnx"]
+__all__ = ["MAX_ONNX_BYTES", "ONNX_PROTOBUF_LIMIT", "computes_in_fp16", "condense_error", "load_onnx", "save_onnx"]
 
 # Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
 MAX_ONNX_BYTES = 4 * 1024**3
@@ -97,6 +97,28 @@ def _check_with_private_domain(model: onnx.ModelProto, nodes: list[onnx.NodeProt
         for node, domain in zip(nodes, domains, strict=True):
             node.domain = domain
         del model.opset_import[-1]
+
+
+def computes_in_fp16(model: onnx.ModelProto) -> bool:
+    """Whether the graph computes in FP16: most of its floating-point weight elements (initializers and Constant
+    nodes) are FP16, or it has no floating-point weights and casts to FP16. What
+    ``onnxconverter_common.float16.convert_float_to_float16(model, keep_io_types=True)`` writes: FP32 inputs and
+    outputs around an FP16 body, which the graph's input types alone do not show."""
+    fp16 = fp32 = 0
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node if n.op_type == "Constant"
+                                               for a in n.attribute if a.name == "value"]
+    for tensor in tensors:
+        elements = 1
+        for dim in tensor.dims:
+            elements *= dim
+        if tensor.data_type == onnx.TensorProto.FLOAT16:
+            fp16 += elements
+        elif tensor.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16):
+            fp32 += elements
+    if fp16 or fp32:
+        return fp16 > fp32
+    return any(n.op_type == "Cast" and a.name == "to" and a.i == onnx.TensorProto.FLOAT16
+               for n in model.graph.node for a in n.attribute)
 
 
 def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:

@@ -1,0 +1,72 @@
+"""export-diff --onnx on a deployment's FP16 file (onnxconverter_common's convert_float_to_float16 with
+keep_io_types=True: FP32 inputs and outputs around an FP16 body): compared with FP16 budgets, the file used as it is."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import numpy_helper
+
+from gapcheck.cli.app import main
+from gapcheck.model.onnx_file import computes_in_fp16
+from sample_models.cnn import build_small_resnet
+from sample_models.transformer import build_transformer
+
+CASES = {  # factory, input, an initializer the file names after its module, that module
+    "cnn": ("sample_models.cnn:build_small_resnet", "x:1x3x32x32:float32", "fc.bias", "fc"),
+    "transformer": ("sample_models.transformer:build_transformer", "ids:1x16:int64:0,1000", "block.mlp.fc1.bias",
+                    "block.mlp.fc1"),
+}
+
+
+def _fp16_file(tmp_path, case: str, planted: str | None = None):
+    """The model exported as a user would, then converted to FP16 as deployments do; ``planted`` gets +0.5."""
+    module, example = (build_small_resnet(), torch.randn(1, 3, 32, 32)) if case == "cnn" else \
+        (build_transformer(), torch.randint(0, 1000, (1, 16)))
+    fp32 = tmp_path / f"{case}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (example,), str(fp32), dynamo=False, input_names=[CASES[case][1].split(":")[0]])
+        from onnxconverter_common import float16
+
+        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+    if planted:
+        tensor = next(t for t in model.graph.initializer if t.name == planted)
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) + np.float16(0.5), planted))
+    target = tmp_path / f"{case}_fp16{'_planted' if planted else ''}.onnx"
+    onnx.save(model, str(target))
+    return fp32, target
+
+
+def _run(tmp_path, case: str, onnx_file, *extra: str) -> tuple[int, dict]:
+    factory, spec = CASES[case][:2]
+    report = tmp_path / "report.json"
+    code = main(["export-diff", "--model", factory, "--input", spec, "--onnx", str(onnx_file), "--num-samples", "2",
+                 "--json", str(report), "--no-progress", *extra])
+    return code, json.loads(report.read_text()) if report.exists() else {}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_clean_fp16_file_passes_with_fp16_budgets_without_being_asked(tmp_path, case):
+    fp32, fp16 = _fp16_file(tmp_path, case)
+    assert not computes_in_fp16(onnx.load(str(fp32))) and computes_in_fp16(onnx.load(str(fp16)))
+    code, report = _run(tmp_path, case, fp16)
+    assert code == 0, report.get("findings")
+    assert report["precision"] == "fp16"  # the report says the comparison ran in FP16
+    # asked explicitly: the file is used as it is (converting it again refused it: "already converted to float16")
+    assert _run(tmp_path, case, fp16, "--precision", "fp16")[0] == 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_weight_changed_in_the_fp16_file_is_found_at_its_module(tmp_path, case):
+    _, planted = _fp16_file(tmp_path, case, planted=CASES[case][2])
+    code, report = _run(tmp_path, case, planted)
+    assert code == 1
+    first = report["first_divergence"]
+    assert (first["module"], first["cause"], report["precision"]) == (CASES[case][3], "local", "fp16")
+    assert f"{CASES[case][2]} differs from the checkpoint" in json.dumps(report["findings"])
+    assert "bound to different types" not in json.dumps(report)
