@@ -175,7 +175,7 @@ def declare(*declared: Use | type[Group], section: str | None = None) -> Callabl
         if "config" not in names:
             added.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(
                 None, "--config", help="gapcheck.toml or pyproject.toml (default: discovered from the current "
-                "directory)."), annotation=Optional[Path]))
+                "directory).", parser=_nonempty_path), annotation=Optional[Path]))
         ordered = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty]
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in ordered]
         ctx_first = [p for p in added if p.name == "ctx"] + ordered

@@ -14,6 +14,7 @@ from gapcheck.cli.app import main
     ["cache", "clear", "--cache-dir", " "],
     ["preprocess-audit", "--samples", ""],  # a command's own Path option, declared outside the groups
     ["nightly", "--history", ""],
+    ["history", "--config", ""],  # the --config every declared command takes
 ])
 def test_an_empty_path_flag_is_a_usage_error_not_the_current_folder(args, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
