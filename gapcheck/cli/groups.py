@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar, Union, get_args, get_origin
 
 import typer
-from typer.models import ParameterInfo
+from typer.models import OptionInfo, ParameterInfo
 
 from gapcheck.errors import UsageError
 from gapcheck.groups import Group, Opt, ReportTargets
@@ -116,7 +116,8 @@ def _option(opt: Opt, default: Any, flag: str, *, hidden: bool = False, help: st
         value = default
     if hidden and kind is not bool and get_origin(kind) is not list:
         kind = Optional[kind] if type(None) not in get_args(kind) else kind
-    info = typer.Option(value, flag, help=None if hidden else help or opt.help, hidden=hidden, metavar=opt.metavar,
+    metavar = opt.metavar or ("PATH" if _is_path(kind) else None)  # what typer shows for a Path without a parser
+    info = typer.Option(value, flag, help=None if hidden else help or opt.help, hidden=hidden, metavar=metavar,
                         show_default=not hidden and value not in (None, [], False),
                         parser=_nonempty_path if _is_path(kind) else None)
     return inspect.Parameter("_", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
@@ -152,6 +153,8 @@ def _guard_own_path(parameter: inspect.Parameter) -> None:
                 info.exists or info.resolve_path or info.allow_dash or info.path_type is not None
                 or not info.file_okay or not info.dir_okay or not info.readable or info.writable):
             info.parser = _nonempty_path
+            if isinstance(info, OptionInfo) and info.metavar is None:
+                info.metavar = "PATH"  # what typer shows for a Path without a parser
 
 
 def declare(*declared: Use | type[Group], section: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
