@@ -62,9 +62,10 @@ def is_notebook(name: str) -> bool:
     return name.lower().endswith(".ipynb")
 
 
-def join_cells(text: str, display: str) -> tuple[str, CellMap]:
-    """The notebook's code as one module and its line map (an :class:`InputError` when not a notebook)."""
-    cells = _code_cells(text, display)
+def join_cells(text: str, display: str, max_code: int | None = None) -> tuple[str, CellMap]:
+    """The notebook's code as one module and its line map (an :class:`InputError` when not a notebook, or when its
+    code cells hold more than ``max_code`` characters: outputs such as figures do not count)."""
+    cells = _code_cells(text, display, max_code)
     executed = sorted((c for c in cells if c.count is not None), key=lambda c: (c.count, c.index))
     ordered = executed + [c for c in cells if c.count is None]
     out: list[str] = []
@@ -99,12 +100,17 @@ def python_lines(lines: tuple[str, ...]) -> list[str] | None:
     return out
 
 
-def _code_cells(text: str, display: str) -> list[_Cell]:
+def _code_cells(text: str, display: str, max_code: int | None = None) -> list[_Cell]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{display}: not a notebook: the file is not valid JSON ({_short(exc)})") from exc
     cells = _cell_list(data, display)
+    if max_code is not None:  # before the line map, whose cost grows with the code
+        size = sum(len(_source_text(c)) for c in cells if isinstance(c, dict) and c.get("cell_type", "code") == "code")
+        if size > max_code:
+            raise InputError(f"{display}: its code cells hold {size} characters, more than the {max_code} gapcheck "
+                             "lint reads")
     positions = _source_lines(text, cells)
     found = []
     for index, cell in enumerate(cells, start=1):
@@ -124,6 +130,13 @@ def _code_cells(text: str, display: str) -> list[_Cell]:
         found.append(_Cell(index, count if isinstance(count, int) and not isinstance(count, bool) else None,
                            lines, spots))
     return found
+
+
+def _source_text(cell: dict) -> str:
+    source = cell.get("source", cell.get("input", ""))
+    if isinstance(source, list):
+        return "".join(s for s in source if isinstance(s, str))
+    return source if isinstance(source, str) else ""
 
 
 def _cell_list(data: object, display: str) -> list[object]:

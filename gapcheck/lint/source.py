@@ -21,6 +21,9 @@ from gapcheck.lint.notebook import CellMap, is_notebook, join_cells
 
 #: Files larger than this are refused (a generated or vendored file, not a training script).
 MAX_FILE_BYTES = 5 * 1024 * 1024
+#: A notebook's JSON may be larger: its outputs (plots as base64 images, tables) are not code. Its code cells are
+#: held to MAX_FILE_BYTES once joined; the JSON itself to this (a notebook with 6 MB of figures is ordinary).
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 
 #: Files with more tokens than this are refused before parsing. CPython's parser needs about 1 KB per
 #: AST node at its peak (a 2.4 MB list literal of 1.2M numbers: 1.2 GB); a token is at most about one
@@ -67,20 +70,21 @@ class SourceFile:
 
 def read_source(path: Path, display: str) -> SourceFile:
     """Read and parse ``path``; an unreadable or unparsable file is an :class:`InputError` naming it."""
-    raw = read_regular(path, display)
+    notebook = is_notebook(display) or is_notebook(path.name)
+    raw = read_regular(path, display, limit=MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         raise InputError(f"{display}: not a text file in a known encoding ({exc})") from exc
-    if is_notebook(display) or is_notebook(path.name):
+    if notebook:
         return parse_notebook(text, path, display)
     return parse_source(text, path, display)
 
 
 def parse_notebook(text: str, path: Path, display: str) -> SourceFile:
     """A notebook's code cells as one module (see :mod:`gapcheck.lint.notebook`); errors name the cell."""
-    code, cells = join_cells(text, display)
+    code, cells = join_cells(text, display, max_code=MAX_FILE_BYTES)  # the limit is for code, not outputs
     try:
         source = parse_source(code, path, display, top_level_await=True)
     except InputError as exc:
@@ -93,8 +97,8 @@ def parse_notebook(text: str, path: Path, display: str) -> SourceFile:
     return source
 
 
-def read_regular(path: Path, display: str) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES, checked on the open descriptor.
+def read_regular(path: Path, display: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, checked on the open descriptor.
 
     Opened non-blocking and checked with ``fstat`` (not a ``stat`` before the open): a FIFO named
     ``*.py`` would otherwise block the whole run, a device would never end, and a file swapped
@@ -109,18 +113,18 @@ def read_regular(path: Path, display: str) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{display}: not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise InputError(f"{display}: {info.st_size} bytes is larger than the {MAX_FILE_BYTES} bytes "
+        if info.st_size > limit:
+            raise InputError(f"{display}: {info.st_size} bytes is larger than the {limit} bytes "
                              "gapcheck lint reads")
         chunks, total = [], 0
-        while total <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - total)
+        while total <= limit:
+            chunk = os.read(fd, limit + 1 - total)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
-        if total > MAX_FILE_BYTES:
-            raise InputError(f"{display}: larger than the {MAX_FILE_BYTES} bytes gapcheck lint reads")
+        if total > limit:
+            raise InputError(f"{display}: larger than the {limit} bytes gapcheck lint reads")
         return b"".join(chunks)
     except OSError as exc:
         raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from exc

@@ -260,3 +260,27 @@ def test_token_bomb_is_refused_before_parsing(tmp_path: Path) -> None:
     assert [e.path.rsplit(os.sep, 1)[-1] for e in result.errors] == ["data.py"]
     assert "tokens" in result.errors[0].message
     assert [f.code for f in result.findings] == ["GC801"]
+
+
+def _notebook(cells: list[dict]) -> str:
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_a_notebook_with_megabytes_of_figures_is_linted_its_code_held_to_the_limit(tmp_path: Path):
+    """Data scientists' notebooks carry their plots (base64 PNGs): 6 MB of outputs is ordinary, and the limit is
+    for code. The bug in its code cell is still found; code cells over the limit are refused by name."""
+    from gapcheck.lint.source import MAX_NOTEBOOK_BYTES
+
+    figure = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo" * (6 * 1024 * 1024 // 11)},
+              "metadata": {}}
+    code = {"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [figure],
+            "source": ["import torch\n", "state = torch.load('model.pt')\n"]}
+    path = tmp_path / "report.ipynb"
+    path.write_text(_notebook([code]))
+    assert MAX_FILE_BYTES < path.stat().st_size < MAX_NOTEBOOK_BYTES
+    result = lint_paths([path], jobs=1)
+    assert not result.errors and "GC801" in {f.code for f in result.findings}
+    huge = dict(code, outputs=[], source=["x = 1\n"] * (MAX_FILE_BYTES // 6 + 10))
+    path.write_text(_notebook([huge]))
+    result = lint_paths([path], jobs=1)
+    assert len(result.errors) == 1 and "code cells" in result.errors[0].message
