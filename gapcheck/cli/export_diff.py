@@ -140,7 +140,9 @@ def command(
         request = groups[PrecisionSpec].request(
             model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
             export=groups[ExportSpec], precision=comparison.precision)
-        raise typer.Exit(groups[ReportTargets].emit(run_precision(request)))
+        with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the stages, as `gapcheck precision`
+            result = run_precision(request, progress=bar)
+        raise typer.Exit(groups[ReportTargets].emit(result))
     request = ExportDiffRequest(
         model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
         export=groups[ExportSpec], triton=triton if triton.given else None, onnx_file=onnx_file,
