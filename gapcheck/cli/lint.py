@@ -42,6 +42,8 @@ class LintPath:
 
     @classmethod
     def parse(cls, text: str) -> LintPath:
+        if isinstance(text, str) and not text.strip():  # Path("") is ".": `lint ""` linted the whole working folder
+            raise ValueError("an empty path: name a file or folder")
         return cls(Path(text))
 
 

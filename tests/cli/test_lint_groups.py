@@ -73,3 +73,12 @@ def test_exit_code_comes_from_the_result(tmp_path: Path, capsys: pytest.CaptureF
     (tmp_path / "train.py").write_text(BUGGY)
     assert run(capsys, str(tmp_path))[0] == 1
     assert run(capsys, str(tmp_path), "--exit-zero")[0] == 0
+
+
+def test_an_empty_path_is_a_usage_error_not_the_working_folder(tmp_path, monkeypatch, capsys):
+    from gapcheck.cli.app import main
+
+    (tmp_path / "train.py").write_text("import torch\nstate = torch.load('m.pt')\n")
+    monkeypatch.chdir(tmp_path)  # `lint ""` used to lint everything here (Path("") is ".")
+    assert main(["lint", ""]) == 2
+    assert "empty path" in capsys.readouterr().err
