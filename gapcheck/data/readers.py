@@ -11,14 +11,13 @@ import contextlib
 import functools
 import importlib
 import re
-import signal
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gapcheck.alarm import interval_alarm
 from gapcheck.data.hashing import decode_image, image_from_array
 from gapcheck.data.remote import is_remote, open_file, read_all, shown
 from gapcheck.errors import InputError, UsageError
@@ -87,24 +86,10 @@ SAMPLE_DEADLINE_S = 60.0  # one Dataset sample that takes longer is reported as 
 MAX_TIMEOUTS_PER_SHARD = 2  # after this many, the shard's other samples are reported unread, not waited for
 
 
-@contextlib.contextmanager
-def sample_deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`TimeoutError` in the block after ``seconds`` (SIGALRM: the main thread of a POSIX process,
-    which is where the serial and local engines run samples; elsewhere no deadline is set)."""
-    if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no sample within {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def sample_deadline(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """Raise :class:`TimeoutError` in the block after ``seconds`` of wall time (SIGALRM: the main thread of a POSIX
+    process, which is where the serial and local engines run samples; elsewhere no deadline is set)."""
+    return interval_alarm(seconds, lambda: TimeoutError(f"no sample within {seconds:g} s"))
 
 
 @functools.lru_cache(maxsize=4)
