@@ -139,7 +139,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=where,
                                              subject=Subject(path=where)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
-    precision = file_precision(request.precision, onnx_model)
+    # the whole run (layers, padding check, the server's layers) compares in the file's precision
+    request = dataclasses.replace(request, precision=file_precision(request.precision, onnx_model))
     # Batch checks need as many distinct samples as the largest batch.
     count = max([request.inputs.num_samples, *request.batch_sizes])
     samples = request.inputs.samples(module=loaded.module, onnx_model=onnx_model, count=count)
@@ -159,8 +160,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             cache=cache,
             exporter=request.export.exporter,
             opset=request.export.opset,
-            tolerances=request.tolerance.policy(precision),
-            precision=precision,
+            tolerances=request.policy(),
+            precision=request.precision,
             batch_sizes=request.batch_sizes,
             keep_train_mode=request.keep_train_mode,
             deployed=deployed,
