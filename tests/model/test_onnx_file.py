@@ -76,3 +76,26 @@ def test_the_checker_still_refuses_what_onnxruntime_would_not_run(tmp_path):
         (tmp_path / name).write_bytes(model.SerializeToString())
         with pytest.raises(InputError, match="not a valid ONNX model"):
             load_onnx(tmp_path / name)
+
+
+def test_computes_in_fp16_counts_weight_elements_and_casts():
+    import numpy as np
+    from onnx import numpy_helper
+
+    from gapcheck.model.onnx_file import computes_in_fp16
+
+    def graph(*tensors, nodes=()):
+        g = helper.make_graph([*nodes, helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              [numpy_helper.from_array(t, f"w{i}") for i, t in enumerate(tensors)])
+        return helper.make_model(g)
+
+    big16, small32 = np.zeros(100, np.float16), np.zeros(3, np.float32)
+    assert computes_in_fp16(graph(big16, small32))  # an FP16 body keeps a few FP32 constants
+    assert not computes_in_fp16(graph(np.zeros(100, np.float32), np.zeros(3, np.float16)))  # one FP16 table
+    assert not computes_in_fp16(graph(np.zeros(100, np.int8)))  # a quantized file is not an FP16 one
+    constant = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(big16, "c"))
+    assert computes_in_fp16(graph(small32, nodes=[constant]))
+    cast = helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16)
+    assert computes_in_fp16(graph(nodes=[cast])) and not computes_in_fp16(graph())
