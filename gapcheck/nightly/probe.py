@@ -474,24 +474,40 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
                        max_in_flight: int,
                        served_outputs: list[str], findings: list[Finding]
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
-    from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_MISSING, OUTPUT_TYPE
-
+    findings.extend(_missing_outputs(spec, bundle, served_outputs))
     wanted = [o.name for o in bundle.output_infos if spec.served_name(o.name) in served_outputs]
-    for info in bundle.output_infos:
-        served_as = spec.served_name(info.name)
-        if served_as not in served_outputs:
-            mapped = f" as {served_as!r} (--triton-output-map)" if served_as != info.name else ""
-            findings.append(OUTPUT_MISSING.finding(
-                f"{spec.name} does not serve golden output {info.name!r}{mapped} (it serves "
-                f"{', '.join(served_outputs) or 'none'})",
-                subject=Subject(endpoint=spec.name, output=info.name), evidence={"served_outputs": served_outputs}))
     if not wanted:
         return (), ()
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
+    requests = _send_all(spec, endpoint, bundle, batch, max_in_flight, accumulators)
+    comparisons = tuple(acc.result() for acc in accumulators.values())
+    findings.extend(_comparison_findings(spec, bundle, list(accumulators.values()), comparisons))
+    return comparisons, tuple(sorted(requests, key=lambda r: r["first_sample"]))
+
+
+def _missing_outputs(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle,
+                     served_outputs: list[str]) -> list[Finding]:
+    from gapcheck.codes.nightly import OUTPUT_MISSING
+
+    missing = []
+    for info in bundle.output_infos:
+        served_as = spec.served_name(info.name)
+        if served_as not in served_outputs:
+            mapped = f" as {served_as!r} (--triton-output-map)" if served_as != info.name else ""
+            missing.append(OUTPUT_MISSING.finding(
+                f"{spec.name} does not serve golden output {info.name!r}{mapped} (it serves "
+                f"{', '.join(served_outputs) or 'none'})",
+                subject=Subject(endpoint=spec.name, output=info.name), evidence={"served_outputs": served_outputs}))
+    return missing
+
+
+def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, batch: int,
+              max_in_flight: int, accumulators: dict[str, _Accumulator]) -> list[dict[str, Any]]:
+    """Send every batch and feed each answer to its output's accumulator; the requests made, in answer order."""
     requests: list[dict[str, Any]] = []
     inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else bundle.unverified_inputs  # to send, not to judge
-    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in wanted],
+    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators],
                            InputDigests(bundle.manifest, inputs, bundle.num_samples))
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
@@ -509,27 +525,34 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         inference.close()
-    comparisons = tuple(acc.result() for acc in accumulators.values())
-    for acc in accumulators.values():
+    return requests
+
+
+def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, accumulators: list[_Accumulator],
+                         comparisons: tuple[OutputComparison, ...]) -> list[Finding]:
+    from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_TYPE
+
+    found = []
+    for acc in accumulators:
         if acc.width_change is not None and acc.type_problem is None:
-            findings.append(OUTPUT_TYPE.finding(
+            found.append(OUTPUT_TYPE.finding(
                 f"{spec.name} output {acc.name}: {acc.width_change} (values compared with the bundle's tolerances)",
                 subject=Subject(endpoint=spec.name, output=acc.name), severity=Severity.WARNING,
                 evidence={"problem": acc.width_change}))
     for c in comparisons:
         if c.type_problem is not None:
-            findings.append(OUTPUT_TYPE.finding(
+            found.append(OUTPUT_TYPE.finding(
                 f"{spec.name} output {c.output}: {c.type_problem}: no sample can be compared",
                 subject=Subject(endpoint=spec.name, output=c.output),
                 evidence={"problem": c.type_problem, "samples": bundle.num_samples}))
         elif not c.passed:
             worst = ", ".join(f"#{w.sample} (|err| {w.max_abs:.3g}, {w.error_ratio:.3g}x its tolerance)"
                               for w in c.worst if not w.passed)
-            findings.append(GOLDEN_MISMATCH.finding(
+            found.append(GOLDEN_MISMATCH.finding(
                 f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "
                 f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}",
                 subject=Subject(endpoint=spec.name, output=c.output),
                 evidence={"max_abs_error": c.max_abs, "max_rel_error": c.max_rel, "error_ratio": c.error_ratio,
                           "failing_samples": c.failing_samples, "samples": bundle.num_samples,
                           "worst_samples": [w.as_dict() for w in c.worst], "rtol": c.rtol, "atol": c.atol}))
-    return comparisons, tuple(sorted(requests, key=lambda r: r["first_sample"]))
+    return found
