@@ -87,7 +87,7 @@ def command(
     augmented: Annotated[Optional[list[str]], typer.Option(
         "--augmented", help="Stage name whose randomness is expected (training augmentation).")] = None,
     n: Annotated[Optional[int], typer.Option(
-        "--n", min=1, help=f"Samples to audit ({_said('n', 'max_samples')}).")] = None,
+        "--n", "--max-samples", min=1, help=f"Samples to audit ({_said('n', 'max_samples')}).")] = None,
     p_threshold: Annotated[Optional[float], typer.Option(
         "--p-threshold", help=f"KS p-value threshold ({_said('p_threshold')}).")] = None,
     min_effect: Annotated[Optional[float], typer.Option(

@@ -67,6 +67,8 @@ def test_the_environment_overrides_the_file(tmp_path: Path, minilm_copy: Path, m
     assert document["settings"]["repeats"] == 0  # the file's, where the environment says nothing
     code, document = _run(tmp_path, _project(tmp_path, TEXT), "--n", "4")  # and the flag over the environment
     assert document["audited"] == 4
+    code, document = _run(tmp_path, _project(tmp_path, TEXT), "--max-samples", "3")  # the spelling of --n
+    assert document["audited"] == 3
 
 
 def test_tokenizer_stages_without_samples_name_what_is_missing(tmp_path: Path, minilm: Path,
