@@ -24,7 +24,7 @@ from gapcheck.findings import Finding, Subject
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec, TritonTarget
 from gapcheck.groups.inputs import forward_input_names, specs_from_onnx  # noqa: F401 - their old home, re-exported
 from gapcheck.groups.keywords import KEYWORDS, fill_request
-from gapcheck.model.onnx_file import computes_in_fp16, load_onnx
+from gapcheck.model.onnx_file import computes_in_fp16, load_onnx, with_fp32_inputs
 from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.triton.client import TritonEndpoint
 
@@ -139,6 +139,9 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=where,
                                              subject=Subject(path=where)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
+    served = onnx_model  # the file as written: what a deployment's config is audited against
+    if onnx_model is not None and computes_in_fp16(onnx_model):
+        onnx_model = with_fp32_inputs(onnx_model)  # an FP16 file with FP16 inputs is fed the model's FP32 samples
     # the whole run (layers, padding check, the server's layers) compares in the file's precision
     request = dataclasses.replace(request, precision=file_precision(request.precision, onnx_model))
     # Batch checks need as many distinct samples as the largest batch.
@@ -149,7 +152,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     compare_samples = samples[: request.inputs.num_samples] if request.inputs.file is None else samples
     cache = request.export.cache(request.model)
     with ExitStack() as stack:
-        deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, onnx_model, samples,
+        deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, served, samples,
                                                               progress, cache, sequence_inputs)
         extra.extend(audit_findings)
         result = export_diff(

@@ -14,7 +14,8 @@ from gapcheck.atomic import write_atomic
 from gapcheck.errors import InputError, condense_error
 
 # condense_error is re-exported for its older importers (it lives in gapcheck.errors)
-__all__ = ["MAX_ONNX_BYTES", "ONNX_PROTOBUF_LIMIT", "computes_in_fp16", "condense_error", "load_onnx", "save_onnx"]
+__all__ = ["MAX_ONNX_BYTES", "ONNX_PROTOBUF_LIMIT", "computes_in_fp16", "condense_error", "load_onnx", "save_onnx",
+           "with_fp32_inputs"]
 
 # Refuse ONNX files larger than this before parsing them (protobuf parsing holds the whole file in memory).
 MAX_ONNX_BYTES = 4 * 1024**3
@@ -119,6 +120,32 @@ def computes_in_fp16(model: onnx.ModelProto) -> bool:
         return fp16 > fp32
     return any(n.op_type == "Cast" and a.name == "to" and a.i == onnx.TensorProto.FLOAT16
                for n in model.graph.node for a in n.attribute)
+
+
+def with_fp32_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each FP16 graph input taking FP32 and cast to FP16 inside: the torch model's samples are FP32,
+    and an FP16 deployment's client casts its FP32 data the same way. A copy when there is any (``model`` itself,
+    unchanged, otherwise): the file as written stays what a deployment audit compares with."""
+    initializers = {t.name for t in model.graph.initializer}
+    fp16 = [v.name for v in model.graph.input
+            if v.name not in initializers and v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16]
+    if not fp16:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    model, casts = copy, []
+    for value in model.graph.input:
+        if value.name not in fp16:
+            continue
+        inner = f"{value.name}__gapcheck_fp16"
+        for node in model.graph.node:
+            node.input[:] = [inner if name == value.name else name for name in node.input]
+        casts.append(onnx.helper.make_node("Cast", [value.name], [inner], to=onnx.TensorProto.FLOAT16,
+                                           name=f"{value.name}__gapcheck_cast"))
+        value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for cast in reversed(casts):
+        model.graph.node.insert(0, cast)
+    return model
 
 
 def save_onnx(model: onnx.ModelProto, path: str | Path) -> Path:

@@ -23,7 +23,7 @@ CASES = {  # factory, input, an initializer the file names after its module, tha
 }
 
 
-def _fp16_file(tmp_path, case: str, planted: str | None = None):
+def _fp16_file(tmp_path, case: str, planted: str | None = None, keep_io_types: bool = True):
     """The model exported as a user would, then converted to FP16 as deployments do; ``planted`` gets +0.5."""
     module, example = (build_small_resnet(), torch.randn(1, 3, 32, 32)) if case == "cnn" else \
         (build_transformer(), torch.randint(0, 1000, (1, 16)))
@@ -33,7 +33,7 @@ def _fp16_file(tmp_path, case: str, planted: str | None = None):
         torch.onnx.export(module, (example,), str(fp32), dynamo=False, input_names=[CASES[case][1].split(":")[0]])
         from onnxconverter_common import float16
 
-        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=keep_io_types)
     if planted:
         tensor = next(t for t in model.graph.initializer if t.name == planted)
         tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) + np.float16(0.5), planted))
@@ -71,6 +71,17 @@ def test_a_weight_changed_in_the_fp16_file_is_found_at_its_module(tmp_path, case
     assert f"{CASES[case][2]} differs from the checkpoint" in json.dumps(report["findings"])
     assert "bound to different types" not in json.dumps(report)
 
+
+
+def test_a_file_with_fp16_inputs_is_fed_the_models_fp32_samples_cast_to_fp16(tmp_path):
+    """keep_io_types=False: the file takes and returns FP16 (before: ONNX Runtime refused the FP32 feed, exit 3)."""
+    _, clean = _fp16_file(tmp_path, "cnn", keep_io_types=False)
+    assert onnx.load(str(clean)).graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    code, report = _run(tmp_path, "cnn", clean)
+    assert (code, report["precision"]) == (0, "fp16"), report.get("findings")
+    _, planted = _fp16_file(tmp_path, "cnn", planted="fc.bias", keep_io_types=False)
+    code, report = _run(tmp_path, "cnn", planted)
+    assert (code, report["first_divergence"]["module"], report["first_divergence"]["cause"]) == (1, "fc", "local")
 
 
 FACTORY = """
