@@ -230,13 +230,27 @@ def _rate(stats: ColumnStats) -> float:
     return stats.nulls / stats.rows if stats.rows else 0.0
 
 
+EXACT_BELOW_EXPECTED = 5.0  # the textbook rule: under 5 expected in a cell the z-test's normal tail is wrong
+
+
+def _expected_min(nulls: float, n1: int, n2: int) -> float:
+    """The smallest expected count of the 2×2 table (side × missing or not) under no change."""
+    total = n1 + n2
+    return min(nulls, total - nulls) * min(n1, n2) / total
+
+
 def null_shift_p(ref: ColumnStats, cur: ColumnStats) -> float:
-    """Two-proportion z-test p-value for the null rates."""
+    """Two-sided p-value for a change of the null rate: the two-proportion z-test, or Fisher's exact test where a
+    cell expects under 5 rows (1 missing of 20 against 0 of 549 has z-test p ≈ 1e-6 but exact p = 0.035: the
+    z-test called one missing value in a 20-row split a ``missing_values_shift``)."""
     from scipy import stats
 
     n1, n2 = ref.rows, cur.rows
     if not n1 or not n2:
         return 1.0
+    if _expected_min(ref.nulls + cur.nulls, n1, n2) < EXACT_BELOW_EXPECTED:
+        a, b = round(ref.nulls), round(cur.nulls)
+        return float(stats.fisher_exact([[a, n1 - a], [b, n2 - b]]).pvalue)
     pooled = (ref.nulls + cur.nulls) / (n1 + n2)
     se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
     if se == 0:
@@ -283,12 +297,35 @@ def min_detectable_null_shift(rate: float, n: int, m: int, alpha: float) -> floa
         return delta / se if se > 0 else math.inf
 
     if room <= 0 or z(room) < critical:
-        return 1.0
+        return _exact_detectable(rate, n, m, alpha, sign)
     low, high = 0.0, room
     for _ in range(60):
         middle = (low + high) / 2
         low, high = (low, middle) if z(middle) >= critical else (middle, high)
+    if _expected_min(rate * n + (rate + sign * high) * m, n, m) < EXACT_BELOW_EXPECTED:
+        return _exact_detectable(rate, n, m, alpha, sign)  # null_shift_p uses Fisher's test there
     return high
+
+
+def _exact_detectable(rate: float, n: int, m: int, alpha: float, sign: float) -> float:
+    """The smallest change, in whole current rows, that :func:`null_shift_p` calls significant (1.0 when none):
+    bisection on the count, the p-value falling as the count moves away from the reference's rate."""
+    from types import SimpleNamespace
+
+    ref = SimpleNamespace(rows=n, nulls=round(rate * n))
+    start = math.ceil(rate * m) if sign > 0 else math.floor(rate * m)
+    stop = m if sign > 0 else 0
+
+    def significant(k: int) -> bool:
+        return null_shift_p(ref, SimpleNamespace(rows=m, nulls=k)) < alpha  # type: ignore[arg-type]
+
+    if not significant(stop):
+        return 1.0
+    low, high = start, stop  # significant(high) holds throughout
+    while abs(high - low) > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if significant(middle) else (middle, high)
+    return abs(high / m - rate)
 
 
 def null_underpowered_findings(features: list[FeatureDrift], reference: SidePartial, current: SidePartial,

@@ -83,11 +83,18 @@ def test_the_missing_values_test_states_its_power(tmp_path):
 
     from gapcheck.data.drift import min_detectable_null_shift, null_shift_p
 
-    for rate, n, m in ((0.0, 20, 20), (0.3, 300, 300), (0.9, 1_000, 50), (0.1, 5_000, 80)):
+    for rate, n, m in ((0.3, 300, 300), (0.9, 1_000, 50), (0.1, 5_000, 80)):  # the z-test's regime
         delta = min_detectable_null_shift(rate, n, m, 0.01)
         current = rate + delta if rate <= 0.5 else rate - delta
         p = null_shift_p(SimpleNamespace(rows=n, nulls=rate * n), SimpleNamespace(rows=m, nulls=current * m))
         assert p == pytest.approx(0.01, rel=1e-3)
+    for n, m in ((20, 20), (549, 20), (300, 300)):  # few expected missing values: Fisher's exact test, whole rows
+        delta = min_detectable_null_shift(0.0, n, m, 0.01)
+        k = round(delta * m)
+        assert delta == pytest.approx(k / m)
+        assert null_shift_p(SimpleNamespace(rows=n, nulls=0), SimpleNamespace(rows=m, nulls=k)) < 0.01
+        assert null_shift_p(SimpleNamespace(rows=n, nulls=0), SimpleNamespace(rows=m, nulls=k - 1)) >= 0.01
+    assert min_detectable_null_shift(0.0, 20, 20, 0.01) == pytest.approx(0.35)  # 7 of 20 (the z-test said 0.285)
     assert min_detectable_null_shift(0.0, 1, 1, 0.01) == 1.0 and min_detectable_null_shift(0.0, 0, 5, 0.01) is None
     rng = np.random.default_rng(5)
     for rows in (20, 20_000):
@@ -121,3 +128,30 @@ def test_pytest_plugin_fails_on_underpowered_only_when_asked(pytester, tmp_path)
     strict = pytester.runpytest_subprocess("-q", "-p", "no:xdist", "--check-data-drift", "--gapcheck-fail-underpowered")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*drift_underpowered*"])
+
+
+def test_one_missing_value_in_a_20_row_split_is_no_missing_values_shift(tmp_path):
+    """New-user review: breast_cancer split 549/20, one NaN in the 20-row side: the z-test's p ≈ 1e-6 made it a
+    ``missing_values_shift`` gap (exit 1); Fisher's exact p is 0.035. Three NaNs (15%, exact p ≈ 4e-5) are one."""
+    from sklearn.datasets import load_breast_cancer
+
+    from gapcheck.data.drift import null_shift_p
+
+    frame = load_breast_cancer(as_frame=True).frame
+    frame.columns = [c.replace(" ", "_") for c in frame.columns]
+    picked = np.random.default_rng(0).permutation(len(frame))  # a random split: no drift to find
+    reference, current = frame.iloc[picked[20:]], frame.iloc[picked[:20]].copy()
+    reference.to_parquet(tmp_path / "r.parquet")
+    results = []
+    for missing in (1, 3):
+        current["mean_radius"] = frame["mean_radius"].iloc[picked[:20]].to_numpy()
+        current.iloc[:missing, current.columns.get_loc("mean_radius")] = np.nan
+        current.to_parquet(tmp_path / f"c{missing}.parquet")
+        with open_engine("serial") as engine:
+            results.append(drift(str(tmp_path / "r.parquet"), str(tmp_path / f"c{missing}.parquet"), engine=engine))
+    one, three = ([f.code for f in r.findings] for r in results)
+    assert "missing_values_shift" not in one and results[0].verdict.value == "pass"
+    assert "missing_values_shift" in three and results[1].verdict.value == "gap"
+    from types import SimpleNamespace
+    p = null_shift_p(SimpleNamespace(rows=549, nulls=0), SimpleNamespace(rows=20, nulls=1))
+    assert p == pytest.approx(20 / 569, rel=1e-6)  # hypergeometric: the one missing row lands in the 20 by chance
