@@ -95,6 +95,12 @@ OUTPUTS_NOT_IN_FILE = define(
     """The --onnx file keeps only some of the model's outputs, under the model's own names (Optimum saves a BertModel
     with last_hidden_state and without pooler_output). The outputs the file has are compared; the others are listed.""",
     "Nothing to fix if the deployment does not need them; export them too to compare them.")
+FP16_FILE = define(
+    "fp16_file", Severity.INFO, F, "The ONNX file computes in FP16: compared with FP16 budgets",
+    """Most of the --onnx file's floating-point weights are FP16 (a deployment's converted file, usually FP32 inputs and
+    outputs around an FP16 body), so the run compares in FP16 as --precision fp16 would: FP32 budgets would call its
+    rounding a gap at the first module.""",
+    "Nothing to fix; pass --precision fp16 to say so explicitly, or compare the FP32 export for FP32 budgets.")
 SERVED_OUTPUT_NAMES = define(
     "served_output_names", Severity.WARNING, F, "The deployment names its outputs its own way",
     """The served model's outputs have other names than the graph's, but the same count and, in order, the same

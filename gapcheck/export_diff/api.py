@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED
+from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED, FP16_FILE
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, evaluation_mode, export_diff
@@ -143,7 +143,12 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     if onnx_model is not None and computes_in_fp16(onnx_model):
         onnx_model = with_fp32_inputs(onnx_model)  # an FP16 file with FP16 inputs is fed the model's FP32 samples
     # the whole run (layers, padding check, the server's layers) compares in the file's precision
-    request = dataclasses.replace(request, precision=file_precision(request.precision, onnx_model))
+    precision = file_precision(request.precision, onnx_model)
+    if precision != request.precision:
+        where = str(request.onnx_file)
+        extra.append(FP16_FILE.finding(f"{where} computes in FP16: compared with FP16 budgets", where=where,
+                                       subject=Subject(path=where)))
+    request = dataclasses.replace(request, precision=precision)
     # Batch checks need as many distinct samples as the largest batch.
     count = max([request.inputs.num_samples, *request.batch_sizes])
     samples = request.inputs.samples(module=loaded.module, onnx_model=onnx_model, count=count)

@@ -56,9 +56,11 @@ def test_a_clean_fp16_file_passes_with_fp16_budgets_without_being_asked(tmp_path
     assert not computes_in_fp16(onnx.load(str(fp32))) and computes_in_fp16(onnx.load(str(fp16)))
     code, report = _run(tmp_path, case, fp16)
     assert code == 0, report.get("findings")
-    assert report["precision"] == "fp16"  # the report says the comparison ran in FP16
+    assert report["precision"] == "fp16"  # the report says the comparison ran in FP16, and a finding says why
+    assert [f["severity"] for f in report["findings"] if f["code"] == "fp16_file"] == ["info"]
     # asked explicitly: the file is used as it is (converting it again refused it: "already converted to float16")
-    assert _run(tmp_path, case, fp16, "--precision", "fp16")[0] == 0
+    code, asked = _run(tmp_path, case, fp16, "--precision", "fp16")
+    assert code == 0 and "fp16_file" not in {f["code"] for f in asked["findings"]}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
