@@ -10,7 +10,6 @@ with the recipe given tonight: unchanged -> exit 0; lowercasing off or another m
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,18 @@ import pytest
 from gapcheck.cli.app import main
 from gapcheck.golden import load_bundle
 from tests.nightly.fake_triton import FakeTriton
-from tests.text.conftest import ORDINARY, TOKENIZER_FILES, minilm  # noqa: F401 - the MiniLM tokenizer files (pip package)
+from tests.text.conftest import (  # noqa: F401 - minilm: the MiniLM tokenizer files (pip package), a fixture
+    ORDINARY,
+    TEXT_LENGTH,
+    TOKENIZER_FILES,
+    minilm,
+    record_text_bundle,
+    text_recipe,
+)
 
-L = 24
-SPECS = (f"input_ids:1x{L}:int64", f"attention_mask:1x{L}:int64", f"token_type_ids:1x{L}:int64")
+L = TEXT_LENGTH
 
 
-def _recipe(folder: Path, extra: str = "") -> str:
-    return f"hf:{folder},max_length={L},padding=max_length{extra}"
 
 
 def _write_texts(path: Path, texts: list[str]) -> Path:
@@ -43,21 +46,8 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory, texts: Path, minilm: Path) -> Path:
     """A tiny BERT's golden bundle, recorded from the sentences through MiniLM's tokenizer (6 samples)."""
-    out = tmp_path_factory.mktemp("golden") / "bundle"
-    previous = os.environ.get("GAPCHECK_CACHE_DIR")
-    os.environ["GAPCHECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("export_cache"))  # not the user's cache
-    try:
-        code = main(["golden", "record", "--model", "tests.text.text_models:build_bert",
-                     *(a for s in SPECS for a in ("--input", s)), "--text-samples", f"{texts}:body",
-                     "--tokenizer", _recipe(minilm), "--num-samples", "6", "--exporter", "torchscript",
-                     "--out", str(out)])
-    finally:
-        if previous is None:
-            os.environ.pop("GAPCHECK_CACHE_DIR", None)
-        else:
-            os.environ["GAPCHECK_CACHE_DIR"] = previous
-    assert code == 0
-    return out
+    return record_text_bundle(tmp_path_factory.mktemp("golden") / "bundle", texts, minilm,
+                              tmp_path_factory.mktemp("export_cache"))
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +71,7 @@ def _codes(document: dict[str, Any]) -> dict[str, str]:
 def test_the_recorded_tokenizer_passes_exit_0(tmp_path: Path, bundle: Path, endpoint: str, texts: Path,
                                               minilm: Path):
     code, document = _night(tmp_path, bundle, endpoint, "--text-samples", f"{texts}:body",
-                            "--tokenizer", _recipe(minilm))
+                            "--tokenizer", text_recipe(minilm))
     assert code == 0, document["headline"]
     assert document["verdict"] == "pass" and not {"golden_tokenizer_changed", "golden_text_unreproduced",
                                                   "golden_text_samples_changed"} & set(_codes(document))
@@ -94,7 +84,7 @@ def test_the_recorded_tokenizer_passes_exit_0(tmp_path: Path, bundle: Path, endp
 ])
 def test_a_changed_serving_tokenizer_is_a_gap_exit_1(tmp_path: Path, bundle: Path, endpoint: str, texts: Path,
                                                      minilm: Path, change: str, cause: str):
-    recipe = _recipe(minilm, change) if change else _recipe(minilm).replace(f"max_length={L}", "max_length=12")
+    recipe = text_recipe(minilm, change) if change else text_recipe(minilm).replace(f"max_length={L}", "max_length=12")
     code, document = _night(tmp_path, bundle, endpoint, "--text-samples", f"{texts}:body", "--tokenizer", recipe)
     assert code == 1, document["headline"]
     assert document["verdict"] == "gap" and document["run"]["exit_code"] == 1
@@ -111,7 +101,7 @@ def test_another_samples_file_is_named_not_blamed_on_the_tokenizer(tmp_path: Pat
                                                                    minilm: Path):
     other = _write_texts(tmp_path / "reviews.jsonl", [t.upper() for t in ORDINARY])  # same name, other strings
     code, document = _night(tmp_path, bundle, endpoint, "--text-samples", f"{other}:body",
-                            "--tokenizer", _recipe(minilm, ",do_lower_case=false"))
+                            "--tokenizer", text_recipe(minilm, ",do_lower_case=false"))
     assert code == 0, document["headline"]  # a warning: the endpoints pass, the tokenizer is not judged
     assert _codes(document).get("golden_text_samples_changed") == "warning"
     assert "golden_tokenizer_changed" not in _codes(document) and "golden_text_unreproduced" not in _codes(document)
@@ -142,7 +132,7 @@ def test_the_config_section_names_them_relative_to_the_file(tmp_path: Path, bund
     assert code == 0, document["headline"]  # the environment over the file (the file's samples kept)
     monkeypatch.delenv("GAPCHECK_NIGHTLY__TOKENIZER")
     code, document = _night(tmp_path, bundle, endpoint, "--config", str(config), "--text-samples",
-                            f"{texts}:body", "--tokenizer", _recipe(minilm))
+                            f"{texts}:body", "--tokenizer", text_recipe(minilm))
     assert code == 0, document["headline"]  # the flags over the file
 
 
@@ -151,7 +141,7 @@ def test_a_bundle_not_recorded_from_text_is_exit_2_with_nothing_recorded(tmp_pat
                                                                         tiny_golden: Path, capsys):
     history = tmp_path / "h.sqlite"
     code = main(["nightly", "--golden", str(tiny_golden), "--history", str(history), "--endpoint", f"x={endpoint}",
-                 "--text-samples", f"{texts}:body", "--tokenizer", _recipe(minilm)])
+                 "--text-samples", f"{texts}:body", "--tokenizer", text_recipe(minilm)])
     assert code == 2 and "not recorded from text samples" in capsys.readouterr().err
     assert not history.exists()
 
@@ -175,7 +165,7 @@ def test_bad_text_options_exit_2_before_any_work(tmp_path: Path, bundle: Path, t
 def test_another_field_of_the_same_file_is_named_too(tmp_path: Path, bundle: Path, endpoint: str, texts: Path,
                                                      minilm: Path):
     code, document = _night(tmp_path, bundle, endpoint, "--text-samples", f"{texts}:title",
-                            "--tokenizer", _recipe(minilm))
+                            "--tokenizer", text_recipe(minilm))
     assert code == 0 and _codes(document) == {"golden_text_samples_changed": "warning"}, document["headline"]
     assert "field 'body' recorded" in document["findings"][0]["message"]
 

@@ -45,3 +45,36 @@ def validate_text_report(document: dict[str, Any]) -> None:
 
     assert document["command"] == "preprocess-audit" and document["input"] == "text"
     validate(document)
+
+
+#: a tiny BERT's inputs at MiniLM's vocabulary, padded to TEXT_LENGTH (tests.text.text_models:build_bert)
+TEXT_LENGTH = 24
+TEXT_SPECS = tuple(f"{name}:1x{TEXT_LENGTH}:int64" for name in ("input_ids", "attention_mask", "token_type_ids"))
+
+
+def text_recipe(folder: Path, extra: str = "") -> str:
+    """The hf: recipe the text bundles are recorded with (``extra``: e.g. ",do_lower_case=false")."""
+    return f"hf:{folder},max_length={TEXT_LENGTH},padding=max_length{extra}"
+
+
+def record_text_bundle(out: Path, texts: Path, tokenizer: Path, cache: Path, samples: int = 6) -> Path:
+    """``golden record --text-samples TEXTS:body --tokenizer hf:...`` of the tiny BERT into ``out``, through an export
+    cache of the test's own (never the user's); returns ``out``."""
+    import os
+
+    from gapcheck.cli.app import main
+
+    previous = os.environ.get("GAPCHECK_CACHE_DIR")
+    os.environ["GAPCHECK_CACHE_DIR"] = str(cache)
+    try:
+        code = main(["golden", "record", "--model", "tests.text.text_models:build_bert",
+                     *(a for s in TEXT_SPECS for a in ("--input", s)), "--text-samples", f"{texts}:body",
+                     "--tokenizer", text_recipe(tokenizer), "--num-samples", str(samples), "--exporter", "torchscript",
+                     "--out", str(out)])
+    finally:
+        if previous is None:
+            os.environ.pop("GAPCHECK_CACHE_DIR", None)
+        else:
+            os.environ["GAPCHECK_CACHE_DIR"] = previous
+    assert code == 0
+    return out

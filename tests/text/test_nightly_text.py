@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
 import onnx
@@ -15,15 +14,11 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.triton.local_server import ONNX_RUNNER_PY, LocalTritonServer
-from tests.text.conftest import ORDINARY
+from tests.text.conftest import ORDINARY, record_text_bundle, text_recipe
 
-L = 24
-SPECS = (f"input_ids:1x{L}:int64", f"attention_mask:1x{L}:int64", f"token_type_ids:1x{L}:int64")
 ONNX_TYPES = {onnx.TensorProto.INT64: "TYPE_INT64", onnx.TensorProto.FLOAT: "TYPE_FP32"}
 
 
-def _recipe(minilm: Path, extra: str = "") -> str:
-    return f"hf:{minilm},max_length={L},padding=max_length{extra}"
 
 
 @pytest.fixture(scope="module")
@@ -35,22 +30,8 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory, texts: Path, minilm: Path) -> Path:
-    out = tmp_path_factory.mktemp("golden") / "bundle"
-    cache = tmp_path_factory.mktemp("export_cache")
-    previous = os.environ.get("GAPCHECK_CACHE_DIR")
-    os.environ["GAPCHECK_CACHE_DIR"] = str(cache)  # recording goes through the export cache: not the user's home
-    try:
-        code = main(["golden", "record", "--model", "tests.text.text_models:build_bert",
-                     *(a for s in SPECS for a in ("--input", s)), "--text-samples", f"{texts}:body",
-                     "--tokenizer", _recipe(minilm), "--num-samples", "6", "--exporter", "torchscript",
-                     "--out", str(out)])
-    finally:
-        if previous is None:
-            os.environ.pop("GAPCHECK_CACHE_DIR", None)
-        else:
-            os.environ["GAPCHECK_CACHE_DIR"] = previous
-    assert code == 0
-    return out
+    return record_text_bundle(tmp_path_factory.mktemp("golden") / "bundle", texts, minilm,
+                              tmp_path_factory.mktemp("export_cache"))
 
 
 def _config(name: str, model: onnx.ModelProto) -> str:
@@ -102,8 +83,8 @@ def test_nightly_replays_the_text_bundle_to_a_live_endpoint(served: LocalTritonS
 def test_the_same_tokenizer_reproduces_the_bundle(bundle: Path, texts: Path, minilm: Path):
     from gapcheck.text.bundle_check import check_bundle_tokenizer
 
-    assert check_bundle_tokenizer(bundle, f"{texts}:body", _recipe(minilm)) == ()
-    assert check_bundle_tokenizer(bundle, f"{texts}:body", _recipe(minilm, ",slow")) == ()  # slow agrees here
+    assert check_bundle_tokenizer(bundle, f"{texts}:body", text_recipe(minilm)) == ()
+    assert check_bundle_tokenizer(bundle, f"{texts}:body", text_recipe(minilm, ",slow")) == ()  # slow agrees here
 
 
 @pytest.mark.parametrize(("change", "cause"), [
@@ -114,10 +95,10 @@ def test_the_same_tokenizer_reproduces_the_bundle(bundle: Path, texts: Path, min
 def test_a_changed_serving_tokenizer_is_named(bundle: Path, texts: Path, minilm: Path, change: str, cause: str):
     from gapcheck.text.bundle_check import check_bundle_tokenizer
 
-    (finding,) = check_bundle_tokenizer(bundle, f"{texts}:body", _recipe(minilm, change))
+    (finding,) = check_bundle_tokenizer(bundle, f"{texts}:body", text_recipe(minilm, change))
     assert finding.code == "golden_tokenizer_changed" and finding.is_gap
     assert cause in finding.evidence["causes"] and cause in finding.message
-    assert finding.evidence["differing"] >= 1 and finding.evidence["recorded_tokenizer"] == _recipe(minilm)
+    assert finding.evidence["differing"] >= 1 and finding.evidence["recorded_tokenizer"] == text_recipe(minilm)
 
 
 def test_other_strings_are_not_blamed_on_the_tokenizer(bundle: Path, tmp_path: Path, minilm: Path):
@@ -125,5 +106,5 @@ def test_other_strings_are_not_blamed_on_the_tokenizer(bundle: Path, tmp_path: P
 
     other = tmp_path / "reviews.jsonl"
     other.write_text("".join(json.dumps({"body": " ".join(reversed(t.split()))}) + "\n" for t in ORDINARY), encoding="utf-8")
-    (finding,) = check_bundle_tokenizer(bundle, f"{other}:body", _recipe(minilm, ",do_lower_case=false"))
+    (finding,) = check_bundle_tokenizer(bundle, f"{other}:body", text_recipe(minilm, ",do_lower_case=false"))
     assert finding.code == "golden_text_unreproduced" and not finding.is_gap  # which changed is not guessed
