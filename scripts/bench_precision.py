@@ -41,12 +41,12 @@ def _setup(factory: str, specs: tuple[str, ...], count: int):
 
 
 def fp16_row(name: str, factory: str, specs: tuple[str, ...], count: int) -> dict:
-    from gapcheck.export_diff.runner import export_diff
+    from gapcheck.export_diff.runner import ExportOptions, export_diff
     from gapcheck.groups import ToleranceSpec
     from gapcheck.precision import fp16
 
     module, samples, exported, names, graph = _setup(factory, specs, count)
-    plain_s, _ = _seconds(lambda: export_diff(module, samples, exported=exported, precision="fp16"))
+    plain_s, _ = _seconds(lambda: export_diff(module, samples, export=ExportOptions(exported=exported), precision="fp16"))
     policy = ToleranceSpec().policy("fp16")
 
     def find_and_verify():

@@ -19,7 +19,12 @@ import torch
 from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED, FP16_FILE
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
-from gapcheck.export_diff.runner import DEFAULT_MAX_INTERMEDIATE_BYTES, evaluation_mode, export_diff
+from gapcheck.export_diff.runner import (
+    DEFAULT_MAX_INTERMEDIATE_BYTES,
+    ExportOptions,
+    evaluation_mode,
+    export_diff,
+)
 from gapcheck.findings import Finding, Subject
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec, TritonTarget
 from gapcheck.groups.inputs import forward_input_names, specs_from_onnx  # noqa: F401 - their old home, re-exported
@@ -164,10 +169,8 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             loaded.module,
             compare_samples,
             onnx_model=onnx_model,
-            exported=exported,
-            cache=cache,
-            exporter=request.export.exporter,
-            opset=request.export.opset,
+            export=ExportOptions(exporter=request.export.exporter, opset=request.export.opset, cache=cache,
+                                 sequence_inputs=tuple(sequence_inputs), exported=exported),
             tolerances=request.policy(),
             precision=request.precision,
             batch_sizes=request.batch_sizes,
@@ -176,7 +179,6 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             max_intermediate_bytes=request.max_intermediate_bytes,
             progress=progress,
             batch_pool=samples,
-            sequence_inputs=sequence_inputs,
         )
         if request.server_layers:
             result = _with_server_layers(request, result, loaded.module, compare_samples[0], bool(deployed), progress)

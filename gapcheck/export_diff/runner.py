@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -99,20 +100,19 @@ def evaluation_mode(module: torch.nn.Module, keep_train_mode: bool) -> Iterator[
             submodule.training = training
 
 
-def obtain_onnx(
-    module: torch.nn.Module,
-    sample: dict[str, np.ndarray],
-    *,
-    exporter: str,
-    opset: int | None,
-    cache=None,
-    progress: ProgressReporter | None = None,
-    sequence_inputs: Sequence[str] = (),
-) -> tuple[ExportResult, list[str]]:
-    """The model's ONNX export and its output names: :meth:`ExportSpec.obtain <gapcheck.groups.export.ExportSpec.obtain>`
-    (the one export path, cache and run-once input check) with this exporter and opset."""
-    return ExportSpec(exporter=exporter, opset=opset).obtain(module, sample, cache=cache, progress=progress,
-                                                             sequence_inputs=tuple(sequence_inputs))
+@dataclass(frozen=True)
+class ExportOptions:
+    """How the ONNX side is obtained when no file is given: an export already made (``exported``, e.g. the one the
+    deployment audit made), or one made now by :meth:`ExportSpec.obtain <gapcheck.groups.export.ExportSpec.obtain>`
+    (the one export path, cache and run-once input check) with this exporter and opset, through ``cache`` (an
+    :class:`~gapcheck.model.cache.ExportCache`), ``sequence_inputs`` exported with a dynamic sequence axis (for the
+    padding check)."""
+
+    exporter: str = "dynamo"
+    opset: int | None = None
+    cache: Any = None
+    sequence_inputs: tuple[str, ...] = ()
+    exported: ExportResult | None = None
 
 
 @dataclass(frozen=True)
@@ -141,9 +141,7 @@ def export_diff(
     samples: Sequence[dict[str, np.ndarray]],
     *,
     onnx_model: onnx.ModelProto | None = None,
-    exported: ExportResult | None = None,
-    exporter: str = "dynamo",
-    opset: int | None = None,
+    export: ExportOptions = ExportOptions(),
     tolerances: TolerancePolicy | None = None,
     precision: str = "fp32",
     batch_sizes: Sequence[int] = (),
@@ -152,18 +150,14 @@ def export_diff(
     max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES,
     progress: ProgressReporter | None = None,
     batch_pool: Sequence[dict[str, np.ndarray]] | None = None,
-    cache=None,
-    sequence_inputs: Sequence[str] = (),
 ) -> ExportDiffResult:
     """Compare ``module`` (torch eager, the reference) with its ONNX export in ONNX Runtime, module by module.
 
     ``samples`` are dicts of named input arrays, fed to ``forward`` positionally in
-    dict order. ``onnx_model`` compares an existing ONNX model instead of exporting;
-    ``exported`` is an export already made from this module (e.g. for a deployment audit).
+    dict order. ``onnx_model`` compares an existing ONNX model instead of exporting; ``export`` says how the
+    export is made (or hands one already made: :class:`ExportOptions`).
     ``deployed`` backends (e.g. Triton) are compared on the final outputs. Batch checks
-    draw their rows from ``batch_pool`` (default: ``samples``). ``cache`` (an
-    :class:`~gapcheck.model.cache.ExportCache`) reuses an earlier identical export. ``sequence_inputs`` are
-    exported with a dynamic sequence axis (for the padding check).
+    draw their rows from ``batch_pool`` (default: ``samples``).
     The model is compared in eval mode (unless ``keep_train_mode``) and handed back as it came.
     """
     if not samples:
@@ -173,9 +167,10 @@ def export_diff(
     policy = tolerances or TolerancePolicy(precision=precision)
     with evaluation_mode(module, keep_train_mode) as was_training:
         first = None
+        exported = export.exported
         if onnx_model is None and exported is None:
-            exported, torch_names = ExportSpec(exporter=exporter, opset=opset).obtain(
-                module, samples[0], cache=cache, progress=progress, sequence_inputs=tuple(sequence_inputs))
+            exported, torch_names = ExportSpec(exporter=export.exporter, opset=export.opset).obtain(
+                module, samples[0], cache=export.cache, progress=progress, sequence_inputs=export.sequence_inputs)
             plan = _plan(module, exported, samples[0], torch_names, precision, from_file=False)
         else:  # a file, or the export made for the deployment audit
             exported = exported if onnx_model is None else ExportResult(onnx_model, "file", None, 0.0)

@@ -101,17 +101,18 @@ def server(tmp_path_factory, request):
 
 def _compare(server, protocol, model_name, module, shape, output_map=None):
     from gapcheck.backends.triton import TritonBackend
-    from gapcheck.export_diff.runner import export_diff, obtain_onnx
+    from gapcheck.export_diff.runner import ExportOptions, export_diff
+    from gapcheck.groups import ExportSpec
     from gapcheck.triton.audit import audit_deployment
     from gapcheck.triton.client import TritonEndpoint
 
     endpoint = TritonEndpoint(server.url(protocol), protocol)
     samples = [{"x": np.random.default_rng(s).standard_normal(shape).astype(np.float32)} for s in range(2)]
-    exported, _ = obtain_onnx(module, samples[0], exporter="dynamo", opset=None)
+    exported, _ = ExportSpec(exporter="dynamo").obtain(module, samples[0])
     audit = audit_deployment(endpoint, model_name, onnx_model=exported.model, torch_module=module)
     findings, mapping = served_output_names(audit, output_map)
     with TritonBackend(endpoint, model_name, output_map=mapping) as backend:
-        result = export_diff(module, samples, exported=exported, deployed=[backend])
+        result = export_diff(module, samples, export=ExportOptions(exported=exported), deployed=[backend])
     return findings, mapping, result
 
 

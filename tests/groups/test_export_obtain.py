@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from gapcheck.errors import InputError, UsageError
-from gapcheck.export_diff.runner import export_diff
+from gapcheck.export_diff.runner import ExportOptions, export_diff
 from gapcheck.groups.export import ExportSpec, output_names
 from gapcheck.model.cache import ExportCache
 
@@ -36,12 +36,12 @@ def test_export_diff_and_obtain_share_one_cache_entry(tmp_path, monkeypatch):
     monkeypatch.setattr(model_export, "export_onnx", lambda *a, **k: exports.append(1) or real(*a, **k))
     module, sample = Scaled().eval(), _sample()
     cache = ExportCache(tmp_path)
-    result = export_diff(module, [sample], cache=cache, exporter="torchscript")
+    result = export_diff(module, [sample], export=ExportOptions(exporter="torchscript", cache=cache))
     assert result.verdict == "pass" and exports == [1]
     hit, names = ExportSpec(exporter="torchscript").obtain(module, sample, cache=cache)  # golden record's call
     assert exports == [1] and names == ["logits"]  # served from the entry export-diff stored
     assert onnx.helper.printable_graph(hit.model.graph) == onnx.helper.printable_graph(result.onnx_model.graph)
-    export_diff(module, [sample], cache=cache, exporter="torchscript")
+    export_diff(module, [sample], export=ExportOptions(exporter="torchscript", cache=cache))
     assert exports == [1]
 
 
