@@ -201,6 +201,10 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
     if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
         raise UsageError("leakage needs at least two splits with distinct names")
+    unknown = sorted(set(options.within) - {s.name for s in specs}) if isinstance(options.within, (tuple, list)) else []
+    if unknown:  # a typo must not turn the search off silently
+        raise UsageError(f"--within-split names no split: {', '.join(unknown)} "
+                         f"(splits: {', '.join(s.name for s in specs)})")
     table = _labels_file(labels_file) if labels_file else None  # checked before any split is listed
     started = time.perf_counter()
     plans = [plan(spec, shard_size) for spec in specs]

@@ -127,3 +127,17 @@ def test_label_conflict_within_is_reported_once(tmp_path, serial):
     result = leakage([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.csv'}"],
                      LeakageOptions(label_column="y"), engine=serial)
     assert _codes(result) == ["duplicate_within_split", "label_conflict"]
+
+
+def test_within_split_naming_no_split_is_a_usage_error(tmp_path, capsys):
+    """New-user review: ``--within-split nosuch`` passed (exit 0) with no within search at all."""
+    from gapcheck.cli.app import main
+
+    for name in ("train", "val"):
+        pd.DataFrame({"a": [1.0, 2.0, 2.0], "b": [3.0, 4.0, 4.0]}).to_csv(tmp_path / f"{name}.csv", index=False)
+    splits = ["--split", f"train={tmp_path / 'train.csv'}", "--split", f"val={tmp_path / 'val.csv'}"]
+    assert main(["leakage", *splits, "--within-split", "nosuch", "--engine", "serial"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert main(["leakage", *splits, "--within-split", "train", "--engine", "serial"]) == 1
+    out = capsys.readouterr().out
+    assert "within train" in out and "within val" not in out
