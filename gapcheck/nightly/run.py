@@ -12,7 +12,6 @@ row then lacks ``finished_at``.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -22,7 +21,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject, Verdict
@@ -77,7 +75,7 @@ class WebhookSettings:
 class NightlyRequest:
     """One night: the bundle, the endpoints, how to reach them (``target``: headers, TLS, timeout, retries and the
     per-endpoint deadline — its URL/model fields are unused, each endpoint names its own), the history and alerts.
-    ``retries=`` and ``deadline_s=`` are accepted as keywords and go into ``target``. ``text`` (its ``text_samples``
+    ``text`` (its ``text_samples``
     and ``tokenizer``): the tokenizer in front of the endpoints is checked against a text bundle too
     (:mod:`gapcheck.nightly.text`)."""
 
@@ -95,11 +93,9 @@ class NightlyRequest:
     def __init__(self, golden: Path, endpoints: tuple[EndpointSpec, ...], history: Path, *,
                  target: TritonTarget | None = None, webhook: WebhookSettings | None = None,
                  lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 drift: DriftParameters = DriftParameters(), audit: bool = True, retries: int | None = None,
-                 deadline_s: float | None = None, text: InputSource | None = None) -> None:
+                 drift: DriftParameters = DriftParameters(), audit: bool = True,
+                 text: InputSource | None = None) -> None:
         target = target or TritonTarget()
-        changes: dict[str, Any] = {k: v for k, v in (("retries", retries), ("deadline_s", deadline_s)) if v is not None}
-        target = dataclasses.replace(target, **changes) if changes else target
         check_number(lock_wait_s, "--lock-wait", high=MAX_LOCK_WAIT_S)
         check_number(max_in_flight, "--max-in-flight", low=1, high=MAX_IN_FLIGHT)
         if text is not None and text.text_samples is None:

@@ -77,6 +77,7 @@ def test_two_nightly_processes_started_at_once(served, tiny_golden: Path, tmp_pa
 CRASHING_RUN = """
 import os, signal, sys
 from pathlib import Path
+from gapcheck.groups import TritonTarget
 from gapcheck.nightly import run
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
 
@@ -90,7 +91,8 @@ def crash_on_second(spec, *args, **kwargs):
 run.check_endpoint = crash_on_second
 golden, history, port = sys.argv[1], sys.argv[2], sys.argv[3]
 specs = tuple(endpoint_spec(parse_endpoint_option(f"{n}=grpc://127.0.0.1:{port}/m")) for n in ("first", "second"))
-run.run_nightly(run.NightlyRequest(golden=Path(golden), endpoints=specs, history=Path(history), retries=0))
+run.run_nightly(run.NightlyRequest(golden=Path(golden), endpoints=specs, history=Path(history),
+                                  target=TritonTarget(retries=0)))
 """
 
 

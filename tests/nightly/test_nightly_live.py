@@ -12,6 +12,7 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.golden import load_bundle
+from gapcheck.groups import TritonTarget
 from gapcheck.nightly import NightlyRequest, run_nightly
 from gapcheck.nightly.alerts import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
@@ -21,9 +22,10 @@ from gapcheck.triton.local_server import LocalTritonServer
 from tests.nightly.conftest import hardened_server, validate_report, write_model
 
 
-def night(golden: Path, history: Path, *endpoints: str, **options) -> object:
+def night(golden: Path, history: Path, *endpoints: str, deadline_s: float | None = None, **options) -> object:
     specs = tuple(endpoint_spec(parse_endpoint_option(e, timeout_s=5.0)) for e in endpoints)
-    return run_nightly(NightlyRequest(golden=golden, endpoints=specs, history=history, retries=1, **options))
+    target = TritonTarget(retries=1, **({} if deadline_s is None else {"deadline_s": deadline_s}))
+    return run_nightly(NightlyRequest(golden=golden, endpoints=specs, history=history, target=target, **options))
 
 
 def test_two_passing_nights_cli(served, tiny_golden: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

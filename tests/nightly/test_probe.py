@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from gapcheck.groups import TritonTarget
+
 
 def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
     import numpy as np
@@ -75,7 +77,7 @@ def test_a_server_that_never_answers_is_unreachable_within_the_deadline(tiny_gol
                                                    timeout_s=1.0))
         start = time.monotonic()
         result = run_nightly(NightlyRequest(golden=tiny_golden, endpoints=(spec,), history=tmp_path / "h.sqlite",
-                                            retries=0, deadline_s=5.0))
+                                            target=TritonTarget(retries=0, deadline_s=5.0)))
         elapsed = time.monotonic() - start
     assert result.exit_code == 3 and result.endpoints[0].status.value == "unreachable"
     assert elapsed < 30, elapsed
@@ -100,7 +102,7 @@ def test_a_black_hole_before_readiness_ends_at_the_deadline_not_after_every_time
             f"hole={scheme}://127.0.0.1:{silent.getsockname()[1]}/m", f"fine={fake.url}"))
         start = time.monotonic()
         result = run_nightly(NightlyRequest(golden=tiny_golden, endpoints=specs, history=tmp_path / "h.sqlite",
-                                            retries=1, deadline_s=2.0))
+                                            target=TritonTarget(retries=1, deadline_s=2.0)))
         hole_s = result.endpoints[0].outcome.seconds["total"]
         elapsed = time.monotonic() - start
     hole, fine = result.endpoints
@@ -123,7 +125,7 @@ def test_a_black_hole_behind_a_healthy_front_ends_inference_at_the_deadline(tiny
         spec = endpoint_spec(parse_endpoint_option(f"hole={fake.url}", timeout_s=20.0))
         start = time.monotonic()
         result = run_nightly(NightlyRequest(golden=tiny_golden, endpoints=(spec,), history=tmp_path / "h.sqlite",
-                                            retries=1, deadline_s=2.0))
+                                            target=TritonTarget(retries=1, deadline_s=2.0)))
         elapsed = time.monotonic() - start
     (hole,) = result.endpoints
     assert result.exit_code == 3 and hole.status.value == "unreachable"
@@ -136,7 +138,8 @@ def _one_night(golden: Path, url: str, history: Path, **options):
     from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
 
     spec = endpoint_spec(parse_endpoint_option(f"ep={url}", timeout_s=2.0))
-    return run_nightly(NightlyRequest(golden=golden, endpoints=(spec,), history=history, retries=0, deadline_s=10.0,
+    return run_nightly(NightlyRequest(golden=golden, endpoints=(spec,), history=history,
+                                      target=TritonTarget(retries=0, deadline_s=10.0),
                                       **options))
 
 
