@@ -17,8 +17,8 @@ from gapcheck.errors import InputError
 from gapcheck.golden import load_bundle
 from gapcheck.golden.bundle import text_samples_sha256
 from tests.nightly.fake_triton import FakeTriton
-from tests.nightly.test_text_tokenizer import _recipe, bundle, texts  # noqa: F401 - a recorded text bundle
-from tests.text.conftest import minilm  # noqa: F401
+from tests.nightly.test_text_tokenizer import bundle, texts  # noqa: F401 - a recorded text bundle
+from tests.text.conftest import minilm, text_recipe  # noqa: F401
 
 
 def _edit(folder: Path, change) -> None:
@@ -31,7 +31,7 @@ def test_the_manifest_keeps_the_samples_file_and_its_sha256(bundle: Path, texts:
     samples = json.loads((bundle / "manifest.json").read_text())["samples"]
     assert samples["source"] == "text" and samples["text_samples"] == "reviews.jsonl:body"
     assert samples["text_samples_sha256"] == hashlib.sha256(texts.read_bytes()).hexdigest()
-    assert samples["tokenizer"] == _recipe(minilm)
+    assert samples["tokenizer"] == text_recipe(minilm)
     assert load_bundle(bundle).manifest["samples"]["text_samples_sha256"] == samples["text_samples_sha256"]
 
 
@@ -88,7 +88,7 @@ def test_an_older_bundle_without_the_digest_is_still_checked(bundle: Path, texts
     with FakeTriton(load_bundle(copy), "ok") as fake:
         code = main(["nightly", "--golden", str(copy), "--history", str(tmp_path / "h.sqlite"), "--no-audit",
                      "--retries", "0", "--endpoint", f"bert={fake.url}", "--json", str(report),
-                     "--text-samples", f"{texts}:body", "--tokenizer", _recipe(minilm, ",do_lower_case=false")])
+                     "--text-samples", f"{texts}:body", "--tokenizer", text_recipe(minilm, ",do_lower_case=false")])
     document = json.loads(report.read_text())
     assert code == 1, document["headline"]
     (finding,) = [f for f in document["findings"] if f["code"] == "golden_tokenizer_changed"]
