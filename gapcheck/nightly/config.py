@@ -174,14 +174,14 @@ def resolve_paths(config: NightlyConfig, source: Path | None) -> NightlyConfig:
     config file (as ``[text]`` reads them)."""
     if source is None:
         return config
-    from gapcheck.text.config import _relative, _target  # the one reading of FILE[:field] and hf:PATH[,...]
+    from gapcheck.text.config import relative_samples, relative_target  # the one reading of FILE[:field] and hf:PATH[,...]
 
     updates = {k: str(source.parent / v) for k, v in (("golden", config.golden), ("history", config.history))
                if v is not None and not Path(v).is_absolute()}
     if config.text_samples is not None:
-        updates["text_samples"] = _relative(config.text_samples, source.parent)
+        updates["text_samples"] = relative_samples(config.text_samples, source.parent)
     if config.tokenizer is not None:
-        updates["tokenizer"] = _target(config.tokenizer, source.parent)
+        updates["tokenizer"] = relative_target(config.tokenizer, source.parent)
     return config.model_copy(update=updates)
 
 

@@ -110,11 +110,11 @@ def resolve(config: Any, *, samples: str | None = None, stages: tuple[str, ...] 
                 break
     base = _base(config)
     if samples is None:
-        samples = _relative(section.samples, base) if section.samples is not None else getattr(shared, "samples", None)
+        samples = relative_samples(section.samples, base) if section.samples is not None else getattr(shared, "samples", None)
     if not stages:
-        stages = tuple(f"{name}={_target(target, base)}" for name, target in section.stages.items())
+        stages = tuple(f"{name}={relative_target(target, base)}" for name, target in section.stages.items())
     if not stages:  # [preprocess.stages.NAME] callable = "hf:..." (or module:fn); hf: paths relative to the file too
-        stages = tuple(f"{s.name}={_target(s.target, base)}" for s in getattr(shared, "stages", ())
+        stages = tuple(f"{s.name}={relative_target(s.target, base)}" for s in getattr(shared, "stages", ())
                        if getattr(s, "target", ""))
     return TextRun(samples=samples, stages=tuple(stages), options=options)
 
@@ -130,7 +130,7 @@ def _base(config: Any) -> Path:
     return Path(source).parent if source is not None else Path.cwd()
 
 
-def _relative(spec: str, base: Path) -> str:
+def relative_samples(spec: str, base: Path) -> str:
     """``data/x.jsonl:text`` -> ``<base>/data/x.jsonl:text`` (the field after the last ':' kept)."""
     path, sep, field = spec.rpartition(":")
     if not sep or not path or "/" in field or "\\" in field or (base / spec).exists():
@@ -140,7 +140,7 @@ def _relative(spec: str, base: Path) -> str:
     return f"{base / path}{sep}{field}"
 
 
-def _target(target: str, base: Path) -> str:
+def relative_target(target: str, base: Path) -> str:
     """``hf:./tok,slow`` and ``file.py:fn`` relative to the config file; ``module:fn`` as written."""
     if target.startswith("hf:"):
         path, comma, settings = target[3:].partition(",")
