@@ -21,12 +21,11 @@ def command(
 ) -> None:
     """Compare the current split's distributions with the reference's (tables per column, images per property)."""
     from gapcheck.data.api import drift
-    from gapcheck.report.formats.console_format import render
 
     options = groups[DriftSpec].options()
     reports = reports_beside_globs(groups[ReportTargets], [("--reference", reference), ("--current", current)])
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: drift(reference, current, options, engine=e, progress=r))
     if not reports.json_on_stdout:
-        typer.echo(render(result), nl=False)
+        typer.echo(reports.console_text(result), nl=False)
     raise typer.Exit(reports.emit_files(result))

@@ -70,7 +70,6 @@ def command(
     """Find samples shared across splits: exact and near duplicates, group overlap, label conflicts, target leakage."""
     from gapcheck.data.api import leakage
     from gapcheck.data.sources import SourceSpec, parse_split
-    from gapcheck.report.formats.console_format import render
 
     spec = groups[LeakageSpec]
     specs = [SourceSpec(s.name, s.location, spec.columns or None) for s in map(parse_split, split)]
@@ -79,7 +78,7 @@ def command(
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: leakage(specs, spec.options(), labels_file=labels, engine=e, progress=r))
     if not reports.json_on_stdout:
-        typer.echo(render(result), nl=False)
+        typer.echo(reports.console_text(result), nl=False)
     raise typer.Exit(reports.emit_files(result))
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from gapcheck.errors import ExitCode, UsageError
 from gapcheck.groups.base import Group, Opt
+from gapcheck.report.contract import CONSOLE_MAX_ROWS
 
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
@@ -21,7 +22,7 @@ class ReportTargets(Group):
     junit: Path | None = None
     html: Path | None = None
     sarif: Path | None = None
-    max_rows: int = 0
+    max_rows: int = CONSOLE_MAX_ROWS
     # (flag, path) of the command's inputs (set by the one resolve path, or a library caller): no report may be one
     # or lie inside one. Not an option: what the command reads, not how it reports.
     inputs: tuple[tuple[str, Path], ...] = ()
@@ -32,7 +33,9 @@ class ReportTargets(Group):
         Opt("junit", "--junit", "Write a JUnit XML report here.", Optional[Path]),
         Opt("html", "--html", "Write a self-contained HTML report here.", Optional[Path]),
         Opt("sarif", "--sarif", "Write a SARIF 2.1.0 report here.", Optional[Path]),
-        Opt("max_rows", "--max-rows", "Rows of each console table to print (0: all).", int, low=0, high=10**9),
+        Opt("max_rows", "--max-rows", f"Rows of each console table, and findings, to print: the failing ones first, "
+            f"then a line saying how many more (default {CONSOLE_MAX_ROWS}; 0: all). The JSON report holds every "
+            "row.", int, low=0, high=10**9, metavar="N"),
     )
 
     def check(self) -> None:
@@ -73,7 +76,13 @@ class ReportTargets(Group):
         from gapcheck.report.console import make_console
         from gapcheck.report.formats.console_format import print_result
 
-        print_result(console or make_console(), result, max_rows=self.max_rows or None)
+        print_result(console or make_console(), result, max_rows=self.max_rows)
+
+    def console_text(self, result: CommandResult) -> str:
+        """The console report as plain text, bounded by ``--max-rows`` like :meth:`show` (for commands that echo it)."""
+        from gapcheck.report.formats.console_format import render
+
+        return render(result, max_rows=self.max_rows)
 
     def emit(self, result: CommandResult, console: Any = None) -> int:
         """Show, write, and return the exit code."""

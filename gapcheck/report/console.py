@@ -11,19 +11,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from gapcheck.findings import Finding, Severity, Verdict
-from gapcheck.report.text import safe_line, safe_text
+from gapcheck.report.text import clip, safe_line, safe_text
 
 SEVERITY_STYLE = {Severity.GAP: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def clean(text: object) -> str:
-    """Outside text made safe for a rich console: control characters neutralized, markup escaped."""
-    return escape(safe_text(text))
+    """Outside text made safe for a rich console: control characters neutralized, markup escaped, cut to
+    :data:`~gapcheck.report.text.MAX_CONSOLE_CHARS`."""
+    return escape(safe_text(clip(str(text))))
 
 
 def clean_line(text: object) -> str:
     """Like :func:`clean`, on one line (for findings and verdicts: one line each, whatever the text holds)."""
-    return escape(safe_line(text))
+    return escape(safe_line(clip(str(text))))
 
 
 def make_console(stderr: bool = False) -> Console:

@@ -23,6 +23,31 @@ from typing import Any, Protocol, runtime_checkable
 from gapcheck.errors import ExitCode
 from gapcheck.findings import Finding, Verdict
 
+#: rows of each table, and findings, the console prints unless ``--max-rows`` says otherwise (0: all); rich takes
+#: about 0.3-3 ms a row, so 100k rows would be minutes of scrolling nobody reads: the JSON report holds every row
+CONSOLE_MAX_ROWS = 100
+#: rows of each table, and findings, an HTML report holds (a browser stays usable; the JSON report holds every row)
+HTML_MAX_ROWS = 1000
+
+
+def shown_rows(count: int, highlight: Sequence[int], max_rows: int | None) -> list[int]:
+    """Indices of the rows to show, in table order: all when ``max_rows`` is 0/None or the table fits, else at most
+    ``max_rows`` of them, the highlighted rows (the failing ones) first, then the first rows in order."""
+    if not max_rows or max_rows <= 0 or count <= max_rows:
+        return list(range(count))
+    chosen = dict.fromkeys(i for i in highlight if 0 <= i < count)
+    picked = set(list(chosen)[:max_rows])
+    index = 0
+    while len(picked) < max_rows and index < count:
+        picked.add(index)
+        index += 1
+    return sorted(picked)
+
+
+def more_rows_note(hidden: int, what: str, limit: str) -> str:
+    """The one line that says rows were left out, how many, and where they are."""
+    return f"... {hidden:,} more {what} not shown ({limit}); the JSON report holds every one"
+
 
 @dataclass(frozen=True)
 class Table:

@@ -14,6 +14,14 @@ from enum import Enum
 from typing import Any
 
 _MAX_LIST_ITEMS = 8
+#: characters of one outside value (a cell, a message) a console line shows: a server's 10 MB error text must not
+#: become 10 MB of terminal (the JSON report keeps it whole)
+MAX_CONSOLE_CHARS = 2000
+
+
+def clip(text: str, limit: int = MAX_CONSOLE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 def safe_text(text: object) -> str:

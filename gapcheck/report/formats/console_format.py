@@ -14,7 +14,8 @@ from rich.table import Table as RichTable
 
 from gapcheck.errors import ExitCode
 from gapcheck.report.console import clean, print_findings, print_verdict
-from gapcheck.report.contract import Chart, Table
+from gapcheck.report.contract import CONSOLE_MAX_ROWS, Chart, Table, more_rows_note
+from gapcheck.report.contract import shown_rows as _shown
 from gapcheck.report.text import format_value
 
 if TYPE_CHECKING:
@@ -25,16 +26,12 @@ _RENDER_WIDTH = 160
 
 def shown_rows(table: Table, max_rows: int | None) -> list[int]:
     """Row indices to print: all, or at most ``max_rows`` with the highlighted rows first (kept in table order)."""
-    count = len(table.rows)
-    if not max_rows or max_rows <= 0 or count <= max_rows:
-        return list(range(count))
-    chosen = list(dict.fromkeys([i for i in table.highlight if 0 <= i < count][:max_rows]))
-    for index in range(count):
-        if len(chosen) >= max_rows:
-            break
-        if index not in chosen:
-            chosen.append(index)
-    return sorted(chosen)
+    return _shown(len(table.rows), table.highlight, max_rows)
+
+
+def _limit(max_rows: int | None) -> int:
+    """None (a library caller that says nothing): the console's default bound; 0: every row."""
+    return CONSOLE_MAX_ROWS if max_rows is None else max(int(max_rows), 0)
 
 
 def _cell(value: Any) -> str:
@@ -42,6 +39,8 @@ def _cell(value: Any) -> str:
 
 
 def print_table(console: Console, table: Table, max_rows: int | None = None) -> None:
+    """``table`` with at most ``max_rows`` rows (None: the default bound; 0: all) and a line saying what was left out."""
+    max_rows = _limit(max_rows)
     rich_table = RichTable(title=clean(table.title), show_lines=False, expand=False)
     for column in table.columns:
         rich_table.add_column(clean(column), overflow="fold")
@@ -53,11 +52,17 @@ def print_table(console: Console, table: Table, max_rows: int | None = None) -> 
     if table.note:
         console.print(f"[dim]{clean(table.note)}[/dim]")
     if len(rows) < len(table.rows):
-        console.print(f"[dim]({len(table.rows) - len(rows)} more rows in the JSON and HTML reports)[/dim]")
+        console.print(f"[dim]{clean(hidden_note(len(table.rows) - len(rows), 'rows', max_rows))}[/dim]")
+
+
+def hidden_note(hidden: int, what: str, max_rows: int | None) -> str:
+    return more_rows_note(hidden, what, f"--max-rows {max_rows}; --max-rows 0 shows all")
 
 
 def print_result(console: Console, result: "CommandResult", *, max_rows: int | None = None) -> None:
-    """Tables, then a line per chart (drawn in the HTML report), then findings and the verdict."""
+    """Tables, then a line per chart (drawn in the HTML report), then findings and the verdict. ``max_rows`` bounds
+    each table and the findings (None: :data:`~gapcheck.report.contract.CONSOLE_MAX_ROWS`; 0: all)."""
+    max_rows = _limit(max_rows)
     charts: list[str] = []
     for view in result.views():
         if isinstance(view, Table):
@@ -66,13 +71,18 @@ def print_result(console: Console, result: "CommandResult", *, max_rows: int | N
             charts.append(view.title)
     if charts:
         console.print(f"[dim]charts in the HTML report: {clean('; '.join(charts))}[/dim]")
-    print_findings(console, list(result.findings))
+    findings = list(result.findings)
+    shown = _shown(len(findings), [i for i, f in enumerate(findings) if f.is_gap], max_rows)
+    print_findings(console, [findings[i] for i in shown])
+    if len(shown) < len(findings):
+        console.print(f"[dim]{clean(hidden_note(len(findings) - len(shown), 'findings', max_rows))}[/dim]")
     print_verdict(console, result.verdict, result.headline,
                   incomplete=getattr(result, "exit_code", None) == ExitCode.BACKEND)
 
 
 def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
-    """The console report as plain text (no colour codes): for files, pipes and tests."""
+    """The console report as plain text (no colour codes): for files, pipes and tests; ``max_rows`` as in
+    :func:`print_result`."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=_RENDER_WIDTH, highlight=False, soft_wrap=False, color_system=None,
                       force_terminal=False)
@@ -80,4 +90,4 @@ def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
     return buffer.getvalue()
 
 
-__all__: Sequence[str] = ("print_result", "print_table", "render", "shown_rows")
+__all__: Sequence[str] = ("hidden_note", "print_result", "print_table", "render", "shown_rows")
