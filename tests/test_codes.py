@@ -2,15 +2,36 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
+import importlib
 import re
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from gapcheck.codes import FAMILIES, all_codes, is_documented, lookup, markdown
+from gapcheck.codes import (
+    FAMILIES,
+    Catalog,
+    CatalogError,
+    Code,
+    all_codes,
+    catalog,
+    define,
+    is_documented,
+    lookup,
+    markdown,
+    parse_catalog,
+    register,
+)
 from gapcheck.findings import Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gapcheck"
@@ -158,3 +179,77 @@ def test_an_unregistered_code_emitted_by_gapcheck_fails_its_test(tmp_path):
     assert run.returncode == 1, run.stdout
     assert "1 failed, 1 passed" in run.stdout
     assert "unregistered finding code 'no_such_code_h1a' emitted at" in run.stdout
+
+
+# --- the data files: package data, one constant per entry, hostile-file rules ----------------------------------------
+
+def _data_file(module: str) -> str:
+    return resources.files("gapcheck.codes").joinpath(module.rpartition(".")[2] + ".toml").read_text(encoding="utf-8")
+
+
+def test_every_family_has_its_data_file_as_package_data():
+    """Found through importlib.resources (as an installed wheel serves them), one per family, none extra, all shipped."""
+    package = resources.files("gapcheck.codes")
+    shipped = {entry.name for entry in package.iterdir() if entry.name.endswith(".toml")}
+    assert shipped == {module.rpartition(".")[2] + ".toml" for module in FAMILIES}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["gapcheck"]
+    unshipped = [name for name in shipped if not any(fnmatch.fnmatch(f"codes/{name}", p) for p in patterns)]
+    assert not unshipped, f"add codes/*.toml to [tool.setuptools.package-data] gapcheck: {unshipped}"
+
+
+@pytest.mark.parametrize("module", FAMILIES)
+def test_every_data_file_entry_is_bound_to_a_constant(module):
+    declared = [c.code for c in parse_catalog(_data_file(module), module)]
+    bound = {value.code for value in vars(importlib.import_module(module)).values() if isinstance(value, Code)}
+    unbound = [code for code in declared if code not in bound]
+    assert not unbound, f"{module}: entries with no constant (add NAME = _codes[\"code\"]): {unbound}"
+    assert bound == set(declared) and all(lookup(code).family for code in declared)
+
+
+_ENTRY = '[demo_code]\nseverity = "gap"\ntitle = "T"\nexplanation = "Some explanation."\nfix = "F"\n'
+_GOOD = 'family = "demo"\n\n' + _ENTRY
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (_GOOD.replace('fix = "F"\n', ""), r"demo\.toml \[demo_code\]: fields missing or empty: fix \(a code has severity, "),
+    (_GOOD.replace('title = "T"', 'title = "  "'), r"\[demo_code\]: fields missing or empty: title"),
+    (_GOOD.replace('fix = "F"', "fix = 3"), r"\[demo_code\]: fields missing or empty: fix"),
+    (_GOOD + 'hint = "x"\n', r"\[demo_code\]: fields unknown: hint \("),
+    (_GOOD.replace('"gap"', '"fatal"'), r"\[demo_code\]: unknown severity 'fatal' \(one of info, warning, gap\)"),
+    (_GOOD.replace('"gap"', '"GAP"'), r"\[demo_code\]: unknown severity 'GAP'"),
+    (_GOOD + "\n" + _ENTRY, r"demo\.toml: not valid TOML: Cannot declare \('demo_code',\) twice"),
+    (_GOOD + "[broken\n", r"demo\.toml: not valid TOML"),
+    (_ENTRY, r"demo\.toml: needs a top-level family"),
+    (_GOOD.replace('family = "demo"', 'family = ""'), r"needs a top-level family"),
+    ('family = "demo"\nloose = "not a table"\n', r"demo\.toml \[loose\]: a code is a table"),
+])
+def test_a_broken_data_file_fails_loudly_naming_file_entry_and_field(text, message):
+    with pytest.raises(CatalogError, match=message):
+        parse_catalog(text, "gapcheck/codes/demo.toml")
+
+
+def test_a_data_file_entry_parses_with_its_white_space_folded():
+    wrapped = _GOOD.replace('"Some explanation."', "'''\n  Some\n  explanation.\n'''")
+    assert parse_catalog(wrapped, "demo.toml") == (
+        Code(code="demo_code", severity=Severity.GAP, family="demo", title="T", explanation="Some explanation.", fix="F"),)
+
+
+def test_a_code_declared_twice_fails_and_registers_nothing():
+    codes = parse_catalog(_GOOD + "\n" + _ENTRY.replace("demo_code", "layer_divergence"), "gapcheck/codes/demo.toml")
+    with pytest.raises(CatalogError, match=r"demo\.toml: finding code layer_divergence declared twice \(export-diff, "):
+        register(codes, "gapcheck/codes/demo.toml")
+    assert lookup("demo_code") is None and lookup("layer_divergence").family == "export-diff"
+    with pytest.raises(CatalogError, match="finding code demo_code declared twice"):
+        register(codes[:1] * 2, "demo.toml")
+    with pytest.raises(CatalogError, match="declared twice"):
+        define("layer_divergence", Severity.GAP, "demo", "T", "Some explanation.", "F")
+    assert lookup("demo_code") is None
+
+
+def test_a_constant_naming_a_code_its_file_lacks_fails_at_import():
+    known = Catalog(source="gapcheck/codes/demo.toml", entries={})
+    with pytest.raises(CatalogError, match=r"gapcheck/codes/demo\.toml has no entry \[GC999\], but a constant names it"):
+        known["GC999"]
+    with pytest.raises(CatalogError, match=r"gapcheck/codes/no_such_family\.toml: cannot be read"):
+        catalog("gapcheck.codes.no_such_family")
