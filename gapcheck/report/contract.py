@@ -46,6 +46,7 @@ def shown_rows(count: int, highlight: Sequence[int], max_rows: int | None) -> li
 
 def more_rows_note(hidden: int, what: str, limit: str) -> str:
     """The one line that says rows were left out, how many, and where they are."""
+    what = what[:-1] if hidden == 1 and what.endswith("s") else what
     return f"... {hidden:,} more {what} not shown ({limit}); the JSON report holds every one"
 
 

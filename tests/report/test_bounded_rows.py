@@ -107,3 +107,7 @@ def test_help_states_the_bound(argv):
 
     out = CliRunner().invoke(app, list(argv), env={"COLUMNS": "400"}).output
     assert "--max-rows" in out and f"default {CONSOLE_MAX_ROWS}; 0: all" in " ".join(out.split())
+
+
+def test_one_hidden_row_is_said_in_the_singular():
+    assert "... 1 more row not shown (--max-rows 3;" in console_format.render(big(4, ()), max_rows=3)
