@@ -2,6 +2,8 @@
 
     python scripts/gen_codes_doc.py           # regenerate
     python scripts/gen_codes_doc.py --check   # CI / tests: is docs/codes.md up to date?
+
+The texts come from the family data files, ``gapcheck/codes/<family>.toml``: edit those, never docs/codes.md.
 """
 from __future__ import annotations
 
