@@ -14,7 +14,6 @@ import pytest
 
 from gapcheck.codes import (
     FAMILIES,
-    Catalog,
     CatalogError,
     Code,
     all_codes,
@@ -247,9 +246,19 @@ def test_a_code_declared_twice_fails_and_registers_nothing():
     assert lookup("demo_code") is None
 
 
-def test_a_constant_naming_a_code_its_file_lacks_fails_at_import():
-    known = Catalog(source="gapcheck/codes/demo.toml", entries={})
+def test_a_constant_naming_a_code_its_file_lacks_fails_at_import(tmp_path, monkeypatch):
+    import gapcheck.codes as registry
+
+    (tmp_path / "demo.toml").write_text(_GOOD, encoding="utf-8")
+    monkeypatch.setattr(registry.resources, "files", lambda package: tmp_path)  # the package folder, as a wheel holds it
+    real = dict(registry._REGISTRY)
+    module = 'from gapcheck.codes import catalog\n_codes = catalog("gapcheck.codes.demo")\nDEMO = _codes["demo_code"]\n'
+    monkeypatch.setattr(registry, "_REGISTRY", dict(real))  # what the demo registers goes with the test
+    namespace: dict[str, object] = {}
+    exec(module, namespace)  # the shape of every catalog module, as its import runs it
+    assert namespace["DEMO"] is lookup("demo_code") and lookup("demo_code").family == "demo"
+    monkeypatch.setattr(registry, "_REGISTRY", dict(real))
     with pytest.raises(CatalogError, match=r"gapcheck/codes/demo\.toml has no entry \[GC999\], but a constant names it"):
-        known["GC999"]
+        exec(module + 'MISSING = _codes["GC999"]\n', {})
     with pytest.raises(CatalogError, match=r"gapcheck/codes/no_such_family\.toml: cannot be read"):
         catalog("gapcheck.codes.no_such_family")
