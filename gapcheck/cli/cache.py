@@ -1,7 +1,8 @@
 """`gapcheck cache info|prune|clear`: the export cache folder — what it holds, trimmed to its cap, or emptied.
 
 The folder and the cap come from the same group as every exporting command's (``--cache-dir``, ``--cache-max-mb``,
-``[cache] dir`` / ``max_mb``, ``$GAPCHECK_CACHE_DIR``). Only files named like cache entries are ever removed.
+``[cache] dir`` / ``max_mb``, ``$GAPCHECK_CACHE_DIR``). Only files named like cache entries are ever removed. How
+an entry is checked before use (digest, links, owners) is :mod:`gapcheck.model.cache`'s docstring.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from gapcheck.report.text import safe_line
 
 _META_MAX_BYTES = 64 * 1024  # an entry's description is a few hundred bytes
 
-app = typer.Typer(name="cache", help="Show, trim or empty the export cache.", no_args_is_help=True,
+app = typer.Typer(name="cache", help="Show, trim or empty the export cache. Every run checks an entry before using "
+                  "it: the SHA256 of its ONNX stored when written, no symbolic links, and in a folder others can write "
+                  "to only your own files; a refused entry is exported again (one warning line).", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
 CACHE = use(ExportSpec, skip=("exporter", "opset", "no_cache", "save_onnx"))
 

@@ -9,10 +9,20 @@ The key is the SHA256 of everything the export depends on:
 export-diff leaves the output names out of the key (the weights and the code decide them, and a cached
 graph's outputs carry them), so a cached run need not run the model before comparing.
 
-Entries are ``<key>.onnx`` plus ``<key>.json`` (exporter, fallback reason, warnings) in the
-cache folder: ``--cache-dir``, else ``[cache] dir``, else ``$GAPCHECK_CACHE_DIR``, else
+Entries are ``<key>.onnx`` plus ``<key>.json`` (exporter, fallback reason, warnings, and the SHA256 and size of the
+ONNX bytes) in the cache folder: ``--cache-dir``, else ``[cache] dir``, else ``$GAPCHECK_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gapcheck/exports`` (``~/.cache/gapcheck/exports``). Both files are written atomically; an entry
 that fails to load is ignored and rewritten. Models over 2 GiB (which would need external data) are not cached.
+
+The folder may be shared, so an entry is checked before it is used (never trusted for its name): both files are
+opened without following symbolic links and must be regular files; the ONNX bytes are read once, hashed in a
+thread while they are parsed (no second read of a large model, little added time), and must match the size and
+SHA256 stored at store time (the model is used only after the hash matched), so a
+truncated entry, or another model's valid ONNX put in its place, is a miss. Where others can write in the folder
+(group/other write permission), only the current user's files are used: a digest proves the bytes are what the
+entry's writer wrote, not who that writer was. Where they cannot, the folder owner's files are used too (a cache
+filled by a build user and read by others). A refused entry is one warning line, then the export runs again and
+replaces it; an entry of an earlier gapcheck (no digest) is exported again quietly.
 
 The folder is capped (``--cache-max-mb``, ``[cache] max_mb``, default :data:`DEFAULT_MAX_MB`): after each store
 the least recently used entries go until the rest fit (a hit touches its ``.json``, whose modification time is the
@@ -27,8 +37,10 @@ once it is older than :data:`_ORPHAN_S`, so another process's entry being writte
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import inspect
+import io
 import json
 import logging
 import os
@@ -36,12 +48,14 @@ import re
 import stat
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch and onnx load only when an entry is keyed or read: `gapcheck cache info` stays light
     import numpy as np
+    import onnx
     import torch
 
     from gapcheck.model.export import ExportResult
@@ -55,6 +69,7 @@ _TEMP = re.compile(r"^\.[0-9a-f]{64}\.(onnx|json)\..*\.tmp$")
 _STALE_TEMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 _ORPHAN_S = 600.0  # a .onnx without its .json younger than this may be another process's entry being written
 _META_MAX_BYTES = 64 * 1024  # a description is a few hundred bytes
+_READ_CHUNK = 16 * 1024 * 1024
 
 
 def default_cache_dir() -> Path:
@@ -133,25 +148,140 @@ def export_key(
     return digest.hexdigest()
 
 
-def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
-    """The entry, or None when absent, unreadable, or removed by another process while being read."""
+class _Untrusted(Exception):
+    """An entry that is there but may not be used (the message says why); ``quiet``: nothing suspicious about it."""
+
+    def __init__(self, reason: str, *, quiet: bool = False) -> None:
+        super().__init__(reason)
+        self.quiet = quiet
+
+
+def _trusted_owners(cache_dir: Path) -> set[int] | None:
+    """Who may have written a usable entry: the current user, and the folder's owner when nobody else can write in
+    the folder (then only its owner could have put files there). None where there are no POSIX owners."""
+    if not hasattr(os, "getuid"):
+        return None
+    owners = {os.getuid()}
+    with contextlib.suppress(OSError):
+        folder = os.stat(cache_dir)
+        if not folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            owners.add(folder.st_uid)
+    return owners
+
+
+def _open_entry_file(path: Path, owners: set[int] | None) -> io.BufferedReader:
+    """``path`` opened for reading, never through a symbolic link, and only when it is a regular file of a trusted
+    owner (checked on the open file, so it cannot be swapped between the check and the read)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and path.is_symlink()):
+            raise _Untrusted(f"{path.name} is a symbolic link") from None
+        raise
+    handle = os.fdopen(descriptor, "rb")
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        handle.close()
+        raise _Untrusted(f"{path.name} is not a regular file")
+    if owners is not None and info.st_uid not in owners:
+        handle.close()
+        raise _Untrusted(f"{path.name} belongs to another user (uid {info.st_uid}) in a folder others can write to")
+    return handle
+
+
+def _read_meta(path: Path, key: str, owners: set[int] | None) -> dict:
+    with _open_entry_file(path, owners) as handle:
+        data = handle.read(_META_MAX_BYTES + 1)
+    try:
+        meta = json.loads(data) if len(data) <= _META_MAX_BYTES else None
+    except (ValueError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict) or meta.get("key", key) != key or not isinstance(meta.get("exporter"), str):
+        raise _Untrusted(f"{path.name} is not gapcheck's description of this entry")
+    digest, size = meta.get("onnx_sha256"), meta.get("onnx_bytes")
+    if digest is None and size is None:
+        raise _Untrusted("written by an earlier gapcheck, without a digest", quiet=True)
+    if meta.get("key") != key:  # every description with a digest names its key
+        raise _Untrusted(f"{path.name} is not gapcheck's description of this entry")
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) and type(size) is int
+            and 0 < size <= _MAX_CACHED_BYTES):
+        raise _Untrusted(f"{path.name} holds no valid digest")
+    return meta
+
+
+def _read_model(path: Path, size: int, owners: set[int] | None) -> bytearray:
+    """The entry's ONNX bytes, read once: exactly the size written, from the file opened and checked."""
+    with _open_entry_file(path, owners) as handle:
+        actual = os.fstat(handle.fileno()).st_size
+        if actual != size:
+            raise _Untrusted(f"{path.name} holds {actual:,} bytes, {size:,} were written")
+        data = bytearray(size)
+        view, done = memoryview(data), 0
+        while done < size:
+            count = handle.readinto(view[done:done + _READ_CHUNK])
+            if not count:
+                raise _Untrusted(f"{path.name} was cut short while read")
+            done += count
+        if handle.read(1):
+            raise _Untrusted(f"{path.name} grew while read")
+    return data
+
+
+def _parse_verified(data: bytearray, digest: str, name: str) -> onnx.ModelProto:
+    """The model parsed from ``data`` while another thread hashes the same bytes (hashlib releases the GIL: a
+    400 MB entry costs about the parse alone, not parse + hash); the model is returned only once the SHA256 matches
+    the one stored with the entry."""
     import onnx
 
+    with ThreadPoolExecutor(1, thread_name_prefix="gapcheck-cache-hash") as pool:
+        hashed = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+        try:
+            model = onnx.ModelProto.FromString(data)
+        except Exception:  # noqa: BLE001 - bytes that do not parse: say whether they are the ones written
+            model = None
+        if hashed.result() != digest:
+            raise _Untrusted(f"{name} does not match the SHA256 stored with it (changed since it was written)")
+    if model is None:
+        raise _Untrusted(f"{name} matches its SHA256 but does not parse as ONNX with this onnx version")
+    return model
+
+
+def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
+    """The entry, or None when absent, removed by another process while being read, or not to be trusted: a
+    description that is not gapcheck's, ONNX bytes that do not match the SHA256 stored at store time (truncated,
+    swapped), a symbolic link, or a file of another user in a folder others can write to. An entry that is there but
+    refused gives one warning line; the caller exports again and the store replaces it."""
     from gapcheck.model.export import ExportResult
 
     model_path, meta_path = cache_dir / f"{key}.onnx", cache_dir / f"{key}.json"
+    owners = _trusted_owners(cache_dir)
     try:
-        meta = json.loads(meta_path.read_text())
-        model = onnx.load(str(model_path))
+        meta = _read_meta(meta_path, key, owners)
+        model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"],
+                                model_path.name)
+        result = ExportResult(model, meta["exporter"], _optional_text(meta.get("fallback_reason")), 0.0,
+                              tuple(str(w) for w in _list(meta.get("warnings"))), meta.get("batch_baked") is True,
+                              cached=True)
     except FileNotFoundError:
         return None
-    except Exception as exc:  # noqa: BLE001 - a truncated or foreign entry is a miss, not an error
-        log.info("ignoring unreadable export cache entry %s: %s", model_path, exc)
+    except _Untrusted as exc:
+        (log.info if exc.quiet else log.warning)("export cache entry %s... not used (%s); exporting again", key[:12], exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - anything else unreadable is a miss, not an error
+        log.warning("export cache entry %s... not used (unreadable: %s); exporting again", key[:12],
+                    type(exc).__name__)
         return None
     with contextlib.suppress(OSError):  # removed meanwhile, or a read-only cache: still a hit
-        os.utime(meta_path)  # its last use: least recently used entries are evicted first
-    return ExportResult(model, meta["exporter"], meta.get("fallback_reason"), 0.0, tuple(meta.get("warnings", ())),
-                        bool(meta.get("batch_baked")), cached=True)
+        os.utime(meta_path, follow_symlinks=False)  # its last use: least recently used entries are evicted first
+    return result
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
 
 
 def store(cache_dir: Path, key: str, result: ExportResult, max_bytes: int | None = None) -> bool:
@@ -165,9 +295,13 @@ def store(cache_dir: Path, key: str, result: ExportResult, max_bytes: int | None
     if data is None:
         return False
     meta = {"key": key, "exporter": result.exporter, "fallback_reason": result.fallback_reason, "warnings": list(result.warnings),
-            "batch_baked": result.batch_baked, "export_seconds": result.seconds}
+            "batch_baked": result.batch_baked, "export_seconds": result.seconds,
+            "onnx_sha256": hashlib.sha256(data).hexdigest(), "onnx_bytes": len(data)}  # checked at every load
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
+        for suffix in (".json", ".onnx"):  # a link planted under the entry's name goes (the link, never its target)
+            if (cache_dir / f"{key}{suffix}").is_symlink():
+                (cache_dir / f"{key}{suffix}").unlink()
         write_atomic(cache_dir / f"{key}.onnx", data, what="export cache entry")
         # written last: marks the entry complete
         write_atomic(cache_dir / f"{key}.json", json.dumps(meta).encode(), what="export cache entry")
@@ -228,7 +362,8 @@ def _is_own_meta(path: Path, key: str) -> bool:
 
 def check_folder(cache_dir: Path) -> None:
     """Refuse (UsageError, exit 2) a cache folder that is not a folder or holds something named like an entry that is
-    not a regular file (a folder ``<sha256>.onnx``): found before any work, not as a backend failure after it."""
+    neither a regular file nor a symbolic link (a folder ``<sha256>.onnx``, which no store can replace): found before
+    any work, not as a backend failure after it."""
     from gapcheck.errors import UsageError
 
     if cache_dir.exists() and not cache_dir.is_dir():
@@ -241,7 +376,9 @@ def check_folder(cache_dir: Path) -> None:
         raise UsageError(f"export cache folder {cache_dir} cannot be listed: {exc.strerror or type(exc).__name__}",
                          parameter="cache_dir") from None
     for name in sorted(names):
-        if _ENTRY.match(name) and _is_regular(cache_dir / name) is False:
+        # a symbolic link is only refused as an entry (a miss, then replaced by the store): a link another user
+        # plants in a shared folder must not stop everyone's runs
+        if _ENTRY.match(name) and _is_regular(cache_dir / name) is False and not (cache_dir / name).is_symlink():
             raise UsageError(f"export cache folder {cache_dir} holds {name}, which is named like a cache entry but is "
                              "not a regular file", parameter="cache_dir")
 
