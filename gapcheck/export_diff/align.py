@@ -34,6 +34,7 @@ from torch.nn.modules.conv import _ConvNd
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
+from gapcheck.export_diff.nchwc import Layout, blocked_values, crop
 from gapcheck.export_diff.owner import BIAS_INPUT, before_bias
 from gapcheck.export_diff.passes import LayerAccumulator
 from gapcheck.model.mapping import GraphIndex, ModuleMapping
@@ -75,6 +76,7 @@ class Realignment:
     plausible: dict[str, bool] = field(default_factory=dict)
     # suspects named at the product before a fused op adds their bias: whether value + bias agrees with torch
     debiased: dict[str, bool] = field(default_factory=dict)
+    layout: Layout = field(default_factory=Layout)  # ONNX Runtime's blocked NCHWc values, read back as NCHW
 
     @property
     def changed(self) -> bool:
@@ -82,31 +84,19 @@ class Realignment:
 
 
 #: ONNX Runtime's layout transformer (ORT_ENABLE_ALL, saved with ``optimized_model_filepath``) rewrites a CNN's Convs
-#: into this domain: their values hold a blocked NCHWc layout (channels in blocks of 8 or 16, by the CPU's vector
-#: width) under the same shape as torch's NCHW tensor, so elementwise they are another tensor; only ReorderOutput
-#: hands back plain NCHW.
-NCHWC_DOMAIN = "com.microsoft.nchwc"
-
-
-def _blocked(index: GraphIndex, value: str | None) -> bool:
-    """Whether ``value`` is in ONNX Runtime's blocked NCHWc layout (never comparable with torch's tensor)."""
-    producer = index.producer.get(value) if value else None
-    if producer is None:
-        return False
-    node = index.model.graph.node[producer]
-    return node.domain == NCHWC_DOMAIN and node.op_type != "ReorderOutput"
-
-
+#: into the com.microsoft.nchwc domain: their values hold a blocked NCHWc layout (channels in blocks of 8 or 16, by
+#: the CPU's vector width), read back as NCHW by :class:`~gapcheck.export_diff.nchwc.Layout` before any comparison.
+#: A value in that layout whose block size could not be read is never compared:
 BLOCKED_NOTE = ("not comparable here: ONNX Runtime's layout optimization computes it in the blocked NCHWc layout "
-                "({value!r}, a com.microsoft.nchwc node), which holds torch's values in another order; it is compared "
-                "through the values after ReorderOutput")
+                "({value!r}, a com.microsoft.nchwc node){why}; it is compared through the values after ReorderOutput")
+_FUSED_ACT = ", fused with the activation after it, so no ONNX value holds the conv -> batch_norm alone"
 
 
-def _float_values(model: onnx.ModelProto) -> list[str]:
-    """Every value a node computes (Constant nodes aside, and ONNX Runtime's blocked NCHWc values, which are in
-    another element order): the candidates a module's output may live in."""
-    return [name for node in model.graph.node if node.op_type != "Constant"
-            and (node.domain != NCHWC_DOMAIN or node.op_type == "ReorderOutput") for name in node.output if name]
+def _float_values(model: onnx.ModelProto, layout: Layout = Layout()) -> list[str]:
+    """Every value a node computes (Constant nodes aside, and blocked NCHWc values unless ``layout`` reads them
+    back): the candidates a module's output may live in."""
+    return [name for node in model.graph.node if node.op_type != "Constant" for name in node.output
+            if name and (layout or name not in layout.blocked)]
 
 
 def group_reference(conv_out: np.ndarray, bn: _BatchNorm) -> np.ndarray:
@@ -215,7 +205,7 @@ class _Search:
     def closest(self) -> tuple[str, ErrorStats] | None:
         """The tensor nearest torch's output when it is near (see PLAUSIBLE_RELATIVE_ERROR) and unambiguous: every
         other same-shape tensor is at least ten times farther (a residual stream and its block differ by little)."""
-        ranked = sorted(self.near, key=lambda t: (t[0], t[1]))
+        ranked = sorted(self.near, key=lambda t: (t[0], t[1] != self.named, t[1]))  # a copy's tie: the named one
         if not ranked or ranked[0][0] > PLAUSIBLE_RELATIVE_ERROR:
             return None
         error, name, digest, stats = ranked[0]
@@ -231,16 +221,19 @@ _FIRST_RUN_VALUES = 8  # the first run measures how large the values are
 
 
 def _stream(test_model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: list[str],
-            searches: Sequence[_Search]) -> None:
-    """Feed every value of ``names`` to every search, fetching them from ONNX Runtime a bounded chunk at a time."""
+            searches: Sequence[_Search], layout: Layout = Layout()) -> None:
+    """Feed every value of ``names`` to every search, fetching them from ONNX Runtime a bounded chunk at a time
+    (blocked NCHWc values read back as NCHW, cut to each search's channel count)."""
     session = OnnxRuntimeBackend(test_model, extra_outputs=names, name="onnxruntime-values")
     start, size = 0, _FIRST_RUN_VALUES
     while start < len(names):
         chunk = names[start:start + size]
         values = session.infer(feeds, chunk)
         for position, name in enumerate(chunk, start=start):
+            array = layout.plain(name, values[name])
             for search in searches:
-                search.see(name, values[name], position)
+                fitted = crop(array, search.target.shape, layout.block) if name in layout.blocked else array
+                search.see(name, fitted, position)
         held = sum(array.nbytes for array in values.values())
         del values
         start += len(chunk)
@@ -276,6 +269,8 @@ def realign(
 ) -> Realignment:
     """Re-check by value the modules that fail on the first sample under their name mapping (see module docstring)."""
     suspects = [p for p, acc in accumulators.items() if any(s == 0 and not st.passed for s, st in acc.stats)]
+    blocked = blocked_values(index)  # NCHWc values padded to whole blocks: another shape than torch's, uncompared
+    suspects += [p for p, acc in accumulators.items() if not acc.stats and mappings[p].value in blocked]
     if not suspects:
         return Realignment()
     module = torch_backend.module
@@ -285,23 +280,26 @@ def realign(
     # torch's outputs only of what is searched (suspects, modules without a value) and of the convs a group may start
     needed = [p for p in hooked if p in suspects or not mappings[p].mapped or isinstance(submodules[p], _LINEAR)]
     capture = torch_backend.capture(samples[0], modules=needed, inputs_of=norms)
+    layout = Layout.of(test_model, index, samples[0])
     _add_noise(torch_backend, samples[0], capture, noise, needed)
     suspect_set = set(suspects)
     groups = {c: g for c, g in find_groups(module, capture).items() if suspect_set & set(g.members)}
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
-    searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise)
-    _stream(test_model, samples[0], _float_values(test_model), list(searches.values()))
-    out = Realignment()
+    searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise,
+                         layout)
+    _stream(test_model, samples[0], _float_values(test_model, layout), list(searches.values()), layout)
+    out = Realignment(layout=layout)
     linears = frozenset(p for p, m in submodules.items() if isinstance(m, _LINEAR))
     for path, search in searches.items():
         if path in groups:
-            _settle_group(path, groups[path], search, index, out)
+            _settle_group(path, groups[path], search, index, out, layout)
         elif path in suspect_set:
             _settle_suspect(path, search, index, mappings, out, linears)
         else:  # something diverges: a module the names gave no value is matched by value too, so the divergence is
             _settle_unnamed(path, search, index, out, linears)  # localized among them, not at the next named one
     _drop_taken(out, suspects, mappings, accumulators, index, failing_outputs)
     _mark_unreachable(out, suspects, grouped, mappings, accumulators, index, failing_outputs, linears)
+    _relaid(out, searches, suspects, mappings, index)
     _check_other_samples(out, torch_backend, test_model, submodules, samples, policy, noise)
     return out
 
@@ -320,9 +318,10 @@ def _add_noise(torch_backend: TorchBackend, feeds: dict[str, np.ndarray], captur
 
 def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: list[str],
               grouped: dict[str, FusedGroup], hooked: list[str], index: GraphIndex, mappings: dict[str, ModuleMapping],
-              submodules, policy: TolerancePolicy, noise: dict[str, float]) -> dict[str, _Search]:
-    """What to look for: each fused group's conv -> batch_norm, each suspect's output (its named value preferred),
-    each module without a value's output; in that order."""
+              submodules, policy: TolerancePolicy, noise: dict[str, float], layout: Layout) -> dict[str, _Search]:
+    """What to look for: each fused group's conv -> batch_norm, each suspect's output (its named value preferred;
+    a grouped one too when its name points at a blocked NCHWc value: ONNX Runtime's NCHWc Conv applies the
+    activation, so the group's own value may not exist), each module without a value's output; in that order."""
     searches: dict[str, _Search] = {}
     for path, group in groups.items():
         captured = capture.modules.get(path)
@@ -331,7 +330,8 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
             floor = max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None
             searches[path] = _Search(target, policy.for_name(path, target.dtype, floor), _group_value(index, group))
     unnamed = [p for p in hooked if not mappings[p].mapped and p not in grouped and p not in groups]
-    for path in [*[s for s in suspects if s not in grouped], *unnamed]:
+    alone = [s for s in suspects if s not in grouped or mappings[s].value in layout.blocked]
+    for path in [*alone, *unnamed]:
         captured = capture.modules.get(path)
         if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
             continue
@@ -358,12 +358,14 @@ def _own_bias(index: GraphIndex, value: str | None) -> np.ndarray | None:
     return None
 
 
-def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphIndex, out: Realignment) -> None:
+def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphIndex, out: Realignment,
+                  layout: Layout) -> None:
     match = search.best()
     value, stats = match if match else (search.named, search.named_stats)
-    if match is None and _blocked(index, value):
+    if match is None and value in layout.blocked:  # ONNX Runtime's NCHWc Conv also applies the activation
+        why = _FUSED_ACT if layout else ", whose block size could not be read"
         for member in group.members[:2]:
-            out.not_comparable[member] = BLOCKED_NOTE.format(value=value)
+            out.not_comparable[member] = BLOCKED_NOTE.format(value=value, why=why)
         return
     if value is None or stats is None:
         return
@@ -469,8 +471,8 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
         value = mappings[path].value
         if path in out.mappings or path in out.not_comparable or value is None:
             continue
-        if _blocked(index, value):  # a fused group's BatchNorm too: its group is compared at the conv
-            out.not_comparable[path] = BLOCKED_NOTE.format(value=value)
+        if value in out.layout.blocked and not out.layout:  # its layout cannot be read back
+            out.not_comparable[path] = BLOCKED_NOTE.format(value=value, why=", whose block size could not be read")
             continue
         # the product before a fused op adds a Linear's bias: that Linear's output when value + bias agrees (a
         # parent named by scope at it is judged by where its error reaches, below)
@@ -479,7 +481,7 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
                 f"not comparable here: its name points at {value!r}, the product before a fused op adds the bias "
                 f"(SkipLayerNormalization, BiasGelu); its output has no ONNX value of its own")
             continue
-        if path in grouped:
+        if path in grouped and value not in out.layout.blocked:
             continue
         if out.plausible.get(path):
             continue  # the re-check by value confirms the name: its output computed differently, a divergence
@@ -499,6 +501,7 @@ def _check_other_samples(out: Realignment, torch_backend: TorchBackend, test_mod
         return
     values = list(dict.fromkeys(m.value for m in out.mappings.values() if m.value))
     session = OnnxRuntimeBackend(test_model, extra_outputs=values, name="onnxruntime-values")
+    layout = out.layout
     paths = list(out.mappings)
     for s, feeds in enumerate(samples[1:], start=1):
         capture = torch_backend.capture(feeds, modules=paths)
@@ -510,7 +513,8 @@ def _check_other_samples(out: Realignment, torch_backend: TorchBackend, test_mod
             target = captured.output
             if path in out.groups:
                 target = group_reference(target, submodules[out.groups[path].norm])
-            stats = compare_arrays(got[str(out.mappings[path].value)], target,
+            value = str(out.mappings[path].value)
+            stats = compare_arrays(layout.plain(value, got[value], target.shape), target,
                                    policy.for_name(path, target.dtype, noise.get(path)))
             out.accumulators[path].stats.append((s, stats))
 
@@ -523,3 +527,19 @@ def apply(realignment: Realignment, mappings: dict[str, ModuleMapping], accumula
     for path, why in realignment.not_comparable.items():
         accumulators[path] = LayerAccumulator(note=why)
         mappings[path] = dataclasses.replace(mappings[path], how="unmatched")
+
+
+def _relaid(out: Realignment, searches: dict[str, _Search], suspects: list[str], mappings: dict[str, ModuleMapping],
+            index: GraphIndex) -> None:
+    """Suspects named at a blocked NCHWc value whose difference is real (neither matched elsewhere nor set aside):
+    compared again in NCHW order (the first comparison read the blocked order), and localized by values."""
+    if not out.layout:
+        return
+    for path in suspects:
+        search, value = searches.get(path), mappings[path].value
+        if path in out.mappings or path in out.not_comparable or search is None or search.named_stats is None \
+                or value not in out.layout.blocked:
+            continue
+        out.mappings[path] = _mapping(path, str(value), index, how="value", scope=mappings[path].scope)
+        out.accumulators[path] = LayerAccumulator(
+            stats=[(0, search.named_stats)], note=f"ONNX value {value!r} read back from ONNX Runtime's NCHWc layout")

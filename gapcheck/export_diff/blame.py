@@ -14,8 +14,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd
 
+from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
+from gapcheck.export_diff.nchwc import Layout, unblock_filter
 from gapcheck.model.mapping import GraphIndex
 
 _RTOL = 1e-4  # folding a BatchNorm rounds; a planted change of 1% is 100x this
@@ -99,10 +102,11 @@ def _eps(nodes, node_ids: Sequence[int], submodules: dict[str, nn.Module], owner
 
 
 def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, owner: str,
-                group_members: Sequence[str] = ()) -> list[str]:
+                group_members: Sequence[str] = (), layout: Layout | None = None) -> list[str]:
     """Sentences naming what differs between the nodes ``node_ids`` and the torch modules they implement.
 
-    ``owner`` is the diverging module; ``group_members`` the fused group it heads (conv, BatchNorm, ...), if any.
+    ``owner`` is the diverging module; ``group_members`` the fused group it heads (conv, BatchNorm, ...), if any;
+    ``layout`` reads ONNX Runtime's NCHWc Conv weights back as OIHW.
     """
     nodes = index.model.graph.node
     submodules = dict(module.named_modules())
@@ -112,6 +116,9 @@ def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, o
     found: list[str] = []
     conv_name = group_members[0] if group_members else owner
     conv = submodules.get(conv_name)
+    if isinstance(conv, _ConvNd) and layout:
+        for i in node_ids:
+            init.update(_plain_weights(nodes[i], init, layout, conv))
     for i in node_ids:
         node = nodes[i]
         if node.op_type != "Conv" or not isinstance(conv, _ConvNd):
@@ -123,6 +130,7 @@ def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, o
         if len(group_members) > 1:
             found += _fused_conv(init, node, conv, submodules[group_members[1]], conv_name, group_members[1])
         found += _conv_attributes(node, conv, conv_name)
+        found += _fused_activation(node, submodules, group_members)
     found += _eps(nodes, node_ids, submodules, owner, group_members)
     fused = {f"{conv_name}.weight", f"{conv_name}.bias"} if len(group_members) > 1 else set()
     for name, array in init.items():
@@ -130,3 +138,137 @@ def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, o
             off = _rel(array.reshape(params[name].shape), params[name])
             found.append(f"{name} differs from the checkpoint (max rel {off:.2g})")
     return list(dict.fromkeys(found))
+
+
+def _plain_weights(node: onnx.NodeProto, init: dict[str, np.ndarray], layout: Layout, conv: _ConvNd
+                   ) -> dict[str, np.ndarray]:
+    """An NCHWc Conv's weight and bias as torch's conv holds them (reordered back, the block's padding cut)."""
+    if node.domain != NCHWC_DOMAIN or node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in init:
+        return {}
+    out_channels, in_channels = conv.weight.shape[:2]
+    weight = init[node.input[1]]
+    if weight.ndim != conv.weight.dim() or weight.shape[0] < out_channels or weight.shape[0] % layout.block:
+        return {}
+    plain = {node.input[1]: unblock_filter(weight, layout.block, node.input[0] not in layout.blocked,
+                                           (out_channels, in_channels))}
+    if len(node.input) > 2 and node.input[2] in init:
+        plain[node.input[2]] = init[node.input[2]][:out_channels]
+    return plain
+
+
+#: A Conv's fused activation (ONNX Runtime's NCHWc Conv and FusedConv ``activation`` attribute) and the torch
+#: modules that compute it
+_ACTIVATIONS = {"Relu": ("ReLU",), "LeakyRelu": ("LeakyReLU",), "Tanh": ("Tanh",), "Sigmoid": ("Sigmoid",),
+                "HardSigmoid": ("Hardsigmoid",), "Clip": ("ReLU6", "Hardtanh"), "HardSwish": ("Hardswish",)}
+
+
+def _fused_activation(node: onnx.NodeProto, submodules: dict[str, nn.Module], members: Sequence[str]) -> list[str]:
+    """The activation a Conv applies itself against the group's activation module (a changed activation)."""
+    fused = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "activation"), None)
+    if fused is None:
+        return []
+    fused = fused.decode() if isinstance(fused, bytes) else str(fused)
+    activations = [p for p in members if type(submodules.get(p)).__name__ in {c for v in _ACTIVATIONS.values()
+                                                                               for c in v} | {"SiLU", "GELU", "PReLU"}]
+    return [f"the ONNX graph computes {fused} (fused into the Conv) where torch's {path} is "
+            f"{type(submodules[path]).__name__}" for path in activations
+            if type(submodules[path]).__name__ not in _ACTIVATIONS.get(fused, ())]
+
+
+def conv_by_weight(index: GraphIndex, node: onnx.NodeProto, module: nn.Module, layout: Layout | None
+                   ) -> tuple[str, str | None] | None:
+    """The torch conv whose weight a Conv node holds, whatever a tool named it, and the BatchNorm folded into it
+    (None when the weight is the conv's own): each output filter points the same way as the conv's (a folded
+    BatchNorm scales filters, a planted weight change of a few % barely turns them), and no other conv comes
+    within ten times as close. The BatchNorm is the one whose folding reproduces the weight best."""
+    init = {t.name: numpy_helper.to_array(t) for t in index.model.graph.initializer if t.name in node.input[1:3]}
+    if len(node.input) < 2 or node.input[1] not in init:
+        return None
+
+    def as_conv(conv: _ConvNd) -> np.ndarray:
+        weight = init[node.input[1]]
+        return _plain_weights(node, init, layout, conv).get(node.input[1], weight) if layout else weight
+
+    submodules = dict(module.named_modules())
+    fits = sorted((_turn(as_conv(conv), conv.weight.detach().double().numpy()), path)
+                  for path, conv in submodules.items()
+                  if isinstance(conv, _ConvNd) and as_conv(conv).shape == tuple(conv.weight.shape))
+    if not fits or fits[0][0] > 1e-2 or (len(fits) > 1 and fits[1][0] < 10 * fits[0][0]):
+        return None
+    path = fits[0][1]
+    return path, _folded_norm(as_conv(submodules[path]), path, module)
+
+
+def _turn(weight: np.ndarray, reference: np.ndarray) -> float:
+    """1 - the smallest cosine between a filter of ``weight`` and the same filter of ``reference``."""
+    a, b = weight.reshape(len(weight), -1).astype(np.float64), reference.reshape(len(reference), -1)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    live = norms > 0
+    if not live.any():
+        return float("inf")
+    return float(1.0 - np.min(np.sum(a[live] * b[live], axis=1) / norms[live]))
+
+
+def _folded_norm(weight: np.ndarray, conv_path: str, module: nn.Module) -> str | None:
+    """The BatchNorm whose folding into ``conv_path`` comes nearest ``weight`` (None: the bare weight does)."""
+    submodules = dict(module.named_modules())
+    conv = submodules[conv_path]
+    best = (_rel(weight, conv.weight.detach().double().numpy()), None)
+    for path, norm in submodules.items():
+        if isinstance(norm, _BatchNorm) and norm.num_features == conv.weight.shape[0] and norm.running_var is not None \
+                and norm.weight is not None:
+            best = min(best, (_rel(weight, _folded(conv, norm)[0]), path), key=lambda t: t[0])
+    return best[1]
+
+
+#: A slice of a fused initializer is a Linear's weight when within this fraction of it (a planted change of a few %
+#: still names its Linear) and every other Linear of that shape is ten times farther (query, key and value differ O(1))
+_SLICE_MATCH = 0.05
+
+
+def _linear_slices(array: np.ndarray, weights: dict[str, np.ndarray]) -> list[tuple[str, int, int, float]] | None:
+    """``array`` ([in, total]) as Linear weights side by side, transposed (ONNX Runtime's Attention qkv weight is
+    [Wq^T Wk^T Wv^T]): (path, first column, last column, max rel) each, or None when it is not."""
+    found: list[tuple[str, int, int, float]] = []
+    start = 0
+    while start < array.shape[1]:
+        fits = sorted((_rel(array[:, start:start + w.shape[0]], w.T), path) for path, w in weights.items()
+                      if w.shape[1] == array.shape[0] and start + w.shape[0] <= array.shape[1])
+        if not fits or fits[0][0] > _SLICE_MATCH or (len(fits) > 1 and fits[1][0] < 10 * fits[0][0]):
+            return None
+        rel, path = fits[0]
+        found.append((path, start, start + weights[path].shape[0], rel))
+        start += weights[path].shape[0]
+    return found if len(found) > 1 else None
+
+
+def fused_linear_differences(index: GraphIndex, node: onnx.NodeProto, module: nn.Module) -> list[tuple[str, str]]:
+    """A fused op that holds several Linears' parameters in one initializer (ONNX Runtime's ``Attention``: query, key
+    and value weights concatenated, their biases too), read slice by slice against the checkpoint: (the Linear,
+    the sentence) for each parameter that differs."""
+    linears = {p: m for p, m in module.named_modules() if isinstance(m, nn.Linear)}
+    weights = {p: m.weight.detach().double().numpy() for p, m in linears.items()}
+    init = {t.name: numpy_helper.to_array(t) for t in index.model.graph.initializer if t.name in node.input}
+    found: list[tuple[str, str]] = []
+    for name in node.input:
+        array = init.get(name)
+        if array is None or array.ndim != 2:
+            continue
+        slices = _linear_slices(array.astype(np.float64), weights)
+        if slices is None:
+            continue
+        what = f"the fused {node.op_type}'s {name}"
+        found += [(path, f"{path}.weight differs from the checkpoint (columns {a}:{b} of {what}, max rel {rel:.2g})")
+                  for path, a, b, rel in slices if rel > _RTOL]
+        total = array.shape[1]
+        for bias_name in node.input:
+            bias = init.get(bias_name)
+            if bias is None or bias.shape != (total,):
+                continue
+            for path, a, b, _ in slices:
+                own = linears[path].bias
+                expected = own.detach().double().numpy() if own is not None else np.zeros(b - a)
+                if not _same(bias[a:b], expected):
+                    found.append((path, f"{path}.bias differs from the checkpoint (entries {a}:{b} of the fused "
+                                        f"{node.op_type}'s {bias_name}, max rel {_rel(bias[a:b], expected):.2g})"))
+    return found

@@ -10,6 +10,7 @@ import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import onnx
@@ -18,7 +19,9 @@ from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError
-from gapcheck.export_diff.blame import differences
+from gapcheck.export_diff.blame import conv_by_weight, differences, fused_linear_differences
+from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
+from gapcheck.export_diff.nchwc import Layout
 from gapcheck.export_diff.owner import Owner, find_owner, region, region_values
 from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
@@ -231,6 +234,11 @@ class _Run:
     def submodule(self, path: str):
         return dict(self.torch_backend.module.named_modules())[path]
 
+    @cached_property
+    def layout(self) -> Layout:
+        """ONNX Runtime's blocked NCHWc values of this graph (one more run only where the graph has NCHWc ops)."""
+        return Layout.of(self.test_model, self.index, self.feeds)
+
 
 def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
     """Localization of a module matched by its scope: its nodes fed torch's values for what crosses into them."""
@@ -255,6 +263,9 @@ def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
                       run.policy.for_name(layer.module, captured.output.dtype, run.noise.get(layer.module)))
     if result.cause == "inherited" and result.culprit_value and result.culprit_value not in torch_values:
         # The diverging input is no compared module's value (a tool fused its module away): find who owns it
+        fused = _fused_weights(run, result.culprit_value, layer)
+        if fused is not None:
+            return fused
         owner = _trace_owner(run, result.culprit_value)
         if owner is not None:
             return _owned(owner, run, layer)
@@ -315,9 +326,11 @@ def _frontier(index: GraphIndex, value: str, known: set[str], limit: int = 4000)
 
 
 def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, target: np.ndarray,
-                       torch_values: dict[str, np.ndarray], ort_values: dict[str, np.ndarray], tol: Tolerance) -> Localization:
+                       torch_values: dict[str, np.ndarray], ort_values: dict[str, np.ndarray], tol: Tolerance,
+                       layout: Layout | None = None) -> Localization:
     """Local vs inherited without scopes: cut the graph from ``value`` back to the nearest values torch also has
-    (module outputs matched by name or by value, graph inputs), feed torch's, and compare with ``target``."""
+    (module outputs matched by name or by value, graph inputs), feed torch's, and compare with ``target``.
+    ``torch_values`` are in the graph's layout; ``layout`` reads a blocked NCHWc result back as NCHW."""
     frontier, _ = _frontier(index, value, set(torch_values))
     feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
     if len(feeds) != len(frontier):
@@ -325,6 +338,8 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
     result = _run_cut(model, index, feeds, value)
     if isinstance(result, str):
         return Localization("unknown", None, None, None, None, f"its ONNX ops could not be run alone: {result}")
+    if layout is not None:
+        result = layout.plain(value, result, target.shape)
     if result.shape != target.shape and result.size == target.size:
         result = result.reshape(target.shape)  # a Gemm's 2-D value of a Linear applied to [batch, tokens, features]
     return _verdict(compare_arrays(result, target, tol), index, feeds, ort_values)
@@ -371,12 +386,23 @@ def _by_values(layer, mappings, run: _Run, group) -> FirstDivergence:
             torch_values[index.model.graph.node[own[0]].input[0]] = conv_inputs[0]
     frontier, _ = _frontier(index, mapping.value, set(torch_values))
     ort_values = run.ort(frontier)
+    layout = run.layout if any(n in run.layout.blocked for n in [*frontier, mapping.value]) else None
+    if layout is not None:  # torch's NCHW values fed where the graph holds them blocked
+        torch_values.update({n: layout.to_graph(n, torch_values[n], ort_values.get(n)) for n in frontier
+                             if n in torch_values})
     tol = run.policy.for_name(layer.module, target.dtype, run.noise.get(layer.module))
-    result = localize_by_values(run.test_model, index, mapping.value, target, torch_values, ort_values, tol)
+    result = localize_by_values(run.test_model, index, mapping.value, target, torch_values, ort_values, tol, layout)
     if result.cause == "inherited" and result.culprit_value:
+        fused = _fused_weights(run, result.culprit_value, layer)
+        if fused is not None:
+            return fused
         owner = _trace_owner(run, result.culprit_value)
         if owner is not None:
             return _owned(owner, run, layer)
+    if result.cause == "local" and group is None:
+        fused = _fused_conv(run, mapping.value, layer.module, layout)
+        if fused is not None:
+            return fused_conv_divergence(layer, result, run, fused, layout)
     found = differences(index, own, run.torch_backend.module, layer.module,
                         group.members if group is not None else ()) if result.cause == "local" else []
     if result.cause == "local" and not found and group is None:
@@ -436,3 +462,102 @@ def _owned(owner: Owner, run: _Run, layer) -> FirstDivergence:
         module=owner.module, cause="local", source=module_source(module), op_types=(owner.op_type,),
         sample=run.sample, output_max_abs=layer.stats.max_abs if layer.stats else float("nan"), input_max_abs=0.0,
         local_max_abs=None, amplification=None, note=note, differences=tuple(found))
+
+
+#: Ops between a Conv and a module's value that the Conv's own output passes unchanged in meaning: ONNX Runtime's
+#: ReorderOutput (NCHWc -> NCHW) and the activations a fused Conv may leave after it
+_AFTER_CONV = ("ReorderOutput", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Mul")
+
+
+def _conv_nodes(index: GraphIndex, value: str) -> list[int]:
+    """The Conv computing ``value`` (through a ReorderOutput, a bias Add, an activation), and the nodes after it."""
+    nodes = index.model.graph.node
+    chain: list[int] = []
+    name = value
+    while (producer := index.producer.get(name)) is not None and len(chain) < 4:
+        node = nodes[producer]
+        chain.insert(0, producer)
+        if node.op_type in ("Conv", "FusedConv"):
+            return chain
+        if node.op_type not in (*_AFTER_CONV, "Add"):
+            return []
+        inputs = [n for n in node.input if n and n not in index.initializers
+                  and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
+        if node.op_type == "Mul" and len(inputs) == 2 and inputs[0] != inputs[1] and value != name:
+            return []
+        name = inputs[0] if inputs else ""
+    return []
+
+
+@dataclass(frozen=True)
+class _FusedConv:
+    conv: str
+    nodes: tuple[int, ...]
+    members: tuple[str, ...]  # conv, its BatchNorm, ..., the module whose value the Conv computes
+
+
+def _fused_conv(run: _Run, value: str, module: str, layout: Layout | None) -> _FusedConv | None:
+    """When a Conv node computes ``module``'s value (ONNX Runtime's NCHWc Conv with its BatchNorm and activation
+    folded in, a Conv that onnxslim fused with the BatchNorm after it) and ``module`` is not a conv itself: the
+    torch conv whose weights it holds (:func:`~gapcheck.export_diff.blame.conv_by_weight`), heading the group."""
+    from torch.nn.modules.conv import _ConvNd
+
+    if isinstance(run.submodule(module), _ConvNd):
+        return None
+    chain = _conv_nodes(run.index, value)
+    if not chain:
+        return None
+    node = run.index.model.graph.node[chain[0]]
+    found = conv_by_weight(run.index, node, run.torch_backend.module, layout or run.layout)
+    if found is None:
+        return None
+    conv, norm = found
+    paths = list(dict(run.torch_backend.module.named_modules()))
+    children = [p for p in paths if norm and p.startswith(norm + ".")]
+    members = tuple(dict.fromkeys([conv, *([norm] if norm else []), *children, module]))
+    return _FusedConv(conv, tuple(chain), members)
+
+
+def fused_conv_divergence(layer, result: Localization, run: _Run, fused: _FusedConv, layout: Layout | None
+                          ) -> FirstDivergence:
+    """A local divergence in the value a fused Conv computes, blamed on the conv (or on the activation, when what
+    differs is the activation the Conv applies)."""
+    module = run.torch_backend.module
+    found = differences(run.index, list(fused.nodes), module, fused.conv, fused.members, layout or run.layout)
+    blocked = run.index.model.graph.node[fused.nodes[0]].domain == NCHWC_DOMAIN
+    kind = "ONNX Runtime's NCHWc Conv" if blocked else "one Conv"
+    note = (f"{result.note}; {' + '.join(fused.members)} are {kind} in this file (the conv named by its weights), "
+            "so the conv heads the fused group")
+    named = fused.conv
+    activation = [d for d in found if "fused into the Conv" in d]
+    if activation and len(activation) == len(found):  # the weights agree: the activation is what differs
+        named = next((p for p in fused.members if f"torch's {p} is" in activation[0]), fused.conv)
+    source = module_source(run.submodule(named)) or layer.source
+    return _divergence(layer, named, result, source, note, run.sample, found,
+                       _Members(fused.members) if named == fused.conv else None)
+
+
+@dataclass(frozen=True)
+class _Members:
+    members: tuple[str, ...]
+
+
+def _fused_weights(run: _Run, culprit: str, layer) -> FirstDivergence | None:
+    """An inherited error whose diverging input a fused op computes from several Linears' parameters in one
+    initializer (ONNX Runtime's Attention: query, key and value weights side by side), where a slice differs from
+    the checkpoint: the Linear whose parameter differs, local."""
+    nodes = run.index.model.graph.node
+    for i in region(run.index, culprit, limit=8):
+        found = fused_linear_differences(run.index, nodes[i], run.torch_backend.module)
+        if not found:
+            continue
+        path = found[0][0]
+        note = (f"the fused {nodes[i].op_type} ({nodes[i].name or 'unnamed'}) holds several Linears' parameters in "
+                f"one initializer; its slice for {path} differs from the checkpoint (first seen at {layer.module}, "
+                "whose own ops agree when fed torch's inputs)")
+        return FirstDivergence(
+            module=path, cause="local", source=module_source(run.submodule(path)), op_types=(nodes[i].op_type,),
+            sample=run.sample, output_max_abs=layer.stats.max_abs if layer.stats else float("nan"),
+            input_max_abs=None, local_max_abs=None, amplification=None, note=note,
+            differences=tuple(sentence for _, sentence in found))
+    return None
