@@ -2,7 +2,9 @@
 
 Opening the backend checks, with bounded retries, that the server is live and the model
 (version) ready, and reads the model's metadata once; ``infer`` sends exactly the arrays it
-is given (no casting: an FP16-declared input must show up as an error, not be papered over).
+is given (no casting: an FP16-declared input must show up as an error, not be papered over),
+except the inputs named in ``input_dtypes``: a caller that audited the deployment and found it
+computes in FP16 (:mod:`gapcheck.export_diff.served_precision`) sends its FP32 samples as FP16.
 Every failure is an :class:`gapcheck.errors.EndpointError` (exit 3) with header values redacted.
 
 On a hardened server (restricted APIs) the backend uses what it may: readiness that cannot be
@@ -40,8 +42,10 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
     """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
 
     def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None,
-                 output_map: dict[str, str] | None = None) -> None:
+                 output_map: dict[str, str] | None = None, input_dtypes: dict[str, str] | None = None) -> None:
         self.model = model
+        # served input -> the dtype a float sample is sent as (FP16 for a deployment that takes FP16)
+        self.input_dtypes = {name: np.dtype(dtype) for name, dtype in (input_dtypes or {}).items()}
         # graph output name -> served output name, for a deployment that names its outputs its own way:
         # infer() returns the served values under the graph's names (see export_diff.served_names)
         self.output_map = dict(output_map or {})
@@ -128,7 +132,7 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = [spec.name for spec in self._outputs]
-        sent = {name: contiguous(array) for name, array in feeds.items()}  # scalars keep rank 0
+        sent = {name: contiguous(self._as_served(name, array)) for name, array in feeds.items()}  # scalars: rank 0
         # The SHA256 of the bytes this request carries, so reports show what the server was fed.
         self.last_input_fingerprints = {name: fingerprint(array) for name, array in sent.items()}
         values = self.connection.infer(self.model, sent, outputs, self.version)
@@ -136,6 +140,14 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
             return values
         graph_name = {served: graph for graph, served in self.output_map.items()}
         return {graph_name.get(name, name): array for name, array in values.items()}
+
+    def _as_served(self, name: str, array: np.ndarray) -> np.ndarray:
+        """A float sample cast to the dtype the deployment takes (``input_dtypes``); anything else as given."""
+        dtype = self.input_dtypes.get(name)
+        array = np.asarray(array)
+        if dtype is None or array.dtype == dtype or array.dtype.kind != "f":
+            return array
+        return array.astype(dtype)
 
     def close(self) -> None:
         self.connection.close()

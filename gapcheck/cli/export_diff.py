@@ -29,20 +29,26 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
+_PRECISIONS = frozenset({p.value for p in Precision} | {"int8"})
+
+
 @dataclass(frozen=True)
 class Comparison(Group):
     """export-diff's own comparison options, with their ``[export_diff]`` keys: a group like the shared ones, so
     :func:`gapcheck.cli.groups.resolve` merges them too (file < environment < flags)."""
 
-    precision: str = "fp32"
+    # None: not given, the file's own precision (FP16 for a file that computes in FP16 or a deployment that declares
+    # FP16 tensors, else FP32); an explicit "fp32" compares with FP32 budgets even then
+    precision: str | None = None
     batch_sizes: tuple[int, ...] = ()
     max_intermediate_mb: int = 1024
     keep_train_mode: bool = False
 
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
-        Opt("precision", "--precision", "Check what an FP16/BF16 deployment computes: fp32, fp16 or bf16; int8, or "
-            "fp16 with --fix OUT, finds the modules that break, writes the fixed model and verifies it (as gapcheck "
-            "precision).", str, key="precision"),
+        Opt("precision", "--precision", "Budgets to compare with: fp32, fp16 or bf16 (default: the deployment's own "
+            "precision, FP16 for an FP16 file or deployment, else FP32); fp16 on an FP32 model checks what an FP16 "
+            "deployment computes; int8, or fp16 with --fix OUT, finds the modules that break, writes the fixed model "
+            "and verifies it (as gapcheck precision).", Optional[str], key="precision"),
         Opt("batch_sizes", "--batch-sizes", "Check batch consistency, e.g. 1,4.", Optional[str], key="batch_sizes"),
         Opt("max_intermediate_mb", "--max-intermediate-mb", "Memory for marked ONNX intermediates per run.", int,
             key="max_intermediate_mb", low=1, high=2**31),
@@ -50,16 +56,19 @@ class Comparison(Group):
     )
 
     def check(self) -> None:
-        if self.precision not in {p.value for p in Precision} | {"int8"}:
+        if self.precision is not None and (not isinstance(self.precision, str) or self.precision not in _PRECISIONS):
             raise UsageError(f"--precision must be fp32, fp16, bf16 or int8, not {self.precision!r}",
-                             parameter="precision")
+                             parameter="precision", hint="leave it out to compare in the deployment's own precision")
 
     @classmethod
     def from_cli(cls, values: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
         """``--batch-sizes 1,4`` from the command line, ``batch_sizes = [1, 4]`` from the config."""
         sizes = values.get("batch_sizes")
         values["batch_sizes"] = parse_batch_sizes(sizes) if isinstance(sizes, str) or sizes is None else tuple(sizes)
-        values["precision"] = getattr(values.get("precision"), "value", values.get("precision"))
+        precision = getattr(values.get("precision"), "value", values.get("precision"))
+        # FP16 as the docs write it is fp16; anything else is refused by check() with the value as given
+        values["precision"] = precision.lower() if isinstance(precision, str) and precision.lower() in _PRECISIONS \
+            else precision
         return values
 
 

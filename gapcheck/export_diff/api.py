@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED, FP16_FILE
+from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED, FP16_FILE, PRECISION_NOT_THE_FILES
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import (
@@ -75,7 +75,7 @@ class ExportDiffRequest:
     triton: TritonTarget | None = None
     onnx_file: Path | None = None
     batch_sizes: tuple[int, ...] = ()
-    precision: str = "fp32"
+    precision: str | None = None  # None: the file's (or deployment's) own; "fp32" asks FP32 budgets even for FP16
     keep_train_mode: bool = False
     max_intermediate_bytes: int = DEFAULT_MAX_INTERMEDIATE_BYTES
     deployment: DeploymentTarget | None = None
@@ -96,7 +96,7 @@ class ExportDiffRequest:
 
     def policy(self) -> Any:
         """THE tolerance policy of this run (the comparison, the server's layers and the padding check use it)."""
-        return self.tolerance.policy(self.precision)
+        return self.tolerance.policy(self.precision or "fp32")
 
 
 def check_input_positions(module: torch.nn.Module, names: list[str]) -> None:
@@ -147,12 +147,10 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     served = onnx_model  # the file as written: what a deployment's config is audited against
     if onnx_model is not None and computes_in_fp16(onnx_model):
         onnx_model = with_fp32_inputs(onnx_model)  # an FP16 file with FP16 inputs is fed the model's FP32 samples
-    # the whole run (layers, padding check, the server's layers) compares in the file's precision
-    precision = file_precision(request.precision, onnx_model)
-    if precision != request.precision:
-        where = str(request.onnx_file)
-        extra.append(FP16_FILE.finding(f"{where} computes in FP16: compared with FP16 budgets", where=where,
-                                       subject=Subject(path=where)))
+    # the whole run (layers, padding check, the server's layers) compares in the file's precision, unless asked
+    asked = request.precision
+    precision, said = file_precision(asked, onnx_model, str(request.onnx_file))
+    extra.extend(said)
     request = dataclasses.replace(request, precision=precision)
     # Batch checks need as many distinct samples as the largest batch.
     count = max([request.inputs.num_samples, *request.batch_sizes])
@@ -162,9 +160,11 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     compare_samples = samples[: request.inputs.num_samples] if request.inputs.file is None else samples
     cache = request.export.cache(request.model)
     with ExitStack() as stack:
-        deployed, audit_findings, exported = _open_deployment(request, stack, loaded.module, served, samples,
-                                                              progress, cache, sequence_inputs)
+        deployed, audit_findings, exported, fp16 = _open_deployment(request, stack, loaded.module, served, samples,
+                                                                    progress, cache, sequence_inputs, asked)
         extra.extend(audit_findings)
+        if fp16:  # a deployment that computes in FP16 is compared in FP16 (the whole run), unless asked otherwise
+            request = _deployment_precision(request, asked, extra)
         result = export_diff(
             loaded.module,
             compare_samples,
@@ -172,7 +172,7 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
             export=ExportOptions(exporter=request.export.exporter, opset=request.export.opset, cache=cache,
                                  sequence_inputs=tuple(sequence_inputs), exported=exported),
             tolerances=request.policy(),
-            precision=request.precision,
+            precision=request.precision or "fp32",  # resolved above: never None here
             batch_sizes=request.batch_sizes,
             keep_train_mode=request.keep_train_mode,
             deployed=deployed,
@@ -190,13 +190,46 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
     return dataclasses.replace(result, findings=tuple(extra) + result.findings) if extra else result
 
 
-def file_precision(asked: str, onnx_model: Any) -> str:
-    """The precision to compare in: an ONNX file that computes in FP16 (a deployment's converted file, FP32 inputs
-    and outputs around an FP16 body) is compared with FP16 budgets even without ``--precision fp16``: FP32 budgets
-    would report its rounding as a gap at the first module. The result's precision says so (``FP16`` findings)."""
-    if asked == "fp32" and onnx_model is not None and computes_in_fp16(onnx_model):
-        return "fp16"
-    return asked
+def file_precision(asked: str | None, onnx_model: Any, where: str = "onnx") -> tuple[str, list[Finding]]:
+    """The precision to compare in, and the findings that say why.
+
+    Not asked (None): the file's own. An ONNX file that computes in FP16 (a deployment's converted file, FP32 inputs
+    and outputs around an FP16 body) is compared with FP16 budgets (``fp16_file``): FP32 budgets would report its
+    rounding as a gap at the first module. Asked: the budgets asked, always; when they are not the file's
+    (``--precision fp32`` or ``bf16`` on an FP16 file) the file still runs as written and
+    ``precision_not_the_files`` says what a gap then means."""
+    check_precision(asked)
+    fp16 = onnx_model is not None and computes_in_fp16(onnx_model)
+    if asked is None:
+        if not fp16:
+            return "fp32", []
+        return "fp16", [FP16_FILE.finding(f"{where} computes in FP16: compared with FP16 budgets", where=where,
+                                          subject=Subject(path=where))]
+    if fp16 and asked != "fp16":
+        return asked, [precision_not_the_files(where, "the file", asked, Subject(path=where))]
+    return asked, []
+
+
+def precision_not_the_files(where: str, what: str, asked: str, subject: Subject) -> Finding:
+    """``what`` (the file, the deployment) computes in FP16 but other budgets were asked: they are used, and the
+    message says what a gap found with them means."""
+    if asked == "fp32":
+        consequence = ("FP16 rounding alone exceeds FP32 budgets, so a gap from the first module on is what they "
+                       "report")
+    else:
+        consequence = f"{asked.upper()} budgets are wider than FP16's: a gap under them is beyond FP16 rounding too"
+    return PRECISION_NOT_THE_FILES.finding(
+        f"{where}: {what} computes in FP16 but precision {asked} was asked (--precision or [export_diff] precision): "
+        f"compared with {asked.upper()} budgets as asked; {consequence}. Leave --precision out to compare in {what}'s "
+        "own precision (FP16)", where=where, subject=subject,
+        evidence={"computes_in": "fp16", "asked": asked})
+
+
+def check_precision(asked: Any) -> None:
+    """A precision from Python is checked as the command line's is (None: not asked)."""
+    if asked is not None and asked not in ("fp32", "fp16", "bf16"):
+        raise UsageError(f"precision must be fp32, fp16 or bf16 (or None: the file's own), not {asked!r}",
+                         parameter="precision")
 
 
 def _with_server_layers(request, result: ExportDiffResult, module, sample, audited_ok: bool, progress) -> ExportDiffResult:
@@ -217,16 +250,29 @@ def _with_server_layers(request, result: ExportDiffResult, module, sample, audit
     return dataclasses.replace(result, server_layers=rows, findings=result.findings + tuple(findings))
 
 
+def _deployment_precision(request: ExportDiffRequest, asked: str | None, extra: list[Finding]) -> ExportDiffRequest:
+    """The run's precision once the deployment is known to compute in FP16: FP16 when nothing was asked; asked other
+    budgets are kept and said (once: an FP16 file asked otherwise has said it already)."""
+    if asked is None:
+        return dataclasses.replace(request, precision="fp16")
+    said = any(f.code == PRECISION_NOT_THE_FILES.code for f in extra)
+    if asked != "fp16" and not said and request.deployment is not None:
+        model = request.deployment.model
+        extra.append(precision_not_the_files(model, "the deployment", asked, Subject(endpoint=model)))
+    return request
+
+
 def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, progress, cache=None,
-                     sequence_inputs: tuple[str, ...] = ()):
+                     sequence_inputs: tuple[str, ...] = (), asked: str | None = None):
     """Audit the deployment's config first; compare its outputs only when nothing in the config blocks inference.
 
-    Returns the deployed backends, the audit's findings, and the export made for the audit (None with an
-    ONNX file), which the comparison then reuses: the model is exported once.
+    Returns the deployed backends, the audit's findings, the export made for the audit (None with an ONNX file),
+    which the comparison then reuses (the model is exported once), and whether the deployment computes in FP16
+    (:mod:`~gapcheck.export_diff.served_precision`; ``asked``: the precision asked, None if none).
     """
     target = request.deployment
     if target is None:
-        return [], [], None
+        return [], [], None, False
     from gapcheck.backends.triton import TritonBackend
     from gapcheck.triton.audit import audit_deployment
 
@@ -243,15 +289,19 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
                              torch_module=module)
     progress.finish()
     from gapcheck.export_diff.served_names import served_output_names
+    from gapcheck.export_diff.served_precision import served_precision
 
+    # FP16 declared where gapcheck's export has FP32 is the deployment's precision, not a gap (served_precision).
+    precision = served_precision(audit, list(audit.findings), own_export=onnx_model is None, budgets=asked or "fp16")
     # A deployment that names its outputs its own way (same count, order, shapes, dtypes) is paired by position or by
     # the group's output map and compared by value; the naming is a warning, a real mismatch stays the audit's gap.
-    findings, output_map = served_output_names(audit, request.triton.outputs() if request.triton else None)
+    findings, output_map = served_output_names(audit, request.triton.outputs() if request.triton else None,
+                                               fp16=precision.fp16, findings=precision.findings)
     if any(f.is_gap for f in findings):
         findings.append(DEPLOYMENT_NOT_COMPARED.finding(
             "outputs of the deployment were not compared: fix the config gaps above first", where=target.model,
             subject=Subject(endpoint=target.model)))
-        return [], findings, exported
+        return [], findings, exported, False
     backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version,
-                                                output_map=output_map))
-    return [backend], findings, exported
+                                                output_map=output_map, input_dtypes=precision.input_dtypes))
+    return [backend], findings, exported, precision.fp16

@@ -129,6 +129,7 @@ class _Plan:
     notes: tuple[Finding, ...]
     compared_outputs: tuple[str, ...] = ()  # the model outputs the ONNX graph has (all of them, usually)
     precision: str = "fp32"
+    fp16_file: bool = False  # the file computes in FP16 and runs as written (whatever budgets were asked)
 
     @property
     def test_index(self) -> GraphIndex:
@@ -214,8 +215,10 @@ def _compare(torch_backend: TorchBackend, plan: _Plan, samples, deployed: Sequen
 
 def _realign(torch_backend, plan: _Plan, run: SampleRun, samples, policy) -> Realignment:
     """Re-check by value the modules that fail under their name mapping (only then: a passing run does none of it)."""
-    if plan.precision != "fp32" or not plan.fit.fits or torch_backend.module.training:
-        return Realignment()  # FP16 budgets, another model's graph, batch statistics: names are all there is
+    if plan.precision != "fp32" or plan.fp16_file or not plan.fit.fits or torch_backend.module.training:
+        # FP16 budgets or an FP16 file (FP32 budgets fail every module of it), another model's graph, batch
+        # statistics: names are all there is
+        return Realignment()
     failing_outputs = {name for (backend, name), runs in run.output_stats.items() if backend == ORT_NAME
                        and any(not st.passed for _, st in runs)}
     realigned = realign(torch_backend, plan.test_model, plan.test_index, plan.mappings, run.accumulators, samples,
@@ -299,11 +302,12 @@ def _plan(module, exported: ExportResult, sample, torch_names: list[str], precis
             f"the ONNX file has {len(compared)} of the model's {len(output_names)} outputs: "
             f"{', '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not in it and not compared",
             where="onnx", subject=Subject(other="onnx"), evidence={"not_in_file": lacking, "compared": list(compared)}))
-    # A file already in FP16 (converted for deployment) runs as it is: converting it again would refuse it
-    test_model = reference_model if precision == "fp16" and computes_in_fp16(reference_model) else \
-        to_precision(reference_model, precision)
+    # A file already in FP16 (converted for deployment) runs as it is, whatever budgets were asked: converting it
+    # again would refuse it, and FP32 budgets on it (--precision fp32) judge the file as written
+    fp16_file = computes_in_fp16(reference_model)
+    test_model = reference_model if fp16_file else to_precision(reference_model, precision)
     return _Plan(exported, test_model, index, module_paths, mappings, output_names, fit, tuple(notes), compared,
-                 precision)
+                 precision, fp16_file)
 
 
 def _output_names(onnx_outputs: list[str], torch_names: list[str], fit: ModelFit) -> tuple[list[str], tuple[str, ...]]:

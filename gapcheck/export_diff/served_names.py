@@ -43,14 +43,23 @@ def _pairing(onnx_outputs: Sequence[Any], served: Sequence[Any], output_map: Map
     return {o.name: t.name for o, t in zip(onnx_outputs, served, strict=True)}
 
 
-def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None) -> tuple[list[Finding], dict[str, str]]:
+def _same_type(graph: str, served: str, fp16: bool) -> bool:
+    """The same data type; with an FP16 deployment (:mod:`~gapcheck.export_diff.served_precision`), FP16 served for
+    the export's FP32 too."""
+    return graph == served or (fp16 and (graph, served) == ("TYPE_FP32", "TYPE_FP16"))
+
+
+def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None, *, fp16: bool = False,
+                        findings: list[Finding] | None = None) -> tuple[list[Finding], dict[str, str]]:
     """The audit's findings with the output naming resolved, and the pairing for
     :class:`~gapcheck.backends.triton.TritonBackend`'s ``output_map`` (empty when the names agree or no pairing
     holds).
 
-    ``audit`` is a :class:`~gapcheck.triton.audit_result.TritonAuditResult` (its ``onnx_outputs`` and ``served``).
+    ``audit`` is a :class:`~gapcheck.triton.audit_result.TritonAuditResult` (its ``onnx_outputs`` and ``served``);
+    ``findings``: its findings as resolved so far (default: the audit's own); ``fp16``: the deployment computes in
+    FP16, so an FP16 output pairs with the graph's FP32 one.
     """
-    findings = list(audit.findings)
+    findings = list(audit.findings if findings is None else findings)
     served = audit.served.outputs if audit.served is not None else ()
     onnx_outputs = list(audit.onnx_outputs)
     if not served or not onnx_outputs:
@@ -62,7 +71,7 @@ def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None)
     by_name = {t.name: t for t in served}
     for o in onnx_outputs:
         t = by_name[pairs[o.name]]
-        if o.data_type != t.data_type or not _compatible(o.shape, t.shape):
+        if not _same_type(o.data_type, t.data_type, fp16) or not _compatible(o.shape, t.shape):
             return findings, {}  # a real mismatch: the audit's findings stand
     kept = [f for f in findings if not (f.code == _NAME_MISMATCH and str(f.subject.output or "").startswith("output "))]
     how = "as mapped" if output_map else "by position (same count, order, data types and shapes)"

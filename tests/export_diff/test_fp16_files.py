@@ -122,3 +122,79 @@ def test_the_padding_check_on_an_fp16_file_uses_fp16_budgets_too(tmp_path, monke
     doc = json.loads(report.read_text())
     assert code == 0, [f["message"] for f in doc["findings"]]
     assert doc["precision"] == "fp16" and all(v["max_abs"] is not None for v in doc["padding"]["variants"])
+
+
+def _codes(report: dict) -> dict[str, str]:
+    return {f["code"]: f["severity"] for f in report["findings"]}
+
+
+def test_an_explicit_fp32_on_an_fp16_file_compares_with_fp32_budgets_and_says_why_it_fails(tmp_path):
+    """--precision fp32 is not the default any more: asked, the file's FP16 rounding is judged with FP32 budgets
+    (a gap at the first module is then right) and a warning says the file computes in FP16."""
+    _, fp16 = _fp16_file(tmp_path, "cnn")
+    code, report = _run(tmp_path, "cnn", fp16, "--precision", "fp32")
+    assert (code, report["precision"]) == (1, "fp32")
+    codes = _codes(report)
+    assert codes["precision_not_the_files"] == "warning" and "fp16_file" not in codes
+    message = next(f["message"] for f in report["findings"] if f["code"] == "precision_not_the_files")
+    assert "computes in FP16 but precision fp32 was asked" in message and "Leave --precision out" in message
+    assert report["first_divergence"]["module"] == report["layers"][0]["module"]  # FP16 rounding, from the start
+
+
+def test_precision_fp32_from_the_config_is_asked_too_and_absent_means_the_files_own(tmp_path, monkeypatch):
+    _, fp16 = _fp16_file(tmp_path, "cnn")
+    config = tmp_path / "gapcheck.toml"
+    config.write_text('[export_diff]\nprecision = "fp32"\n')
+    code, report = _run(tmp_path, "cnn", fp16, "--config", str(config))
+    assert (code, report["precision"], _codes(report).get("precision_not_the_files")) == (1, "fp32", "warning")
+    monkeypatch.setenv("GAPCHECK_EXPORT_DIFF__PRECISION", "fp32")  # the environment is the config too
+    code, report = _run(tmp_path, "cnn", fp16)
+    assert (code, report["precision"]) == (1, "fp32")
+    monkeypatch.delenv("GAPCHECK_EXPORT_DIFF__PRECISION")
+    config.write_text("[export_diff]\nnum_samples = 2\n")  # a section without the key: the file's own precision
+    code, report = _run(tmp_path, "cnn", fp16, "--config", str(config))
+    assert (code, report["precision"], _codes(report).get("fp16_file")) == (0, "fp16", "info")
+
+
+def test_bf16_asked_on_an_fp16_file_runs_the_file_as_written_with_bf16_budgets(tmp_path):
+    _, fp16 = _fp16_file(tmp_path, "cnn")
+    code, report = _run(tmp_path, "cnn", fp16, "--precision", "bf16")
+    assert (code, report["precision"]) == (0, "bf16"), report.get("findings")
+    message = next(f["message"] for f in report["findings"] if f["code"] == "precision_not_the_files")
+    assert "precision bf16 was asked" in message and "wider than FP16" in message
+
+
+def test_fp16_asked_on_an_fp32_file_still_checks_what_an_fp16_deployment_computes(tmp_path):
+    fp32, _ = _fp16_file(tmp_path, "cnn")
+    code, report = _run(tmp_path, "cnn", fp32, "--precision", "FP16")  # as the docs write it
+    assert (code, report["precision"]) == (0, "fp16"), report.get("findings")
+    assert not {"fp16_file", "precision_not_the_files"} & set(_codes(report))
+    code, report = _run(tmp_path, "cnn", fp32)  # nothing asked, an FP32 file: FP32 as before
+    assert (code, report["precision"]) == (0, "fp32") and "precision_not_the_files" not in _codes(report)
+
+
+@pytest.mark.parametrize("value", ["nan", "", "fp64", "int4", "fp16 "])
+def test_a_precision_that_is_none_of_the_choices_is_a_usage_error(tmp_path, capsys, value):
+    _, fp16 = _fp16_file(tmp_path, "cnn")
+    code, report = _run(tmp_path, "cnn", fp16, "--precision", value)
+    assert (code, report) == (2, {})
+    assert f"--precision must be fp32, fp16, bf16 or int8, not {value!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ['precision = ["fp16"]', 'precision = "FP16x"', "precision = 16", 'precision = ""'])
+def test_a_precision_in_the_config_that_is_none_of_the_choices_is_a_usage_error(tmp_path, capsys, text):
+    _, fp16 = _fp16_file(tmp_path, "cnn")
+    config = tmp_path / "gapcheck.toml"
+    config.write_text(f"[export_diff]\n{text}\n")
+    code, report = _run(tmp_path, "cnn", fp16, "--config", str(config))
+    assert (code, report) == (2, {})
+    assert "precision" in capsys.readouterr().err
+
+
+def test_a_python_caller_asking_an_unknown_precision_is_refused():
+    from gapcheck.errors import UsageError
+    from gapcheck.export_diff.api import ExportDiffRequest, file_precision
+
+    assert ExportDiffRequest(factory="unused:unused").precision is None  # not asked: the file's own
+    with pytest.raises(UsageError, match="precision must be fp32, fp16 or bf16"):
+        file_precision("FP16", None)

@@ -52,6 +52,7 @@ class TritonPythonModel:
         self.input_names = [i["name"] for i in config["input"]]
         self.output_names = [o["name"] for o in config["output"]]
         self.channel_swap = params.get("channel_swap") == "1"
+        self.swap_outputs = params.get("swap_outputs") == "1"
 
     def execute(self, requests):
         responses = []
@@ -59,11 +60,15 @@ class TritonPythonModel:
             feeds = {}
             for served_name, onnx_name in zip(self.input_names, self.onnx_inputs):
                 array = pb_utils.get_input_tensor_by_name(request, served_name).as_numpy()
-                array = array.astype(np.float32)  # what a careless server-side step does with FP16
+                # what a careless server-side step does with FP16 (an FP16 file is fed what it takes)
+                half = self.onnx_inputs[onnx_name].type == "tensor(float16)"
+                array = array.astype(np.float16 if half else np.float32)
                 if self.channel_swap:
                     array = np.ascontiguousarray(array[:, ::-1])  # planted RGB<->BGR swap
                 feeds[onnx_name] = array
             results = self.session.run(self.output_names, feeds)
+            if self.swap_outputs:
+                results = results[::-1]  # planted: each served output holds the other tensor
             responses.append(pb_utils.InferenceResponse(
                 [pb_utils.Tensor(name, value) for name, value in zip(self.output_names, results)]))
         return responses
@@ -164,6 +169,31 @@ def triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory)
     server.start(timeout_s=90)
     try:
         yield Deployments(server=server, onnx_model=tiny_onnx, old_onnx_model=old)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fp16_triton(tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
+    """A server of FP16 deployments (FP16 files, every tensor declared TYPE_FP16): one clean, and each planted fault
+    a user's FP16 deployment can hide: a changed weight, its two outputs swapped, a server-side channel swap, and
+    a model whose FP16 arithmetic overflows."""
+    from tests.triton.fp16_models import build_half, build_large_activation, fp16_config, fp16_onnx
+
+    repo = tmp_path_factory.mktemp("fp16_repo")
+    two = ["y", "z"]
+    clean = fp16_onnx(build_half(), two)
+    write_python_model(repo, "half", fp16_config("half", two), {1: clean})
+    write_python_model(repo, "half_weight", fp16_config("half_weight", two),
+                       {1: fp16_onnx(build_half(), two, planted="head.bias")})
+    write_python_model(repo, "half_swap", fp16_config("half_swap", two, {"swap_outputs": "1"}), {1: clean})
+    write_python_model(repo, "half_bgr", fp16_config("half_bgr", two, {"channel_swap": "1"}), {1: clean})
+    write_python_model(repo, "half_overflow", fp16_config("half_overflow", ["y"]),
+                       {1: fp16_onnx(build_large_activation(), ["y"])})
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("fp16_work"))
+    server.start(timeout_s=90)
+    try:
+        yield server
     finally:
         server.stop()
 

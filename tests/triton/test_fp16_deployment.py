@@ -1,0 +1,127 @@
+"""export-diff against a Triton deployment that computes in FP16: an FP16 file served with every tensor declared
+TYPE_FP16 (conftest's ``fp16_triton``), compared with the user's checkpoint and gapcheck's own FP32 export.
+
+The samples are sent as FP16 (the server refuses FP32 for an FP16 input) and the outputs compared with FP16 budgets;
+the FP16 declarations are the deployment's precision, not config gaps. What an FP16 deployment can hide beyond
+FP16 rounding stays a gap: a changed weight, outputs that hold each other's tensor, a server-side channel swap, an
+overflow.
+"""
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+import torch
+
+from gapcheck.cli.app import main
+from tests.triton.fp16_models import build_half, build_large_activation, fp16_onnx
+
+HALF = "tests.triton.fp16_models:build_half"
+LARGE = "tests.triton.fp16_models:build_large_activation"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The user's checkpoints (state dicts) of the two served architectures."""
+    folder = tmp_path_factory.mktemp("fp16_checkpoints")
+    out = {}
+    for factory, build in ((HALF, build_half), (LARGE, build_large_activation)):
+        path = folder / f"{build.__name__}.pt"
+        torch.save(build().state_dict(), path)
+        out[factory] = str(path)
+    return out
+
+
+def _run(server, checkpoints, tmp_path, model: str, protocol: str = "http", *extra: str,
+         factory: str = HALF) -> tuple[int, dict]:
+    report = tmp_path / f"{model}_{protocol}.json"
+    code = main(["export-diff", "--checkpoint", checkpoints[factory], "--model", factory, "--input",
+                 "x:1x3x8x8:float32", "--num-samples", "2", "--no-progress", "--triton-url", server.url(protocol),
+                 "--protocol", protocol, "--triton-model", model, "--json", str(report), *extra])
+    return code, json.loads(report.read_text()) if report.exists() else {}
+
+
+def _by_code(report: dict, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_clean_fp16_deployment_passes_with_fp16_budgets_and_says_so(fp16_triton, checkpoints, tmp_path, protocol):
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half", protocol)
+    assert code == 0, [f["message"] for f in report["findings"]]
+    assert report["precision"] == "fp16"
+    [said] = _by_code(report, "fp16_deployment")
+    assert said["severity"] == "info" and said["evidence"]["fp16_inputs"] == ["x"]
+    assert "the FP32 samples are cast to FP16 as they are sent" in said["message"]
+    assert "compared with FP16 budgets" in said["message"]
+    assert not _by_code(report, "triton_dtype_mismatch")
+    served = [o for o in report["outputs"] if o["backend"] == f"triton-{protocol}"]
+    assert len(served) == 2 and all(o["status"] == "pass" for o in served)
+    # what the server was sent is the FP16 copy of the samples: other bytes than torch's, and said so above
+    assert all(r["sha256"][f"triton-{protocol}"] != r["sha256"]["torch"] for r in report["inputs"])
+
+
+@pytest.mark.parametrize(("model", "protocol"), [("half_weight", "http"), ("half_swap", "grpc"),
+                                                 ("half_swap", "http"), ("half_bgr", "grpc")])
+def test_what_an_fp16_deployment_hides_beyond_rounding_is_a_gap(fp16_triton, checkpoints, tmp_path, model, protocol):
+    """A head.bias changed by 0.25, the two outputs served swapped (same names, shapes and FP16 type: only the
+    values tell), a server-side RGB/BGR swap: exit 1, on the deployment only (ONNX Runtime matches torch)."""
+    code, report = _run(fp16_triton, checkpoints, tmp_path, model, protocol)
+    assert (code, report["precision"]) == (1, "fp16")
+    gaps = [f for f in report["findings"] if f["severity"] == "gap"]
+    assert gaps and {f["code"] for f in gaps} == {"deployment_mismatch"}
+    failed = {o["name"] for o in report["outputs"] if o["status"] == "fail"}
+    assert len(failed) == (1 if model == "half_weight" else 2)  # the bias feeds one of the two heads
+
+
+def test_an_fp16_deployment_whose_arithmetic_overflows_is_a_gap_at_the_module(fp16_triton, checkpoints, tmp_path):
+    """Activations near 1e5 (T5's feed-forward pattern): the FP16 deployment returns Inf; the FP16 comparison
+    names the Linear that overflows."""
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half_overflow", "grpc", factory=LARGE)
+    assert (code, report["precision"]) == (1, "fp16")
+    assert [f["subject"]["module"] for f in _by_code(report, "fp16_overflow")] == ["wo"]
+    assert any(o["backend"] == "triton-grpc" and o["status"] == "fail" for o in report["outputs"])
+
+
+def test_fp32_asked_on_an_fp16_deployment_is_judged_with_fp32_budgets_and_says_why(fp16_triton, checkpoints,
+                                                                                    tmp_path):
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half", "http", "--precision", "fp32")
+    assert (code, report["precision"]) == (1, "fp32")
+    [said] = _by_code(report, "precision_not_the_files")
+    assert said["severity"] == "warning"
+    assert "the deployment computes in FP16 but precision fp32 was asked" in said["message"]
+    assert "compared with FP32 budgets" in _by_code(report, "fp16_deployment")[0]["message"]
+    assert {f["code"] for f in report["findings"] if f["severity"] == "gap"} == {"deployment_mismatch"}
+
+
+def test_the_deployments_own_fp16_file_is_compared_as_written(fp16_triton, checkpoints, tmp_path):
+    """--onnx with the FP16 file the server loads (FP16 inputs and outputs): clean, inputs cast for both."""
+    path = tmp_path / "half_fp16.onnx"
+    onnx.save(fp16_onnx(build_half(), ["y", "z"]), str(path))
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half", "grpc", "--onnx", str(path))
+    assert (code, report["precision"]) == (0, "fp16"), [f["message"] for f in report["findings"]]
+    assert {"fp16_file", "fp16_deployment"} <= {f["code"] for f in report["findings"]}
+    assert "as the file does" in _by_code(report, "fp16_deployment")[0]["message"]
+
+
+def test_an_fp32_file_against_an_fp16_config_stays_a_config_gap(fp16_triton, checkpoints, tmp_path):
+    """--onnx names the file the server should load: an FP32 file under an FP16 config is a real mismatch."""
+    path = tmp_path / "half_fp32.onnx"
+    with torch.no_grad():
+        torch.onnx.export(build_half(), (torch.zeros(1, 3, 8, 8),), str(path), input_names=["x"],
+                          output_names=["y", "z"], dynamic_axes={n: {0: "b"} for n in "xyz"}, dynamo=False)
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half", "http", "--onnx", str(path))
+    assert code == 1
+    assert len(_by_code(report, "triton_dtype_mismatch")) == 3 and not _by_code(report, "fp16_deployment")
+    assert _by_code(report, "deployment_not_compared")
+
+
+def test_triton_audit_of_an_fp16_deployment_against_its_own_file_passes(fp16_triton, tmp_path):
+    path = tmp_path / "half_fp16.onnx"
+    onnx.save(fp16_onnx(build_half(), ["y", "z"]), str(path))
+    code = main(["triton-audit", "--triton-url", fp16_triton.url("http"), "--protocol", "http", "--triton-model",
+                 "half", "--onnx", str(path), "--json", str(tmp_path / "audit.json")])
+    findings = json.loads((tmp_path / "audit.json").read_text())["findings"]
+    assert code == 0, findings
+    assert not [f for f in findings if f["code"] == "triton_dtype_mismatch"]
