@@ -36,6 +36,7 @@ def to_precision(model: onnx.ModelProto, precision: str, keep_fp32: Sequence[str
                                                          max_finite_val=FP16_MAX,
                                                          node_block_list=list(keep_fp32) or None)
         retype_casts(converted)
+        read_fp16_outputs(converted)
         if not keep_fp32:
             return converted
         restore_fp32_constants(converted, model, set(keep_fp32))
@@ -129,6 +130,29 @@ def _prune_unused(model: onnx.ModelProto) -> None:
     if len(inits) != len(graph.initializer):
         del graph.initializer[:]
         graph.initializer.extend(inits)
+
+
+def read_fp16_outputs(model: onnx.ModelProto) -> None:
+    """A node inside the graph that reads a graph output kept FP32 (keep_io_types) reads its FP16 value instead.
+
+    onnxconverter-common puts a Cast to FP32 in front of each graph output but leaves the graph's other readers of
+    that name in place, typed FP16: the dynamo export of a BERT reads ``last_hidden_state`` again for the pooler
+    (``hidden_states[:, 0]``, a Gather), and ONNX Runtime refused the model ("Type (tensor(float16)) of output arg
+    (select) ... does not match expected type (tensor(float))").
+    """
+    outputs = {o.name for o in model.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    fp16 = {v.name for v in model.graph.value_info if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
+    half = {}
+    for node in model.graph.node:  # only the converter's output casts: an FP16 value cast to the FP32 output
+        if node.op_type == "Cast" and node.output[0] in outputs and node.input[0] in fp16 and \
+                any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in node.attribute):
+            half[node.output[0]] = node.input[0]
+    if not half:
+        return
+    for node in model.graph.node:
+        if node.op_type == "Cast" and node.output[0] in half:
+            continue
+        node.input[:] = [half.get(name, name) for name in node.input]
 
 
 def retype_casts(model: onnx.ModelProto) -> None:
