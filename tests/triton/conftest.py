@@ -60,9 +60,10 @@ class TritonPythonModel:
             feeds = {}
             for served_name, onnx_name in zip(self.input_names, self.onnx_inputs):
                 array = pb_utils.get_input_tensor_by_name(request, served_name).as_numpy()
-                # what a careless server-side step does with FP16 (an FP16 file is fed what it takes)
-                half = self.onnx_inputs[onnx_name].type == "tensor(float16)"
-                array = array.astype(np.float16 if half else np.float32)
+                if array.dtype.kind == "f":  # token ids pass as they are
+                    # what a careless server-side step does with FP16 (an FP16 file is fed what it takes)
+                    half = self.onnx_inputs[onnx_name].type == "tensor(float16)"
+                    array = array.astype(np.float16 if half else np.float32)
                 if self.channel_swap:
                     array = np.ascontiguousarray(array[:, ::-1])  # planted RGB<->BGR swap
                 feeds[onnx_name] = array

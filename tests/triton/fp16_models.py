@@ -83,3 +83,52 @@ def fp16_config(name: str, outputs: list[str], parameters: dict[str, str] | None
     return (f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
             'input [ { name: "x" data_type: TYPE_FP16 dims: [ 3, 8, 8 ] } ]\n'
             f"output [ {declared} ]\ninstance_group [ {{ kind: KIND_CPU count: 1 }} ]\n{params}")
+
+
+class Bert(nn.Module):
+    """A transformers BERT built from its config (random weights), called as users wrap it for serving."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import BertConfig, BertModel
+
+        self.bert = BertModel(BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=128, max_position_embeddings=64))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, out.pooler_output
+
+
+def build_bert() -> Bert:
+    torch.manual_seed(0)
+    return Bert().eval()
+
+
+def bert_fp16_onnx(planted: str | None = None) -> onnx.ModelProto:
+    """The BERT exported with token-id inputs and converted to FP16 (int64 inputs, FP16 outputs)."""
+    from onnxconverter_common import float16
+
+    names = ["input_ids", "attention_mask", "last_hidden_state", "pooler_output"]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(build_bert(), (torch.randint(0, 1000, (1, 16)), torch.ones(1, 16, dtype=torch.int64)),
+                          buffer, input_names=names[:2], output_names=names[2:], dynamo=False, opset_version=17,
+                          dynamic_axes={name: {0: "batch"} for name in names})
+        model = float16.convert_float_to_float16(onnx.load_from_string(buffer.getvalue()), keep_io_types=False)
+    if planted:
+        tensor = next(t for t in model.graph.initializer if t.name == planted)
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) + np.float16(0.1), planted))
+    return model
+
+
+BERT_CONFIG = """name: "{name}"
+backend: "python"
+max_batch_size: 8
+input [ {{ name: "input_ids" data_type: TYPE_INT64 dims: [ 16 ] }},
+        {{ name: "attention_mask" data_type: TYPE_INT64 dims: [ 16 ] }} ]
+output [ {{ name: "last_hidden_state" data_type: TYPE_FP16 dims: [ 16, 64 ] }},
+         {{ name: "pooler_output" data_type: TYPE_FP16 dims: [ 64 ] }} ]
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""

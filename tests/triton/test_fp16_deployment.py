@@ -125,3 +125,60 @@ def test_triton_audit_of_an_fp16_deployment_against_its_own_file_passes(fp16_tri
     findings = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert code == 0, findings
     assert not [f for f in findings if f["code"] == "triton_dtype_mismatch"]
+
+
+def test_layers_compared_on_the_server_of_an_fp16_deployment(fp16_triton, checkpoints, tmp_path):
+    """--triton-layers: the twin on the server names the module a server-side channel swap first changes."""
+    from tests.triton.conftest import model_py_bytes
+
+    model_py = tmp_path / "model.py"
+    model_py.write_bytes(model_py_bytes())
+    code, report = _run(fp16_triton, checkpoints, tmp_path, "half_bgr", "http", "--triton-layers", "--twin-file",
+                        str(model_py))
+    assert (code, report["precision"]) == (1, "fp16")
+    [finding] = _by_code(report, "server_layer_divergence")
+    assert finding["evidence"]["module"] == "conv"
+
+
+@pytest.fixture(scope="module")
+def bert_triton(tmp_path_factory: pytest.TempPathFactory):
+    """A transformers BERT converted to FP16 and served (token-id inputs, FP16 outputs), clean and with a bias of
+    the first layer's feed-forward changed by 0.1."""
+    from gapcheck.triton.local_server import LocalTritonServer
+    from tests.triton.conftest import write_python_model
+    from tests.triton.fp16_models import BERT_CONFIG, bert_fp16_onnx
+
+    repo = tmp_path_factory.mktemp("bert_fp16_repo")
+    write_python_model(repo, "bert", BERT_CONFIG.format(name="bert"), {1: bert_fp16_onnx()})
+    write_python_model(repo, "bert_planted", BERT_CONFIG.format(name="bert_planted"),
+                       {1: bert_fp16_onnx(planted="bert.encoder.layer.0.intermediate.dense.bias")})
+    server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("bert_fp16_work"))
+    server.start(timeout_s=90)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_real_bert_served_in_fp16_passes_and_its_changed_bias_is_a_gap(bert_triton, tmp_path, protocol):
+    """A real architecture: only the outputs are FP16 (the token ids stay int64); gapcheck's own export is compared
+    in FP16 (its FP16 copy reads last_hidden_state again for the pooler: it must load)."""
+    from tests.triton.fp16_models import build_bert
+
+    checkpoint = tmp_path / "bert.pt"
+    torch.save(build_bert().state_dict(), checkpoint)
+    results = {}
+    for model in ("bert", "bert_planted"):
+        report = tmp_path / f"{model}.json"
+        code = main(["export-diff", "--checkpoint", str(checkpoint), "--model", "tests.triton.fp16_models:build_bert",
+                     "--input", "input_ids:1x16:int64:0,1000", "--input", "attention_mask:1x16:int64:1,2",
+                     "--num-samples", "4", "--no-progress", "--triton-url", bert_triton.url(protocol), "--protocol",
+                     protocol, "--triton-model", model, "--json", str(report)])
+        results[model] = code, json.loads(report.read_text())
+    code, clean = results["bert"]
+    assert (code, clean["precision"]) == (0, "fp16"), [f["message"] for f in clean["findings"]]
+    assert _by_code(clean, "fp16_deployment")[0]["evidence"]["fp16_inputs"] == []
+    code, planted = results["bert_planted"]
+    assert code == 1 and {f["code"] for f in planted["findings"] if f["severity"] == "gap"} == {"deployment_mismatch"}
