@@ -115,7 +115,8 @@ def bert_fp16_onnx(planted: str | None = None) -> onnx.ModelProto:
         warnings.simplefilter("ignore")
         torch.onnx.export(build_bert(), (torch.randint(0, 1000, (1, 16)), torch.ones(1, 16, dtype=torch.int64)),
                           buffer, input_names=names[:2], output_names=names[2:], dynamo=False, opset_version=17,
-                          dynamic_axes={name: {0: "batch"} for name in names})
+                          dynamic_axes={name: {0: "batch"} if name == "pooler_output" else {0: "batch", 1: "tokens"}
+                                        for name in names})
         model = float16.convert_float_to_float16(onnx.load_from_string(buffer.getvalue()), keep_io_types=False)
     if planted:
         tensor = next(t for t in model.graph.initializer if t.name == planted)
@@ -126,9 +127,9 @@ def bert_fp16_onnx(planted: str | None = None) -> onnx.ModelProto:
 BERT_CONFIG = """name: "{name}"
 backend: "python"
 max_batch_size: 8
-input [ {{ name: "input_ids" data_type: TYPE_INT64 dims: [ 16 ] }},
-        {{ name: "attention_mask" data_type: TYPE_INT64 dims: [ 16 ] }} ]
-output [ {{ name: "last_hidden_state" data_type: TYPE_FP16 dims: [ 16, 64 ] }},
+input [ {{ name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] }},
+        {{ name: "attention_mask" data_type: TYPE_INT64 dims: [ -1 ] }} ]
+output [ {{ name: "last_hidden_state" data_type: TYPE_FP16 dims: [ -1, 64 ] }},
          {{ name: "pooler_output" data_type: TYPE_FP16 dims: [ 64 ] }} ]
 instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """

@@ -182,3 +182,20 @@ def test_a_real_bert_served_in_fp16_passes_and_its_changed_bias_is_a_gap(bert_tr
     assert _by_code(clean, "fp16_deployment")[0]["evidence"]["fp16_inputs"] == []
     code, planted = results["bert_planted"]
     assert code == 1 and {f["code"] for f in planted["findings"] if f["severity"] == "gap"} == {"deployment_mismatch"}
+
+
+@pytest.mark.slow
+def test_the_padding_check_against_a_bert_served_in_fp16(bert_triton, tmp_path):
+    """--pad-check sends the padded sequences to the FP16 deployment too, compared with FP16 budgets."""
+    from tests.triton.fp16_models import build_bert
+
+    checkpoint, report = tmp_path / "bert.pt", tmp_path / "pad.json"
+    torch.save(build_bert().state_dict(), checkpoint)
+    code = main(["export-diff", "--checkpoint", str(checkpoint), "--model", "tests.triton.fp16_models:build_bert",
+                 "--input", "input_ids:1x16:int64:0,1000", "--input", "attention_mask:1x16:int64:1,2", "--no-progress",
+                 "--triton-url", bert_triton.url("grpc"), "--triton-model", "bert", "--pad-check", "--pad-lengths", "24",
+                 "--json", str(report)])
+    doc = json.loads(report.read_text())
+    assert (code, doc["precision"]) == (0, "fp16"), [f["message"] for f in doc["findings"]]
+    served = [v for v in doc["padding"]["variants"] if v["backend"] == "triton-grpc"]
+    assert served and all(v["passed"] and v["max_abs"] is not None for v in served)
