@@ -1,4 +1,15 @@
-"""ONNX Runtime backend: one session, named inputs in, named outputs (graph + marked intermediates) out."""
+"""ONNX Runtime backend: one session, named inputs in, named outputs (graph + marked intermediates) out.
+
+When ORT refuses to create the session, the exit code says whose problem it is. The user's file (exit 2, an
+:class:`~gapcheck.errors.InputError` with ORT's reason on one line): ORT's classes for bad models (InvalidGraph,
+InvalidArgument, NotImplemented, InvalidProtobuf, NoModel, ModelLoaded), and its generic ``Fail`` when the message
+is about the model (a node or attribute, the graph, the opset, an initializer or its external data, shape or type
+inference). ORT or the machine (exit 3, a :class:`~gapcheck.errors.BackendError`, retried by a CronJob): any
+message naming memory (``Exception during loading: std::bad_alloc``), threads, shared libraries, execution
+providers or the disk, whatever its class; a ``Fail`` that says nothing about the model; any other error. ORT words
+both kinds as ``Fail`` (status code 1), so the message is all there is to go by: an unknown ``Fail`` is not blamed on
+the user's file.
+"""
 from __future__ import annotations
 
 import logging
@@ -25,16 +36,38 @@ _ORT_TYPES = {
 
 
 #: ORT's error kinds at session creation that say the model is one it will not run (a custom-domain op, opset 99,
-#: an invalid graph), not that ORT failed: InvalidGraph, InvalidArgument, NotImplemented, Fail, ... (pybind classes)
-_MODEL_REJECTED = frozenset({"Fail", "InvalidGraph", "InvalidArgument", "NotImplemented", "InvalidProtobuf",
-                             "NoModel", "ModelLoaded"})
+#: an invalid graph), not that ORT failed (pybind classes). ``Fail`` is not among them: ORT raises it for a bad file
+#: and for its own troubles alike (see :func:`_rejects_model`).
+_MODEL_REJECTED = frozenset({"InvalidGraph", "InvalidArgument", "NotImplemented", "InvalidProtobuf", "NoModel",
+                             "ModelLoaded"})
+#: words of a ``Fail`` about the user's file, as ORT words them: "Node () Op (Transpose) [TypeInferenceError] Invalid
+#: attribute perm", "Opset 99 is under development", "External data path does not exist", "my.domain:Foo(-1) is not
+#: a registered function/op", "Deserialize tensor b failed"
+_ABOUT_THE_MODEL = re.compile(
+    r"\b(models?|graphs?|nodes?|ops?|operators?|opsets?|protobuf|initializers?|attributes?|tensors?|schemas?|"
+    r"domains?|external data|\w*InferenceError|shapes?|inputs?|outputs?)\b", re.IGNORECASE)
+#: an environment or runtime trouble, whatever the class and the rest of the message say: memory ("Exception during
+#: loading: std::bad_alloc"), threads, shared libraries and execution providers, the disk
+_ENVIRONMENT = re.compile(
+    r"bad_alloc|out of memory|failed to allocate|cannot allocate|allocation failed|system_error|pthread|"
+    r"thread ?pool|failed to create thread|resource temporarily unavailable|dlopen|LoadLibrary|shared object|"
+    r"\.so\b|\.dll\b|execution provider|provider bridge|\bCUDA|cuDNN|cuBLAS|TensorRT|no space left|"
+    r"too many open files", re.IGNORECASE)
 #: a C++ source location and signature ORT puts before its reason: `/src/x.h:46 void ns::f(const T&, int) Reason`
 _CXX_PREFIX = re.compile(r"^/\S+:\d+ .*?\)(?: const)? (?=\S)")
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 
 
 def _rejects_model(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("onnxruntime") and type(exc).__name__ in _MODEL_REJECTED
+    """Whether ORT's error at session creation is about the user's file (exit 2) rather than ORT or the machine
+    (exit 3). From what ORT says: a message naming an environment trouble (memory, threads, libraries, providers,
+    disk) is never the file's; the classes ORT keeps for bad models (:data:`_MODEL_REJECTED`) are; its generic
+    ``Fail`` is the file's only when the message is about the model (node, attribute, graph, opset, initializer,
+    external data, shape or type inference); any other ``Fail``, and every other error, is a backend failure."""
+    name = type(exc).__name__
+    if not type(exc).__module__.startswith("onnxruntime") or _ENVIRONMENT.search(str(exc)):
+        return False
+    return name in _MODEL_REJECTED or (name == "Fail" and _ABOUT_THE_MODEL.search(_ORT_PREFIX.sub("", str(exc))) is not None)
 
 
 def _rejected(model: onnx.ModelProto, options: ort.SessionOptions, providers: Sequence[str]) -> bool:
