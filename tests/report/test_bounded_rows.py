@@ -111,3 +111,10 @@ def test_help_states_the_bound(argv):
 
 def test_one_hidden_row_is_said_in_the_singular():
     assert "... 1 more row not shown (--max-rows 3;" in console_format.render(big(4, ()), max_rows=3)
+
+
+def test_huge_outside_values_are_clipped_in_the_html_page():
+    rows = tuple((f"{i}" + "x" * 1_000_000,) for i in range(50))
+    finding = Finding("exact_duplicate", Severity.GAP, "m" * 1_000_000, evidence={"detail": "e" * 1_000_000})
+    page = html_format.render(Big(command="leakage", findings=(finding,), headline="h", table=Table("t", ("c",), rows)))
+    assert len(page) < 50 * 11_000 + 50_000 and page.count("more characters)") == 52

@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gapcheck.report.contract import HTML_MAX_ROWS, Chart, Table, more_rows_note, shown_rows
-from gapcheck.report.text import evidence_items, format_value, safe_text
+from gapcheck.report.text import clip, evidence_items, format_value, safe_text
 from gapcheck.version import __version__
 
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
+
+_MAX_CHARS = 10_000
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>gapcheck {{ command }}: {{ verdict }}</title>
@@ -57,6 +59,11 @@ def _environment() -> Any:
     return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, finalize=safe_text)  # no raw ESC
 
 
+def _clip(value: Any) -> str:
+    """One cell's text, cut at :data:`_MAX_CHARS` (a server's 10 MB message must not make a 10 GB page)."""
+    return clip(value if isinstance(value, str) else format_value(value), _MAX_CHARS)
+
+
 def _hidden(total: int, shown: int, what: str, max_rows: int) -> str:
     return more_rows_note(total - shown, what, f"an HTML report holds {max_rows:,}, the failing ones first") \
         if shown < total else ""
@@ -65,8 +72,7 @@ def _hidden(total: int, shown: int, what: str, max_rows: int) -> str:
 def _table(view: Table, max_rows: int) -> dict[str, Any]:
     marked = set(view.highlight)
     shown = shown_rows(len(view.rows), view.highlight, max_rows)
-    rows = [{"cells": [format_value(c) if not isinstance(c, str) else c for c in view.rows[i]], "hl": i in marked}
-            for i in shown]
+    rows = [{"cells": [_clip(c) for c in view.rows[i]], "hl": i in marked} for i in shown]
     return {"kind": "table", "title": view.title, "columns": view.columns, "rows": rows, "note": view.note,
             "hidden": _hidden(len(view.rows), len(shown), "rows", max_rows)}
 
@@ -85,8 +91,9 @@ def render(result: "CommandResult", *, max_rows: int = HTML_MAX_ROWS) -> str:
     """The page; each table and the findings hold at most ``max_rows`` rows (0: all), the failing ones first."""
     every = list(result.findings)
     shown = shown_rows(len(every), [i for i, f in enumerate(every) if f.is_gap], max_rows)
-    findings = [{"severity": f.severity.value, "code": f.code, "where": f.where, "message": f.message,
-                 "evidence": evidence_items(f.evidence)} for f in (every[i] for i in shown)]
+    findings = [{"severity": f.severity.value, "code": f.code, "where": _clip(f.where), "message": _clip(f.message),
+                 "evidence": [(label, _clip(value)) for label, value in evidence_items(f.evidence)]}
+                for f in (every[i] for i in shown)]
     views = [_table(v, max_rows) if isinstance(v, Table) else _chart(v) for v in result.views()]
     page: str = _environment().from_string(_TEMPLATE).render(
         command=result.command, verdict=result.verdict.value, headline=result.headline, findings=findings,
