@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,22 +90,13 @@ class GoldenBundle:
 
     def onnx_model(self) -> Any:
         """The recorded export, parsed and checked (without importing torch: nightly never needs it)."""
-        import onnx
-
         data = self.onnx_bytes
         if not data:  # a bundle built by hand: read and check it now
             entry = self.manifest["files"][ONNX_FILE]
             data = _read_member(self.path, ONNX_FILE, MAX_ONNX_BYTES, entry["bytes"])
             if hashlib.sha256(data).hexdigest() != entry["sha256"]:
                 raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} does not match its SHA256")
-        try:
-            model = onnx.load_model_from_string(data)
-            onnx.checker.check_model(model)
-        except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} is not a valid ONNX model "
-                             f"({type(exc).__name__}: {first})") from None
-        return model
+        return _parse_onnx(self.path, data)
 
     @property
     def input_infos(self) -> tuple[TensorInfo, ...]:
@@ -123,6 +116,20 @@ class GoldenBundle:
                 "inputs": [i.as_dict() for i in self.input_infos], "outputs": [o.as_dict() for o in self.output_infos],
                 "tolerances": {k: {"rtol": v.rtol, "atol": v.atol} for k, v in self.tolerances.items()},
                 "versions": m["versions"]}
+
+
+def _parse_onnx(folder: Path, data: bytes) -> Any:
+    """A verified ``model.onnx``'s bytes parsed and checked; InputError (exit 2) when they are no valid model."""
+    import onnx
+
+    try:
+        model = onnx.load_model_from_string(data)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, checker ValidationError, external data
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise InputError(f"golden bundle {folder}: file {ONNX_FILE} is not a valid ONNX model "
+                         f"({type(exc).__name__}: {first})") from None
+    return model
 
 
 def _info(entry: dict[str, Any]) -> TensorInfo:
@@ -170,6 +177,13 @@ def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | 
     A link could point anywhere (another user's file, a device, a file that changes between the hash and
     the parse); the bytes hashed are the bytes parsed. The kind and size are checked before anything is read.
     """
+    fd, size = _open_member(folder, name, max_bytes, expected_bytes)
+    return bytes(_read_opened(folder, name, fd, size))
+
+
+def _open_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> tuple[int, int]:
+    """A bundle file opened for :func:`_read_opened` (no symbolic link followed) and its size, its kind and size
+    checked: InputError naming the file otherwise (nothing is left open then)."""
     path = folder / name
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
@@ -191,16 +205,36 @@ def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | 
                              f"{expected_bytes} (truncated or replaced)")
         if info.st_size > max_bytes:
             raise InputError(f"golden bundle {folder}: file {name} is larger than {max_bytes} bytes")
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            data = handle.read(info.st_size + 1)
+    except OSError as exc:
+        os.close(fd)
+        raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror or exc})") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def _read_opened(folder: Path, name: str, fd: int, size: int) -> bytearray:
+    """The bytes of a file :func:`_open_member` opened (the descriptor is closed), read straight into one buffer.
+
+    A bytearray: the tensors parsed from it are views of it (no copy), writable as a loader's arrays always were."""
+    data = bytearray(size + 1)  # one byte more: a file that grew since its size was checked is caught
+    view = memoryview(data)
+    filled = 0
+    try:
+        with open(fd, "rb", buffering=0, closefd=True) as raw:
+            while filled <= size:
+                count = raw.readinto(view[filled:])
+                if not count:
+                    break
+                filled += count
     except OSError as exc:
         raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror or exc})") from None
     finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) != info.st_size:
+        view.release()
+    if filled != size:
         raise InputError(f"golden bundle {folder}: file {name} changed while it was read")
+    del data[size:]
     return data
 
 
@@ -224,7 +258,7 @@ def read_manifest(folder: Path) -> tuple[dict[str, Any], str]:
     return raw, digest
 
 
-def verify_files(folder: Path, manifest: dict[str, Any] | Manifest) -> dict[str, bytes]:
+def verify_files(folder: Path, manifest: dict[str, Any] | Manifest) -> dict[str, bytearray]:
     """Check every listed file's size and SHA256; InputError naming the first bad file. Returns the files' bytes
     (what was hashed is what gets parsed)."""
     checked = manifest if isinstance(manifest, Manifest) else validate_manifest(folder, manifest)
@@ -232,8 +266,9 @@ def verify_files(folder: Path, manifest: dict[str, Any] | Manifest) -> dict[str,
             for name, entry in sorted(checked.files.items())}
 
 
-def _verified_member(folder: Path, name: str, size: int, sha256: str) -> bytes:
-    data = _read_member(folder, name, MAX_MEMBER_BYTES, size)
+def _verified_member(folder: Path, name: str, size: int, sha256: str) -> bytearray:
+    fd, read_size = _open_member(folder, name, MAX_MEMBER_BYTES, size)
+    data = _read_opened(folder, name, fd, read_size)
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256:
         raise InputError(f"golden bundle {folder}: file {name} does not match its SHA256 in {MANIFEST} "
@@ -241,24 +276,95 @@ def _verified_member(folder: Path, name: str, size: int, sha256: str) -> bytes:
     return data
 
 
-def _load_tensors(folder: Path, name: str, data: bytes, expected: tuple[TensorInfo, ...],
-                  count: int) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
+# safetensors' dtype names: the numpy dtype (little-endian, as the format stores them), or the item size of those
+# numpy cannot hold (a file may carry them beside ours: their extent is still checked).
+_SAFETENSORS_DTYPES: dict[str, np.dtype] = {name: np.dtype(code) for name, code in (
+    ("BOOL", "?"), ("U8", "u1"), ("I8", "i1"), ("U16", "<u2"), ("I16", "<i2"), ("U32", "<u4"), ("I32", "<i4"),
+    ("U64", "<u8"), ("I64", "<i8"), ("F16", "<f2"), ("F32", "<f4"), ("F64", "<f8"), ("C64", "<c8"))}
+_OTHER_ITEM_SIZES = {"BF16": 2, "F8_E5M2": 1, "F8_E4M3": 1}
+MAX_SAFETENSORS_HEADER = 100_000_000  # safetensors' own limit
 
+
+def _safetensors_header(data: bytes | bytearray) -> tuple[dict[str, Any], int]:
+    """The header of a safetensors file and where its data starts; ValueError saying what is wrong.
+
+    The format's own rules, as its reader checks them: an 8-byte little-endian header length within the file
+    (and at most 100 MB), a JSON object, every tensor's ``data_offsets`` inside the data, no gap nor overlap
+    between tensors, and the data ending exactly where the file does."""
+    if len(data) < 8:
+        raise ValueError("the file is shorter than a safetensors header")
+    length = int.from_bytes(data[:8], "little")
+    if length > MAX_SAFETENSORS_HEADER or 8 + length > len(data):
+        raise ValueError(f"its header claims {length} bytes, the file holds {len(data)}")
     try:
-        arrays = load(data)
-    except (SafetensorError, OSError, ValueError) as exc:
+        header = json.loads(data[8:8 + length].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"its header is not JSON ({type(exc).__name__})") from None
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
+    return header, 8 + length
+
+
+def _tensor_extents(header: dict[str, Any], size: int) -> dict[str, tuple[str, tuple[int, ...], int, int]]:
+    """Every tensor's (dtype, shape, begin, end) from a safetensors header, checked against ``size`` data bytes."""
+    extents = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise ValueError("its __metadata__ is not an object of strings")
+            continue
+        if not isinstance(entry, dict):
+            raise ValueError(f"tensor {key!r} is not described by an object")
+        dtype, shape, offsets = str(entry.get("dtype")), entry.get("shape"), entry.get("data_offsets")
+        item = _SAFETENSORS_DTYPES[dtype].itemsize if dtype in _SAFETENSORS_DTYPES else _OTHER_ITEM_SIZES.get(dtype)
+        if item is None or not isinstance(entry.get("dtype"), str):
+            raise ValueError(f"tensor {key!r} has an unknown dtype {dtype!r}")
+        if (not isinstance(shape, list) or len(shape) > 64
+                or not all(type(d) is int and 0 <= d < 2**62 for d in shape)):
+            raise ValueError(f"tensor {key!r} has no valid shape")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(type(o) is int and 0 <= o <= size for o in offsets) or offsets[0] > offsets[1]):
+            raise ValueError(f"tensor {key!r} has offsets outside the file's {size} data bytes")
+        if math.prod(shape) * item != offsets[1] - offsets[0]:
+            raise ValueError(f"tensor {key!r}: {dtype} {shape} is not {offsets[1] - offsets[0]} bytes")
+        extents[key] = (dtype, tuple(shape), offsets[0], offsets[1])
+    end = 0
+    for key, (_, _, begin, stop) in sorted(extents.items(), key=lambda kv: (kv[1][2], kv[1][3])):
+        if begin != end:
+            raise ValueError(f"tensor {key!r} does not start where the one before it ends (a gap or an overlap)")
+        end = stop
+    if end != size:
+        raise ValueError(f"its tensors hold {end} bytes, the file {size}")
+    return extents
+
+
+def _load_tensors(folder: Path, name: str, data: bytes | bytearray, expected: tuple[TensorInfo, ...],
+                  count: int) -> dict[str, np.ndarray]:
+    """The tensors ``expected`` from a safetensors file's bytes, checked against the manifest; InputError otherwise.
+
+    The arrays are read-only views of ``data`` (the bytes that were hashed), not copies: at 12 MB of golden inputs
+    a copy costs as much as a few requests. ``safetensors.numpy.load`` copies every tensor first; the checks are
+    the format's own (:func:`_safetensors_header`, :func:`_tensor_extents`)."""
+    try:
+        header, start = _safetensors_header(data)
+        extents = _tensor_extents(header, len(data) - start)
+    except ValueError as exc:
         raise InputError(f"golden bundle {folder}: file {name} cannot be read: {exc}") from None
+    arrays = {}
     for info in expected:
-        array = arrays.get(info.name)
+        extent = extents.get(info.name)
         want = (count, *info.shape[1:]) if info.shape else (count,)
-        if array is None:
+        if extent is None:
             raise InputError(f"golden bundle {folder}: file {name} has no tensor {info.name!r}")
-        if tuple(array.shape) != want or str(array.dtype) != info.dtype:
-            raise InputError(f"golden bundle {folder}: file {name}: tensor {info.name!r} is {array.dtype} "
-                             f"{list(array.shape)}, the manifest says {info.dtype} {list(want)}")
-    return {info.name: arrays[info.name] for info in expected}
+        dtype, shape, begin, _ = extent
+        stored = _SAFETENSORS_DTYPES.get(dtype)
+        if shape != want or stored is None or stored.name != info.dtype:
+            raise InputError(f"golden bundle {folder}: file {name}: tensor {info.name!r} is "
+                             f"{stored.name if stored is not None else dtype} {list(shape)}, the manifest says "
+                             f"{info.dtype} {list(want)}")
+        arrays[info.name] = np.frombuffer(data, dtype=stored, count=math.prod(shape),
+                                          offset=start + begin).reshape(shape)
+    return arrays
 
 
 def load_bundle(path: str | Path) -> GoldenBundle:
@@ -272,55 +378,143 @@ def load_bundle(path: str | Path) -> GoldenBundle:
 
 
 def open_bundle(path: str | Path) -> "PendingBundle":
-    """The bundle at ``path`` with its manifest checked (InputError now) and its files read, their SHA256 being
-    checked on a thread: see :class:`PendingBundle`."""
+    """The bundle at ``path`` with its manifest checked and every listed file opened and its size checked
+    (InputError now); the files are read, the inputs parsed and every SHA256 checked on a thread: see
+    :class:`PendingBundle`."""
     folder = Path(path)
     raw, manifest, bundle_hash = _parse_manifest(folder)
-    contents = {name: _read_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
-                for name, entry in sorted(manifest.files.items())}
-    return PendingBundle(folder, raw, manifest, bundle_hash, contents)
+    opened: dict[str, tuple[int, int]] = {}
+    try:
+        for name, entry in sorted(manifest.files.items()):
+            opened[name] = _open_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
+    except BaseException:
+        for fd, _ in opened.values():
+            os.close(fd)
+        raise
+    return PendingBundle(folder, raw, manifest, bundle_hash, opened)
 
 
 class PendingBundle:
-    """A bundle whose manifest passed its schema and whose files are read, their SHA256 checked on a thread.
+    """A bundle whose manifest passed its schema and whose files are open, being read and checked on a thread.
 
-    Until :meth:`result` returns, it offers what the manifest says (hash, samples, names, tolerances) and
-    :attr:`unverified_inputs`, parsed from the very bytes being hashed: for *sending* while the hashes run,
-    never for judging — every comparison, record or report waits on :meth:`result`, which returns the
-    verified :class:`GoldenBundle` or raises the InputError naming the bad file (a wrong hash is reported
-    as such even when the file also fails to parse).
+    Until :meth:`result` returns, it offers what the manifest says (hash, samples, names, tolerances),
+    :attr:`unverified_inputs`, parsed from the very bytes being hashed (for *sending* while the hashes run,
+    never for judging), and :meth:`onnx_model`, the export once its own file matched its SHA256 (what the
+    deployment audit reads; its findings are reported only with the verified bundle). Every comparison,
+    record or report waits on :meth:`result`, which returns the verified :class:`GoldenBundle` or raises the
+    InputError naming the bad file (a wrong hash is reported as such even when the file also fails to parse).
+
+    The thread reads the small files first (the export and the references: their hashes are quick), then
+    the inputs, which it parses before hashing them, so that readiness and the first requests do not wait
+    for the reads, the parse or the hashes.
     """
 
     def __init__(self, folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-                 contents: dict[str, bytes]) -> None:
+                 opened: dict[str, tuple[int, int]]) -> None:
         import threading
 
         self.path, self.manifest, self.bundle_hash = folder, raw, bundle_hash
-        self._checked, self._contents = manifest, contents
+        self._checked = manifest
         self._done = threading.Event()
+        self._inputs_read = threading.Event()
+        self._onnx_read = threading.Event()
         self._once = threading.Lock()  # the audit's thread and the inference's may ask at once
         self._bundle: GoldenBundle | None = None
         self._error: InputError | None = None
+        self._contents: dict[str, bytearray] = {}
         self._hashes: dict[str, str] = {}
-        worker = threading.Thread(target=self._hash, name="golden-sha256", daemon=True)
+        self._failure: InputError | None = None  # a file that could not be read
+        self._inputs: dict[str, np.ndarray] | None = None
+        self._inputs_error: InputError | None = None  # the inputs file does not parse
+        self._onnx_bytes = b""
+        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks_lock = threading.Lock()
+        self._finished = False
+        worker = threading.Thread(target=self._work, args=(opened,), name="golden-sha256", daemon=True)
         worker.start()
+
+    def _work(self, opened: dict[str, tuple[int, int]]) -> None:
+        # The inputs last: the sends need them parsed; everything else is small.
+        order = sorted(opened, key=lambda name: (name == INPUTS_FILE, name))
         try:
-            self.unverified_inputs = _load_tensors(folder, INPUTS_FILE, contents[INPUTS_FILE], self.input_infos,
-                                                   self.num_samples)
-        except InputError:
-            self._done.wait()
-            self._raise_bad_hash()
-            raise
+            for name in order:
+                fd, size = opened.pop(name)
+                data = _read_opened(self.path, name, fd, size)
+                if name == INPUTS_FILE:
+                    self._parse_inputs(data)
+                self._contents[name] = data
+                self._hashes[name] = hashlib.sha256(data).hexdigest()  # hashlib runs without the GIL
+                if name == ONNX_FILE:
+                    self._onnx_bytes = bytes(data)
+                    self._onnx_read.set()
+        except BaseException as exc:  # noqa: BLE001 - every waiter must wake up with an answer
+            self._failure = exc if isinstance(exc, InputError) else InputError(
+                f"golden bundle {self.path}: its files cannot be read ({type(exc).__name__}: {exc})")
+        finally:
+            for fd, _ in opened.values():
+                os.close(fd)
+            self._inputs_read.set()
+            self._onnx_read.set()
+            self._done.set()
+        with self._callbacks_lock:
+            self._finished = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
 
-    def _hash(self) -> None:
-        self._hashes = {name: hashlib.sha256(data).hexdigest() for name, data in self._contents.items()}
-        self._done.set()
+    def when_checked(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once every file is read and hashed (passed or not: it asks :meth:`result`), on the thread
+        that checked them, or on a new one when that is already over. It must not raise (it is nobody's caller):
+        keep its outcome, e.g. in a Future."""
+        import threading
 
-    def _raise_bad_hash(self) -> None:
+        with self._callbacks_lock:
+            if not self._finished:
+                self._callbacks.append(callback)
+                return
+        threading.Thread(target=callback, name="golden-checked", daemon=True).start()
+
+    def _parse_inputs(self, data: bytearray) -> None:
+        try:
+            self._inputs = _load_tensors(self.path, INPUTS_FILE, data, self.input_infos, self.num_samples)
+        except InputError as exc:
+            self._inputs_error = exc
+        finally:
+            self._inputs_read.set()
+
+    def _problem(self) -> InputError | None:
+        """Once every file is done: the first file (in name order) whose SHA256 is wrong, else a failed read."""
         for name, entry in sorted(self._checked.files.items()):
-            if self._hashes[name] != entry.sha256:
-                raise InputError(f"golden bundle {self.path}: file {name} does not match its SHA256 in {MANIFEST} "
-                                 f"(tampered or corrupt): expected {entry.sha256}, got {self._hashes[name]}")
+            actual = self._hashes.get(name)
+            if actual is not None and actual != entry.sha256:
+                return InputError(f"golden bundle {self.path}: file {name} does not match its SHA256 in {MANIFEST} "
+                                  f"(tampered or corrupt): expected {entry.sha256}, got {actual}")
+        return self._failure
+
+    @property
+    def unverified_inputs(self) -> dict[str, np.ndarray]:
+        """The inputs parsed from the bytes being hashed: to send, never to judge (waits for the read and parse;
+        a file that cannot be read or parsed raises, a wrong hash first)."""
+        self._inputs_read.wait()
+        if self._inputs is None:
+            self._done.wait()
+            raise self._problem() or self._inputs_error or InputError(
+                f"golden bundle {self.path}: file {INPUTS_FILE} cannot be read")
+        return self._inputs
+
+    def onnx_model(self) -> Any:
+        """The recorded export once its own file matched its SHA256 in the manifest (the rest may still be
+        verifying): InputError naming the file otherwise, or when it is no valid ONNX model."""
+        self._onnx_read.wait()
+        entry = self._checked.files[ONNX_FILE]
+        actual = self._hashes.get(ONNX_FILE)
+        if actual is None:  # its read failed
+            self._done.wait()
+            raise self._problem() or InputError(f"golden bundle {self.path}: file {ONNX_FILE} cannot be read")
+        if actual != entry.sha256:
+            raise InputError(f"golden bundle {self.path}: file {ONNX_FILE} does not match its SHA256 in {MANIFEST} "
+                             f"(tampered or corrupt): expected {entry.sha256}, got {actual}")
+        return _parse_onnx(self.path, self._onnx_bytes)
 
     @property
     def num_samples(self) -> int:
@@ -344,9 +538,12 @@ class PendingBundle:
             if self._bundle is None and self._error is None:
                 self._done.wait()
                 try:
-                    self._raise_bad_hash()
+                    problem = self._problem() or self._inputs_error
+                    if problem is not None:
+                        raise problem
+                    assert self._inputs is not None
                     self._bundle = _assemble(self.path, self.manifest, self._checked, self.bundle_hash,
-                                             self._contents, self.unverified_inputs)
+                                             self._contents, self._inputs)
                 except InputError as exc:
                     self._error = exc
                 self._contents = {}
@@ -357,7 +554,7 @@ class PendingBundle:
 
 
 def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-              contents: dict[str, bytes], parsed_inputs: dict[str, np.ndarray]) -> GoldenBundle:
+              contents: dict[str, bytearray], parsed_inputs: dict[str, np.ndarray]) -> GoldenBundle:
     count = manifest.samples.count
     outputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.outputs)
     tolerances = {k: OutputTolerance(v.rtol, v.atol) for k, v in manifest.tolerances.outputs.items()}
@@ -366,5 +563,5 @@ def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash
         path=folder, manifest=raw, bundle_hash=bundle_hash,
         inputs=parsed_inputs,
         reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
-        onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=contents[ONNX_FILE],
+        onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=bytes(contents[ONNX_FILE]),
     )

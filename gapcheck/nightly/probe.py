@@ -381,9 +381,9 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
     from gapcheck.triton.audit import audit_deployment
 
     try:
-        onnx_model = verified(bundle).onnx_model()
-    except BadBundle:
-        raise
+        # A pending bundle gives the export as soon as its own file matched its SHA256: the audit's requests go out
+        # while the inputs are still hashed; its findings are reported only once the whole bundle is verified.
+        onnx_model = bundle.onnx_model()
     except InputError as exc:
         raise BadBundle(exc.message, hint=exc.hint) from None
     try:
@@ -506,7 +506,7 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
               max_in_flight: int, accumulators: dict[str, _Accumulator]) -> list[dict[str, Any]]:
     """Send every batch and feed each answer to its output's accumulator; the requests made, in answer order."""
     requests: list[dict[str, Any]] = []
-    inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else bundle.unverified_inputs  # to send, not to judge
+    inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else _to_send(bundle)
     inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators],
                            InputDigests(bundle.manifest, inputs, bundle.num_samples))
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
@@ -526,6 +526,14 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
         pool.shutdown(wait=True, cancel_futures=True)
         inference.close()
     return requests
+
+
+def _to_send(bundle: PendingBundle) -> dict[str, np.ndarray]:
+    """A pending bundle's inputs, to send while their hashes run, never to judge; BadBundle when they cannot be read."""
+    try:
+        return bundle.unverified_inputs
+    except InputError as exc:
+        raise BadBundle(exc.message, hint=exc.hint) from None
 
 
 def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, accumulators: list[_Accumulator],

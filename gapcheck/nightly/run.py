@@ -249,19 +249,25 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
 
 
 class _Opening:
-    """The history opened and the run started on a thread as soon as the bundle is verified, while the first
-    endpoint's requests are still in flight: the run's first write restarts the WAL and syncs its header (a wait on
-    the disk, ~9 ms a night here). A bad bundle opens nothing (the thread waits for the verification and stops at
-    its error). When the first endpoint's check fails after all (the audit finds the verified ONNX export
-    unreadable: exit 2), :meth:`abandon` takes the run row back, so the failed night leaves no run behind."""
+    """The history opened and the run started as soon as the bundle is verified, while the first endpoint's requests
+    are still in flight: the run's first write restarts the WAL and syncs its header (a wait on the disk, ~9 ms a
+    night here). It runs on the bundle's checking thread once the hashes are done (no thread of its own to start
+    on the caller's path). A bad bundle opens nothing (it stops at the bundle's error). When the first endpoint's
+    check fails after all (the audit finds the verified ONNX export unreadable: exit 2), :meth:`abandon` takes the
+    run row back, so the failed night leaves no run behind."""
 
     def __init__(self, request: NightlyRequest, pending: PendingBundle, run_id: str, started_at: str) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import Future
 
         self.run_id = run_id
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history-open")
-        self._future = pool.submit(self._open, request, pending, started_at)
-        pool.shutdown(wait=False)
+        self._future: Future[History] = Future()
+        pending.when_checked(lambda: self._settle(request, pending, started_at))
+
+    def _settle(self, request: NightlyRequest, pending: PendingBundle, started_at: str) -> None:
+        try:
+            self._future.set_result(self._open(request, pending, started_at))
+        except BaseException as exc:  # noqa: BLE001 - kept for the caller, who raises it (a bad bundle, a busy history)
+            self._future.set_exception(exc)
 
     def _open(self, request: NightlyRequest, pending: PendingBundle, started_at: str) -> History:
         from gapcheck.version import __version__

@@ -84,11 +84,16 @@ def test_no_bundle_file_is_opened_before_the_manifest_passes_its_schema(recorded
     shutil.copytree(recorded, bundle)
     _edit(lambda m: m["samples"].update(count="6"))(bundle)
     opened: list[str] = []
-    real = bundle_module._read_member
-    monkeypatch.setattr(bundle_module, "_read_member", lambda folder, name, *a: opened.append(name) or real(folder, name, *a))
+    # Every file, the manifest included, is opened through _open_member (the members' reads then run on the thread
+    # that hashes them).
+    real = bundle_module._open_member
+    monkeypatch.setattr(bundle_module, "_open_member", lambda folder, name, *a: opened.append(name) or real(folder, name, *a))
     with pytest.raises(InputError, match="samples.count"):
         load_bundle(bundle)
     assert opened == ["manifest.json"]
+    _edit(lambda m: m["samples"].update(count=6))(bundle)  # the same bundle, valid: every member is opened after it
+    load_bundle(bundle)
+    assert opened[:2] == ["manifest.json", "manifest.json"] and "inputs.safetensors" in opened[2:]
 
 
 def _garbage_onnx(bundle: Path) -> None:

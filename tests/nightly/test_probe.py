@@ -311,10 +311,13 @@ def test_a_pending_bundle_is_checked_like_a_verified_one(tiny_golden: Path) -> N
         [(o.output, o.max_abs, o.error_ratio, o.passed) for o in loaded.outputs]
 
 
-@pytest.mark.parametrize("reachable", [True, False])
+@pytest.mark.parametrize(("reachable", "tampered", "audit"), [
+    (True, "reference_torch.safetensors", False), (False, "reference_torch.safetensors", False),
+    # the inputs go out while their hash runs and the audit reads the (intact) export meanwhile: neither is reported
+    (True, "inputs.safetensors", True), (False, "inputs.safetensors", True)])
 def test_a_pending_bundle_that_fails_verification_is_never_judged(tiny_golden: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                  reachable: bool) -> None:
+                                                                  reachable: bool, tampered: str, audit: bool) -> None:
     import shutil
 
     from gapcheck.golden.bundle import load_bundle, open_bundle
@@ -325,16 +328,16 @@ def test_a_pending_bundle_that_fails_verification_is_never_judged(tiny_golden: P
 
     bundle = tmp_path / "bundle"
     shutil.copytree(tiny_golden, bundle)
-    data = bytearray((bundle / "reference_torch.safetensors").read_bytes())
+    data = bytearray((bundle / tampered).read_bytes())
     data[-1] ^= 0x01  # same size, another value: only the SHA256 tells
-    (bundle / "reference_torch.safetensors").write_bytes(bytes(data))
+    (bundle / tampered).write_bytes(bytes(data))
     judged: list[int] = []
     monkeypatch.setattr(probe._Accumulator, "add", lambda self, first, *a: judged.append(first))
     with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
         url = fake.url if reachable else f"http://127.0.0.1:{free_port()}/m"
         spec = endpoint_spec(parse_endpoint_option(f"e={url}"))
-        with pytest.raises(probe.BadBundle, match="reference_torch.safetensors does not match its SHA256"):
-            probe.check_endpoint(spec, open_bundle(bundle), retries=0, audit=False)
+        with pytest.raises(probe.BadBundle, match=f"{tampered} does not match its SHA256"):
+            probe.check_endpoint(spec, open_bundle(bundle), retries=0, audit=audit)
     assert judged == []
 
 
