@@ -302,6 +302,7 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
             "outputs of the deployment were not compared: fix the config gaps above first", where=target.model,
             subject=Subject(endpoint=target.model)))
         return [], findings, exported, False
+    casts = {"input_dtypes": precision.input_dtypes} if precision.input_dtypes else {}  # only an FP16 deployment's
     backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version,
-                                                output_map=output_map, input_dtypes=precision.input_dtypes))
+                                                output_map=output_map, **casts))
     return [backend], findings, exported, precision.fp16
