@@ -26,6 +26,7 @@ _MAX_TICK_LABELS = 40
 # more bars are drawn as one filled step line, further marks are counted in a corner, tick labels are thinned.
 _MAX_BARS = 500
 _MAX_MARKS = 20
+_MAX_LEGEND = 30  # more series than this: no legend (a thousand names in one box are not read, and take seconds)
 _STYLE_LINES = {"line": "-", "dashed": "--", "step": "-"}
 
 
@@ -114,7 +115,7 @@ def _series_chart(chart: Chart) -> str:
     ax.set_ylabel(_text(chart.y_label))
     _ticks(ax.set_xticks, ax.set_xticklabels, chart.x[: len(positions)], rotation=90)
     ax.set_title(_text(chart.title), fontsize=10)
-    if chart.series:  # "best" searches every point for a free corner: slow on 100k points
+    if 0 < len(chart.series) <= _MAX_LEGEND:  # "best" searches every point for a free corner: slow on 100k points
         ax.legend(fontsize=7, loc="best" if len(positions) <= 1000 else "upper right")
     return png_base64(fig)
 

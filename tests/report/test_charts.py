@@ -103,3 +103,14 @@ def test_huge_charts_stay_cheap_to_draw(monkeypatch):
     for chart in charts:
         assert all(_is_png(png) for png in draw(chart))
     assert drawn == {"bars": 0, "annotations": 20, "ticks": 40}
+
+
+def test_a_chart_of_many_series_draws_no_legend(monkeypatch):
+    import matplotlib.axes
+
+    legends = []
+    original = matplotlib.axes.Axes.legend
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", lambda self, *a, **k: legends.append(1) or original(self, *a, **k))
+    many = Chart("many", x=("a", "b"), series=tuple(Series(f"s{j}", (1.0, float(j))) for j in range(200)))
+    few = Chart("few", x=("a", "b"), series=(Series("s", (1.0, 2.0)),))
+    assert _is_png(draw(many)[0]) and _is_png(draw(few)[0]) and legends == [1]
