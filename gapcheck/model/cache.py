@@ -151,9 +151,10 @@ def export_key(
 class _Untrusted(Exception):
     """An entry that is there but may not be used (the message says why); ``quiet``: nothing suspicious about it."""
 
-    def __init__(self, reason: str, *, quiet: bool = False) -> None:
+    def __init__(self, reason: str, *, quiet: bool = False, changing: bool = False) -> None:
         super().__init__(reason)
         self.quiet = quiet
+        self.changing = changing  # what another process storing the same key also causes, for a moment
 
 
 def _trusted_owners(cache_dir: Path) -> set[int] | None:
@@ -172,6 +173,8 @@ def _trusted_owners(cache_dir: Path) -> set[int] | None:
 def _open_entry_file(path: Path, owners: set[int] | None) -> io.BufferedReader:
     """``path`` opened for reading, never through a symbolic link, and only when it is a regular file of a trusted
     owner (checked on the open file, so it cannot be swapped between the check and the read)."""
+    if not hasattr(os, "O_NOFOLLOW") and path.is_symlink():  # Windows: no O_NOFOLLOW, so look first
+        raise _Untrusted(f"{path.name} is a symbolic link")
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -214,7 +217,7 @@ def _read_model(path: Path, size: int, owners: set[int] | None) -> bytearray:
     with _open_entry_file(path, owners) as handle:
         actual = os.fstat(handle.fileno()).st_size
         if actual != size:
-            raise _Untrusted(f"{path.name} holds {actual:,} bytes, {size:,} were written")
+            raise _Untrusted(f"{path.name} holds {actual:,} bytes, {size:,} were written", changing=True)
         data = bytearray(size)
         view, done = memoryview(data), 0
         while done < size:
@@ -240,7 +243,8 @@ def _parse_verified(data: bytearray, digest: str, name: str) -> onnx.ModelProto:
         except Exception:  # noqa: BLE001 - bytes that do not parse: say whether they are the ones written
             model = None
         if hashed.result() != digest:
-            raise _Untrusted(f"{name} does not match the SHA256 stored with it (changed since it was written)")
+            raise _Untrusted(f"{name} does not match the SHA256 stored with it (changed since it was written)",
+                             changing=True)
     if model is None:
         raise _Untrusted(f"{name} matches its SHA256 but does not parse as ONNX with this onnx version")
     return model
@@ -251,17 +255,17 @@ def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
     description that is not gapcheck's, ONNX bytes that do not match the SHA256 stored at store time (truncated,
     swapped), a symbolic link, or a file of another user in a folder others can write to. An entry that is there but
     refused gives one warning line; the caller exports again and the store replaces it."""
-    from gapcheck.model.export import ExportResult
-
     model_path, meta_path = cache_dir / f"{key}.onnx", cache_dir / f"{key}.json"
     owners = _trusted_owners(cache_dir)
     try:
-        meta = _read_meta(meta_path, key, owners)
-        model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"],
-                                model_path.name)
-        result = ExportResult(model, meta["exporter"], _optional_text(meta.get("fallback_reason")), 0.0,
-                              tuple(str(w) for w in _list(meta.get("warnings"))), meta.get("batch_baked") is True,
-                              cached=True)
+        try:
+            result = _read_entry(meta_path, model_path, key, owners)
+        except _Untrusted as exc:
+            if not exc.changing:
+                raise
+            # another process may be storing this key right now (.onnx replaced, .json not yet): one more look
+            time.sleep(0.05)
+            result = _read_entry(meta_path, model_path, key, owners)
     except FileNotFoundError:
         return None
     except _Untrusted as exc:
@@ -274,6 +278,16 @@ def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
     with contextlib.suppress(OSError):  # removed meanwhile, or a read-only cache: still a hit
         os.utime(meta_path, follow_symlinks=False)  # its last use: least recently used entries are evicted first
     return result
+
+
+def _read_entry(meta_path: Path, model_path: Path, key: str, owners: set[int] | None) -> ExportResult:
+    from gapcheck.model.export import ExportResult
+
+    meta = _read_meta(meta_path, key, owners)
+    model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"], model_path.name)
+    return ExportResult(model, meta["exporter"], _optional_text(meta.get("fallback_reason")), 0.0,
+                        tuple(str(w) for w in _list(meta.get("warnings"))), meta.get("batch_baked") is True,
+                        cached=True)
 
 
 def _optional_text(value: object) -> str | None:

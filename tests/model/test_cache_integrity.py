@@ -164,3 +164,14 @@ def test_a_fifo_named_like_an_entry_never_blocks_the_read(stored, caplog):
     with caplog.at_level(logging.WARNING, logger="gapcheck.model.cache"):
         assert cache.load_cached(stored, KEY) is None
     assert "not a regular file" in caplog.text
+
+
+def test_an_entry_caught_while_another_process_stores_it_is_read_again(stored, caplog, monkeypatch):
+    """A writer replaces the .onnx first and the .json last: a reader in between sees a digest mismatch once, looks
+    again, and takes the new entry without a warning."""
+    newer = _result(0.25)
+    (stored / f"{KEY}.onnx").write_bytes(newer.model.SerializeToString())  # the writer's first rename
+    monkeypatch.setattr(cache.time, "sleep", lambda seconds: cache.store(stored, KEY, newer))  # ... and its last
+    with caplog.at_level(logging.WARNING, logger="gapcheck.model.cache"):
+        hit = cache.load_cached(stored, KEY)
+    assert hit is not None and _weight(hit) == 0.25 and not caplog.records
