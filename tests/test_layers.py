@@ -4,7 +4,9 @@
 - ``model/`` never imports ``backends/`` or a command package (the exporters share names with the torch backend
   through ``model/outputs.py``);
 - the report layer, ``model/``, ``backends/``, ``guards/``, ``metrics/`` and ``triton/`` never import the package
-  face (``from gapcheck import __version__`` reaches up to the top floor; ``gapcheck.version`` is the floor below).
+  face (``from gapcheck import __version__`` reaches up to the top floor; ``gapcheck.version`` is the floor below);
+- every floor of docs/architecture.md's picture: no import from a lower floor to a higher one, and no result importing
+  its views, but for the listed defects (KNOWN_UP, KNOWN_RESULT_VIEWS), which may only shrink.
 """
 from __future__ import annotations
 
@@ -68,3 +70,58 @@ def test_no_layer_below_the_top_reaches_for_the_package_face():
             if module == "gapcheck" and set(names) - set(submodules):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {names} from the package face")
     assert not wrong, wrong
+
+
+# --- every floor, as docs/architecture.md draws it (issue 18: "0 imports running back up") ---------------------------
+#: floor of a top-level name under gapcheck/ (higher imports lower, never the reverse); anything else is a command
+#: library (floor 5): export_diff, preprocess, golden, nightly, data, lint, text, precision, guards, metrics, triton
+FLOORS = {**dict.fromkeys(("errors", "limits", "atomic", "version", "findings", "progress", "tensors", "alarm"), 0),
+          **dict.fromkeys(("codes", "report", "schemas", "config", "compare", "inputs"), 1),
+          **dict.fromkeys(("model", "engines"), 2), "backends": 3, "groups": 4, "cli": 6, "__main__": 7}
+#: the Triton client layer: as low as model/ (backends/triton.py and TritonTarget.endpoint() use it); the rest of
+#: triton/ (audit, deploy, twin, repository, local_server) is the triton-audit command
+TRANSPORT = {"gapcheck.triton.url", "gapcheck.triton.endpoint", "gapcheck.triton.client", "gapcheck.triton.probe",
+             "gapcheck.triton.bounded_http"}
+#: imports that still run up, each one a defect to remove (this list only shrinks): importer -> imported
+KNOWN_UP = {
+    ("gapcheck.config", "gapcheck.preprocess.stages"),  # [preprocess] stage tables built into StageSpecs in config.py
+    ("gapcheck.groups.data", "gapcheck.data.leakage"),  # LeakageSpec.options() builds the library's LeakageOptions
+    ("gapcheck.groups.data", "gapcheck.data.drift"),  # DriftSpec.options() builds DriftOptions
+    ("gapcheck.groups.inputs", "gapcheck.text.feed"),  # InputSource's text samples are tokenized by text/
+}
+#: results that import their views (the rule: "results do not import their views"); only shrinks
+KNOWN_RESULT_VIEWS = {("gapcheck.export_diff.result", "gapcheck.export_diff.views"),
+                      ("gapcheck.preprocess.result", "gapcheck.preprocess.views"),
+                      ("gapcheck.text.result", "gapcheck.text.views")}
+
+
+def _floor(module: str) -> int:
+    if module == "gapcheck":
+        return 8  # the package face is the top
+    if module in TRANSPORT:
+        return 2
+    return FLOORS.get(module.split(".")[1], 5)
+
+
+def _edges() -> set[tuple[str, str]]:
+    """(importer, imported module) for every gapcheck import, ``from pkg import sub`` resolved to the submodule."""
+    modules = {_module(path) for path in ROOT.rglob("*.py")}
+    edges = set()
+    for path in ROOT.rglob("*.py"):
+        importer = _module(path)
+        for _, module, names in _imports(path):
+            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in modules] or [module]
+            edges |= {(importer, t) for t in targets if t != importer}
+    return edges
+
+
+def test_no_import_runs_up_a_floor():
+    up = {(a, b) for a, b in _edges() if _floor(b) > _floor(a)}
+    assert not up - KNOWN_UP, f"imports from a lower floor to a higher one: {sorted(up - KNOWN_UP)}"
+    assert not KNOWN_UP - up, f"fixed: remove from KNOWN_UP {sorted(KNOWN_UP - up)}"
+
+
+def test_results_do_not_import_their_views():
+    found = {(a, b) for a, b in _edges() if a.rsplit(".", 1)[-1].endswith("result") and "views" in b.rsplit(".", 1)[-1]}
+    assert not found - KNOWN_RESULT_VIEWS, sorted(found - KNOWN_RESULT_VIEWS)
+    assert not KNOWN_RESULT_VIEWS - found, f"fixed: remove from KNOWN_RESULT_VIEWS {sorted(KNOWN_RESULT_VIEWS - found)}"
