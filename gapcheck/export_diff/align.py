@@ -142,6 +142,12 @@ def _group_value(index: GraphIndex, group: FusedGroup) -> str | None:
     return None
 
 
+def _applies_activation(index: GraphIndex, value: str | None) -> bool:
+    """Whether ``value`` comes from a Conv that applies an activation itself (ONNX Runtime's FusedConv, NCHWc Conv)."""
+    producer = index.producer.get(value) if value else None
+    return producer is not None and any(a.name == "activation" for a in index.model.graph.node[producer].attribute)
+
+
 def _through_bias(index: GraphIndex, value: str) -> str:
     """A Conv/MatMul's value, carried through the Add of a separate bias initializer."""
     nodes = index.model.graph.node
@@ -367,6 +373,12 @@ def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphInd
         for member in group.members[:2]:
             out.not_comparable[member] = BLOCKED_NOTE.format(value=value, why=why)
         return
+    if match is None and _applies_activation(index, value):
+        for member in group.members[:2]:
+            out.not_comparable[member] = (
+                f"not comparable here: ONNX Runtime's FusedConv ({value!r}) applies the activation after it too, so "
+                "no ONNX value holds the conv -> batch_norm alone; compared at the activation")
+        return
     if value is None or stats is None:
         return
     out.groups[path] = group
@@ -481,7 +493,12 @@ def _mark_unreachable(out: Realignment, suspects: list[str], grouped: dict[str, 
                 f"not comparable here: its name points at {value!r}, the product before a fused op adds the bias "
                 f"(SkipLayerNormalization, BiasGelu); its output has no ONNX value of its own")
             continue
-        if path in grouped and value not in out.layout.blocked:
+        if path in grouped and grouped[path].first in out.groups and value not in out.layout.blocked:
+            continue  # compared as its fused group
+        if value in agreed and value not in failing_outputs:  # ONNX Runtime's FusedConv: conv + bn + activation
+            out.not_comparable[path] = (
+                f"not comparable here: its name points at {value!r}, which agrees with torch as another module's "
+                "output (a tool fused this module with what follows); its own output has no ONNX value")
             continue
         if out.plausible.get(path):
             continue  # the re-check by value confirms the name: its output computed differently, a divergence

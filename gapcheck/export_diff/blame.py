@@ -61,7 +61,7 @@ def _fused_conv(init: dict[str, np.ndarray], node: onnx.NodeProto, conv, bn, fir
             f"checkpoint (max rel {_rel(weight.reshape(expected_w.shape), expected_w):.2g})"]
 
 
-def _conv_attributes(node: onnx.NodeProto, conv: _ConvNd, name: str) -> list[str]:
+def _conv_attributes(node: onnx.NodeProto, conv: _ConvNd, name: str, block: int = 0) -> list[str]:
     attrs = {a.name: list(onnx.helper.get_attribute_value(a)) if a.type == onnx.AttributeProto.INTS
              else onnx.helper.get_attribute_value(a) for a in node.attribute}
     found = []
@@ -77,7 +77,10 @@ def _conv_attributes(node: onnx.NodeProto, conv: _ConvNd, name: str) -> list[str
     for attr, torch_value in (("strides", conv.stride), ("dilations", conv.dilation)):
         if attr in attrs and list(attrs[attr]) != list(torch_value):
             found.append(f"{name}'s {attr} differ: ONNX {attrs[attr]}, torch {tuple(torch_value)}")
-    if attrs.get("group", 1) != conv.groups:
+    group = attrs.get("group", 1)
+    if block and node.domain == NCHWC_DOMAIN and conv.groups > 1 and group == -(-conv.groups // block) * block:
+        group = conv.groups  # a depthwise NCHWc Conv counts the block's padding channels as groups too
+    if group != conv.groups:
         found.append(f"{name}'s groups differ: ONNX {attrs.get('group', 1)}, torch {conv.groups}")
     return found
 
@@ -121,18 +124,21 @@ def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, o
             init.update(_plain_weights(nodes[i], init, layout, conv))
     for i in node_ids:
         node = nodes[i]
-        if node.op_type != "Conv" or not isinstance(conv, _ConvNd):
+        if node.op_type not in ("Conv", "FusedConv") or not isinstance(conv, _ConvNd):
             continue
         reads_conv = len(node.input) > 1 and (node.input[1] == f"{conv_name}.weight"
                                               or node.input[1] in init and init[node.input[1]].shape == conv.weight.shape)
         if not reads_conv:
             continue
-        if len(group_members) > 1:
+        if len(group_members) > 1 and isinstance(submodules.get(group_members[1]), _BatchNorm):
             found += _fused_conv(init, node, conv, submodules[group_members[1]], conv_name, group_members[1])
-        found += _conv_attributes(node, conv, conv_name)
-        found += _fused_activation(node, submodules, group_members)
+        found += _conv_attributes(node, conv, conv_name, layout.block if layout else 0)
+    if isinstance(conv, _ConvNd) and len(group_members) > 1:
+        for i in node_ids:
+            found += _fused_activation(nodes[i], submodules, group_members)
     found += _eps(nodes, node_ids, submodules, owner, group_members)
-    fused = {f"{conv_name}.weight", f"{conv_name}.bias"} if len(group_members) > 1 else set()
+    fused = {f"{conv_name}.weight", f"{conv_name}.bias"} if len(group_members) > 1 \
+        and isinstance(submodules.get(group_members[1]), _BatchNorm) else set()
     for name, array in init.items():
         if name in params and name not in fused and array.size == params[name].size and not _same(array, params[name]):
             off = _rel(array.reshape(params[name].shape), params[name])
@@ -159,18 +165,25 @@ def _plain_weights(node: onnx.NodeProto, init: dict[str, np.ndarray], layout: La
 #: A Conv's fused activation (ONNX Runtime's NCHWc Conv and FusedConv ``activation`` attribute) and the torch
 #: modules that compute it
 _ACTIVATIONS = {"Relu": ("ReLU",), "LeakyRelu": ("LeakyReLU",), "Tanh": ("Tanh",), "Sigmoid": ("Sigmoid",),
-                "HardSigmoid": ("Hardsigmoid",), "Clip": ("ReLU6", "Hardtanh"), "HardSwish": ("Hardswish",)}
+                "HardSigmoid": ("Hardsigmoid",), "Clip": ("ReLU6", "Hardtanh"), "HardSwish": ("Hardswish",),
+                "QuickGelu": ("SiLU", "Swish"), "Gelu": ("GELU",)}  # QuickGelu: x sigmoid(alpha x), alpha 1 is SiLU
+#: torch activation modules (by class name): what a changed activation may have been replaced by too
+ACTIVATION_CLASSES = frozenset({c for v in _ACTIVATIONS.values() for c in v} | {"PReLU", "ELU", "Mish", "SELU"})
 
 
 def _fused_activation(node: onnx.NodeProto, submodules: dict[str, nn.Module], members: Sequence[str]) -> list[str]:
-    """The activation a Conv applies itself against the group's activation module (a changed activation)."""
+    """The activation a Conv applies itself (or an activation node after it) against the group's activation module
+    (a changed activation)."""
     fused = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "activation"), None)
+    if fused is None and node.op_type in _ACTIVATIONS:
+        alpha = next((a.f for a in node.attribute if a.name == "alpha"), 1.0)
+        fused = node.op_type if node.op_type != "QuickGelu" or alpha == 1.0 else None
     if fused is None:
         return []
     fused = fused.decode() if isinstance(fused, bytes) else str(fused)
-    activations = [p for p in members if type(submodules.get(p)).__name__ in {c for v in _ACTIVATIONS.values()
-                                                                               for c in v} | {"SiLU", "GELU", "PReLU"}]
-    return [f"the ONNX graph computes {fused} (fused into the Conv) where torch's {path} is "
+    activations = [p for p in members if type(submodules.get(p)).__name__ in ACTIVATION_CLASSES]
+    how = "fused into the Conv" if node.op_type in ("Conv", "FusedConv") else "after the Conv"
+    return [f"the ONNX graph computes {fused} ({how}) where torch's {path} is "
             f"{type(submodules[path]).__name__}" for path in activations
             if type(submodules[path]).__name__ not in _ACTIVATIONS.get(fused, ())]
 

@@ -6,6 +6,7 @@ error arrived with its inputs (inherited) and the module only passed it on.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
 from gapcheck.errors import BackendError
 from gapcheck.export_diff.blame import conv_by_weight, differences, fused_linear_differences
+from gapcheck.export_diff.calls import Call, call_values, capture_calls, every_call
 from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
 from gapcheck.export_diff.nchwc import Layout
 from gapcheck.export_diff.owner import Owner, find_owner, region, region_values
@@ -179,7 +181,6 @@ def _input_errors(feeds: dict[str, np.ndarray], ort_values: dict[str, np.ndarray
 
 def module_source(module) -> str | None:
     """file:line of the module class's forward, for exporters that record no stack traces."""
-    from gapcheck.backends.torch_eager import hookable
 
     if not hookable(module):
         return None  # a ScriptModule's forward is compiled; its class has no Python source to point at
@@ -202,6 +203,9 @@ def first_divergence(layers, mappings, index: GraphIndex, test_model, torch_back
     mapping = mappings[layer.module]
     sample = layer.worst_sample or 0
     run = _Run(index, test_model, torch_backend, samples[sample], sample, policy, noise)
+    earlier = _earliest_call(run, failing, mappings)
+    if earlier is not None:
+        return earlier
     group = (groups or {}).get(layer.module)
     if mapping.how in ("group", "value") or not module_members(index).get(mapping.owner):
         return _by_values(layer, mappings, run, group)
@@ -279,6 +283,10 @@ def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
             source = mappings[module].source or module_source(run.submodule(module)) or source
     found = differences(index, module_members(index).get(mapping.owner, []), run.torch_backend.module, module) \
         if result.cause == "local" else []
+    if result.cause == "local" and not found:  # a Conv that applies its BatchNorm and activation (FusedConv)
+        fused = _fused_conv(run, mapping.value, layer.module, None, named_conv=True)
+        if fused is not None:
+            return fused_conv_divergence(layer, result, run, fused, None)
     if result.cause == "local" and not found and mapping.owner == layer.module:
         owner = _owner_inside(run, mapping.value, torch_values, layer.module)
         if owner is not None:
@@ -361,11 +369,14 @@ def _own_nodes(index: GraphIndex, value: str) -> list[int]:
     return own
 
 
-def _by_values(layer, mappings, run: _Run, group) -> FirstDivergence:
+def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
+               call_values_: dict[str, np.ndarray] | None = None) -> FirstDivergence:
     """Localization for a module matched by value or heading a fused group: the graph is cut at the values torch
     also has (see :func:`localize_by_values`); a fused group's Conv is fed the conv's own torch input and compared
     with torch's conv -> batch_norm. An inherited error whose ONNX source belongs to no compared module, or a local
-    one that no parameter or attribute explains, is traced to the module that owns it (:mod:`.owner`)."""
+    one that no parameter or attribute explains, is traced to the module that owns it (:mod:`.owner`). ``call``:
+    one call of a module called several times (its output is the target), ``call_values_`` torch's values of the
+    calls that agree, by ONNX value."""
     from gapcheck.export_diff.align import group_reference  # the align pass imports this module
 
     index = run.index
@@ -377,8 +388,10 @@ def _by_values(layer, mappings, run: _Run, group) -> FirstDivergence:
         captured = capture.modules.get(path)
         if captured is not None and captured.output is not None:
             torch_values.setdefault(mappings[path].value, captured.output)
+    for name, array in (call_values_ or {}).items():
+        torch_values.setdefault(name, array)
     own = _own_nodes(index, mapping.value)
-    target = capture.modules[layer.module].output
+    target = capture.modules[layer.module].output if call is None else call.output
     if group is not None:
         target = group_reference(target, run.submodule(group.norm))
         conv_inputs = capture.modules[layer.module].inputs
@@ -414,9 +427,9 @@ def _by_values(layer, mappings, run: _Run, group) -> FirstDivergence:
 
 
 def _all_modules(run: _Run) -> CaptureResult:
-    """torch's input and output of every hookable module on the sample (only on a run that already diverges)."""
-    paths = [p for p, m in run.torch_backend.module.named_modules() if p and hookable(m)]
-    return run.torch_backend.capture(run.feeds, modules=paths, inputs_of=paths)
+    """torch's input and output of every hookable module on the sample, every call of a module called several times
+    (only on a run that already diverges)."""
+    return every_call(run.torch_backend, run.feeds)
 
 
 def _trace_owner(run: _Run, culprit: str) -> Owner | None:
@@ -466,7 +479,8 @@ def _owned(owner: Owner, run: _Run, layer) -> FirstDivergence:
 
 #: Ops between a Conv and a module's value that the Conv's own output passes unchanged in meaning: ONNX Runtime's
 #: ReorderOutput (NCHWc -> NCHW) and the activations a fused Conv may leave after it
-_AFTER_CONV = ("ReorderOutput", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Mul")
+_AFTER_CONV = ("ReorderOutput", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Mul",
+               "QuickGelu")
 
 
 def _conv_nodes(index: GraphIndex, value: str) -> list[int]:
@@ -496,16 +510,19 @@ class _FusedConv:
     members: tuple[str, ...]  # conv, its BatchNorm, ..., the module whose value the Conv computes
 
 
-def _fused_conv(run: _Run, value: str, module: str, layout: Layout | None) -> _FusedConv | None:
+def _fused_conv(run: _Run, value: str, module: str, layout: Layout | None, named_conv: bool = False
+                ) -> _FusedConv | None:
     """When a Conv node computes ``module``'s value (ONNX Runtime's NCHWc Conv with its BatchNorm and activation
     folded in, a Conv that onnxslim fused with the BatchNorm after it) and ``module`` is not a conv itself: the
-    torch conv whose weights it holds (:func:`~gapcheck.export_diff.blame.conv_by_weight`), heading the group."""
+    torch conv whose weights it holds (:func:`~gapcheck.export_diff.blame.conv_by_weight`), heading the group.
+    ``named_conv``: ``module`` may be the conv itself, named at a Conv that also applies what follows it."""
     from torch.nn.modules.conv import _ConvNd
 
-    if isinstance(run.submodule(module), _ConvNd):
+    if isinstance(run.submodule(module), _ConvNd) and not named_conv:
         return None
     chain = _conv_nodes(run.index, value)
-    if not chain:
+    if not chain or named_conv and len(chain) == 1 and not any(
+            a.name == "activation" for a in run.index.model.graph.node[chain[0]].attribute):
         return None
     node = run.index.model.graph.node[chain[0]]
     found = conv_by_weight(run.index, node, run.torch_backend.module, layout or run.layout)
@@ -514,8 +531,28 @@ def _fused_conv(run: _Run, value: str, module: str, layout: Layout | None) -> _F
     conv, norm = found
     paths = list(dict(run.torch_backend.module.named_modules()))
     children = [p for p in paths if norm and p.startswith(norm + ".")]
-    members = tuple(dict.fromkeys([conv, *([norm] if norm else []), *children, module]))
+    nodes = run.index.model.graph.node
+    applied = any(a.name == "activation" for i in chain for a in nodes[i].attribute) or any(
+        nodes[i].op_type not in ("Conv", "FusedConv", "ReorderOutput", "Add") for i in chain)
+    after = _next_activation(run, norm or conv) if applied and not children else None
+    members = tuple(dict.fromkeys([conv, *([norm] if norm else []), *children, *([after] if after else []), module]))
     return _FusedConv(conv, tuple(chain), members)
+
+
+def _next_activation(run: _Run, path: str) -> str | None:
+    """The first activation module registered after ``path`` in the same parent (a ResNet block's act1 after bn1):
+    the activation a Conv fused with ``path`` applies, when the BatchNorm does not hold it."""
+    from gapcheck.export_diff.blame import ACTIVATION_CLASSES
+
+    parent, _, name = path.rpartition(".")
+    holder = run.submodule(parent) if parent else run.torch_backend.module
+    names = list(dict(holder.named_children()))
+    if name not in names:
+        return None
+    for sibling in names[names.index(name) + 1:]:
+        if type(getattr(holder, sibling)).__name__ in ACTIVATION_CLASSES:
+            return f"{parent}.{sibling}" if parent else sibling
+    return None
 
 
 def fused_conv_divergence(layer, result: Localization, run: _Run, fused: _FusedConv, layout: Layout | None
@@ -523,15 +560,20 @@ def fused_conv_divergence(layer, result: Localization, run: _Run, fused: _FusedC
     """A local divergence in the value a fused Conv computes, blamed on the conv (or on the activation, when what
     differs is the activation the Conv applies)."""
     module = run.torch_backend.module
-    found = differences(run.index, list(fused.nodes), module, fused.conv, fused.members, layout or run.layout)
+    # the activation the Conv applies may be a child of the module whose value it computes (a residual block's act2,
+    # applied after the sum that ONNX Runtime also folds into the Conv)
+    depth = layer.module.count(".") + 1
+    children = [p for p, _ in module.named_modules() if p.startswith(layer.module + ".") and p.count(".") == depth]
+    found = differences(run.index, list(fused.nodes), module, fused.conv, (*fused.members, *children),
+                        layout or run.layout)
     blocked = run.index.model.graph.node[fused.nodes[0]].domain == NCHWC_DOMAIN
     kind = "ONNX Runtime's NCHWc Conv" if blocked else "one Conv"
     note = (f"{result.note}; {' + '.join(fused.members)} are {kind} in this file (the conv named by its weights), "
             "so the conv heads the fused group")
     named = fused.conv
-    activation = [d for d in found if "fused into the Conv" in d]
+    activation = [d for d in found if d.startswith("the ONNX graph computes ")]
     if activation and len(activation) == len(found):  # the weights agree: the activation is what differs
-        named = next((p for p in fused.members if f"torch's {p} is" in activation[0]), fused.conv)
+        named = next((p for p in (*fused.members, *children) if f"torch's {p} is" in activation[0]), fused.conv)
     source = module_source(run.submodule(named)) or layer.source
     return _divergence(layer, named, result, source, note, run.sample, found,
                        _Members(fused.members) if named == fused.conv else None)
@@ -561,3 +603,54 @@ def _fused_weights(run: _Run, culprit: str, layer) -> FirstDivergence | None:
             input_max_abs=None, local_max_abs=None, amplification=None, note=note,
             differences=tuple(sentence for _, sentence in found))
     return None
+
+
+def _earliest_call(run: _Run, failing, mappings) -> FirstDivergence | None:
+    """When failing modules are called several times (a shared layer), the earliest failing call in torch's order,
+    localized with that call's own ONNX value (:mod:`.calls`); None when that is the first failing layer's last
+    call, which the comparison already localizes."""
+    calls = capture_calls(run.torch_backend, run.feeds, [layer.module for layer in failing])
+    shared = {p: c for p, c in calls.items() if len(c) > 1 and mappings[p].mapped}
+    values = {p: call_values(run.index, mappings[p], len(c)) for p, c in shared.items()}
+    values = {p: v for p, v in values.items() if v}
+    if not values:
+        return None
+    try:
+        ort = run.ort([v for vs in values.values() for v in vs])
+    except BackendError as exc:
+        log.debug("per-call values could not be computed: %s", exc)
+        return None
+    entries = []  # (order, module, call, value, stats): every call of the shared ones, the last of the others
+    for layer in failing:
+        if layer.module not in values:
+            if calls[layer.module]:
+                entries.append((calls[layer.module][-1].order, layer, calls[layer.module][-1], None, None))
+            continue
+        for call, value in zip(calls[layer.module], values[layer.module], strict=True):
+            stats = _compare_call(run, layer.module, call, ort.get(value))
+            if stats is not None:
+                entries.append((call.order, layer, call, value, stats))
+    agreeing = {value: call.output for _, _, call, value, stats in entries if stats is not None and stats.passed}
+    diverging = [e for e in entries if e[4] is None or not e[4].passed]
+    if not diverging:
+        return None
+    _, layer, call, value, stats = min(diverging, key=lambda e: e[0])
+    count = len(calls[layer.module])
+    if value is None or (layer is failing[0] and call.index == count - 1):
+        return None
+    mapping = dataclasses.replace(mappings[layer.module], value=value, how="value")
+    found = _by_values(dataclasses.replace(layer, stats=stats), {**mappings, layer.module: mapping}, run, None,
+                       call, agreeing)
+    return dataclasses.replace(found, note=found.note + (
+        f"; {layer.module} is called {count} times (a shared module): call {call.index + 1} is the first that "
+        f"diverges (ONNX value {value!r}), each call compared with its own ONNX value"))
+
+
+def _compare_call(run: _Run, path: str, call: Call, actual: np.ndarray | None) -> ErrorStats | None:
+    if call.output is None or actual is None:
+        return None
+    if actual.shape != call.output.shape and actual.size == call.output.size:
+        actual = actual.reshape(call.output.shape)  # a Gemm over the flattened batch
+    if actual.shape != call.output.shape:
+        return None
+    return compare_arrays(actual, call.output, run.policy.for_name(path, call.output.dtype, run.noise.get(path)))

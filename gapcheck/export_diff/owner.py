@@ -25,6 +25,7 @@ import numpy as np
 
 from gapcheck.backends.torch_eager import CaptureResult
 from gapcheck.compare import TolerancePolicy, compare_arrays
+from gapcheck.export_diff.calls import module_of
 from gapcheck.model.mapping import GraphIndex
 
 #: How far an unnamed node's output may be from a module's output and still be that module computed otherwise (a
@@ -182,7 +183,7 @@ def find_owner(index: GraphIndex, node_ids: list[int], values: dict[str, np.ndar
                 torch_out = capture.modules[owner[2]].output
                 rel = relative_error(array, torch_out) if torch_out is not None else float("nan")
                 main = [nodes[k].op_type for k in sorted(ops) if nodes[k].op_type not in _LAYOUT] or [nodes[i].op_type]
-                return Owner(owner[2], out, main[-1], tuple(sorted(ops)), rel)
+                return Owner(module_of(owner[2]), out, main[-1], tuple(sorted(ops)), rel)
     return None
 
 

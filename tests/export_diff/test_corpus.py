@@ -34,3 +34,71 @@ def test_planted_change_is_found_at_its_module(family, plant):
     result = run(family, family.plant_tool, plant)
     assert result.verdict == "gap"
     assert found_at(result.first_divergence, plant), (result.first_divergence, plant)
+
+
+# ONNX Runtime's own ORT_ENABLE_ALL file (SessionOptions.optimized_model_filepath, on a CPU): NCHWc Convs with their
+# BatchNorm, activation and residual sum folded in, blocked values (gapcheck/export_diff/nchwc.py), FusedConv for
+# grouped convs. The plants used to be found only at the first plain value after a ReorderOutput.
+ORT_ALL = [f for f in FAMILIES if f.plant_tool == "onnxslim" and "padding" in {p.kind for p in f.plants}]
+
+
+def _ort_all_run(family, plant=None):
+    import torch
+
+    from gapcheck.export_diff.runner import export_diff
+    from sample_models import deployed
+    from sample_models.corpus import planted
+
+    module = family.build()
+    inputs = [family.inputs(seed) for seed in range(2)]
+    exported = deployed.export(module, tuple(torch.from_numpy(a) for a in inputs[0].values()), list(inputs[0]),
+                               list(family.outputs), dynamo=False)
+    optimized = deployed.ort_layout_optimized(exported)
+    assert any(node.domain == "com.microsoft.nchwc" for node in optimized.graph.node)
+    return export_diff(planted(module, plant) if plant else module, inputs, onnx_model=optimized)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", [pytest.param(f, id=f.name) for f in ORT_ALL])
+def test_clean_ort_enable_all_file_passes(family):
+    result = _ort_all_run(family)
+    assert result.verdict == "pass", [f"{f.code}: {f.message}" for f in result.findings if f.is_gap]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "plant"), [pytest.param(f, p, id=f"{f.name}-{p.kind}") for f in ORT_ALL
+                                               for p in f.plants])
+def test_planted_change_in_ort_enable_all_file_is_found_at_its_module(family, plant):
+    result = _ort_all_run(family, plant)
+    assert result.verdict == "gap"
+    assert found_at(result.first_divergence, plant), (result.first_divergence, plant)
+    assert result.first_divergence.differences, result.first_divergence  # what differs: weight, padding, activation
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parameter", ["query.weight", "value.weight"])
+def test_planted_weight_inside_ort_fused_attention_names_its_linear(parameter):
+    """BERT through ONNX Runtime's transformer optimizer: query/key/value are one Attention op with one qkv weight.
+    Attention made peaked as trained attention is (a 1% query change in a freshly initialized BERT moves nothing)."""
+    import copy
+
+    import torch
+
+    from gapcheck.export_diff.runner import export_diff
+    from sample_models.corpus import tool_file
+
+    family = next(f for f in FAMILIES if f.name == "bert")
+    module = family.build()
+    attention = module.encoder.layer[0].attention.self
+    with torch.no_grad():
+        attention.query.weight.mul_(6.0)
+        attention.key.weight.mul_(6.0)
+    inputs = [family.inputs(seed) for seed in range(2)]
+    fused = tool_file(family, module, inputs[0], "ort-optimizer")
+    assert export_diff(module, inputs, onnx_model=fused).verdict == "pass"
+    changed = copy.deepcopy(module)
+    with torch.no_grad():
+        dict(changed.named_parameters())[f"encoder.layer.0.attention.self.{parameter}"].mul_(1.01)
+    fd = export_diff(changed, inputs, onnx_model=fused).first_divergence
+    linear = f"encoder.layer.0.attention.self.{parameter.split('.')[0]}"
+    assert fd is not None and fd.module == linear and fd.cause == "local", fd

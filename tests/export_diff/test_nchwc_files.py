@@ -121,3 +121,51 @@ def test_planted_change_in_an_nchwc_file_is_blamed_at_its_module(nchwc_file, wha
         assert any("padding mode" in d for d in fd.differences), fd.differences
     else:
         assert any("Relu" in d and "LeakyReLU" in d for d in fd.differences), fd.differences
+
+
+class GroupedCnn(nn.Module):
+    """A grouped conv (RegNet's group width): ONNX Runtime keeps it as a plain-layout FusedConv that applies the
+    BatchNorm and the ReLU too, between NCHWc Convs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = _Block(3, 16)
+        self.grouped = _Block(16, 16, groups=4)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.grouped(self.stem(x)).mean(dim=(2, 3)))
+
+
+@pytest.fixture(scope="module")
+def fused_conv_file():
+    torch.manual_seed(deployed.SEED)
+    model = deployed.trained_like(GroupedCnn())
+    x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    exported = deployed.export(model, (torch.from_numpy(x),), ["x"], ["y"], dynamo=False)
+    return model, [{"x": x}], deployed.ort_layout_optimized(exported)
+
+
+def test_conv_named_at_a_fusedconv_with_its_activation_is_not_a_false_gap(fused_conv_file):
+    # was a false gap on timm's regnety_002 at ORT_ENABLE_ALL: grouped.conv's scope names the FusedConv's output,
+    # relu(bn(conv)), compared with the bare conv
+    model, samples, onnx_model = fused_conv_file
+    assert any(node.op_type == "FusedConv" for node in onnx_model.graph.node)
+    result = export_diff(model, samples, onnx_model=onnx_model)
+    assert result.verdict == "pass", _gaps(result)
+    rows = {layer.module: layer for layer in result.layers}
+    assert rows["grouped.conv"].status != FAIL and rows["grouped.act"].status == "pass"
+
+
+@pytest.mark.parametrize(("what", "module"), [("weight", "grouped.conv"), ("activation", "grouped.act")])
+def test_planted_change_at_a_fusedconv_is_blamed_at_its_module(fused_conv_file, what, module):
+    model, samples, onnx_model = fused_conv_file
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        if what == "weight":
+            changed.grouped.conv.weight.mul_(1.01)
+        else:
+            changed.grouped.act = nn.LeakyReLU(0.1)
+    fd = export_diff(changed, samples, onnx_model=onnx_model).first_divergence
+    assert fd is not None and fd.module == module and fd.cause == "local", fd
+    assert fd.differences, fd
