@@ -21,8 +21,9 @@ def command(
 ) -> None:
     """Compare the current split's distributions with the reference's (tables per column, images per property)."""
     from gapcheck.data.api import drift
+    from gapcheck.data.drift import DriftOptions
 
-    options = groups[DriftSpec].options()
+    options = DriftOptions.from_spec(groups[DriftSpec])
     reports = reports_beside_globs(groups[ReportTargets], [("--reference", reference), ("--current", current)])
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
                              lambda e, r: drift(reference, current, options, engine=e, progress=r))

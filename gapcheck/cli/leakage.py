@@ -69,14 +69,16 @@ def command(
 ) -> None:
     """Find samples shared across splits: exact and near duplicates, group overlap, label conflicts, target leakage."""
     from gapcheck.data.api import leakage
+    from gapcheck.data.leakage import LeakageOptions
     from gapcheck.data.sources import SourceSpec, parse_split
 
     spec = groups[LeakageSpec]
     specs = [SourceSpec(s.name, s.location, spec.columns or None) for s in map(parse_split, split)]
     labels = str(spec.labels) if spec.labels else None
+    options = LeakageOptions.from_spec(spec)
     reports = reports_beside_globs(groups[ReportTargets], [(f"--split {s.name}", s.location) for s in specs])
     result = run_with_engine(groups[EngineSpec], progress, groups[RemoteSpec],
-                             lambda e, r: leakage(specs, spec.options(), labels_file=labels, engine=e, progress=r))
+                             lambda e, r: leakage(specs, options, labels_file=labels, engine=e, progress=r))
     if not reports.json_on_stdout:
         typer.echo(reports.console_text(result), nl=False)
     raise typer.Exit(reports.emit_files(result))

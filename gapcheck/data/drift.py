@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.features import SidePartial, side_partial
 from gapcheck.data.sketches import SAMPLE_SIZE, ColumnStats, kll_ks_distance
 from gapcheck.findings import Finding
+
+if TYPE_CHECKING:
+    from gapcheck.groups.data import DriftSpec
 
 SIDES = ("reference", "current")
 BINS = 10
@@ -54,6 +57,15 @@ class DriftOptions:
         if self.sample_size < 2:
             from gapcheck.errors import UsageError
             raise UsageError(f"the sample size must be at least 2, got {self.sample_size}", parameter="sample_size")
+
+    @classmethod
+    def from_spec(cls, spec: DriftSpec) -> DriftOptions:
+        """The options a resolved :class:`~gapcheck.groups.data.DriftSpec` describes (a field it leaves None takes
+        the default here, the only one)."""
+        given: dict[str, Any] = {"p_threshold": spec.p_threshold, "min_effect": spec.min_effect,
+                                 "columns": spec.columns or None, "seed": spec.seed,
+                                 "fail_underpowered": spec.fail_underpowered}
+        return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def check_finite(name: str, value: object, low: float = 0.0) -> None:

@@ -11,7 +11,7 @@ reference split), group overlap, label conflicts and missing labels, and target 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.hashing import decode_path, file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
 from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
+
+if TYPE_CHECKING:
+    from gapcheck.groups.data import LeakageSpec
 
 NEAR_PERFECT_AUC = 0.99
 AUC_GAP = 0.15  # one split's AUC this much above another's: an encoding fit with that split's labels
@@ -57,6 +60,14 @@ class LeakageOptions:
             from gapcheck.errors import UsageError
             raise UsageError(f"within must be true, false or split names, got {self.within!r}", parameter="within")
         object.__setattr__(self, "within", within)
+
+    @classmethod
+    def from_spec(cls, spec: LeakageSpec) -> LeakageOptions:
+        """The options a resolved :class:`~gapcheck.groups.data.LeakageSpec` describes (a field it leaves None takes
+        the default here, the only one)."""
+        given: dict[str, Any] = {"near": spec.near, "key_columns": spec.key or None, "group_column": spec.group_column,
+                                 "label_column": spec.label_column, "within": spec.within_split or spec.within}
+        return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 # Split names checked for duplicates within by default: a name with one of these words (val, test_2024, leaky-val).

@@ -1,8 +1,8 @@
 """``LeakageSpec`` and ``DriftSpec``: the data checks' own options, resolved like every group (file < environment <
 flags through :func:`gapcheck.cli.groups.resolve`; keys of ``[leakage]`` / ``[drift]``, environment
-``GAPCHECK_LEAKAGE__NEAR`` ...), validated once here, and built into the library's ``LeakageOptions`` /
-``DriftOptions`` by :meth:`options` (whose defaults are the only ones: a field left ``None`` takes the library's).
-Light: the option classes are imported when built.
+``GAPCHECK_LEAKAGE__NEAR`` ...) and validated once here. The library builds its options from them
+(``LeakageOptions.from_spec`` / ``DriftOptions.from_spec``, whose defaults are the only ones: a field left ``None``
+takes the library's): a group never imports the command library above it.
 """
 from __future__ import annotations
 
@@ -61,16 +61,6 @@ class LeakageSpec(Group):
         if isinstance(self.within, (list, str)):
             object.__setattr__(self, "within", tuple([self.within] if isinstance(self.within, str) else self.within))
 
-    def options(self) -> Any:
-        """The library's :class:`~gapcheck.data.leakage.LeakageOptions` (validated there too)."""
-        import dataclasses
-
-        from gapcheck.data.leakage import LeakageOptions
-
-        given: dict[str, Any] = {"near": self.near, "key_columns": self.key or None, "group_column": self.group_column,
-                 "label_column": self.label_column, "within": self.within_split or self.within}
-        return dataclasses.replace(LeakageOptions(), **{k: v for k, v in given.items() if v is not None})
-
 
 @dataclass(frozen=True)
 class DriftSpec(Group):
@@ -97,13 +87,3 @@ class DriftSpec(Group):
         object.__setattr__(self, "columns", comma_list(self.columns) or ())
         if self.p_threshold is not None and check_number(self.p_threshold, "--p-threshold") >= 1.0:
             raise UsageError(f"--p-threshold must be < 1, got {self.p_threshold!r}")
-
-    def options(self) -> Any:
-        """The library's :class:`~gapcheck.data.drift.DriftOptions` (validated there too)."""
-        import dataclasses
-
-        from gapcheck.data.drift import DriftOptions
-
-        given: dict[str, Any] = {"p_threshold": self.p_threshold, "min_effect": self.min_effect, "columns": self.columns or None,
-                 "seed": self.seed, "fail_underpowered": self.fail_underpowered}
-        return dataclasses.replace(DriftOptions(), **{k: v for k, v in given.items() if v is not None})
