@@ -31,6 +31,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -43,7 +44,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gapcheck.errors import ConfigError, GapcheckError
+from gapcheck.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,30 +62,6 @@ class Section(BaseModel):
 
 
 # --- the sections this module owns -------------------------------------------------------------
-class StageTable(Section):
-    callable: Optional[str] = None
-    steps: Optional[list[dict[str, Any]]] = None
-    augmented: bool = False
-    accepts: Literal["path", "bytes"] = "path"
-
-    @model_validator(mode="after")
-    def _one_source(self) -> StageTable:
-        if (self.callable is None) == (self.steps is None):
-            raise ValueError("needs exactly one of 'callable' or 'steps'")
-        return self
-
-
-class PreprocessSection(Section):
-    samples: Optional[str] = None
-    n: Optional[int] = Field(default=None, ge=1)
-    p_threshold: Optional[float] = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
-    min_effect: Optional[float] = Field(default=None, ge=0, le=1, allow_inf_nan=False)
-    workers: Optional[int] = Field(default=None, ge=1)
-    repeats: Optional[int] = Field(default=None, ge=0)
-    tolerance: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
-    stages: dict[str, StageTable] = Field(default_factory=dict)
-
-
 def _tolerance_pairs(data: Any) -> Any:
     """TOML has arrays, not tuples: ``[1e-3, 1e-4]`` in ``tolerances`` is the (rtol, atol) pair."""
     if isinstance(data, dict) and isinstance(data.get("tolerances"), dict):
@@ -149,7 +126,7 @@ class CacheSection(Section):
 #: section name -> "module:Class" of its model, imported only when a file or the environment has that section.
 #: A command adds its line here (or calls register_section at import). Keep section models in light modules.
 SECTION_MODELS: dict[str, str] = {
-    "preprocess": "gapcheck.config:PreprocessSection",
+    "preprocess": "gapcheck.preprocess.config:PreprocessSection",
     "export_diff": "gapcheck.config:ExportDiffSection",
     "triton": "gapcheck.config:TritonSection",
     "lint": "gapcheck.lint.config:LintSection",
@@ -182,25 +159,31 @@ def section_model(name: str) -> type[BaseModel] | None:
 
 # --- loading -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class PreprocessConfig:
-    """[preprocess] resolved: paths made absolute, stages built (what preprocess-audit consumes)."""
-
-    samples: str | None = None
-    n: int | None = None
-    p_threshold: float | None = None
-    min_effect: float | None = None
-    workers: int | None = None
-    repeats: int | None = None
-    tolerance: float | None = None
-    stages: tuple[Any, ...] = ()  # gapcheck.preprocess.stages.StageSpec
-
-
-@dataclass(frozen=True)
 class GapcheckConfig:
     source: Path | None
-    preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
     sections: dict[str, Any] = field(default_factory=dict)  # every top-level table as merged (file < environment)
     validated: dict[str, BaseModel] = field(default_factory=dict)  # registered sections, validated
+    from_environment: frozenset[tuple[str, ...]] = frozenset()  # (section, key, ...) set by GAPCHECK_... variables
+
+    def path(self, section: str, key: str, value: str | Path) -> Path:
+        """A path that ``[section] key`` (dotted for nested keys) holds: a relative one is relative to the config
+        file when the file gave it, to the working folder when the environment did (as a flag's is)."""
+        path = Path(value)
+        if path.is_absolute() or self.source is None or (section, *key.split(".")) in self.from_environment:
+            return path
+        return self.source.parent / path
+
+    def resolved(self, name: str) -> Any:
+        """What a command reads of ``[name]``: the section's ``resolved(name, config)`` when it has one (paths made
+        absolute, values built: ``[preprocess]``), else the validated section."""
+        section = self.section(name)
+        resolve = getattr(section, "resolved", None)
+        return resolve(name, self) if callable(resolve) else section
+
+    @functools.cached_property
+    def preprocess(self) -> Any:
+        """``[preprocess]`` resolved (:class:`gapcheck.preprocess.config.PreprocessConfig`)."""
+        return self.resolved("preprocess")
 
     def section(self, name: str) -> BaseModel | None:
         """The validated model of ``[name]`` (its defaults when absent), or None when no model is registered."""
@@ -273,10 +256,7 @@ def load_config(path: str | Path | None = None, start: Path | None = None,
         model = section_model(name)
         if model is not None:
             validated[name] = _validate(model, name, merged[name], source, env_keys)
-    preprocess = validated.get("preprocess") or PreprocessSection()
-    assert isinstance(preprocess, PreprocessSection)
-    return GapcheckConfig(source=source, preprocess=_resolve_preprocess(preprocess, source), sections=merged,
-                          validated=validated)
+    return GapcheckConfig(source=source, sections=merged, validated=validated, from_environment=frozenset(env_keys))
 
 
 def _read_table(source: Path) -> dict[str, Any]:
@@ -374,30 +354,3 @@ def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[
     for table, keys in unknown.items():
         lines.insert(0, f"{origin}: unknown key(s) in [{table}]: {', '.join(keys)}")
     return "\n".join(lines)
-
-
-def _resolve_preprocess(section: PreprocessSection, source: Path | None) -> PreprocessConfig:
-    """Relative paths become relative to the config file; stage tables become StageSpecs."""
-    base = source.parent if source is not None else Path.cwd()
-    samples = section.samples
-    if samples is not None and not Path(samples).is_absolute():
-        samples = str(base / samples)
-    stages = tuple(_stage(name, table, source, base) for name, table in section.stages.items())
-    values = section.model_dump(exclude={"stages", "samples"})
-    return PreprocessConfig(samples=samples, stages=stages, **values)
-
-
-def _stage(name: str, table: StageTable, source: Path | None, base: Path) -> Any:
-    from gapcheck.preprocess.stages import make_spec
-
-    target = table.callable or ""
-    module, _, attr = target.rpartition(":")
-    if module.endswith(".py") and not Path(module).is_absolute():
-        target = f"{base / module}:{attr}"  # file targets are relative to the config file
-    origin = str(source) if source is not None else "configuration"
-    try:
-        return make_spec(name, target=target, steps=table.steps, augmented=table.augmented, accepts=table.accepts)
-    except ConfigError as exc:
-        raise ConfigError(f"{origin}: [preprocess.stages.{name}]: {exc.message}") from exc
-    except GapcheckError as exc:
-        raise ConfigError(f"{origin}: [preprocess.stages.{name}]: {exc.message}") from exc

@@ -164,3 +164,17 @@ def test_a_huge_config_is_refused_unread(tmp_path, monkeypatch):
 def test_a_deeply_nested_environment_value_is_a_config_error():
     with pytest.raises(ConfigError, match="GAPCHECK_CACHE__DIR"):
         load_config(start=None, environ={"GAPCHECK_CACHE__DIR": "[" * 5000 + "]" * 5000})
+
+
+def test_preprocess_paths_from_the_file_are_relative_to_it_from_the_environment_to_the_working_folder(tmp_path):
+    """[preprocess] is resolved by the preprocess library (config.py builds no stages: tests/test_layers.py)."""
+    path = tmp_path / "cfg" / "gapcheck.toml"
+    path.parent.mkdir()
+    path.write_text("[preprocess]\nsamples = 'imgs'\n[preprocess.stages.a]\ncallable = 'st.py:fn'\n"
+                    "[preprocess.stages.b]\ncallable = 'pkg.mod:fn'\n")
+    resolved = load_config(path, environ={}).preprocess
+    assert resolved.samples == str(tmp_path / "cfg" / "imgs")
+    assert [s.target for s in resolved.stages] == [f"{tmp_path / 'cfg' / 'st.py'}:fn", "pkg.mod:fn"]
+    env = {"GAPCHECK_PREPROCESS__SAMPLES": "imgs", "GAPCHECK_PREPROCESS__STAGES__A__CALLABLE": "other.py:fn"}
+    resolved = load_config(path, environ=env).preprocess
+    assert resolved.samples == "imgs" and resolved.stages[0].target == "other.py:fn"  # as a flag would be
