@@ -277,7 +277,7 @@ def realign(
     suspects = [p for p, acc in accumulators.items() if any(s == 0 and not st.passed for s, st in acc.stats)]
     blocked = blocked_values(index)  # NCHWc values padded to whole blocks: another shape than torch's, uncompared
     suspects += [p for p, acc in accumulators.items() if not acc.stats and mappings[p].value in blocked]
-    if not suspects:
+    if not suspects and not failing_outputs:
         return Realignment()
     module = torch_backend.module
     submodules = dict(module.named_modules())
@@ -293,6 +293,7 @@ def realign(
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
     searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise,
                          layout)
+    _name_by_outputs(searches, capture, index, suspect_set)
     _stream(test_model, samples[0], _float_values(test_model, layout), list(searches.values()), layout)
     out = Realignment(layout=layout)
     linears = frozenset(p for p, m in submodules.items() if isinstance(m, _LINEAR))
@@ -346,6 +347,20 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
         bias = _own_bias(index, named) if isinstance(submodules[path], _LINEAR) else None
         searches[path] = _Search(captured.output, tol, named, bias=bias)
     return searches
+
+
+def _name_by_outputs(searches: dict[str, _Search], capture: CaptureResult, index: GraphIndex,
+                     suspects: set[str]) -> None:
+    """A module without a name mapping whose torch output *is* one of the model's outputs (a BERT's last LayerNorm
+    and the blocks that return its result) is named at that graph output: in a graph without scopes or weight
+    names, where an epsilon makes its value too far from torch's to be the nearest, the module is still compared
+    (and the divergence localized) instead of an output mismatch without a module."""
+    outputs = {name: capture.outputs[name] for name in index.graph_outputs if name in capture.outputs}
+    for path, search in searches.items():
+        if search.named is not None or path in suspects:
+            continue
+        search.named = next((name for name, array in outputs.items() if array.shape == search.target.shape
+                             and array.dtype == search.target.dtype and np.array_equal(array, search.target)), None)
 
 
 def _own_bias(index: GraphIndex, value: str | None) -> np.ndarray | None:
@@ -427,6 +442,8 @@ def _settle_unnamed(path: str, search: _Search, index: GraphIndex, out: Realignm
     match, how = search.best(), "matched by value"
     if match is None:
         match, how = search.closest(), "nearest by value"
+    if match is None and search.named is not None and search.named_stats is not None:
+        match, how = (search.named, search.named_stats), "its output is the model's output"
     if match is None or (how == "nearest by value" and _bias_added_later(index, match[0], linears)):
         return
     value, stats = match

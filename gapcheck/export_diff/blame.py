@@ -143,7 +143,31 @@ def differences(index: GraphIndex, node_ids: Sequence[int], module: nn.Module, o
         if name in params and name not in fused and array.size == params[name].size and not _same(array, params[name]):
             off = _rel(array.reshape(params[name].shape), params[name])
             found.append(f"{name} differs from the checkpoint (max rel {off:.2g})")
+    if not found and not group_members:
+        found += _renamed_parameters(init, params, submodules.get(owner), owner)
     return list(dict.fromkeys(found))
+
+
+def _renamed_parameters(init: dict[str, np.ndarray], params: dict[str, np.ndarray], module: nn.Module | None,
+                        owner: str) -> list[str]:
+    """The owner's weight and bias read by value where a tool renamed them (a name-normalising tool, onnxslim's
+    transposed copy): an initializer within a few % of the parameter (as it is, or transposed: a MatMul's weight)
+    is that parameter, and it differs when it is not within rounding of it."""
+    found = []
+    for kind in ("weight", "bias"):
+        reference = params.get(f"{owner}.{kind}")
+        if module is None or reference is None or reference.size < 2:
+            continue
+        for name, array in init.items():
+            if name in params or array.size != reference.size:
+                continue
+            views = [array.reshape(reference.shape)]
+            if array.ndim == 2 and reference.ndim == 2:
+                views.append(array.T.reshape(reference.shape))
+            off = min(_rel(view, reference) for view in views)
+            if _RTOL < off <= _SLICE_MATCH:
+                found.append(f"{owner}.{kind} differs from the checkpoint (the file's {name}, max rel {off:.2g})")
+    return found
 
 
 def _plain_weights(node: onnx.NodeProto, init: dict[str, np.ndarray], layout: Layout, conv: _ConvNd
