@@ -222,16 +222,18 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _from_config(opt: Opt, sections: tuple[Any, ...]) -> Any:
+def _from_config(opt: Opt, sections: tuple[tuple[str | None, Any], ...], loaded: Any) -> Any:
+    """The option's value from the first (section name, validated section) that sets it; a path that a config file
+    gave is relative to that file, one the environment gave to the working folder (``loaded.path``)."""
     if opt.key is None:
         return None
-    for section in sections:
+    for name, section in sections:
         value = getattr(section, opt.key, None) if section is not None else None
         if value is not None and value != {} and value != []:
             if opt.kind in (Path, Optional[Path]):
                 if not str(value).strip():  # Path("") is the current folder: `dir = ""` put the cache entries there
                     raise UsageError(f"config key {opt.key} (as {opt.flag}) is an empty path: remove it or name a path")
-                return Path(value)
+                return loaded.path(name, opt.key, value) if name else Path(value)
             return tuple(value) if isinstance(value, list) else value
     return None
 
@@ -265,7 +267,8 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
                     value, is_given = values[alias], True
             if opt.field in _INVERTED:
                 value = not value
-            from_config[opt.field] = _from_config(opt, (command_section, own_section))
+            from_config[opt.field] = _from_config(opt, ((section, command_section), (u.group.SECTION, own_section)),
+                                                  loaded)
             if is_given:
                 given.add(opt.field)
                 flags.add(opt.field)
