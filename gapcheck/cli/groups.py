@@ -279,8 +279,9 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
             else:
                 fields_[opt.field] = u.default(opt)
         from_cli = getattr(u.group, "from_cli", None)
-        if from_cli is not None:
-            fields_ = from_cli(fields_, from_config)
+        if from_cli is not None:  # a hook that takes ``flags`` is told which fields the command line set
+            layered = "flags" in inspect.signature(from_cli).parameters
+            fields_ = from_cli(fields_, from_config, flags=frozenset(flags)) if layered else from_cli(fields_, from_config)
         built[u.group] = u.group(**fields_)
         given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
     _hand_inputs(uses, built, own or {})

@@ -26,13 +26,27 @@ class EngineSpec(Group):
             "Ray.", Optional[str], key="address"),
     )
 
+    @classmethod
+    def from_cli(cls, fields: dict[str, Any], from_config: dict[str, Any], flags: frozenset[str]) -> dict[str, Any]:
+        """``--engine serial`` over ``[engine] name = "ray"`` + ``address``: the flag wins and the configured address
+        goes with the configured engine. Only an address given on the same layer as a non-ray engine is refused."""
+        name = getattr(fields.get("name"), "value", fields.get("name"))
+        if "name" in flags and "address" not in flags and name != "ray" and from_config.get("address") is not None:
+            fields = {**fields, "address": None}
+        return fields
+
     def check(self) -> None:
         name = getattr(self.name, "value", self.name)
         if name not in ENGINES:
             raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINES)}")
         object.__setattr__(self, "name", name)
-        if self.address is not None and name != "ray":
-            raise UsageError(f"an engine address is only used by the ray engine, not {name}")
+        if self.address is not None:
+            # a CR/LF or other control character would reach Ray's client (~30 s of retries, then exit 3)
+            if not self.address.strip() or not self.address.isprintable():
+                raise UsageError("--engine-address must be a non-empty address without control characters, e.g. "
+                                 "ray://head:10001")
+            if name != "ray":
+                raise UsageError(f"an engine address is only used by the ray engine, not {name}")
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Any]:
