@@ -20,7 +20,8 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -315,22 +316,25 @@ class _Inference:
     deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
 
     def __init__(self, spec: EndpointSpec, endpoint: DeadlineEndpoint, outputs: list[str],
-                 digests: InputDigests) -> None:
-        self.spec, self.endpoint, self.outputs, self.digests = spec, endpoint, outputs, digests
+                 spare: list[DeadlineConnection]) -> None:
+        self.spec, self.endpoint, self.outputs = spec, endpoint, outputs
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
+        self._spare = spare  # readiness's connection, already open: the first worker's (one channel less to open)
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.endpoint)
+            with self._lock:
+                conn = self._spare.pop() if self._spare else None
+            conn = conn or _connect(self.endpoint)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
 
-    def send(self, first: int, stop: int, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    def send(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from gapcheck.nightly.deadline import DeadlinePassed
 
         try:
@@ -338,42 +342,41 @@ class _Inference:
         except DeadlinePassed as exc:
             raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
         sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
-        digests = self.digests.of(first, stop, sent)
-        return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version), digests
+        return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
 
     def close(self) -> None:
         for conn in self._connections:
             conn.close()
 
 
-def _served_facts(spec: EndpointSpec, endpoint: DeadlineEndpoint,
+def _served_facts(spec: EndpointSpec, conn: DeadlineConnection,
                   findings: list[Finding]) -> tuple[str | None, str | None, int | None, list[str]]:
     """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
-    with _connect(endpoint) as conn:
-        # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness
-        # is waited for (retried, as it always was) and the model asked again, so the error still says which.
+    # The connection is the caller's: the first inference worker reuses it (one channel less to open).
+    # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness
+    # is waited for (retried, as it always was) and the model asked again, so the error still says which.
+    if not conn.model_ready(spec.model, spec.version, wait=False):
+        if not conn.server_live():
+            raise EndpointError(f"Triton server {conn.display_url} is not live")
         if not conn.model_ready(spec.model, spec.version, wait=False):
-            if not conn.server_live():
-                raise EndpointError(f"Triton server {conn.display_url} is not live")
-            if not conn.model_ready(spec.model, spec.version, wait=False):
-                raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is "
-                                    f"not ready on {conn.display_url}")
-        metadata = conn.model_metadata(spec.model, spec.version)
-        versions = sorted((str(v) for v in metadata.get("versions", [])), key=lambda v: (len(v), v))
-        served_version = spec.version or (versions[-1] if versions else None)
-        outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
-        try:
-            config = conn.model_config(spec.model, spec.version)
-        except EndpointError as exc:
-            if not _is_restricted(exc):
-                raise
-            findings.append(AUDIT_LIMITED.finding(
-                "the model config API is restricted: the config hash and max_batch_size are unknown (batches of 1)",
-                subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
-            return served_version, None, None, outputs
-        return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
+            raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is "
+                                f"not ready on {conn.display_url}")
+    metadata = conn.model_metadata(spec.model, spec.version)
+    versions = sorted((str(v) for v in metadata.get("versions", [])), key=lambda v: (len(v), v))
+    served_version = spec.version or (versions[-1] if versions else None)
+    outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+    try:
+        config = conn.model_config(spec.model, spec.version)
+    except EndpointError as exc:
+        if not _is_restricted(exc):
+            raise
+        findings.append(AUDIT_LIMITED.finding(
+            "the model config API is restricted: the config hash and max_batch_size are unknown (batches of 1)",
+            subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
+        return served_version, None, None, outputs
+    return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
 
 
 def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle) -> list[Finding]:
@@ -433,25 +436,21 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     timings: dict[str, float] = {}
     findings: list[Finding] = []
     served: tuple[str | None, str | None, int | None] = (None, None, None)
+    spare: list[DeadlineConnection] = []  # readiness's connection, until the first inference worker takes it over
     try:
         # Readiness and inference connect through _connect: every attempt stops at the deadline. The audit's own
         # connection (triton.audit, through client.connect) is a plain one: its attempts are bounded by timeout_s.
         bounded = DeadlineEndpoint.of(spec.triton_endpoint(retries), deadline, deadline_s)
         # A bare host:port is probed once, here; resolve() keeps the class (dataclasses.replace), typed as its base.
         endpoint = cast(DeadlineEndpoint, bounded.resolve())
-        version, chash, max_batch, served_outputs = _served_facts(spec, endpoint, findings)
+        spare.append(_connect(endpoint))
+        version, chash, max_batch, served_outputs = _served_facts(spec, spare[0], findings)
         served = (version, chash, max_batch)
         timings["readiness"] = time.monotonic() - start
-        # The audit reads metadata only: it runs beside the inference instead of before it.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"audit-{spec.name}") as side:
-            audited = side.submit(_timed, _audit, spec, endpoint, bundle) if audit else None
-            tick = time.monotonic()
-            outputs, requests = _infer_and_compare(spec, endpoint, bundle, max_batch or 1, max_in_flight,
-                                                   served_outputs, findings)
-            timings["inference"] = time.monotonic() - tick
-            if audited is not None:
-                audit_findings, timings["audit"] = audited.result()
-                findings[:0] = audit_findings
+        # A gRPC channel serves any thread; an HTTP client (gevent) stays with the thread that made it.
+        handed = spare if spare[0].protocol == "grpc" else []
+        outputs, requests = _audited_inference(spec, endpoint, bundle, (max_batch or 1, max_in_flight), served_outputs,
+                                               findings, handed, timings, audit)
     except BadBundle:
         raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
@@ -466,13 +465,45 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         timings["total"] = time.monotonic() - start
         verified(bundle)  # nothing about this endpoint is reported on an unverified bundle
         return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings)
+    finally:
+        for conn in spare:  # not taken over (a failure before the inference, or no output to ask for)
+            conn.close()
     timings["total"] = time.monotonic() - start
     return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings)
 
 
+def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: GoldenBundle | PendingBundle,
+                       sizes: tuple[int, int], served_outputs: list[str], findings: list[Finding],
+                       spare: list[DeadlineConnection], timings: dict[str, float], audit: bool,
+                       ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
+    """The inference and comparison (``sizes``: batch, requests in flight), the deployment audit beside it: it reads
+    metadata only, so it runs beside the inference instead of before it — started once every request is queued and
+    the workers that send them are up, so it never delays the first request. Its findings go first."""
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"audit-{spec.name}")
+    audited: list[Future[tuple[list[Finding], float]]] = []
+    audited_all = False
+
+    def start_audit() -> None:
+        if audit and not audited:
+            audited.append(side.submit(_timed, _audit, spec, endpoint, bundle))
+    try:
+        tick = time.monotonic()
+        result = _infer_and_compare(spec, endpoint, bundle, *sizes, served_outputs, findings, spare, start_audit)
+        timings["inference"] = time.monotonic() - tick
+        start_audit()  # no output was asked for (none is served): the audit still runs
+        if audited:
+            audit_findings, timings["audit"] = audited[0].result()
+            findings[:0] = audit_findings
+        audited_all = True
+    finally:
+        # Done: the idle thread ends on its own (no join on this path). After a failure, the audit ends first.
+        side.shutdown(wait=not audited_all)
+    return result
+
+
 def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, batch: int,
-                       max_in_flight: int,
-                       served_outputs: list[str], findings: list[Finding]
+                       max_in_flight: int, served_outputs: list[str], findings: list[Finding],
+                       spare: list[DeadlineConnection], on_sent: Callable[[], None],
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     findings.extend(_missing_outputs(spec, bundle, served_outputs))
     wanted = [o.name for o in bundle.output_infos if spec.served_name(o.name) in served_outputs]
@@ -480,7 +511,7 @@ def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle |
         return (), ()
     accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
                     for name in wanted}
-    requests = _send_all(spec, endpoint, bundle, batch, max_in_flight, accumulators)
+    requests = _send_all(spec, endpoint, bundle, (batch, max_in_flight), accumulators, spare, on_sent)
     comparisons = tuple(acc.result() for acc in accumulators.values())
     findings.extend(_comparison_findings(spec, bundle, list(accumulators.values()), comparisons))
     return comparisons, tuple(sorted(requests, key=lambda r: r["first_sample"]))
@@ -502,29 +533,44 @@ def _missing_outputs(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle,
     return missing
 
 
-def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, batch: int,
-              max_in_flight: int, accumulators: dict[str, _Accumulator]) -> list[dict[str, Any]]:
-    """Send every batch and feed each answer to its output's accumulator; the requests made, in answer order."""
+def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, sizes: tuple[int, int],
+              accumulators: dict[str, _Accumulator], spare: list[DeadlineConnection],
+              on_sent: Callable[[], None]) -> list[dict[str, Any]]:
+    """Send every batch (``sizes``: batch, requests in flight) and feed each answer to its output's accumulator; the
+    requests made, in answer order. ``on_sent()`` once every batch is queued and the workers are up.
+
+    Once every answer is in, the connections are closed by the pool's own worker behind the comparison (nothing
+    waits on a channel's close; the interpreter joins the pool's threads at exit); after a failure, at once."""
     requests: list[dict[str, Any]] = []
     inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else _to_send(bundle)
-    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators],
-                           InputDigests(bundle.manifest, inputs, bundle.num_samples))
+    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators], spare)
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
+    batch, max_in_flight = sizes
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
+    answered = False
     try:
-        pending = {pool.submit(inference.send, a, b, {name: array[a:b] for name, array in inputs.items()}): (a, b)
+        pending = {pool.submit(inference.send, {name: array[a:b] for name, array in inputs.items()}): (a, b)
                    for a, b in _batches(bundle.num_samples, batch)}
+        on_sent()
+        # Each request's digest is worked out here, while the requests are in flight (the slices sent: the same bytes).
+        digests = InputDigests(bundle.manifest, inputs, bundle.num_samples)
         reference = verified(bundle).reference  # the requests are in flight; nothing is judged before this
         for future in as_completed(pending):
             first, stop = pending[future]
-            answer, digests = future.result()  # an EndpointError ends the endpoint's run here
-            requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests})
+            answer = future.result()  # an EndpointError ends the endpoint's run here
+            sent = {name: array[first:stop] for name, array in inputs.items()}
+            requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests.of(first, stop, sent)})
             for name, acc in accumulators.items():
                 acc.add(first, np.asarray(answer[spec.served_name(name)]), reference[name][first:stop])
+        answered = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        inference.close()
+        if answered:  # no request is left: a worker closes every channel while this thread compares
+            pool.submit(inference.close)
+            pool.shutdown(wait=False)
+        else:
+            pool.shutdown(wait=True, cancel_futures=True)
+            inference.close()
     return requests
 
 

@@ -354,3 +354,84 @@ def test_a_model_that_is_not_ready_is_named_so_on_a_live_server(tiny_golden: Pat
         outcome = check_endpoint(spec, load_bundle(tiny_golden), retries=0, audit=False)
     assert not outcome.reachable
     assert "model 'not-served' is not ready on" in (outcome.error or "")
+
+
+@pytest.mark.parametrize(("protocol", "opened"), [("grpc", 1), ("http", 2)])
+def test_readiness_connection_serves_the_first_worker_and_every_connection_is_closed(
+        served, tiny_golden: Path, monkeypatch: pytest.MonkeyPatch, protocol: str, opened: int) -> None:
+    """Issue 23, item 14: over gRPC the readiness connection is the first inference worker's (one channel less to
+    open per endpoint); an HTTP client stays with the thread that made it. Every connection is closed, the
+    inference's by the pool's worker behind the comparison."""
+    import threading
+    import time
+
+    from gapcheck.golden.bundle import open_bundle
+    from gapcheck.nightly import probe
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+
+    made: list[object] = []
+    closed: list[object] = []
+    lock = threading.Lock()
+    real = probe._connect
+
+    def connect(endpoint):
+        conn = real(endpoint)
+        close = conn.close
+
+        def counted_close() -> None:
+            with lock:
+                closed.append(conn)
+            close()
+        conn.close = counted_close
+        with lock:
+            made.append(conn)
+        return conn
+
+    monkeypatch.setattr(probe, "_connect", connect)
+    spec = endpoint_spec(parse_endpoint_option(f"e={served.url(protocol, 'stable')}"))
+    outcome = probe.check_endpoint(spec, open_bundle(tiny_golden), max_in_flight=1, retries=0, audit=False)
+    assert outcome.reachable and not outcome.gap, outcome.error
+    assert len(made) == opened
+    for _ in range(500):  # the closes run behind the call: wait for them (bounded), never for a duration
+        with lock:
+            if len(closed) >= len(made):
+                break
+        time.sleep(0.01)
+    assert sorted(map(id, closed)) == sorted(map(id, made))  # each one closed, once
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_request_digests_are_the_recorded_fingerprints_or_the_bytes_sent(tiny_golden: Path, tmp_path: Path,
+                                                                        recorded: bool) -> None:
+    """Each request's input SHA256 (worked out while the requests are in flight): from the fingerprints
+    ``golden record`` took when the bundle holds them, else the SHA256 of the very slice that was sent."""
+    import json
+    import shutil
+
+    import numpy as np
+
+    from gapcheck.golden.bundle import load_bundle, open_bundle
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import batch_digest, check_endpoint
+    from gapcheck.tensors import fingerprint
+    from tests.nightly.fake_triton import FakeTriton
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_golden, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    if not recorded:  # a bundle built before fingerprints were recorded
+        del manifest["samples"]["fingerprints"]
+        (bundle / "manifest.json").write_text(json.dumps(manifest))
+    inputs = load_bundle(bundle).inputs["x"]
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        spec = endpoint_spec(parse_endpoint_option(f"e={fake.url}"))
+        outcome = check_endpoint(spec, open_bundle(bundle), retries=0, audit=False, max_in_flight=3)
+    assert outcome.reachable and outcome.requests
+    assert sum(r["count"] for r in outcome.requests) == len(inputs)
+    for r in outcome.requests:
+        a, b = r["first_sample"], r["first_sample"] + r["count"]
+        if recorded:
+            want = batch_digest([manifest["samples"]["fingerprints"][i]["x"] for i in range(a, b)])
+        else:
+            want = fingerprint(np.ascontiguousarray(inputs[a:b]))
+        assert r["input_sha256"] == {"x": want}
