@@ -40,7 +40,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -69,6 +69,10 @@ def _tolerance_pairs(data: Any) -> Any:
     return data
 
 
+#: one rtol or atol of a ``tolerances`` pattern: finite and >= 0 (a NaN budget passes every comparison)
+Budget = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class _SampledSection(Section):
     """Keys every command that draws samples and compares them shares (export-diff, golden record)."""
 
@@ -76,7 +80,7 @@ class _SampledSection(Section):
     seed: Optional[int] = None
     rtol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
     atol: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
-    tolerances: dict[str, tuple[float, float]] = Field(default_factory=dict)  # pattern -> [rtol, atol]
+    tolerances: dict[str, tuple[Budget, Budget]] = Field(default_factory=dict)  # pattern -> [rtol, atol]
     exporter: Optional[Literal["dynamo", "torchscript"]] = None
     opset: Optional[int] = Field(default=None, ge=7)
 
@@ -138,6 +142,7 @@ SECTION_MODELS: dict[str, str] = {
     "drift": "gapcheck.data.config:DriftSection",
     "precision": "gapcheck.precision.config:PrecisionSection",
     "text": "gapcheck.text.config:TextSection",
+    "remote": "gapcheck.groups.remote:RemoteSection",
 }
 _REGISTERED: dict[str, type[BaseModel]] = {}
 
@@ -254,9 +259,36 @@ def load_config(path: str | Path | None = None, start: Path | None = None,
     validated = {}
     for name in merged:
         model = section_model(name)
-        if model is not None:
-            validated[name] = _validate(model, name, merged[name], source, env_keys)
+        if model is None:
+            raise ConfigError(_unknown_section(name, source, env_keys))
+        validated[name] = _validate(model, name, merged[name], source, env_keys)
     return GapcheckConfig(source=source, sections=merged, validated=validated, from_environment=frozenset(env_keys))
+
+
+def known_sections() -> list[str]:
+    """Every section a config may hold: the lazily registered ones and those registered at import."""
+    return sorted({*SECTION_MODELS, *_REGISTERED})
+
+
+def _unknown_section(name: str, source: Path | None, env_keys: set[tuple[str, ...]]) -> str:
+    """``[export_dif]`` was read by nothing and the run passed: exit 2 naming the table (or the variables that made
+    it) and the close name."""
+    import difflib
+
+    origin = _came_from((name,), env_keys, str(source or "configuration"))
+    close = difflib.get_close_matches(name, known_sections(), n=1)
+    hint = f"did you mean [{close[0]}]?" if close else f"known sections: {', '.join(known_sections())}"
+    return f"{origin}: unknown section [{name}]; {hint}"
+
+
+def _came_from(path: tuple[str, ...], env_keys: set[tuple[str, ...]], origin: str) -> str:
+    """``environment GAPCHECK_...`` for a key (or a table) an environment variable set, else the file."""
+    variables = sorted(_variable(key) for key in env_keys if key[:len(path)] == path)
+    return f"environment {', '.join(variables)}" if variables else origin
+
+
+def _variable(key: tuple[str, ...]) -> str:
+    return f"{ENV_PREFIX}{'__'.join(part.upper() for part in key)}"
 
 
 def _read_table(source: Path) -> dict[str, Any]:
@@ -332,15 +364,14 @@ _SECRET_KEY = re.compile(r"header|token|secret|passw|webhook|url|auth|cookie|cre
 
 def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[str, ...]]) -> str:
     """One line per problem: where it came from, the dotted key, what was expected and what was given."""
-    unknown: dict[str, list[str]] = {}
+    unknown: dict[tuple[str, str], list[str]] = {}  # (where it came from, table) -> keys
     lines = []
     for error in exc.errors():
         loc = [str(part) for part in error["loc"] if not str(part).startswith("function-after")]
         key = ".".join([name, *loc])
-        came_from = f"environment {ENV_PREFIX}{'__'.join(p.upper() for p in [name, *loc])}" \
-            if tuple([name, *loc]) in env_keys else origin
+        came_from = _came_from((name, *loc), env_keys, origin)
         if error["type"] == "extra_forbidden":
-            unknown.setdefault(".".join([name, *loc[:-1]]), []).append(loc[-1])
+            unknown.setdefault((came_from, ".".join([name, *loc[:-1]])), []).append(loc[-1])
             continue
         message = str(error["msg"]).removeprefix("Value error, ")
         value = error.get("input")
@@ -351,6 +382,6 @@ def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[
         else:
             given = f" (got {value!r})" if "input" in error and not isinstance(value, dict) else ""
         lines.append(f"{came_from}: {key}: {message}{given}")
-    for table, keys in unknown.items():
-        lines.insert(0, f"{origin}: unknown key(s) in [{table}]: {', '.join(keys)}")
+    for (came_from, table), keys in unknown.items():
+        lines.insert(0, f"{came_from}: unknown key(s) in [{table}]: {', '.join(keys)}")
     return "\n".join(lines)

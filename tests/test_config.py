@@ -23,15 +23,12 @@ p_threshold = 0.05
 [tool.gapcheck.preprocess.stages.infer]
 callable = "stages.py:infer"
 augmented = false
-[tool.gapcheck.other]
-anything = 1
 """)
     assert find_config(tmp_path) == tmp_path / "pyproject.toml"
     cfg = load_config(start=tmp_path)
     assert cfg.preprocess.n == 8 and cfg.preprocess.p_threshold == 0.05
     assert cfg.preprocess.samples == str(tmp_path / "imgs")
     assert cfg.preprocess.stages[0].target == f"{tmp_path / 'stages.py'}:infer"
-    assert cfg.sections["other"] == {"anything": 1}
 
 
 @pytest.mark.parametrize(
@@ -88,9 +85,12 @@ def test_registered_sections_validate_and_others_stay_raw(tmp_path):
     register_section("demo_h1a", Demo)
     register_section("demo_h1a", Demo)  # idempotent for the same model
     path = tmp_path / "gapcheck.toml"
-    path.write_text("[demo_h1a]\nlevel = 3\n[later]\nx = 1\n")
+    path.write_text("[demo_h1a]\nlevel = 3\n")
     cfg = load_config(path)
-    assert cfg.section("demo_h1a") == Demo(level=3) and cfg.section("later") is None and cfg.sections["later"] == {"x": 1}
+    assert cfg.section("demo_h1a") == Demo(level=3) and cfg.section("later") is None
+    path.write_text("[demo_h1a]\nlevel = 3\n[later]\nx = 1\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[later\]"):  # read by nothing: never silently ignored
+        load_config(path)
     with pytest.raises(RuntimeError, match="registered twice"):
         register_section("demo_h1a", type("Other", (Section,), {}))
     path.write_text("[demo_h1a]\nlevel = 'high'\n")
@@ -178,3 +178,88 @@ def test_preprocess_paths_from_the_file_are_relative_to_it_from_the_environment_
     env = {"GAPCHECK_PREPROCESS__SAMPLES": "imgs", "GAPCHECK_PREPROCESS__STAGES__A__CALLABLE": "other.py:fn"}
     resolved = load_config(path, environ=env).preprocess
     assert resolved.samples == "imgs" and resolved.stages[0].target == "other.py:fn"  # as a flag would be
+
+
+# --- unknown sections and keys (issue 18 review D4/D5) -----------------------------------------------------------------
+def _sections_read_by_the_code() -> set[str]:
+    """Every section name the code reads, found in the source (not listed by hand): ``declare(..., section="x")``,
+    a group's ``SECTION = "x"``, ``.section("x")``, ``register_section("x", ...)``, ``sections.get("x")``."""
+    import ast
+    from pathlib import Path
+
+    import gapcheck
+
+    names: set[str] = set()
+    for path in Path(gapcheck.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                names |= {k.value.value for k in node.keywords if k.arg == "section" and isinstance(k.value, ast.Constant)
+                          and isinstance(k.value.value, str)}
+                called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if called in ("section", "register_section", "get") and node.args and isinstance(
+                        node.args[0], ast.Constant) and isinstance(node.args[0].value, str) and (
+                        called != "get" or getattr(getattr(node.func, "value", None), "attr", "") == "sections"):
+                    names.add(node.args[0].value)
+            elif isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "SECTION" and isinstance(
+                    node.value, ast.Constant) and isinstance(node.value.value, str):
+                names.add(node.value.value)
+    return {name for name in names if name.isidentifier()}  # not terminalreporter.section("a heading")
+
+
+def test_every_section_the_code_reads_is_accepted_in_both_files(tmp_path):
+    from gapcheck.config import SECTION_MODELS, known_sections
+
+    read = _sections_read_by_the_code()
+    assert {"export_diff", "triton", "engine", "cache", "remote", "nightly", "leakage", "drift", "golden",
+            "precision", "preprocess", "lint"} <= read  # the scan finds them (it would pass vacuously otherwise)
+    assert read | set(SECTION_MODELS) <= set(known_sections())
+    for name in sorted(read | set(known_sections())):
+        (tmp_path / "gapcheck.toml").write_text(f"[{name}]\n")
+        assert name in load_config(tmp_path / "gapcheck.toml", environ={}).validated
+        (tmp_path / "pyproject.toml").write_text(f"[tool.gapcheck.{name}]\n")
+        assert name in load_config(tmp_path / "pyproject.toml", environ={}).validated
+
+
+@pytest.mark.parametrize("text, env, message", [
+    ("[export_dif]\nrtol = 1\n", {}, "unknown section [export_dif]; did you mean [export_diff]?"),
+    ("[tool.gapcheck.tritonn]\nurl = 'x'\n", {}, "unknown section [tritonn]; did you mean [triton]?"),
+    ("", {"GAPCHECK_EXPORT_DIF__RTOL": "1"},
+     "environment GAPCHECK_EXPORT_DIF__RTOL: unknown section [export_dif]; did you mean [export_diff]?"),
+    ("[zzzz]\n", {}, "unknown section [zzzz]; known sections: cache, "),
+])
+def test_an_unknown_section_is_refused_naming_it_and_the_close_name(tmp_path, text, env, message):
+    path = tmp_path / ("pyproject.toml" if "tool.gapcheck" in text else "gapcheck.toml")
+    path.write_text(text or "[export_diff]\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ=env)
+    assert message in str(info.value)
+
+
+def test_the_cli_exits_2_on_an_unknown_section(tmp_path, capsys):
+    from gapcheck.cli.app import main
+
+    ref = tmp_path / "r.csv"
+    ref.write_text("x\n1\n2\n")
+    (tmp_path / "g.toml").write_text("[export_dif]\nrtol = 1\n")
+    assert main(["drift", "--reference", str(ref), "--current", str(ref), "--config", str(tmp_path / "g.toml")]) == 2
+    assert "[export_dif]" in capsys.readouterr().err
+
+
+def test_an_unknown_key_from_the_environment_names_the_variable(tmp_path):
+    path = tmp_path / "gapcheck.toml"
+    path.write_text("[triton]\nbad_file_key = 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={"GAPCHECK_TRITON__URLL": "x", "GAPCHECK_TRITON__SSL__DEEP": "1"})
+    text = str(info.value)
+    assert "environment GAPCHECK_TRITON__URLL: unknown key(s) in [triton]: urll" in text
+    assert "environment GAPCHECK_TRITON__SSL__DEEP:" in text  # a table where a value goes, from the environment
+    assert f"{path}: unknown key(s) in [triton]: bad_file_key" in text
+
+
+@pytest.mark.parametrize("pair", ["[nan, 1e-4]", "[1e-3, inf]", "[-1, 0]"])
+def test_a_bad_tolerance_pair_names_the_config_key(tmp_path, pair):
+    path = tmp_path / "gapcheck.toml"
+    path.write_text(f"[golden]\ntolerances = {{'out.*' = {pair}}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert "golden.tolerances.out.*" in str(info.value) and "--tolerance" not in str(info.value)
