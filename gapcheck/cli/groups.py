@@ -18,12 +18,14 @@ Both sections already include ``GAPCHECK_<SECTION>__<KEY>`` from the environment
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import os
+import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar, Union, get_args, get_origin
@@ -258,6 +260,7 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
         from_config: dict[str, Any] = {}
         given: set[str] = set()
         flags: set[str] = set()
+        spelled: dict[str, str] = {}  # flag -> the older spelling the user typed (nightly's --header)
         for opt in u.options():
             name = param_name(u.group, opt)
             value, is_given = values[name], _given(ctx, name)
@@ -265,6 +268,7 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
                 alias = f"{name}__alias{i}"
                 if not is_given and _given(ctx, alias):
                     value, is_given = values[alias], True
+                    spelled[opt.flag] = opt.aliases[i]
             if opt.field in _INVERTED:
                 value = not value
             from_config[opt.field] = _from_config(opt, ((section, command_section), (u.group.SECTION, own_section)),
@@ -278,15 +282,37 @@ def resolve(ctx: typer.Context, uses: tuple[Use, ...], values: Mapping[str, Any]
                 fields_[opt.field] = from_config[opt.field]
             else:
                 fields_[opt.field] = u.default(opt)
-        from_cli = getattr(u.group, "from_cli", None)
-        if from_cli is not None:  # a hook that takes ``flags`` is told which fields the command line set
-            layered = "flags" in inspect.signature(from_cli).parameters
-            fields_ = from_cli(fields_, from_config, flags=frozenset(flags)) if layered else from_cli(fields_, from_config)
-        built[u.group] = u.group(**fields_)
+        with _as_typed(spelled):
+            built[u.group] = _build(u.group, fields_, from_config, frozenset(flags))
         given_fields[u.group], flag_fields[u.group] = frozenset(given), frozenset(flags)
     _hand_inputs(uses, built, own or {})
     _check_outputs(uses, built, own or {})
     return Groups(values=built, config=loaded, given=given_fields, flags=flag_fields)
+
+
+def _build(group: type[Group], fields_: dict[str, Any], from_config: dict[str, Any], flags: frozenset[str]) -> Group:
+    """The group from its resolved fields, through its ``from_cli`` hook when it has one (a hook that takes ``flags``
+    is told which fields the command line set); building it validates it."""
+    from_cli = getattr(group, "from_cli", None)
+    if from_cli is not None:
+        layered = "flags" in inspect.signature(from_cli).parameters
+        fields_ = from_cli(fields_, from_config, flags=flags) if layered else from_cli(fields_, from_config)
+    return group(**fields_)
+
+
+@contextlib.contextmanager
+def _as_typed(spelled: Mapping[str, str]) -> Iterator[None]:
+    """A group's error names its flag (``--triton-header``); the user typed an older spelling (``--header``): say
+    that one."""
+    try:
+        yield
+    except UsageError as exc:
+        message = exc.message
+        for flag, alias in spelled.items():
+            message = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", alias, message)
+        if message == exc.message:
+            raise
+        raise UsageError(message, hint=exc.hint, parameter=exc.parameter) from exc
 
 
 _NOT_PATHS = frozenset({"headers"})  # secrets, never a path: never read, never named in a message

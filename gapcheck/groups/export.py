@@ -43,7 +43,7 @@ class ExportSpec(Group):
     def check(self) -> None:
         exporter = getattr(self.exporter, "value", self.exporter)
         if exporter not in EXPORTERS:
-            raise UsageError(f"--exporter must be one of {', '.join(EXPORTERS)}, not {exporter!r}", parameter="exporter")
+            raise UsageError(f"--exporter must be one of {', '.join(EXPORTERS)}, not {exporter!r}")
         if exporter != self.exporter:
             object.__setattr__(self, "exporter", exporter)  # an Exporter enum member becomes its value
         check_output_file(self.save_onnx, "--save-onnx")

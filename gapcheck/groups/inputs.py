@@ -42,7 +42,7 @@ class InputSource(Group):
         if self.text_samples is not None or self.tokenizer is not None:
             self._check_text()
         if self.seed is not None and not 0 <= self.seed < 2**32:
-            raise UsageError(f"--seed must be in 0..2**32-1, got {self.seed}", parameter="seed")
+            raise UsageError(f"--seed must be in 0..2**32-1, got {self.seed}")  # names its flag: no "(see --seed)" line
 
     def parsed(self) -> list[Any]:
         from gapcheck.inputs import parse_input_spec
