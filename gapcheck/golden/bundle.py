@@ -16,6 +16,7 @@ is the SHA256 of ``manifest.json``, which covers every file through their hashes
 """
 from __future__ import annotations
 
+import _thread
 import hashlib
 import json
 import math
@@ -430,8 +431,10 @@ class PendingBundle:
         self._callbacks: list[Callable[[], None]] = []
         self._callbacks_lock = threading.Lock()
         self._finished = False
-        worker = threading.Thread(target=self._work, args=(opened,), name="golden-sha256", daemon=True)
-        worker.start()
+        # Started without waiting for it to run (threading.Thread.start blocks until the new thread has been
+        # scheduled: milliseconds on a busy machine, on the caller's path). Like a daemon thread, nothing joins it:
+        # every waiter waits on its events, which _work always sets, and its errors are kept for them.
+        _thread.start_new_thread(self._work, (opened,))
 
     def _work(self, opened: dict[str, tuple[int, int]]) -> None:
         # The inputs last: the sends need them parsed; everything else is small.
