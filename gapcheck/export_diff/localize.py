@@ -285,8 +285,9 @@ def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
         if result.cause == "local" else []
     if result.cause == "local" and not found:  # a Conv that applies its BatchNorm and activation (FusedConv)
         fused = _fused_conv(run, mapping.value, layer.module, None, named_conv=True)
-        if fused is not None:
-            return fused_conv_divergence(layer, result, run, fused, None)
+        named = fused_conv_divergence(layer, result, run, fused, None) if fused is not None else None
+        if named is not None and named.differences:
+            return named
     if result.cause == "local" and not found and mapping.owner == layer.module:
         owner = _owner_inside(run, mapping.value, torch_values, layer.module)
         if owner is not None:
@@ -414,8 +415,9 @@ def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
             return _owned(owner, run, layer)
     if result.cause == "local" and group is None:
         fused = _fused_conv(run, mapping.value, layer.module, layout)
-        if fused is not None:
-            return fused_conv_divergence(layer, result, run, fused, layout)
+        named = fused_conv_divergence(layer, result, run, fused, layout) if fused is not None else None
+        if named is not None and named.differences:  # else the owner search below decides
+            return named
     found = differences(index, own, run.torch_backend.module, layer.module,
                         group.members if group is not None else ()) if result.cause == "local" else []
     if result.cause == "local" and not found and group is None:
@@ -498,6 +500,8 @@ def _conv_nodes(index: GraphIndex, value: str) -> list[int]:
         inputs = [n for n in node.input if n and n not in index.initializers
                   and (index.producer.get(n) is None or nodes[index.producer[n]].op_type != "Constant")]
         if node.op_type == "Mul" and len(inputs) == 2 and inputs[0] != inputs[1] and value != name:
+            return []
+        if node.op_type == "Add" and len(inputs) != 1:  # a residual sum, not a bias: the error may come either way
             return []
         name = inputs[0] if inputs else ""
     return []
