@@ -68,6 +68,11 @@ def main() -> None:
     print(f"HTML, every row    : {html_every:9.2f} s  {html_every_chars / 1e6:8.1f} MB")
     print(f"HTML, default      : {html_bounded:9.3f} s  {html_chars / 1e6:8.3f} MB  -> {html_every / html_bounded:,.0f}x "
           f"faster, {html_every_chars / html_chars:,.0f}x smaller")
+    from gapcheck.report.formats import ReportFormat, render
+
+    for fmt in (ReportFormat.JSON, ReportFormat.JUNIT, ReportFormat.SARIF):  # these keep every row and finding
+        seconds, chars = timed(lambda fmt=fmt: render(fmt, result))
+        print(f"{fmt.value + ', every finding':19}: {seconds:9.2f} s  {chars / 1e6:8.1f} MB")
 
 
 if __name__ == "__main__":

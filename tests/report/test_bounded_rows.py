@@ -118,3 +118,10 @@ def test_huge_outside_values_are_clipped_in_the_html_page():
     finding = Finding("exact_duplicate", Severity.GAP, "m" * 1_000_000, evidence={"detail": "e" * 1_000_000})
     page = html_format.render(Big(command="leakage", findings=(finding,), headline="h", table=Table("t", ("c",), rows)))
     assert len(page) < 50 * 11_000 + 50_000 and page.count("more characters)") == 52
+
+
+def test_a_huge_sarif_report_is_compact_and_holds_every_result():
+    many, few = big(12_000, ()), big(3, ())
+    text = render(ReportFormat.SARIF, many)
+    assert "\n  " not in text and len(json.loads(text)["runs"][0]["results"]) == 12_000
+    assert "\n  " in render(ReportFormat.SARIF, few)  # a small one stays readable

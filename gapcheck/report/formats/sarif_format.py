@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {Severity.GAP: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 INFORMATION_URI = "https://github.com/gapcheck/gapcheck"
+_INDENT_MAX = 10_000
 
 
 def _uri(path: str) -> tuple[str, str | None]:
@@ -56,11 +57,13 @@ def _rule(code: str) -> dict[str, Any]:
     }
 
 
-def _location(finding: Finding) -> dict[str, Any] | None:
+def _location(finding: Finding, uris: dict[str, tuple[str, str | None]]) -> dict[str, Any] | None:
     subject = finding.subject
     if not subject.path:
         return None
-    uri, base = _uri(subject.path)
+    if subject.path not in uris:  # one report's findings name the same few files over and over (lint)
+        uris[subject.path] = _uri(subject.path)
+    uri, base = uris[subject.path]
     artifact: dict[str, Any] = {"uri": uri}
     if base:
         artifact["uriBaseId"] = base
@@ -73,7 +76,7 @@ def _location(finding: Finding) -> dict[str, Any] | None:
     return {"physicalLocation": physical}
 
 
-def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
+def _result(finding: Finding, index: dict[str, int], uris: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "ruleIndex": index[finding.code],
@@ -81,7 +84,7 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
         "message": {"text": finding.message},
         "partialFingerprints": {"gapcheck/v1": finding.fingerprint},
     }
-    location = _location(finding)
+    location = _location(finding, uris)
     if location is not None:
         result["locations"] = [location]
     if finding.evidence:
@@ -104,6 +107,7 @@ def _notifications(result: CommandResult) -> list[dict[str, Any]]:
 def render(result: CommandResult) -> str:
     codes = sorted({f.code for f in result.findings})
     index = {code: i for i, code in enumerate(codes)}
+    uris: dict[str, tuple[str, str | None]] = {}
     notifications = _notifications(result)
     invocation: dict[str, Any] = {"executionSuccessful": not notifications}
     if notifications:
@@ -114,7 +118,10 @@ def render(result: CommandResult) -> str:
         "automationDetails": {"id": f"gapcheck/{result.command}/"},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(os.getcwd()).resolve().as_uri() + "/"}},
         "invocations": [invocation],
-        "results": [_result(f, index) for f in result.findings],
+        "results": [_result(f, index, uris) for f in result.findings],
         "columnKind": "unicodeCodePoints",
     }
-    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"
+    # indented for a person reading a small report; compact past _INDENT_MAX results (json's C encoder runs only
+    # without indent: 100k results took 18 s indented)
+    indent = 2 if len(run["results"]) <= _INDENT_MAX else None
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=indent) + "\n"
