@@ -192,6 +192,35 @@ def test_a_history_closed_behind_is_readable_at_once_and_checkpointed_after(tmp_
         assert reader.run_ids() == ["r1", "r2"] and reader.integrity_ok()
 
 
+def test_the_interpreter_waits_at_exit_for_a_history_closed_behind(tmp_path: Path) -> None:
+    """The closing thread is started without waiting for it (no join by the interpreter): an atexit hook waits for
+    the close, so a process that ends right after its night still leaves the history checkpointed."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "h.sqlite"
+    script = (
+        "import sys, time\n"
+        "from gapcheck.nightly.history import History, closed_behind\n"
+        "from gapcheck.nightly import history as module\n"
+        "real = History._close_quietly\n"
+        "def slow(self, closed):\n"
+        "    time.sleep(0.3)  # a close that is still running when the main thread ends\n"
+        "    real(self, closed)\n"
+        "History._close_quietly = slow\n"
+        f"with closed_behind(History({str(path)!r})) as h:\n"
+        "    h.start_run('r1', '2026-01-01', 'g', 'g' * 64, '0')\n"
+        "print('pending', sum(not e.is_set() for e in module._CLOSING))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "pending 1" in done.stdout  # the main thread ended while the close still ran
+    assert not (tmp_path / "h.sqlite-wal").exists()  # ...and the process waited for it: checkpointed, removed
+    with History(path, readonly=True) as reader:
+        assert reader.run_ids() == ["r1"] and reader.integrity_ok()
+
+
 def test_a_failing_block_closes_its_history_at_once(tmp_path: Path) -> None:
     from gapcheck.nightly.history import closed_behind
 
