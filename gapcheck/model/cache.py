@@ -174,21 +174,21 @@ def _open_entry_file(path: Path, owners: set[int] | None) -> io.BufferedReader:
     """``path`` opened for reading, never through a symbolic link, and only when it is a regular file of a trusted
     owner (checked on the open file, so it cannot be swapped between the check and the read)."""
     if not hasattr(os, "O_NOFOLLOW") and path.is_symlink():  # Windows: no O_NOFOLLOW, so look first
-        raise _Untrusted(f"{path.name} is a symbolic link")
+        raise _Untrusted(f"its {path.suffix} is a symbolic link")
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and path.is_symlink()):
-            raise _Untrusted(f"{path.name} is a symbolic link") from None
+            raise _Untrusted(f"its {path.suffix} is a symbolic link") from None
         raise
     handle = os.fdopen(descriptor, "rb")
     info = os.fstat(handle.fileno())
     if not stat.S_ISREG(info.st_mode):
         handle.close()
-        raise _Untrusted(f"{path.name} is not a regular file")
+        raise _Untrusted(f"its {path.suffix} is not a regular file")
     if owners is not None and info.st_uid not in owners:
         handle.close()
-        raise _Untrusted(f"{path.name} belongs to another user (uid {info.st_uid}) in a folder others can write to")
+        raise _Untrusted(f"its {path.suffix} belongs to another user (uid {info.st_uid}) in a folder others can write to")
     return handle
 
 
@@ -200,15 +200,15 @@ def _read_meta(path: Path, key: str, owners: set[int] | None) -> dict:
     except (ValueError, RecursionError):
         meta = None
     if not isinstance(meta, dict) or meta.get("key", key) != key or not isinstance(meta.get("exporter"), str):
-        raise _Untrusted(f"{path.name} is not gapcheck's description of this entry")
+        raise _Untrusted(f"its {path.suffix} is not gapcheck's description of this entry")
     digest, size = meta.get("onnx_sha256"), meta.get("onnx_bytes")
     if digest is None and size is None:
         raise _Untrusted("written by an earlier gapcheck, without a digest", quiet=True)
     if meta.get("key") != key:  # every description with a digest names its key
-        raise _Untrusted(f"{path.name} is not gapcheck's description of this entry")
+        raise _Untrusted(f"its {path.suffix} is not gapcheck's description of this entry")
     if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) and type(size) is int
             and 0 < size <= _MAX_CACHED_BYTES):
-        raise _Untrusted(f"{path.name} holds no valid digest")
+        raise _Untrusted(f"its {path.suffix} holds no valid digest")
     return meta
 
 
@@ -217,16 +217,16 @@ def _read_model(path: Path, size: int, owners: set[int] | None) -> bytearray:
     with _open_entry_file(path, owners) as handle:
         actual = os.fstat(handle.fileno()).st_size
         if actual != size:
-            raise _Untrusted(f"{path.name} holds {actual:,} bytes, {size:,} were written", changing=True)
+            raise _Untrusted(f"its {path.suffix} holds {actual:,} bytes, {size:,} were written", changing=True)
         data = bytearray(size)
         view, done = memoryview(data), 0
         while done < size:
             count = handle.readinto(view[done:done + _READ_CHUNK])
             if not count:
-                raise _Untrusted(f"{path.name} was cut short while read")
+                raise _Untrusted(f"its {path.suffix} was cut short while read")
             done += count
         if handle.read(1):
-            raise _Untrusted(f"{path.name} grew while read")
+            raise _Untrusted(f"its {path.suffix} grew while read")
     return data
 
 
@@ -243,10 +243,10 @@ def _parse_verified(data: bytearray, digest: str, name: str) -> onnx.ModelProto:
         except Exception:  # noqa: BLE001 - bytes that do not parse: say whether they are the ones written
             model = None
         if hashed.result() != digest:
-            raise _Untrusted(f"{name} does not match the SHA256 stored with it (changed since it was written)",
+            raise _Untrusted(f"its {name} does not match the SHA256 stored with it (changed since it was written)",
                              changing=True)
     if model is None:
-        raise _Untrusted(f"{name} matches its SHA256 but does not parse as ONNX with this onnx version")
+        raise _Untrusted(f"its {name} matches its SHA256 but does not parse as ONNX with this onnx version")
     return model
 
 
@@ -269,10 +269,11 @@ def load_cached(cache_dir: Path, key: str) -> ExportResult | None:
     except FileNotFoundError:
         return None
     except _Untrusted as exc:
-        (log.info if exc.quiet else log.warning)("export cache entry %s... not used (%s); exporting again", key[:12], exc)
+        (log.info if exc.quiet else log.warning)("export cache entry %s... in %s not used (%s); exporting again", key[:12],
+                                                 cache_dir, exc)
         return None
     except Exception as exc:  # noqa: BLE001 - anything else unreadable is a miss, not an error
-        log.warning("export cache entry %s... not used (unreadable: %s); exporting again", key[:12],
+        log.warning("export cache entry %s... in %s not used (unreadable: %s); exporting again", key[:12], cache_dir,
                     type(exc).__name__)
         return None
     with contextlib.suppress(OSError):  # removed meanwhile, or a read-only cache: still a hit
@@ -284,7 +285,7 @@ def _read_entry(meta_path: Path, model_path: Path, key: str, owners: set[int] | 
     from gapcheck.model.export import ExportResult
 
     meta = _read_meta(meta_path, key, owners)
-    model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"], model_path.name)
+    model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"], model_path.suffix)
     return ExportResult(model, meta["exporter"], _optional_text(meta.get("fallback_reason")), 0.0,
                         tuple(str(w) for w in _list(meta.get("warnings"))), meta.get("batch_baked") is True,
                         cached=True)
