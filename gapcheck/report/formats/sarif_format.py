@@ -123,5 +123,5 @@ def render(result: CommandResult) -> str:
     }
     # indented for a person reading a small report; compact past _INDENT_MAX results (json's C encoder runs only
     # without indent: 100k results took 18 s indented)
-    indent = 2 if len(run["results"]) <= _INDENT_MAX else None
+    indent = 2 if len(result.findings) <= _INDENT_MAX else None
     return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=indent) + "\n"
