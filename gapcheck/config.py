@@ -3,10 +3,12 @@
 Lookup: an explicit path, else ``gapcheck.toml`` then ``pyproject.toml`` (only if it has
 ``[tool.gapcheck]``) in the current directory and its parents.
 
-Each command owns one section (``[export_diff]``, ``[preprocess]``, ``[triton]``, ``[nightly]``,
-``[data]``, ``[lint]``, ``[engine]``...) and registers a pydantic model for it, either eagerly with
-:func:`register_section` or lazily with one line in :data:`SECTION_MODELS` (``"module:Class"``, so
-loading a config never imports a heavy module). Values merge **file < environment < flags**:
+Each command owns one section (``[export_diff]``, ``[preprocess]``, ``[nightly]``, ``[leakage]``, ``[lint]``...),
+each group its own (``[triton]``, ``[engine]``, ``[cache]``, ``[remote]``), and registers a pydantic model for it,
+either eagerly with :func:`register_section` or lazily with one line in :data:`SECTION_MODELS` (``"module:Class"``,
+so loading a config never imports a heavy module). A section no model is registered for is a ConfigError naming it
+and the close name (:func:`known_sections`). A relative path a file gives is relative to the file
+(:meth:`GapcheckConfig.path`). Values merge **file < environment < flags**:
 ``GAPCHECK_<SECTION>__<KEY>=value`` overrides the file (nested keys joined by ``__``; values read as
 TOML, so ``GAPCHECK_PREPROCESS__N=16`` is an int and ``...__SAMPLES=data/x`` a string), and the CLI
 applies its flags last (:func:`gapcheck.cli.groups.resolve`). Every problem is a :class:`~gapcheck.errors.ConfigError`
