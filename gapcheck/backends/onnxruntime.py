@@ -58,16 +58,36 @@ _CXX_PREFIX = re.compile(r"^/\S+:\d+ .*?\)(?: const)? (?=\S)")
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 
 
-def _rejects_model(exc: BaseException) -> bool:
+def _rejects_model(exc: BaseException, model: onnx.ModelProto | None = None) -> bool:
     """Whether ORT's error at session creation is about the user's file (exit 2) rather than ORT or the machine
     (exit 3). From what ORT says: a message naming an environment trouble (memory, threads, libraries, providers,
     disk) is never the file's; the classes ORT keeps for bad models (:data:`_MODEL_REJECTED`) are; its generic
     ``Fail`` is the file's only when the message is about the model (node, attribute, graph, opset, initializer,
-    external data, shape or type inference); any other ``Fail``, and every other error, is a backend failure."""
-    name = type(exc).__name__
-    if not type(exc).__module__.startswith("onnxruntime") or _ENVIRONMENT.search(str(exc)):
+    external data, shape or type inference); any other ``Fail``, and every other error, is a backend failure.
+    The names ``model`` holds are taken out before the environment is looked for: a node ``/backbone/cuda_ops/T``
+    with a bad attribute is still the file's."""
+    name, message = type(exc).__name__, str(exc)
+    if not type(exc).__module__.startswith("onnxruntime") or _ENVIRONMENT.search(_without_names(message, model)):
         return False
-    return name in _MODEL_REJECTED or (name == "Fail" and _ABOUT_THE_MODEL.search(_ORT_PREFIX.sub("", str(exc))) is not None)
+    return name in _MODEL_REJECTED or (name == "Fail" and _ABOUT_THE_MODEL.search(_ORT_PREFIX.sub("", message)) is not None)
+
+
+def _without_names(message: str, model: onnx.ModelProto | None) -> str:
+    """``message`` with every name ``model`` gives (nodes, op types, domains, values, external files) and every quoted
+    path (``External data path does not exist: "/home/u/cuda-work/w.bin"``) replaced."""
+    message = re.sub(r'"[^"]*"', '"<path>"', message)
+    if model is None:
+        return message
+    graph = model.graph
+    names = {graph.name, *(op.domain for op in model.opset_import)}
+    for node in graph.node:
+        names.update((node.name, node.op_type, node.domain, *node.input, *node.output))
+    for tensor in graph.initializer:
+        names.update((tensor.name, *(entry.value for entry in tensor.external_data)))
+    names.update(value.name for value in (*graph.input, *graph.output, *graph.value_info))
+    for known in sorted((n for n in names if len(n) >= 3), key=len, reverse=True):
+        message = message.replace(known, "<name>")
+    return message
 
 
 def _rejected(model: onnx.ModelProto, options: ort.SessionOptions, providers: Sequence[str]) -> bool:
@@ -75,7 +95,7 @@ def _rejected(model: onnx.ModelProto, options: ort.SessionOptions, providers: Se
     try:
         ort.InferenceSession(model.SerializeToString(), options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001
-        return _rejects_model(exc)
+        return _rejects_model(exc, model)
     return False
 
 
@@ -121,7 +141,7 @@ class OnnxRuntimeBackend:
         try:
             self._session = ort.InferenceSession(marked.SerializeToString(), options, providers=list(providers))
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            if _rejects_model(exc) and (marked is model or _rejected(model, options, providers)):
+            if _rejects_model(exc, marked) and (marked is model or _rejected(model, options, providers)):
                 # the model itself (not our marking of values) is one ORT refuses: an input error, exit 2
                 raise InputError(f"ONNX Runtime cannot load the model: {_first_line(exc)}") from None
             raise BackendError(f"ONNX Runtime could not load the model: {condense_error(exc)}") from exc

@@ -130,3 +130,27 @@ def test_running_out_of_memory_while_loading_is_a_backend_failure():
             assert outcome.startswith("BackendError 3 |"), outcome
             return
     pytest.fail(f"ORT never failed with Fail/bad_alloc here: {seen}")
+
+
+def _hostile_names(tmp_path):
+    """Models whose own names read like the machine's troubles: still the file's errors."""
+    perm = _model([oh.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 2, 9], name="/backbone/cuda_ops/bad_alloc")])
+    custom = oh.make_model(oh.make_graph([oh.make_node("bad_alloc", ["x"], ["y"], domain="cuda.so")], "g", [X], [Y]),
+                           opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("cuda.so", 1)])
+    folder = tmp_path / "cuda-pthread-work"  # the working directory ORT names in its external-data message
+    folder.mkdir()
+    model = _model([oh.make_node("Add", ["x", "out of memory b"], ["y"])],
+                   [numpy_helper.from_array(np.ones((1, 3, 4, 4), np.float32), "out of memory b")])
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, location="libcuda.so", size_threshold=0)
+    (folder / "libcuda.so").unlink()
+    return {"node_name": perm, "op_and_domain": custom, "external_file_and_folder":
+            onnx.load(str(folder / "m.onnx"), load_external_data=False)}, folder
+
+
+@pytest.mark.parametrize("case", ["node_name", "op_and_domain", "external_file_and_folder"])
+def test_names_in_the_model_that_read_like_the_machines_troubles_are_still_the_files(case, tmp_path, monkeypatch):
+    models, folder = _hostile_names(tmp_path)
+    monkeypatch.chdir(folder)
+    assert type(_ort_error(models[case])).__name__ == "Fail"
+    with pytest.raises(InputError):
+        OnnxRuntimeBackend(models[case])
