@@ -152,7 +152,7 @@ def _emit(result: LintResult, reports: ReportTargets, fmt: LintFormat, output: P
     if output is not None:
         from gapcheck.report.formats import write_atomic
 
-        write_atomic(output, render(result, fmt, reports.max_rows))
+        write_atomic(output, render(result, fmt, 0))  # a file holds every finding; --max-rows bounds the terminal
     if output is None and not reports.json_on_stdout:
         sys.stdout.write(render(result, fmt, reports.max_rows))
         sys.stdout.flush()

@@ -163,3 +163,14 @@ def test_html_report(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, _ = run(capsys, ".", "--html", "out/lint.html")
     page = (project / "out" / "lint.html").read_text()
     assert code == 1 and page.lstrip().lower().startswith("<!doctype html") and "GC" in page
+
+
+def test_max_rows_bounds_the_terminal_not_the_output_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "gc801_case.py", "--max-rows", "1")
+    assert code == 1
+    assert [line for line in out.splitlines() if " GC801 " in line] == [out.splitlines()[0]]
+    assert "... 1 more finding(s)" in out
+    written = project / "findings.txt"
+    code, out, _ = run(capsys, "gc801_case.py", "--max-rows", "1", "--output", str(written))
+    assert code == 1
+    assert sum(" GC801 " in line for line in written.read_text().splitlines()) == 2
