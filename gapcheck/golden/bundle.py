@@ -223,7 +223,12 @@ def _read_opened(folder: Path, name: str, fd: int, size: int) -> bytearray:
     view = memoryview(data)
     filled = 0
     try:
-        with open(fd, "rb", buffering=0, closefd=True) as raw:
+        raw = open(fd, "rb", buffering=0, closefd=True)  # noqa: SIM115 - closed by the with below
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        with raw:
             while filled <= size:
                 count = raw.readinto(view[filled:])
                 if not count:
