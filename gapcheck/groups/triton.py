@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
-from gapcheck.errors import UsageError
+from gapcheck.errors import UsageError, one_line
 from gapcheck.groups.base import Group, Opt, check_input_file, parse_headers
 
 # The same numbers as gapcheck.triton.url's (tested): kept as literals so --help imports nothing of triton/.
@@ -78,6 +78,7 @@ class TritonTarget(Group):
             object.__setattr__(self, "version", check_version(self.version))
         for name in ("ssl_root_cert", "ssl_private_key", "ssl_cert_chain"):
             check_input_file(getattr(self, name), "TLS file")
+        check_tls_files(self.ssl_root_cert, self.ssl_private_key, self.ssl_cert_chain)
         self.header_values()  # CR/LF and friends refused now, before any work
         self.outputs()
         if self.model is not None and ("/" in self.model or any(ord(c) < 32 or ord(c) == 127 for c in self.model)):
@@ -155,3 +156,43 @@ def _one(what: str, flag_value: str | None, url_value: str | None, flag: str) ->
     if flag_value is not None and url_value is not None and str(flag_value) != url_value:
         raise UsageError(f"the {what} in --triton-url ({url_value}) and {flag} ({flag_value}) differ")
     return flag_value if flag_value is not None else url_value
+
+
+#: a certificate, key or chain file is a few kB; anything this large is not one (read before it is parsed)
+_TLS_FILE_MAX_BYTES = 1 << 20
+
+
+def check_tls_files(root: Path | None, key: Path | None, chain: Path | None) -> None:
+    """The TLS files parse as what they claim to be, before any connection: gRPC's C core otherwise logs its own
+    error line to stderr and the failure surfaces as an endpoint failure (exit 3) after the work started. A private
+    key needs its certificate chain; an encrypted key is refused (a cron has no one to type its pass phrase, and
+    OpenSSL would prompt on the terminal)."""
+    import ssl  # stdlib, light
+
+    for path in (root, key, chain):
+        if path is not None and Path(path).stat().st_size > _TLS_FILE_MAX_BYTES:
+            raise UsageError(f"TLS file {path} is over 1 MiB: not a PEM certificate or key")
+    if key is not None and chain is None:
+        raise UsageError("--triton-ssl-private-key (ssl_private_key) needs --triton-ssl-cert-chain (ssl_cert_chain): "
+                         "the client certificate it belongs to")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if root is not None:
+        try:
+            context.load_verify_locations(cafile=str(root))
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            raise UsageError(f"TLS file {root} is not a PEM CA certificate ({_reason(exc)})") from None
+    if chain is not None:
+        try:
+            context.load_cert_chain(certfile=str(chain), keyfile=None if key is None else str(key),
+                                    password=_no_pass_phrase)
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            raise UsageError(f"TLS files {chain}{'' if key is None else ' + ' + str(key)} are not a PEM certificate "
+                             f"chain with its unencrypted private key ({_reason(exc)})") from None
+
+
+def _no_pass_phrase() -> bytes:
+    raise ValueError("the private key is encrypted: give an unencrypted key file")
+
+
+def _reason(exc: BaseException) -> str:
+    return one_line(exc, limit=160)

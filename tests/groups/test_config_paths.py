@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from gapcheck.cli.groups import Groups, declare
 from gapcheck.groups import ExportSpec, TritonTarget
 from gapcheck.groups.data import LeakageSpec
+from tests.triton.test_tls import make_certificates
 
 
 def _resolved(group: type, section: str | None, args: list[str], env: dict[str, str] | None = None) -> Any:
@@ -38,8 +39,10 @@ def _resolved(group: type, section: str | None, args: list[str], env: dict[str, 
 def cfgdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cfgdir"
     folder.mkdir()
-    for name in ("ca.pem", "key.pem", "chain.pem", "labels.csv"):
-        (folder / name).write_text("x\n")
+    (folder / "labels.csv").write_text("x\n")
+    real = make_certificates(folder)  # TLS files are parsed before any connection: real PEM files
+    for name, which in (("ca.pem", "ca"), ("key.pem", "key"), ("chain.pem", "cert")):
+        (folder / name).write_bytes(real[which].read_bytes())
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -68,7 +71,7 @@ def test_cache_dir_is_relative_to_the_config_file(cfgdir: Path) -> None:
 
 def test_the_environment_and_flags_are_relative_to_the_working_folder(cfgdir: Path) -> None:
     (cfgdir / "g.toml").write_text('[cache]\ndir = "cache"\n[triton]\nssl_root_cert = "ca.pem"\n')
-    (Path.cwd() / "mine.pem").write_text("x\n")
+    (Path.cwd() / "mine.pem").write_bytes((cfgdir / "ca.pem").read_bytes())
     config = ["--config", str(cfgdir / "g.toml")]
     spec = _resolved(ExportSpec, "export_diff", config, env={"GAPCHECK_CACHE__DIR": "envcache"})
     assert spec.cache_dir == Path("envcache")
