@@ -87,9 +87,7 @@ KNOWN_UP = {
     ("gapcheck.groups.inputs", "gapcheck.text.feed"),  # InputSource's text samples are tokenized by text/
 }
 #: results that import their views (the rule: "results do not import their views"); only shrinks
-KNOWN_RESULT_VIEWS = {("gapcheck.export_diff.result", "gapcheck.export_diff.views"),
-                      ("gapcheck.preprocess.result", "gapcheck.preprocess.views"),
-                      ("gapcheck.text.result", "gapcheck.text.views")}
+KNOWN_RESULT_VIEWS: set[tuple[str, str]] = set()
 
 
 def _floor(module: str) -> int:

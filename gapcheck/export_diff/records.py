@@ -1,7 +1,7 @@
 """The values export-diff's result is made of: statuses, per-module and per-output records, the first divergence.
 
-At the bottom of the command: the result (:mod:`gapcheck.export_diff.result`) and its views
-(:mod:`gapcheck.export_diff.views`) both read these, and neither imports the other upward.
+At the bottom of the command: the result and its views (:mod:`gapcheck.export_diff.result`, which re-exports these
+for the rest of the command) read them, and this module imports neither.
 """
 from __future__ import annotations
 

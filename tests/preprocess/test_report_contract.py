@@ -5,7 +5,7 @@ import base64
 
 from gapcheck.codes import lookup
 from gapcheck.preprocess.audit import preprocess_audit
-from gapcheck.preprocess.views import MARK, differs
+from gapcheck.preprocess.result import MARK, differs
 from gapcheck.report.contract import Chart, CommandResult, Table
 from tests.preprocess.conftest import report_json, stage
 
