@@ -142,10 +142,14 @@ def _group_value(index: GraphIndex, group: FusedGroup) -> str | None:
     return None
 
 
-def _applies_activation(index: GraphIndex, value: str | None) -> bool:
-    """Whether ``value`` comes from a Conv that applies an activation itself (ONNX Runtime's FusedConv, NCHWc Conv)."""
+def _applies_more(index: GraphIndex, value: str | None) -> bool:
+    """Whether ``value`` comes from a Conv that applies more than conv -> batch_norm itself: an activation or a
+    residual sum (ONNX Runtime's FusedConv and NCHWc Conv: ``activation``, a fourth input added to the result)."""
     producer = index.producer.get(value) if value else None
-    return producer is not None and any(a.name == "activation" for a in index.model.graph.node[producer].attribute)
+    if producer is None:
+        return False
+    node = index.model.graph.node[producer]
+    return any(a.name == "activation" for a in node.attribute) or len([n for n in node.input if n]) > 3
 
 
 def _through_bias(index: GraphIndex, value: str) -> str:
@@ -337,7 +341,7 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
             floor = max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None
             searches[path] = _Search(target, policy.for_name(path, target.dtype, floor), _group_value(index, group))
     unnamed = [p for p in hooked if not mappings[p].mapped and p not in grouped and p not in groups]
-    alone = [s for s in suspects if s not in grouped or mappings[s].value in layout.blocked]
+    alone = [s for s in suspects if s not in groups and (s not in grouped or mappings[s].value in layout.blocked)]
     for path in [*alone, *unnamed]:
         captured = capture.modules.get(path)
         if captured is None or captured.output is None or not np.issubdtype(captured.output.dtype, np.floating):
@@ -383,12 +387,12 @@ def _settle_group(path: str, group: FusedGroup, search: _Search, index: GraphInd
                   layout: Layout) -> None:
     match = search.best()
     value, stats = match if match else (search.named, search.named_stats)
-    if match is None and value in layout.blocked:  # ONNX Runtime's NCHWc Conv also applies the activation
-        why = _FUSED_ACT if layout else ", whose block size could not be read"
+    if match is None and value in layout.blocked and (not layout or _applies_more(index, value)):
+        why = _FUSED_ACT if layout else ", whose block size could not be read"  # (or the residual sum)
         for member in group.members[:2]:
             out.not_comparable[member] = BLOCKED_NOTE.format(value=value, why=why)
         return
-    if match is None and _applies_activation(index, value):
+    if match is None and _applies_more(index, value):
         for member in group.members[:2]:
             out.not_comparable[member] = (
                 f"not comparable here: ONNX Runtime's FusedConv ({value!r}) applies the activation after it too, so "

@@ -23,7 +23,7 @@ from gapcheck.errors import BackendError
 from gapcheck.export_diff.blame import conv_by_weight, differences, fused_linear_differences
 from gapcheck.export_diff.calls import Call, call_values, capture_calls, every_call
 from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
-from gapcheck.export_diff.nchwc import Layout
+from gapcheck.export_diff.nchwc import Layout, blocked_values
 from gapcheck.export_diff.owner import Owner, find_owner, region, region_values
 from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
@@ -418,8 +418,8 @@ def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
         named = fused_conv_divergence(layer, result, run, fused, layout) if fused is not None else None
         if named is not None and named.differences:  # else the owner search below decides
             return named
-    found = differences(index, own, run.torch_backend.module, layer.module,
-                        group.members if group is not None else ()) if result.cause == "local" else []
+    found = differences(index, own, run.torch_backend.module, layer.module, group.members if group is not None
+                        else (), run.layout if blocked_values(index) else None) if result.cause == "local" else []
     if result.cause == "local" and not found and group is None:
         owner = _owner_inside(run, mapping.value, torch_values, layer.module)
         if owner is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from sample_models.corpus import FAMILIES, found_at, run
+from sample_models.corpus import FAMILIES, _cnn, found_at, run
 
 CLEAN = [pytest.param(f, tool, id=f"{f.name}-{tool}") for f in FAMILIES for tool in f.tools]
 # Every plant, op changes included: the LayerNorm epsilon of ConvNeXt, DeiT and GPT-2 and the GELU -> SiLU of
@@ -43,7 +43,8 @@ def test_planted_change_is_found_at_its_module(family, plant):
 # ONNX Runtime's own ORT_ENABLE_ALL file (SessionOptions.optimized_model_filepath, on a CPU): NCHWc Convs with their
 # BatchNorm, activation and residual sum folded in, blocked values (gapcheck/export_diff/nchwc.py), FusedConv for
 # grouped convs. The plants used to be found only at the first plain value after a ReorderOutput.
-ORT_ALL = [f for f in FAMILIES if f.plant_tool == "onnxslim" and "padding" in {p.kind for p in f.plants}]
+ORT_ALL = [f for f in FAMILIES if f.plant_tool == "onnxslim" and "padding" in {p.kind for p in f.plants}] + [
+    _cnn("ghostnet_100", "blocks.1.0.conv_dw", "blocks.1.0.ghost1.primary_conv.2")]  # its conv_dw: BN, no activation
 
 
 def _ort_all_run(family, plant=None):
