@@ -21,17 +21,9 @@ from gapcheck.alarm import interval_alarm
 from gapcheck.data.hashing import decode_image, image_from_array
 from gapcheck.data.remote import is_remote, open_file, read_all, shown
 from gapcheck.errors import InputError, UsageError
+from gapcheck.reading import CSV_CHUNK_ROWS, MAX_CSV_LINE, LineGuard, error_text
 
 MAX_FILE_BYTES = 512 * 1024 * 1024  # an "image" larger than this is refused before it is read
-
-
-_ADDRESS = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
-
-
-def error_text(exc: BaseException) -> str:
-    """``Type: message`` without object addresses (``<_io.BytesIO object at 0x7f..>``), so reports are reproducible."""
-    text = _ADDRESS.sub(r"<\1>", str(exc))
-    return f"{type(exc).__name__}: {text[:200]}"
 
 
 @dataclass
@@ -192,9 +184,6 @@ class Frame:
     bad: list[tuple[str, str]]
 
 
-CSV_CHUNK_ROWS = 100_000  # a CSV file is one shard, read in chunks so a worker never holds all of it
-
-
 def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
     """A table shard as one or more frames (CSV files in chunks of :data:`CSV_CHUNK_ROWS` rows)."""
     if payload["kind"] == "dataset":
@@ -247,7 +236,7 @@ def _csv_chunks(handle: Any) -> Iterator[tuple[Any, list[tuple[str, str]]]]:
     # index_col=False: a first data row with more fields than the header would otherwise become pandas' implicit
     # index (its leading fields read as row labels, the row counted good); pandas truncates it instead and warns,
     # and that row is dropped here and counted like any other row with the wrong number of fields.
-    reader = pd.read_csv(LineGuard(handle), low_memory=False, chunksize=CSV_CHUNK_ROWS, on_bad_lines="warn",
+    reader = pd.read_csv(LineGuard(handle, MAX_CSV_LINE), low_memory=False, chunksize=CSV_CHUNK_ROWS, on_bad_lines="warn",
                          encoding_errors=_MARK_ERRORS, index_col=False)
     with reader:
         while True:
@@ -288,41 +277,6 @@ def _clean_rows(frame: Frame, file_name: str, malformed: list[tuple[str, str]]) 
         with contextlib.suppress(ValueError, TypeError):
             data[column] = pd.to_numeric(data[column])
     return Frame(data, [n for n, drop in zip(frame.names, mask.tolist(), strict=True) if not drop], bad)
-
-
-MAX_CSV_LINE = 16 * 1024 * 1024  # a "line" longer than this is refused before the parser buffers all of it
-
-
-class LineGuard:
-    """A binary file wrapper that refuses a run of more than :data:`MAX_CSV_LINE` bytes without a newline.
-
-    pandas' parser buffers a whole line (a 1 GB line is 1 GB of memory per worker, then more for the
-    cell); counting as it reads costs one vectorized newline scan per block (~1 ms per 256 KiB)."""
-
-    def __init__(self, handle: Any, limit: int | None = None) -> None:
-        self._handle, self._run, self._offset = handle, 0, 0
-        self._limit = MAX_CSV_LINE if limit is None else limit
-
-    def read(self, size: int = -1) -> bytes:
-        block = self._handle.read(size)
-        newlines = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
-        if len(newlines):
-            inner = int(np.diff(newlines).max()) - 1 if len(newlines) > 1 else 0
-            longest = max(self._run + int(newlines[0]), inner)
-            self._run = len(block) - int(newlines[-1]) - 1
-        else:
-            self._run += len(block)
-            longest = self._run
-        if max(longest, self._run) > self._limit:
-            raise ValueError(f"a line longer than {self._limit} bytes near byte {self._offset + len(block)}")
-        self._offset += len(block)
-        return block
-
-    def __iter__(self) -> Iterator[bytes]:  # pandas checks for a file-like object by read/__iter__
-        return iter(self.readline, b"")
-
-    def readline(self, size: int = -1) -> bytes:
-        return self.read(size if size and size > 0 else 65_536)
 
 
 def _csv_reason(exc: BaseException) -> str:

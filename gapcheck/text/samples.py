@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gapcheck.errors import InputError, UsageError
+from gapcheck.reading import CSV_CHUNK_ROWS, LineGuard, error_text
 from gapcheck.report.text import safe_line as _safe_line
 
 DEFAULT_MAX_CHARS = 1_000_000  # a longer string is bad input (a 10 MB "sentence" is a corrupt line, not text)
@@ -235,10 +236,8 @@ def _cell_text(sample_id: str, value: str, max_chars: int) -> TextSample:
 
 
 def _table(source: SampleSource, max_chars: int) -> Iterator[TextSample]:
-    """CSV/TSV in chunks through the data readers' line guard (a runaway line is refused before it is buffered)."""
+    """CSV/TSV in chunks through the shared line guard (a runaway line is refused before it is buffered)."""
     import pandas as pd
-
-    from gapcheck.data.readers import CSV_CHUNK_ROWS, LineGuard, error_text
 
     name, first = source.path.name, 0
     try:
