@@ -1,7 +1,6 @@
 """The rows of a preprocess audit's result: per stage, per stage pair, per sample (frozen values, no logic).
 
-They sit below both the result (:mod:`gapcheck.preprocess.result`) and its views
-(:mod:`gapcheck.preprocess.views`), so the result can hand itself to its views without a circle.
+They sit below the result and its views (:mod:`gapcheck.preprocess.result`), which read them.
 """
 from __future__ import annotations
 

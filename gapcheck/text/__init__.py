@@ -7,7 +7,7 @@ each differing sample with the characters it comes from, names the root cause (r
 
 Modules, top down: ``audit`` (the flow) → ``analysis`` (findings and report rows) → ``shard`` (one chunk through
 every stage) → ``diagnose`` (first divergence and root cause) → ``stages`` (hf: recipes and callables) and
-``samples`` (readers). ``result``/``views`` are the report contract; ``cli_bridge`` is what the CLI calls.
+``samples`` (readers). ``result`` (with its views) is the report contract; ``cli_bridge`` is what the CLI calls.
 Importing this package imports neither transformers nor tokenizers.
 """
 from __future__ import annotations
