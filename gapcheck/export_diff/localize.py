@@ -19,7 +19,7 @@ import onnx
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
-from gapcheck.errors import BackendError
+from gapcheck.errors import BackendError, InputError
 from gapcheck.export_diff.blame import conv_by_weight, differences, fused_linear_differences
 from gapcheck.export_diff.calls import Call, call_values, capture_calls, every_call
 from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
@@ -152,7 +152,7 @@ def _run_cut(model: onnx.ModelProto, index: GraphIndex, feeds: dict[str, np.ndar
     try:
         sub = extract_subgraph(model, index, feeds, value)
         return OnnxRuntimeBackend(sub, name="onnxruntime-subgraph").infer(feeds)[value]
-    except BackendError as exc:
+    except (BackendError, InputError) as exc:  # a cut ONNX Runtime refuses to load is not the user's input
         log.debug("cut subgraph failed: %s", exc)
         return str(exc)
 
@@ -341,7 +341,9 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
     (module outputs matched by name or by value, graph inputs), feed torch's, and compare with ``target``.
     ``torch_values`` are in the graph's layout; ``layout`` reads a blocked NCHWc result back as NCHW."""
     frontier, _ = _frontier(index, value, set(torch_values))
-    feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
+    types = _declared_types(model)  # an FP16 file's inner values are FP16: torch's FP32 values cast to it
+    feeds = {name: contiguous(_as_declared(torch_values[name], types.get(name)))
+             for name in frontier if name in torch_values}
     if len(feeds) != len(frontier):
         return Localization("unknown", None, None, None, None, "cannot tell which torch values feed it")
     result = _run_cut(model, index, feeds, value)
@@ -449,19 +451,35 @@ def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], mo
     """In a subgraph that diverges locally at ``module`` without a parameter or attribute to show for it, the
     module where the error starts when the subgraph is fed torch's values; None when that is ``module`` itself."""
     frontier, needed = _frontier(run.index, value, set(torch_values))
-    feeds = {name: contiguous(torch_values[name]) for name in frontier if name in torch_values}
+    types = _declared_types(run.test_model)  # an FP16 file's inner values are FP16: torch's FP32 values cast to it
+    feeds = {name: contiguous(_as_declared(torch_values[name], types.get(name)))
+             for name in frontier if name in torch_values}
     if len(feeds) != len(frontier):
         return None
     wanted = [n for n in region_values(run.index, needed) if n not in feeds]
     try:
         sub = extract_subgraph(run.test_model, run.index, feeds, value)
         values = OnnxRuntimeBackend(sub, extra_outputs=wanted, name="onnxruntime-subgraph").infer(feeds, wanted)
-    except BackendError as exc:
+    except (BackendError, InputError) as exc:  # a cut ONNX Runtime refuses: the divergence stays where it was seen
         log.debug("owner search subgraph failed: %s", exc)
         return None
     values.update(feeds)
     owner = find_owner(run.index, needed, values, _all_modules(run), run.policy, run.noise, set(feeds))
     return owner if owner is not None and owner.module != module else None
+
+
+def _declared_types(model: onnx.ModelProto) -> dict[str, int]:
+    """The element type the graph declares for each value it types (inputs, outputs, value_info)."""
+    graph = model.graph
+    return {info.name: info.type.tensor_type.elem_type for info in (*graph.input, *graph.output, *graph.value_info)
+            if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type}
+
+
+def _as_declared(value: np.ndarray, elem_type: int | None) -> np.ndarray:
+    """``value`` in the float type the graph declares for it (FP32 <-> FP16); anything else as it is."""
+    if elem_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT) and np.issubdtype(value.dtype, np.floating):
+        return value.astype(onnx.helper.tensor_dtype_to_np_dtype(elem_type), copy=False)
+    return value
 
 
 def _owned(owner: Owner, run: _Run, layer) -> FirstDivergence:

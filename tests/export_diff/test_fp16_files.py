@@ -198,3 +198,29 @@ def test_a_python_caller_asking_an_unknown_precision_is_refused():
     assert ExportDiffRequest(factory="unused:unused").precision is None  # not asked: the file's own
     with pytest.raises(UsageError, match="precision must be fp32, fp16 or bf16"):
         file_precision("FP16", None)
+
+
+def test_an_eps_planted_in_an_fp16_bert_is_found_at_its_layernorm_not_refused(tmp_path):
+    """The value search feeds torch's FP32 values into a cut of the FP16 graph: they are cast to the types the graph
+    declares (before: ONNX Runtime refused the cut, 'bound to different types', and the run ended exit 2)."""
+    from sample_models.zoo import bert_classifier
+
+    fp32 = tmp_path / "bert.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(bert_classifier().eval(), (torch.randint(0, 1000, (1, 16)),), str(fp32), dynamo=False,
+                          input_names=["input_ids"])
+        from onnxconverter_common import float16
+
+        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+    norm = [n for n in model.graph.node if n.op_type == "LayerNormalization"][2]
+    next(a for a in norm.attribute if a.name == "epsilon").f = 0.5
+    planted = tmp_path / "bert_eps.onnx"
+    onnx.save(model, str(planted))
+    report = tmp_path / "report.json"
+    code = main(["export-diff", "--model", "sample_models.zoo:bert_classifier", "--input",
+                 "input_ids:1x16:int64:0,1000", "--onnx", str(planted), "--num-samples", "2", "--json", str(report),
+                 "--no-progress"])
+    first = json.loads(report.read_text())["first_divergence"]
+    assert code == 1
+    assert (first["module"], first["cause"]) == ("bert.encoder.layer.0.output.LayerNorm", "local")
