@@ -34,6 +34,7 @@ from torch.nn.modules.conv import _ConvNd
 from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
 from gapcheck.backends.torch_eager import CaptureResult, TorchBackend, hookable
 from gapcheck.compare import ErrorStats, Tolerance, TolerancePolicy, compare_arrays
+from gapcheck.export_diff.calls import through_bias
 from gapcheck.export_diff.nchwc import Layout, blocked_values, crop
 from gapcheck.export_diff.owner import BIAS_INPUT, before_bias
 from gapcheck.export_diff.passes import LayerAccumulator
@@ -134,11 +135,11 @@ def _group_value(index: GraphIndex, group: FusedGroup) -> str | None:
     weight = f"{group.first}.weight"
     for i in sorted(index.consumers.get(weight, ())):
         if nodes[i].op_type in ("Conv", "Gemm", "MatMul", "ConvTranspose"):
-            return _through_bias(index, nodes[i].output[0])
+            return through_bias(index, nodes[i].output[0])
     for path in (group.first, group.norm):
         for i, scopes in enumerate(index.scopes):
             if scopes and scopes[-1] == path and nodes[i].op_type in ("Conv", "ConvTranspose"):
-                return _through_bias(index, nodes[i].output[0])
+                return through_bias(index, nodes[i].output[0])
     return None
 
 
@@ -150,16 +151,6 @@ def _applies_more(index: GraphIndex, value: str | None) -> bool:
         return False
     node = index.model.graph.node[producer]
     return any(a.name == "activation" for a in node.attribute) or len([n for n in node.input if n]) > 3
-
-
-def _through_bias(index: GraphIndex, value: str) -> str:
-    """A Conv/MatMul's value, carried through the Add of a separate bias initializer."""
-    nodes = index.model.graph.node
-    following = sorted(index.consumers.get(value, ()))
-    if len(following) == 1 and nodes[following[0]].op_type == "Add" and any(
-            n in index.initializers for n in nodes[following[0]].input if n != value):
-        return nodes[following[0]].output[0]
-    return value
 
 
 #: A named value within this fraction of the module's largest value, and closer than any other tensor, is the

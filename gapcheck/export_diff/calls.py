@@ -82,7 +82,7 @@ def call_values(index: GraphIndex, mapping: ModuleMapping, count: int) -> list[s
         # onnxslim writes one transposed copy of a shared weight per call: every initializer equal to it counts
         readers = sorted(i for name in _copies(index, weights[0]) for i in index.consumers.get(name, ())) \
             if weights else []
-        values = [_through_bias(index, nodes[i].output[0]) for i in readers
+        values = [through_bias(index, nodes[i].output[0]) for i in readers
                   if nodes[i].op_type in ("MatMul", "Gemm", "Conv", "ConvTranspose")]
         return values if len(values) == count else None
     members = module_members(index).get(path, [])
@@ -93,7 +93,8 @@ def call_values(index: GraphIndex, mapping: ModuleMapping, count: int) -> list[s
     return escaping if len(escaping) == count else None
 
 
-def _through_bias(index: GraphIndex, value: str) -> str:
+def through_bias(index: GraphIndex, value: str) -> str:
+    """A Conv/MatMul's value, carried through the Add of a separate bias initializer."""
     nodes = index.model.graph.node
     following = sorted(index.consumers.get(value, ()))
     if len(following) == 1 and nodes[following[0]].op_type == "Add" and any(

@@ -267,12 +267,9 @@ def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
                       run.policy.for_name(layer.module, captured.output.dtype, run.noise.get(layer.module)))
     if result.cause == "inherited" and result.culprit_value and result.culprit_value not in torch_values:
         # The diverging input is no compared module's value (a tool fused its module away): find who owns it
-        fused = _fused_weights(run, result.culprit_value, layer)
-        if fused is not None:
-            return fused
-        owner = _trace_owner(run, result.culprit_value)
-        if owner is not None:
-            return _owned(owner, run, layer)
+        owned = _culprit_owner(run, result.culprit_value, layer)
+        if owned is not None:
+            return owned
     module, source, note = layer.module, layer.source, result.note
     if mapping.owner != layer.module:
         # The exporter folded this BatchNorm into the Conv before it: one ONNX op holds both, and its weight is
@@ -409,12 +406,9 @@ def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
     tol = run.policy.for_name(layer.module, target.dtype, run.noise.get(layer.module))
     result = localize_by_values(run.test_model, index, mapping.value, target, torch_values, ort_values, tol, layout)
     if result.cause == "inherited" and result.culprit_value:
-        fused = _fused_weights(run, result.culprit_value, layer)
-        if fused is not None:
-            return fused
-        owner = _trace_owner(run, result.culprit_value)
-        if owner is not None:
-            return _owned(owner, run, layer)
+        owned = _culprit_owner(run, result.culprit_value, layer)
+        if owned is not None:
+            return owned
     if result.cause == "local" and group is None:
         fused = _fused_conv(run, mapping.value, layer.module, layout)
         named = fused_conv_divergence(layer, result, run, fused, layout) if fused is not None else None
@@ -434,6 +428,16 @@ def _all_modules(run: _Run) -> CaptureResult:
     """torch's input and output of every hookable module on the sample, every call of a module called several times
     (only on a run that already diverges)."""
     return every_call(run.torch_backend, run.feeds)
+
+
+def _culprit_owner(run: _Run, culprit: str, layer) -> FirstDivergence | None:
+    """The divergence at whoever owns ``culprit``, an input no compared module computes: a fused weight, else the
+    first ONNX value off from torch (:mod:`.owner`); None when neither is found."""
+    fused = _fused_weights(run, culprit, layer)
+    if fused is not None:
+        return fused
+    owner = _trace_owner(run, culprit)
+    return None if owner is None else _owned(owner, run, layer)
 
 
 def _trace_owner(run: _Run, culprit: str) -> Owner | None:
