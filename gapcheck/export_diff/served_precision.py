@@ -18,6 +18,7 @@ from gapcheck.codes.export_diff import FP16_DEPLOYMENT
 from gapcheck.findings import Finding, Subject
 
 _DTYPE_MISMATCH = "triton_dtype_mismatch"
+__all__ = ["FP16", "ServedPrecision", "declared_precision", "served_precision", "widened"]
 FP16 = "TYPE_FP16"
 _FLOAT = frozenset({"TYPE_FP32", FP16})
 
@@ -31,7 +32,7 @@ class ServedPrecision:
     fp16: bool = False  # the deployment computes in FP16 (its run compares with FP16 budgets unless others asked)
 
 
-def _widened(finding: Finding) -> bool:
+def widened(finding: Finding) -> bool:
     """An audit finding that says only: FP16 served where the graph has FP32."""
     evidence = finding.evidence or {}
     return finding.code == _DTYPE_MISMATCH and evidence.get("served") == FP16 and evidence.get("onnx") == "TYPE_FP32"
@@ -44,18 +45,24 @@ def served_precision(audit: Any, findings: list[Finding], *, own_export: bool, b
     against is gapcheck's FP32 export (not the deployment's file); ``budgets``: the precision the run will compare
     in if the deployment computes in FP16 (the message says which).
     """
-    served = audit.served
+    return declared_precision(audit.model, audit.served, {t.name: t.data_type for t in audit.onnx_inputs}, findings,
+                              own_export=own_export, budgets=budgets)
+
+
+def declared_precision(model: str, served: Any, graph_types: dict[str, str], findings: list[Finding], *,
+                       own_export: bool, budgets: str) -> ServedPrecision:
+    """:func:`served_precision` from what it reads: the served model's declarations (a
+    :class:`~gapcheck.triton.audit_result.ServedModel`, None when unknown) and the graph's input data types
+    (``TYPE_FP32``...). ``gapcheck nightly`` calls it with what its readiness step read, before any request."""
     if served is None:
         return ServedPrecision(findings)
-    graph_types = {t.name: t.data_type for t in audit.onnx_inputs}
     half_in = [t.name for t in served.inputs if t.data_type == FP16 and graph_types.get(t.name, FP16) in _FLOAT]
     half_out = [t.name for t in served.outputs if t.data_type == FP16]
     if not half_in and not half_out:
         return ServedPrecision(findings)
-    widened = [f for f in findings if _widened(f)]
-    if widened and not own_export:
+    if any(widened(f) for f in findings) and not own_export:
         return ServedPrecision(findings)  # the file and the config disagree: the audit's gaps stand
-    kept = [f for f in findings if not _widened(f)]
+    kept = [f for f in findings if not widened(f)]
     what = " and ".join(part for part in (
         f"input{'s' if len(half_in) > 1 else ''} {', '.join(half_in)}" if half_in else "",
         f"output{'s' if len(half_out) > 1 else ''} {', '.join(half_out)}" if half_out else "") if part)
@@ -63,8 +70,8 @@ def served_precision(audit: Any, findings: list[Finding], *, own_export: bool, b
     sent = f"; the FP32 samples are cast to FP16 as they are sent (as its clients do: {', '.join(half_in)})" \
         if half_in else ""
     kept.append(FP16_DEPLOYMENT.finding(
-        f"{audit.model} declares {what} FP16 {source}: the deployment computes in FP16{sent}; its outputs are "
-        f"compared with {budgets.upper()} budgets", where=audit.model, subject=Subject(endpoint=audit.model),
+        f"{model} declares {what} FP16 {source}: the deployment computes in FP16{sent}; its outputs are "
+        f"compared with {budgets.upper()} budgets", where=model, subject=Subject(endpoint=model),
         evidence={"fp16_inputs": half_in, "fp16_outputs": half_out, "budgets": budgets,
                   "graph": "gapcheck export" if own_export else "file"}))
     return ServedPrecision(kept, {name: "float16" for name in half_in}, True)

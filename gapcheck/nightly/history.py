@@ -4,8 +4,8 @@ Tables (schema version in ``PRAGMA user_version``; :data:`MIGRATIONS` brings any
 
 - ``runs``: one row per nightly run (inserted at start, ``finished_at`` set at the end; a crashed run
   keeps its row without ``finished_at`` and every endpoint result it committed).
-- ``endpoint_results``: one row per run and endpoint: status, verdict, served version, config hash,
-  golden bundle hash, error, timings. Written with its ``output_results`` in ONE transaction, so a
+- ``endpoint_results``: one row per run and endpoint: status, verdict, precision (fp16 for an FP16 deployment), served
+  version, config hash, golden bundle hash, error, timings. Written with its ``output_results`` in ONE transaction, so a
   crash leaves either the whole endpoint result or nothing.
 - ``output_results``: per output: verdict, error statistics, tolerance, CUSUM statistic, worst samples.
 - ``alerts``: every webhook delivery attempt (target host only, never the URL's path or a secret).
@@ -33,7 +33,7 @@ from gapcheck.errors import BackendError, ConfigError, GapcheckError, UsageError
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class HistoryWriteError(BackendError):
@@ -135,8 +135,14 @@ CREATE TABLE alerts (
 );
 """
 
+# v3: the precision each endpoint was compared in (fp16: the deployment declares FP16, its inputs were sent as FP16
+# and its outputs compared with FP16 budgets); rows of earlier nights were compared in FP32.
+_V3 = """
+ALTER TABLE endpoint_results ADD COLUMN precision TEXT NOT NULL DEFAULT 'fp32';
+"""
+
 #: Migration i brings a database from user_version i to i + 1.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,7 @@ class EndpointRecord:
     seconds: float
     timings: dict[str, float]
     outputs: tuple[OutputRecord, ...] = ()
+    precision: str = "fp32"  # fp16: an FP16 deployment, compared with FP16 budgets
 
 
 @dataclass(frozen=True)
@@ -335,12 +342,12 @@ class History(AbstractContextManager["History"]):
         with self.transaction():
             cursor = self.db.execute(
                 "INSERT INTO endpoint_results (run_id, endpoint, url, model, requested_version, served_version, "
-                "config_hash, golden_hash, status, verdict, headline, error, samples, started_at, seconds, timings) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "config_hash, golden_hash, status, verdict, headline, error, samples, started_at, seconds, timings, "
+                "precision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.run_id, record.endpoint, record.url, record.model, record.requested_version,
                  record.served_version, record.config_hash, record.golden_hash, record.status, record.verdict,
                  record.headline, record.error, record.samples, record.started_at, record.seconds,
-                 json.dumps(record.timings)))
+                 json.dumps(record.timings), record.precision))
             self.db.executemany(
                 "INSERT INTO output_results (endpoint_result_id, output, verdict, max_abs_error, max_rel_error, "
                 "mean_abs_error, mismatch_fraction, error_ratio, rtol, atol, worst_samples, cusum) "
@@ -412,7 +419,7 @@ class History(AbstractContextManager["History"]):
                 config_hash=row["config_hash"], golden_hash=str(row["golden_hash"]), status=str(row["status"]),
                 verdict=str(row["verdict"]), headline=str(row["headline"]), error=row["error"],
                 samples=int(row["samples"]), started_at=str(row["started_at"]), seconds=float(row["seconds"]),
-                timings=timings, outputs=outputs)
+                timings=timings, outputs=outputs, precision=str(row["precision"]))
         except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise _corrupt(self.path, exc) from None
 

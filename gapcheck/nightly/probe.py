@@ -15,6 +15,7 @@ are compared sample by sample with the bundle's tolerances and :func:`gapcheck.c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -34,6 +35,8 @@ from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.url import redact
 
 if TYPE_CHECKING:
+    from gapcheck.compare import Tolerance
+    from gapcheck.export_diff.served_precision import ServedPrecision
     from gapcheck.nightly.deadline import DeadlineConnection, DeadlineEndpoint
 
 logger = logging.getLogger(__name__)
@@ -101,6 +104,7 @@ class EndpointOutcome:
     requests: tuple[dict[str, Any], ...]  # per request: first sample, count, input SHA256 as sent
     samples: int
     seconds: dict[str, float] = field(default_factory=dict)
+    precision: str = "fp32"  # fp16: the deployment declares FP16 (inputs sent as FP16, FP16 budgets)
 
     @property
     def gap(self) -> bool:
@@ -180,11 +184,14 @@ class _Accumulator:
     ratio, passed), and :class:`SampleError` objects are made only for the worst samples.
     """
 
-    def __init__(self, name: str, rtol: float, atol: float) -> None:
+    def __init__(self, name: str, rtol: float, atol: float, tolerance: Tolerance | None = None,
+                 half: bool = False) -> None:
         from gapcheck.compare import Tolerance
 
         self.name, self.rtol, self.atol = name, rtol, atol
-        self.tolerance = Tolerance(rtol, atol)
+        # ``tolerance``: the bundle's policy at another precision (an FP16 deployment's budgets: atol scaled)
+        self.tolerance = tolerance or Tolerance(rtol, atol)
+        self.half = half  # the deployment declares FP16: float16 served for float32 is its precision, said once
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._pending_elements = 0
         self._columns: list[tuple[np.ndarray, ...]] = []
@@ -198,7 +205,8 @@ class _Accumulator:
             self.shape_mismatch = self.shape_mismatch or served.shape != golden.shape
             self.type_problem = self.type_problem or problem
             served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on it
-        elif served.dtype != golden.dtype and self.width_change is None:
+        elif served.dtype != golden.dtype and self.width_change is None and not (
+                self.half and served.dtype == np.float16):
             self.width_change = f"served {served.dtype}, golden {golden.dtype}"
         self._pending.append((first, served, golden))
         self._pending_elements += golden.size
@@ -316,8 +324,9 @@ class _Inference:
     deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
 
     def __init__(self, spec: EndpointSpec, endpoint: DeadlineEndpoint, outputs: list[str],
-                 spare: list[DeadlineConnection]) -> None:
+                 spare: list[DeadlineConnection], casts: dict[str, np.dtype] | None = None) -> None:
         self.spec, self.endpoint, self.outputs = spec, endpoint, outputs
+        self.casts = casts or {}  # input -> the dtype the deployment takes (FP16): float samples sent as that
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
@@ -341,7 +350,7 @@ class _Inference:
             self.endpoint.time_left()  # a queued batch whose turn comes too late is not sent at all
         except DeadlinePassed as exc:
             raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
-        sent = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        sent = {name: np.ascontiguousarray(as_sent(array, self.casts.get(name))) for name, array in feeds.items()}
         return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
 
     def close(self) -> None:
@@ -349,8 +358,52 @@ class _Inference:
             conn.close()
 
 
-def _served_facts(spec: EndpointSpec, conn: DeadlineConnection,
-                  findings: list[Finding]) -> tuple[str | None, str | None, int | None, list[str]]:
+@dataclass(frozen=True)
+class ServedFacts:
+    """What readiness read: the served version, config hash, max_batch_size and outputs, and the model's metadata and
+    config as the server gave them (the deployment audit and the FP16 casts take them: each is asked once a night)."""
+
+    version: str | None
+    config_hash: str | None
+    max_batch_size: int | None
+    outputs: list[str]
+    metadata: dict[str, Any]
+    config: dict[str, Any] | None  # None: the model config API is restricted
+
+
+def as_sent(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    """A float sample cast to the dtype the deployment declares (FP16), as its clients send it; anything else as is."""
+    if dtype is None or array.dtype == dtype or array.dtype.kind != "f":
+        return array
+    return array.astype(dtype)
+
+
+_TRITON_TYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "TYPE_FP64"}
+
+
+def served_precision(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts: ServedFacts) -> ServedPrecision:
+    """Whether the deployment computes in FP16: what export-diff decides
+    (:func:`gapcheck.export_diff.served_precision.declared_precision`), from what readiness read and the bundle's
+    input types, before any request. Its one ``fp16_deployment`` finding is about the endpoint; the casts say which
+    inputs are sent as FP16."""
+    from gapcheck.export_diff.served_precision import declared_precision
+    from gapcheck.triton.audit import served_model
+
+    served = served_model(spec.model, facts.metadata, facts.config, facts.version)
+    graph = {i.name: _TRITON_TYPES.get(i.dtype, f"TYPE_{i.dtype.upper()}") for i in bundle.input_infos}
+    found = declared_precision(spec.model, served, graph, [], own_export=True, budgets="fp16")
+    if not found.fp16:
+        return found
+    digests = ("requests' input_sha256 of " + ", ".join(found.input_dtypes) + ": SHA256 of the FP16 bytes sent; the "
+               "golden bundle's own fingerprints (manifest samples.fingerprints, golden_hash) are of its FP32 "
+               "samples") if found.input_dtypes else "inputs sent as recorded"
+    said = [Finding(f.code, f.severity, f.message.replace("gapcheck's FP32 export", "the golden bundle's FP32 export"),
+                    spec.name, {**f.evidence, "graph": "golden bundle export", "input_sha256": digests},
+                    Subject(endpoint=spec.name)) for f in found.findings]
+    return dataclasses.replace(found, findings=said)
+
+
+def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[Finding]) -> ServedFacts:
     """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
@@ -375,13 +428,18 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection,
         findings.append(AUDIT_LIMITED.finding(
             "the model config API is restricted: the config hash and max_batch_size are unknown (batches of 1)",
             subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
-        return served_version, None, None, outputs
-    return served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs
+        return ServedFacts(served_version, None, None, outputs, metadata, None)
+    return ServedFacts(served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs, metadata,
+                       config)
 
 
-def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle) -> list[Finding]:
+def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, facts: ServedFacts | None = None,
+           fp16: bool = False) -> list[Finding]:
+    """The deployment audit, given what readiness read (``facts``: not asked again). ``fp16``: the deployment declares
+    FP16 (said once by :func:`served_precision`): FP16 declared where the export has FP32 is not a gap."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
-    from gapcheck.triton.audit import audit_deployment
+    from gapcheck.export_diff.served_precision import widened
+    from gapcheck.triton.audit import ModelRead, audit_deployment
 
     try:
         # A pending bundle gives the export as soon as its own file matched its SHA256: the audit's requests go out
@@ -390,18 +448,19 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
     except InputError as exc:
         raise BadBundle(exc.message, hint=exc.hint) from None
     try:
-        result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version)
+        read = ModelRead(facts.metadata, facts.config) if facts is not None else None
+        result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version, read=read)
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
     # The audit's own codes keep their meaning; the subject says which endpoint they are about.
-    findings = list(result.findings)
+    findings = [f for f in result.findings if not (fp16 and widened(f))]
     if spec.output_map:  # the renamed outputs are paired as mapped, not reported as a name mismatch
         from gapcheck.export_diff.served_names import served_output_names
 
         # a mapped name this endpoint does not serve: the comparison reports the output as missing
         with contextlib.suppress(UsageError):
-            findings, _ = served_output_names(result, spec.output_map)
+            findings, _ = served_output_names(result, spec.output_map, fp16=fp16, findings=findings)
     return [Finding(f.code, f.severity, f.message, f.where, dict(f.evidence),
                     Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in findings]
 
@@ -436,6 +495,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     timings: dict[str, float] = {}
     findings: list[Finding] = []
     served: tuple[str | None, str | None, int | None] = (None, None, None)
+    precision = "fp32"
     spare: list[DeadlineConnection] = []  # readiness's connection, until the first inference worker takes it over
     try:
         # Readiness and inference connect through _connect: every attempt stops at the deadline. The audit's own
@@ -444,13 +504,16 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         # A bare host:port is probed once, here; resolve() keeps the class (dataclasses.replace), typed as its base.
         endpoint = cast(DeadlineEndpoint, bounded.resolve())
         spare.append(_connect(endpoint))
-        version, chash, max_batch, served_outputs = _served_facts(spec, spare[0], findings)
-        served = (version, chash, max_batch)
+        facts = _served_facts(spec, spare[0], findings)
+        served = (facts.version, facts.config_hash, facts.max_batch_size)
+        declared = served_precision(spec, bundle, facts)  # FP16 declared: inputs sent as FP16, FP16 budgets
+        findings.extend(declared.findings)
+        precision = "fp16" if declared.fp16 else "fp32"
         timings["readiness"] = time.monotonic() - start
         # A gRPC channel serves any thread; an HTTP client (gevent) stays with the thread that made it.
         handed = spare if spare[0].protocol == "grpc" else []
-        outputs, requests = _audited_inference(spec, endpoint, bundle, (max_batch or 1, max_in_flight), served_outputs,
-                                               findings, handed, timings, audit)
+        outputs, requests = _audited_inference(spec, endpoint, bundle, (facts.max_batch_size or 1, max_in_flight),
+                                               facts, declared, findings, handed, timings, audit)
     except BadBundle:
         raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
@@ -464,16 +527,18 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
                                                subject=Subject(endpoint=spec.name), evidence={"error": message})
         timings["total"] = time.monotonic() - start
         verified(bundle)  # nothing about this endpoint is reported on an unverified bundle
-        return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings)
+        return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings,
+                               precision)
     finally:
         for conn in spare:  # not taken over (a failure before the inference, or no output to ask for)
             conn.close()
     timings["total"] = time.monotonic() - start
-    return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings)
+    return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings,
+                           precision)
 
 
 def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: GoldenBundle | PendingBundle,
-                       sizes: tuple[int, int], served_outputs: list[str], findings: list[Finding],
+                       sizes: tuple[int, int], facts: ServedFacts, declared: ServedPrecision, findings: list[Finding],
                        spare: list[DeadlineConnection], timings: dict[str, float], audit: bool,
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     """The inference and comparison (``sizes``: batch, requests in flight), the deployment audit beside it: it reads
@@ -485,10 +550,11 @@ def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: G
 
     def start_audit() -> None:
         if audit and not audited:
-            audited.append(side.submit(_timed, _audit, spec, endpoint, bundle))
+            audited.append(side.submit(_timed, _audit, spec, endpoint, bundle, facts, declared.fp16))
     try:
         tick = time.monotonic()
-        result = _infer_and_compare(spec, endpoint, bundle, *sizes, served_outputs, findings, spare, start_audit)
+        result = _infer_and_compare(spec, endpoint, bundle, *sizes, facts.outputs, findings, spare, start_audit,
+                                    declared)
         timings["inference"] = time.monotonic() - tick
         start_audit()  # no output was asked for (none is served): the audit still runs
         if audited:
@@ -504,14 +570,19 @@ def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: G
 def _infer_and_compare(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, batch: int,
                        max_in_flight: int, served_outputs: list[str], findings: list[Finding],
                        spare: list[DeadlineConnection], on_sent: Callable[[], None],
+                       declared: ServedPrecision | None = None,
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
     findings.extend(_missing_outputs(spec, bundle, served_outputs))
     wanted = [o.name for o in bundle.output_infos if spec.served_name(o.name) in served_outputs]
     if not wanted:
         return (), ()
-    accumulators = {name: _Accumulator(name, bundle.tolerances[name].rtol, bundle.tolerances[name].atol)
-                    for name in wanted}
-    requests = _send_all(spec, endpoint, bundle, (batch, max_in_flight), accumulators, spare, on_sent)
+    fp16 = declared is not None and declared.fp16
+    budgets = fp16_budgets(bundle, wanted) if fp16 else {}
+    accumulators = {name: _Accumulator(name, budgets[name].rtol if fp16 else bundle.tolerances[name].rtol,
+                                       budgets[name].atol if fp16 else bundle.tolerances[name].atol,
+                                       budgets.get(name), half=fp16) for name in wanted}
+    casts = {name: np.dtype(dtype) for name, dtype in declared.input_dtypes.items()} if declared else {}
+    requests = _send_all(spec, endpoint, bundle, (batch, max_in_flight), accumulators, spare, on_sent, casts)
     comparisons = tuple(acc.result() for acc in accumulators.values())
     findings.extend(_comparison_findings(spec, bundle, list(accumulators.values()), comparisons))
     return comparisons, tuple(sorted(requests, key=lambda r: r["first_sample"]))
@@ -535,7 +606,7 @@ def _missing_outputs(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle,
 
 def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, sizes: tuple[int, int],
               accumulators: dict[str, _Accumulator], spare: list[DeadlineConnection],
-              on_sent: Callable[[], None]) -> list[dict[str, Any]]:
+              on_sent: Callable[[], None], casts: dict[str, np.dtype] | None = None) -> list[dict[str, Any]]:
     """Send every batch (``sizes``: batch, requests in flight) and feed each answer to its output's accumulator; the
     requests made, in answer order. ``on_sent()`` once every batch is queued and the workers are up.
 
@@ -543,7 +614,8 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
     waits on a channel's close; the interpreter joins the pool's threads at exit); after a failure, at once."""
     requests: list[dict[str, Any]] = []
     inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else _to_send(bundle)
-    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators], spare)
+    casts = casts or {}
+    inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators], spare, casts)
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     batch, max_in_flight = sizes
@@ -560,7 +632,8 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
             first, stop = pending[future]
             answer = future.result()  # an EndpointError ends the endpoint's run here
             sent = {name: array[first:stop] for name, array in inputs.items()}
-            requests.append({"first_sample": first, "count": stop - first, "input_sha256": digests.of(first, stop, sent)})
+            requests.append({"first_sample": first, "count": stop - first,
+                             "input_sha256": _sent_digests(digests.of(first, stop, sent), sent, casts)})
             for name, acc in accumulators.items():
                 acc.add(first, np.asarray(answer[spec.served_name(name)]), reference[name][first:stop])
         answered = True
@@ -572,6 +645,42 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
             pool.shutdown(wait=True, cancel_futures=True)
             inference.close()
     return requests
+
+
+def _sent_digests(digests: dict[str, str], sent: dict[str, np.ndarray], casts: dict[str, np.dtype]) -> dict[str, str]:
+    """Each input's SHA256 as SENT: an input cast to FP16 is the digest of the FP16 bytes (the bundle's recorded
+    fingerprints are of its FP32 samples; the ``fp16_deployment`` finding says which is which)."""
+    from gapcheck.tensors import fingerprint
+
+    cast = {name: fingerprint(np.ascontiguousarray(as_sent(sent[name], dtype))) for name, dtype in casts.items()
+            if name in sent and sent[name].dtype.kind == "f"}
+    return {**digests, **cast} if cast else digests
+
+
+def fp16_budgets(bundle: GoldenBundle | PendingBundle, names: list[str]) -> dict[str, Tolerance]:
+    """The golden bundle's tolerance policy (its rtol, atol and overrides as recorded) at FP16, per output: what
+    export-diff compares an FP16 deployment with (:meth:`gapcheck.groups.tolerance.ToleranceSpec.policy`)."""
+    from gapcheck.groups.tolerance import ToleranceSpec
+
+    recorded = bundle.manifest.get("tolerances", {})
+    try:
+        overrides = {str(k): (float(v["rtol"]), float(v["atol"]))
+                     for k, v in (recorded.get("overrides") or {}).items()}
+        spec = ToleranceSpec(rtol=_number(recorded.get("rtol")), atol=_number(recorded.get("atol")),
+                             overrides=overrides)
+        policy = spec.policy("fp16")
+    except (GapcheckError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise BadBundle(f"the golden bundle's tolerances cannot be read: {one_line(exc)}") from None
+    dtypes = {o.name: o.dtype for o in bundle.output_infos}
+    return {name: policy.for_name(name, dtypes.get(name, "float32")) for name in names}
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
 
 
 def _to_send(bundle: PendingBundle) -> dict[str, np.ndarray]:

@@ -182,7 +182,7 @@ def _record(report: EndpointReport, run_id: str, started_at: str, bundle: Golden
                           config_hash=o.config_hash, golden_hash=bundle.bundle_hash, status=report.status.value,
                           verdict=verdict, headline=report.headline, error=o.error, samples=o.samples,
                           started_at=started_at, seconds=o.seconds.get("total", 0.0), timings=dict(o.seconds),
-                          outputs=outputs)
+                          outputs=outputs, precision=o.precision)
 
 
 def _alert(report: EndpointReport, settings: WebhookSettings, run_id: str, history: History) -> webhook.Delivery:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from gapcheck.triton.audit_result import ServedModel, ServedTensor, TensorSide, 
 from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint, connect
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 
-__all__ = ["ServedModel", "ServedTensor", "TritonAuditResult", "audit_deployment"]
+__all__ = ["ModelRead", "ServedModel", "ServedTensor", "TritonAuditResult", "audit_deployment", "served_model"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +78,16 @@ class _Allowed:
             evidence={"api": api, "not_checked": list(dict.fromkeys(items)),
                       "expected_header": self.headers.get(api), "server_said": self.server_words[api]},
         ) for api, items in self.skipped.items()]
+
+
+@dataclass(frozen=True)
+class ModelRead:
+    """What a caller's readiness step already read of a READY model (``gapcheck nightly``): the audit takes it instead
+    of asking again. A ready model's server is live, so liveness, the repository index, the model's readiness, its
+    metadata and (when given) its config are not requested again; the server's metadata and readiness still are."""
+
+    metadata: dict[str, Any]
+    config: dict[str, Any] | None  # None: the caller could not read it (restricted): the audit asks once itself
 
 
 def _served_tensors(entries: list[dict[str, Any]], max_batch_size: int) -> tuple[ServedTensor, ...]:
@@ -217,17 +228,20 @@ def audit_deployment(
     onnx_model: onnx.ModelProto | str | Path,
     version: str | int | None = None,
     torch_module: Any = None,
+    read: ModelRead | None = None,
 ) -> TritonAuditResult:
     """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``.
 
-    EndpointError (exit 3) when the server is unreachable or answers nonsense; RestrictedApiError (exit 2)
+    ``read``: what the caller already read of the model (version ``version``), ready: those round trips are not made
+    again (see :class:`ModelRead`); the findings are the same. EndpointError (exit 3) when the server is unreachable
+    or answers nonsense; RestrictedApiError (exit 2)
     only when neither the model metadata nor the model config may be read.
     """
     started = time.perf_counter()
     graph = load_onnx(onnx_model)
     requested = None if version in (None, "") else str(version)
     with connect(endpoint) as conn:
-        audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module))
+        audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module), read)
         result = audit.run()
     return TritonAuditResult(**result, protocol_detected=conn.detected, duration_s=time.perf_counter() - started,
                              onnx_inputs=tuple(_side(i) for i in onnx_inputs(graph)),
@@ -238,8 +252,9 @@ class _Audit:
     """One audit, in named phases: server, model state, served model, comparison."""
 
     def __init__(self, conn: TritonConnection, model: str, requested: str | None, graph: onnx.ModelProto,
-                 torch_dtype: str | None) -> None:
+                 torch_dtype: str | None, read: ModelRead | None = None) -> None:
         self.conn, self.model, self.requested, self.graph, self.torch_dtype = conn, model, requested, graph, torch_dtype
+        self.read = read
         self.allowed = _Allowed()
         self.config: dict[str, Any] | None = None
         where = f"{model}{' v' + requested if requested else ''} @ {conn.display_url}"
@@ -264,7 +279,7 @@ class _Audit:
 
     def _server(self) -> dict[str, Any]:
         conn = self.conn
-        if not self.allowed.run("server liveness not checked", conn.server_live, True):
+        if self.read is None and not self.allowed.run("server liveness not checked", conn.server_live, True):
             raise EndpointError(f"Triton server {conn.display_url} answers but is not live")
         meta: dict[str, Any] = self.allowed.run("server name and version not read", conn.server_metadata, {})
         if not self.allowed.run("server readiness not checked", conn.server_ready, True):
@@ -278,6 +293,8 @@ class _Audit:
     def _model_state(self) -> tuple[str, str | None]:
         """READY (and the version to audit), or the state after a NOT_READY/VERSION_STALE finding."""
         conn, model, requested = self.conn, self.model, self.requested
+        if self.read is not None:  # the caller saw it ready (its server is then live)
+            return "READY", requested
         index = self.allowed.run("served versions not listed",
                                  lambda: [e for e in conn.repository_index() if e.get("name") == model], None)
         # Waiting only helps a model that is still loading; a failed or absent one will not become ready.
@@ -310,9 +327,13 @@ class _Audit:
 
     def _served(self, version: str | None) -> ServedModel | None:
         conn, model = self.conn, self.model
+        if self.read is not None and self.read.config is not None:
+            self.config = self.read.config
+            return served_model(model, self.read.metadata, self.read.config, version)
         try:
-            metadata = self.allowed.run("served versions and platform not read (model metadata)",
-                                        lambda: conn.model_metadata(model, version), None)
+            metadata = self.read.metadata if self.read is not None else self.allowed.run(
+                "served versions and platform not read (model metadata)", lambda: conn.model_metadata(model, version),
+                None)
         except EndpointError as exc:
             if "model readiness not checked" not in self.allowed.skipped.get("health", []):
                 raise
@@ -330,7 +351,7 @@ class _Audit:
                 header=self.allowed.headers.get("metadata") or self.allowed.headers.get("model-config"),
                 hint="pass the access header the server expects (its name is in the server's words above)")
         self.config = config
-        return _served_model(model, metadata or {}, config, version)
+        return served_model(model, metadata or {}, config, version)
 
     def _compare(self, served: ServedModel) -> None:
         auditor = self.auditor
@@ -355,8 +376,9 @@ class _Audit:
                 auditor.shape(kind, onnx_io, tensor)
 
 
-def _served_model(model: str, metadata: dict[str, Any], config: dict[str, Any] | None,
-                  version: str | None) -> ServedModel:
+def served_model(model: str, metadata: dict[str, Any], config: dict[str, Any] | None,
+                 version: str | None) -> ServedModel:
+    """What ``model`` serves, from its metadata and config (None: restricted, the metadata's full shapes)."""
     versions = tuple(sorted((str(v) for v in metadata.get("versions", [])), key=_num))
     common: dict[str, Any] = dict(name=model, version=version or (versions[-1] if versions else ""), versions=versions)
     if config is None:  # model config restricted: what metadata shows (full shapes, no max_batch_size)

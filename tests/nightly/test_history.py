@@ -34,9 +34,10 @@ def test_a_v1_history_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with History(path) as h:
-        assert h.schema_version == 2
+        assert h.schema_version == SCHEMA_VERSION == 3
         [old] = h.endpoint_history("prod")
         assert old.status == "pass" and old.outputs == ()
+        assert old.precision == "fp32"  # nights before v3 were all compared in FP32
         assert h.alerts() == []
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.errors import GapcheckError
-from gapcheck.nightly.history import EndpointRecord, History, HistoryBusy, HistoryCorrupt, OutputRecord
+from gapcheck.nightly.history import SCHEMA_VERSION, EndpointRecord, History, HistoryBusy, HistoryCorrupt, OutputRecord
 
 
 def _history_with_one_run(path: Path) -> None:
@@ -30,7 +30,7 @@ def _one_line_error(capsys: pytest.CaptureFixture) -> str:
 def test_a_history_without_its_tables_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "h.sqlite"
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 2")  # stamped as current, holds nothing
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # stamped as current, holds nothing
     db.close()
     assert main(["history", "--history", str(path)]) == 2
     assert "table(s) runs, endpoint_results, output_results, alerts missing" in _one_line_error(capsys)

@@ -435,3 +435,46 @@ def test_request_digests_are_the_recorded_fingerprints_or_the_bytes_sent(tiny_go
         else:
             want = fingerprint(np.ascontiguousarray(inputs[a:b]))
         assert r["input_sha256"] == {"x": want}
+
+
+def test_what_readiness_read_decides_the_fp16_casts_budgets_and_one_finding(tiny_golden: Path) -> None:
+    """No server: readiness's metadata declares FP16 -> inputs cast to FP16, the bundle's policy at FP16, one
+    fp16_deployment finding about the endpoint; an FP32 deployment -> nothing changes."""
+    import numpy as np
+
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly import probe
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+
+    bundle = load_bundle(tiny_golden)
+    [out] = [o.name for o in bundle.output_infos]
+    spec = endpoint_spec(parse_endpoint_option("prod=grpc://127.0.0.1:1/m"))
+
+    def facts(datatype: str) -> probe.ServedFacts:
+        metadata = {"inputs": [{"name": "x", "datatype": datatype, "shape": [-1, 3, 8, 8]}],
+                    "outputs": [{"name": out, "datatype": datatype, "shape": [-1, 5]}]}
+        return probe.ServedFacts("1", None, None, [out], metadata, None)
+
+    plain = probe.served_precision(spec, bundle, facts("FP32"))
+    assert (plain.fp16, plain.findings, plain.input_dtypes) == (False, [], {})
+    half = probe.served_precision(spec, bundle, facts("FP16"))
+    assert half.fp16 and half.input_dtypes == {"x": "float16"}
+    [said] = half.findings
+    assert (said.code, said.subject.endpoint) == ("fp16_deployment", "prod")
+    budgets = probe.fp16_budgets(bundle, [out])
+    assert (budgets[out].rtol, budgets[out].scale_atol) == (1e-2, True)  # recorded: 1e-4, FP32
+    x = np.ones((2, 3), np.float32)
+    assert probe.as_sent(x, np.dtype("float16")).dtype == np.float16
+    assert probe.as_sent(x.astype(np.int64), np.dtype("float16")).dtype == np.int64  # only floats are cast
+
+
+def test_a_golden_bundle_whose_tolerances_do_not_read_is_exit_2(tiny_golden: Path) -> None:
+    import dataclasses
+
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly import probe
+
+    bundle = load_bundle(tiny_golden)
+    manifest = {**bundle.manifest, "tolerances": {**bundle.manifest["tolerances"], "rtol": "NaN"}}
+    with pytest.raises(probe.BadBundle, match="tolerances cannot be read"):
+        probe.fp16_budgets(dataclasses.replace(bundle, manifest=manifest), ["y"])

@@ -9,6 +9,7 @@ overflow.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import onnx
 import pytest
@@ -199,3 +200,124 @@ def test_the_padding_check_against_a_bert_served_in_fp16(bert_triton, tmp_path):
     assert (code, doc["precision"]) == (0, "fp16"), [f["message"] for f in doc["findings"]]
     served = [v for v in doc["padding"]["variants"] if v["backend"] == "triton-grpc"]
     assert served and all(v["passed"] and v["max_abs"] is not None for v in served)
+
+
+# --- gapcheck nightly against the same FP16 deployments ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def half_golden(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A golden bundle of the HalfNet the FP16 deployments serve (FP32 samples and reference, FP32 budgets)."""
+    from gapcheck.golden import RecordRequest, record_bundle
+
+    out = tmp_path_factory.mktemp("fp16_golden") / "bundle"
+    record_bundle(RecordRequest(out=out, factory=HALF, input_specs=("x:1x3x8x8:float32",), num_samples=12,
+                                exporter="torchscript"))
+    return out
+
+
+def _night(server, golden: Path, tmp_path: Path, model: str, protocol: str) -> tuple[int, dict, Path]:
+    history, report = tmp_path / f"{model}_{protocol}.sqlite", tmp_path / f"night_{model}_{protocol}.json"
+    code = main(["nightly", "--golden", str(golden), "--history", str(history), "--retries", "1", "--endpoint",
+                 f"{model}={protocol}://{server.url(protocol)}/{model}", "--json", str(report),
+                 "--triton-output-map", "0=y,1=z"])  # the bundle names HalfNet's tuple outputs 0, 1; served: y, z
+    return code, json.loads(report.read_text()) if report.exists() else {}, history
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_nightly_on_a_clean_fp16_deployment_passes_with_fp16_budgets(fp16_triton, half_golden, tmp_path, protocol):
+    """Sent as FP16 (the server refuses FP32 for x), compared with the bundle's policy at FP16, said once; the
+    history row says fp16; each request's digest is of the FP16 bytes sent, not the bundle's FP32 samples."""
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly.history import History
+    from gapcheck.nightly.probe import InputDigests
+    from gapcheck.tensors import fingerprint
+
+    code, report, history = _night(fp16_triton, half_golden, tmp_path, "half", protocol)
+    assert code == 0, [f["message"] for f in report.get("findings", [])]
+    [said] = _by_code(report, "fp16_deployment")
+    assert said["severity"] == "info" and said["evidence"]["fp16_inputs"] == ["x"]
+    assert said["evidence"]["fp16_outputs"] == ["y", "z"] and said["evidence"]["budgets"] == "fp16"
+    assert "cast to FP16 as they are sent" in said["message"] and "FP16 budgets" in said["message"]
+    assert "FP16 bytes sent" in said["evidence"]["input_sha256"]
+    codes = {f["code"] for f in report["findings"]}
+    assert not codes & {"triton_dtype_mismatch", "golden_output_type", "golden_mismatch"}
+    [endpoint] = report["endpoints"]
+    assert endpoint["status"] == "pass" and all(o["passed"] for o in endpoint["outputs"])
+    assert {o["rtol"] for o in endpoint["outputs"]} == {1e-2}  # FP16's budget, not the recorded FP32 1e-4
+    bundle = load_bundle(half_golden)
+    x = bundle.inputs["x"]
+    recorded = InputDigests(bundle.manifest, bundle.inputs, bundle.num_samples)
+    for request in endpoint["requests"]:
+        a, b = request["first_sample"], request["first_sample"] + request["count"]
+        assert request["input_sha256"]["x"] == fingerprint(x[a:b].astype("float16"))
+        assert request["input_sha256"]["x"] != recorded.of(a, b, {"x": x[a:b]})["x"]
+    with History(history) as h:
+        [row] = h.endpoint_history("half")
+    assert (row.precision, row.status) == ("fp16", "pass")
+
+
+@pytest.mark.parametrize(("model", "protocol"), [("half_weight", "http"), ("half_swap", "grpc")])
+def test_nightly_on_an_fp16_deployment_that_serves_another_model_is_a_gap(fp16_triton, half_golden, tmp_path, model,
+                                                                         protocol):
+    """A head.bias changed by 0.25; outputs that hold each other's tensor (declared FP16 all the same): exit 1."""
+    code, report, history = _night(fp16_triton, half_golden, tmp_path, model, protocol)
+    assert code == 1, [f["message"] for f in report.get("findings", [])]
+    gaps = {f["code"] for f in report["findings"] if f["severity"] == "gap"}
+    assert gaps == {"golden_mismatch"} and len(_by_code(report, "fp16_deployment")) == 1
+    failed = {o["output"] for o in report["endpoints"][0]["outputs"] if not o["passed"]}
+    assert failed == ({"0"} if model == "half_weight" else {"0", "1"})
+    from gapcheck.nightly.history import History
+
+    with History(history) as h:
+        [row] = h.endpoint_history(model)
+    assert row.precision == "fp16" and row.verdict == "gap"
+
+
+_API = ("server_live", "server_ready", "server_metadata", "model_ready", "model_metadata", "model_config",
+        "repository_index")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_the_audit_takes_what_readiness_read_and_finds_the_same(fp16_triton, monkeypatch, protocol):
+    """audit_deployment(read=...) (nightly: readiness's metadata and config) makes only the round trips readiness did
+    not (the server's metadata and readiness) and reports what the audit without it reports."""
+    from gapcheck.triton import audit as audit_module
+    from gapcheck.triton.audit import ModelRead, audit_deployment
+    from gapcheck.triton.client import TritonEndpoint, connect
+
+    calls: list[str] = []
+
+    class Counting:
+        def __init__(self, conn) -> None:
+            self._conn = conn
+
+        def __getattr__(self, name: str):
+            value = getattr(self._conn, name)
+            if name not in _API:
+                return value
+
+            def counted(*args, **kwargs):
+                calls.append(name)
+                return value(*args, **kwargs)
+            return counted
+
+        def __enter__(self):
+            self._conn.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._conn.__exit__(*exc)
+
+    monkeypatch.setattr(audit_module, "connect", lambda endpoint: Counting(connect(endpoint)))
+    endpoint = TritonEndpoint(fp16_triton.url(protocol), protocol)
+    graph = fp16_onnx(build_half(), ["y", "z"], planted=None)
+    graph.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT  # an FP32 input: one dtype finding
+    alone = audit_deployment(endpoint, "half", onnx_model=graph)
+    asked_alone, calls[:] = list(calls), []
+    with connect(endpoint) as conn:
+        read = ModelRead(conn.model_metadata("half"), conn.model_config("half"))
+    taken = audit_deployment(endpoint, "half", onnx_model=graph, read=read)
+    assert sorted(calls) == ["server_metadata", "server_ready"] and len(asked_alone) >= 6
+    assert [(f.code, f.message) for f in taken.findings] == [(f.code, f.message) for f in alone.findings]
+    assert "triton_dtype_mismatch" in {f.code for f in taken.findings}
+    assert taken.served == alone.served and taken.model_state == alone.model_state == "READY"
