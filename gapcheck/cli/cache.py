@@ -28,10 +28,12 @@ CACHE = use(ExportSpec, skip=("exporter", "opset", "no_cache", "save_onnx"))
 
 
 def _folder(spec: ExportSpec) -> tuple[Path, int]:
-    from gapcheck.model.cache import DEFAULT_MAX_MB, default_cache_dir
+    """The folder (refused, exit 2, when it exists and is not a folder: for every subcommand) and the cap."""
+    from gapcheck.model.cache import DEFAULT_MAX_MB, check_is_folder, default_cache_dir
 
-    return (Path(spec.cache_dir) if spec.cache_dir else default_cache_dir(),
-            (spec.cache_max_mb or DEFAULT_MAX_MB) * 1024 * 1024)
+    folder = Path(spec.cache_dir) if spec.cache_dir else default_cache_dir()
+    check_is_folder(folder)
+    return folder, (spec.cache_max_mb or DEFAULT_MAX_MB) * 1024 * 1024
 
 
 def _is_meta(path: Path) -> bool:

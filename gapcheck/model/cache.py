@@ -375,14 +375,22 @@ def _is_own_meta(path: Path, key: str) -> bool:
             and meta.get("key", key) == key)
 
 
+def check_is_folder(cache_dir: Path) -> None:
+    """Refuse (UsageError, exit 2) a cache path that exists and is not a folder (a regular file, a FIFO): the one
+    check every command that names the cache makes, ``cache info`` included."""
+    from gapcheck.errors import UsageError
+
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise UsageError(f"export cache folder {cache_dir} is not a folder", parameter="cache_dir")
+
+
 def check_folder(cache_dir: Path) -> None:
     """Refuse (UsageError, exit 2) a cache folder that is not a folder or holds something named like an entry that is
     neither a regular file nor a symbolic link (a folder ``<sha256>.onnx``, which no store can replace): found before
     any work, not as a backend failure after it."""
     from gapcheck.errors import UsageError
 
-    if cache_dir.exists() and not cache_dir.is_dir():
-        raise UsageError(f"export cache folder {cache_dir} is not a folder", parameter="cache_dir")
+    check_is_folder(cache_dir)
     try:
         names = os.listdir(cache_dir)
     except (FileNotFoundError, NotADirectoryError):

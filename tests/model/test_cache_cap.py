@@ -140,3 +140,19 @@ def test_a_folder_named_like_an_entry_is_refused_before_work(tmp_path):
     file_not_folder.write_text("x")
     with pytest.raises(UsageError):
         cache.ExportCache(file_not_folder)
+
+
+@pytest.mark.parametrize("command", ["info", "prune", "clear"])
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_regular_file_as_the_cache_folder_is_refused_by_every_subcommand(tmp_path, command, how, monkeypatch, capsys):
+    """`cache info` said "entries 0" (exit 0) for a regular file where prune/clear/golden record refused it."""
+    path = tmp_path / "not-a-folder"
+    path.write_text("mine")
+    args = ["cache", command]
+    if how == "flag":
+        args += ["--cache-dir", str(path)]
+    else:
+        monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(path))
+    assert main(args) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert path.read_text() == "mine"
