@@ -134,7 +134,7 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
     earlier = history.endpoint_history(outcome.spec.name, HISTORY_WINDOW)
     tonight = Tonight(reachable=outcome.reachable, gap=outcome.gap, served_version=outcome.served_version,
                       config_hash=outcome.config_hash, golden_hash=bundle.bundle_hash,
-                      error_ratios={c.output: c.error_ratio for c in outcome.outputs})
+                      error_ratios={c.output: c.error_ratio for c in outcome.outputs}, precision=outcome.precision)
     c = classify(tonight, earlier, drift)
     name = outcome.spec.name
     findings = list(outcome.findings) + _changes_findings(name, c.changes)

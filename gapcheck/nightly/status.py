@@ -70,6 +70,7 @@ class Tonight:
     config_hash: str | None
     golden_hash: str
     error_ratios: dict[str, float]  # per output
+    precision: str = "fp32"  # fp16: an FP16 deployment's budgets; error ratios under other budgets are not one series
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class Classification:
 
 def _same_deployment(record: EndpointRecord, tonight: Tonight) -> bool:
     return (record.golden_hash == tonight.golden_hash and record.served_version == tonight.served_version
-            and record.config_hash == tonight.config_hash)
+            and record.config_hash == tonight.config_hash and record.precision == tonight.precision)
 
 
 def cusum(ratios: Sequence[float], params: DriftParameters) -> float:

@@ -72,3 +72,15 @@ def test_drift_parameters_are_validated() -> None:
     with pytest.raises(ValueError):
         DriftParameters(baseline_runs=0)
 
+
+
+def test_error_ratios_under_fp16_budgets_are_not_one_drift_series_with_fp32_nights() -> None:
+    """A deployment compared with FP32 budgets, then (same config hash, e.g. a restricted config API) with FP16
+    budgets: the FP16 nights start their own baseline instead of reading as growth over the FP32 ones."""
+    import dataclasses
+
+    history = [rec("pass", ratio=r) for r in (0.05, 0.05, 0.05, 0.15, 0.25)]
+    assert classify(tonight(ratio=0.35), history).status is Status.DRIFTING
+    half = dataclasses.replace(tonight(ratio=0.35), precision="fp16")
+    result = classify(half, history)
+    assert result.status is Status.PASS and result.cusum == {"y": 0.0}
