@@ -8,7 +8,9 @@ inference). ORT or the machine (exit 3, a :class:`~gapcheck.errors.BackendError`
 message naming memory (``Exception during loading: std::bad_alloc``), threads, shared libraries, execution
 providers or the disk, whatever its class; a ``Fail`` that says nothing about the model; any other error. ORT words
 both kinds as ``Fail`` (status code 1), so the message is all there is to go by: an unknown ``Fail`` is not blamed on
-the user's file.
+the user's file. While running, the same rule holds for a node that fails to execute (see
+:func:`_run_fault_is_models`); an error about the values fed is never the file's. ORT logs at fatal only: its error
+log would write a hostile file's value names raw to stderr, and the reason travels in the exception anyway.
 """
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ _ENVIRONMENT = re.compile(
     r"too many open files", re.IGNORECASE)
 #: a C++ source location and signature ORT puts before its reason: `/src/x.h:46 void ns::f(const T&, int) Reason`
 _CXX_PREFIX = re.compile(r"^/\S+:\d+ .*?\)(?: const)? (?=\S)")
+#: the same inside a run-time message: "Status Message: /src/reshape_helper.h:91 ns::f(const T&, bool) reason"
+_CXX_INNER = re.compile(r"(?<=Status Message: )/\S+:\d+ .*?\)(?: const)? (?=\S)")
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 
 
@@ -70,6 +74,38 @@ def _rejects_model(exc: BaseException, model: onnx.ModelProto | None = None) -> 
     if not type(exc).__module__.startswith("onnxruntime") or _ENVIRONMENT.search(_without_names(message, model)):
         return False
     return name in _MODEL_REJECTED or (name == "Fail" and _ABOUT_THE_MODEL.search(_ORT_PREFIX.sub("", message)) is not None)
+
+
+#: a run-time error about the values fed: ORT checks feeds against the declared inputs before any node runs
+_ABOUT_THE_FEEDS = re.compile(r"input data type|invalid dimensions for input|invalid rank for input|"
+                              r"invalid feed input name|invalid input name|input with name", re.IGNORECASE)
+#: ORT's words for a node that failed while executing ("Non-zero status code returned while running Conv node")
+_NODE_FAILED = re.compile(r"while running \S+ node", re.IGNORECASE)
+
+
+#: a node's failure that names its own attributes or weights, not the values fed ("kernel_shape is not compatible
+#: with W shape")
+_ABOUT_ATTRIBUTES = re.compile(r"\battributes?\b|kernel_shape|\bW shape|\bweights?\b|\bpads\b|\bstrides\b|"
+                               r"dilations|\bperm\b|\bgroup\b", re.IGNORECASE)
+
+
+def _run_fault_is_models(exc: BaseException, model: onnx.ModelProto | None, all_static: bool) -> bool:
+    """Whether ORT's error while RUNNING is about the user's file (exit 2), by the same rule as at creation plus one
+    about the feeds: only a node that failed to execute (Fail/InvalidArgument/NotImplemented, "while running Conv
+    node"), nothing in the message about memory, threads, libraries or providers, and never an error about the feeds
+    themselves (their type, rank, dimensions, names: what gapcheck built, exit 3). As the feeds can choose a
+    dynamic dimension, a node failure is the file's only when every input is fully static (the feeds are exactly
+    what the file declares) or the message is about the node's attributes or weights (a Conv whose kernel_shape
+    contradicts its weights); a Reshape that fails on a dynamic dimension gapcheck chose stays exit 3."""
+    message = str(exc)
+    if not type(exc).__module__.startswith("onnxruntime") or _ABOUT_THE_FEEDS.search(message):
+        return False
+    unnamed = _without_names(message, model)  # a node named /weights/cuda is neither an attribute nor CUDA
+    if _ENVIRONMENT.search(unnamed):
+        return False
+    if type(exc).__name__ not in {"Fail", "InvalidArgument", "NotImplemented"} or not _NODE_FAILED.search(message):
+        return False
+    return all_static or _ABOUT_ATTRIBUTES.search(unnamed) is not None
 
 
 def _without_names(message: str, model: onnx.ModelProto | None) -> str:
@@ -103,6 +139,7 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
     """ORT's reason on one line: no error-code prefix, no C++ signature, no further lines."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = _CXX_PREFIX.sub("", _ORT_PREFIX.sub("", lines[0] if lines else type(exc).__name__))
+    text = _CXX_INNER.sub("", text)
     text = "".join(c if c.isprintable() else "?" for c in text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -133,8 +170,11 @@ class OnnxRuntimeBackend:
         self.name = name
         self.last_input_fingerprints: dict[str, str] = {}  # SHA256 of what the last infer() fed the session
         marked = with_extra_outputs(model, list(extra_outputs)) if extra_outputs else model
+        self._model = marked  # its names are taken out of a run-time error before the environment is looked for
         options = ort.SessionOptions()
-        options.log_severity_level = 3  # errors only: warnings about unused initializers are noise here
+        # fatal only: ORT's own error log writes a model's value names raw to stderr (ESC/BEL from a hostile file);
+        # the reason travels in the exception, which is printed through the safe line
+        options.log_severity_level = 4
         if threads:
             options.intra_op_num_threads = threads
         _check_outputs(model)
@@ -167,5 +207,12 @@ class OnnxRuntimeBackend:
         try:
             values = self._session.run(names, fed)
         except Exception as exc:  # noqa: BLE001
+            static = all(all(isinstance(d, int) for d in i.shape) for i in self._session.get_inputs())
+            if _run_fault_is_models(exc, self._model, static):
+                # the feeds passed ORT's checks against the declared inputs; they are named so that a shape the
+                # user chose (--input) is seen beside the node that failed on it
+                shown = ", ".join(f"{k} {'x'.join(map(str, v.shape)) or 'scalar'} {v.dtype}" for k, v in fed.items())
+                raise InputError(f"ONNX Runtime cannot run the model on the inputs fed ({shown}): "
+                                 f"{_first_line(exc)}") from None
             raise BackendError(f"ONNX Runtime failed to run: {condense_error(exc)}") from exc
         return dict(zip(names, values))

@@ -44,7 +44,7 @@ def test_opset_99_names_the_reason_without_the_cxx_signature():
         OnnxRuntimeBackend(REJECTED["opset_99"])
 
 
-def test_a_failure_while_running_stays_a_backend_error():
+def test_a_failure_on_a_dynamic_dimension_while_running_stays_a_backend_error():
     shape = oh.make_tensor("s", T.INT64, [1], [3])  # 2 values cannot become 3: ORT fails at run time only
     model = oh.make_model(oh.make_graph([oh.make_node("Reshape", ["x", "s"], ["y"])], "g",
                                         [oh.make_tensor_value_info("x", T.FLOAT, [None])],
