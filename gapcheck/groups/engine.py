@@ -10,6 +10,28 @@ from gapcheck.errors import UsageError
 from gapcheck.groups.base import Group, Opt
 
 ENGINES = ("serial", "local", "ray")
+#: what ray.init(address=...) takes besides an address: the running cluster found on this machine, or a new one
+RAY_KEYWORDS = ("auto", "local")
+
+
+def check_ray_address(address: str) -> None:
+    """``auto``, ``local``, ``ray://host[:port]`` (Ray's client; its port defaults to 10001) or ``host:port`` (a
+    cluster's GCS address); a port is a number from 1 to 65535 (the Triton URLs' rule). UsageError (exit 2) before
+    any work: a bad one cost ~31 s of Ray's retries, then exit 3."""
+    from gapcheck.triton.url import plain_number  # light (re, dataclasses); the one port-number rule
+
+    if address in RAY_KEYWORDS:
+        return
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    host, sep, port = rest.rpartition(":") if not rest.endswith("]") else (rest, "", "")
+    if not sep and client:
+        host, port = rest, "10001"
+    bad_host = not host or any(c in host for c in "/@?#[] ") and not (host.startswith("[") and host.endswith("]"))
+    if "://" in rest or bad_host or not plain_number(port, 5) or not 0 < int(port) < 65536:
+        shown = f" {address!r}" if len(address) <= 80 else ""
+        raise UsageError(f"--engine-address{shown} is not a Ray address: use auto, local, ray://host:port or "
+                         "host:port, with a port from 1 to 65535", parameter="address")
 
 
 @dataclass(frozen=True)
@@ -45,6 +67,7 @@ class EngineSpec(Group):
             if not self.address.strip() or not self.address.isprintable():
                 raise UsageError("--engine-address must be a non-empty address without control characters, e.g. "
                                  "ray://head:10001")
+            check_ray_address(self.address)
             if name != "ray":
                 raise UsageError(f"an engine address is only used by the ray engine, not {name}")
 

@@ -50,3 +50,22 @@ def test_the_hook_alone() -> None:
     assert EngineSpec.from_cli(fields, config, frozenset({"name"}))["address"] is None
     assert EngineSpec.from_cli(fields, config, frozenset({"name", "address"}))["address"] == "ray://head:10001"
     assert EngineSpec.from_cli({**fields, "name": "ray"}, config, frozenset({"name"}))["address"] == "ray://head:10001"
+
+
+@pytest.mark.parametrize("address", ["ray://h:0", "ray://h:99999", "ray://:10001", "ray://h:", "ray://h:x",
+                                     "h", "http://h:10001", "ray://u@h:10001", "ray://a/b:1", "ray://h:１２"])
+def test_a_bad_host_or_port_is_refused_up_front(address: str) -> None:
+    """Issue 23 attacker round 5 #6: these reached Ray's client (~31 s of retries, then exit 3)."""
+    with pytest.raises(UsageError, match="is not a Ray address"):
+        EngineSpec(name="ray", address=address)
+
+
+@pytest.mark.parametrize("address", ["auto", "local", "ray://head:10001", "ray://head", "head:6379",
+                                     "10.0.0.1:6379", "ray://[::1]:10001", "[::1]:6379"])
+def test_what_ray_init_takes_is_accepted(address: str) -> None:
+    assert EngineSpec(name="ray", address=address).address == address
+
+
+def test_the_cli_refuses_a_bad_port_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_drift(tmp_path, "--engine", "ray", "--engine-address", "ray://h:0")) == 2
+    assert "is not a Ray address" in capsys.readouterr().err
