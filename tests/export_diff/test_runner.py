@@ -398,7 +398,7 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
 
     def fake_audit(endpoint, model, *, onnx_model, version=None, torch_module=None):
         audited.append(onnx_model)
-        return SimpleNamespace(findings=(), served=None, onnx_outputs=())
+        return SimpleNamespace(findings=(), served=None, onnx_outputs=(), onnx_inputs=(), model=model)
 
     monkeypatch.setattr(model_export, "export_onnx", counting_export)  # ExportSpec.obtain's: the one export path
     monkeypatch.setattr(audit, "audit_deployment", fake_audit)
