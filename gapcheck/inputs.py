@@ -53,14 +53,26 @@ class InputSpec:
         return text
 
 
+#: the one rule for a tensor's name, wherever it is given (an input spec, a golden manifest): it is shown in reports
+#: and used as a key, so a NUL, an escape or a line break in it is never right
+MAX_NAME_CHARS = 256
+NAME_RULE = f"1-{MAX_NAME_CHARS} printable characters (no NUL, escape or line break)"
+
+
+def is_valid_name(value: str) -> bool:
+    return 0 < len(value) <= MAX_NAME_CHARS and value.isprintable()
+
+
 def parse_input_spec(text: str) -> InputSpec:
     """Parse ``name:shape:dtype[:low,high]``; every problem is a UsageError naming it."""
     parts = text.split(":") if isinstance(text, str) else []
     if len(parts) not in (3, 4):
         raise UsageError(f"input spec {text!r} must have 3 or 4 ':'-separated parts: {SPEC_FORMAT}")
     name, shape_text, dtype_text = (part.strip() for part in parts[:3])
-    if not name or any(ch.isspace() for ch in name):
-        raise UsageError(f"input spec {text!r}: the name must be non-empty and contain no spaces")
+    if not is_valid_name(name) or any(ch.isspace() for ch in name):
+        # refused here, before any export: the golden manifest refuses the same names only after the work
+        raise UsageError(f"input spec {text[:300]!r}: the name must be non-empty and contain no spaces: {NAME_RULE}",
+                         parameter="input_specs")
     shape = _parse_shape(shape_text, text)
     dtype = _parse_dtype(dtype_text, text)
     low = high = None

@@ -396,3 +396,31 @@ def test_a_malformed_element_limit_in_the_environment_is_a_config_error(monkeypa
         max_elements()
     monkeypatch.setenv("GAPCHECK_MAX_ELEMENTS", "1000")
     assert max_elements() == 1000
+
+
+# --- names: the golden manifest's rule, applied before any work (issue 23 attacker round 5 #8) ----------------------
+
+
+@pytest.mark.parametrize("name", ["x\x1b[2J", "x\x07", "x\x00", "x\x7f", "\u200ex", "a" * 257, ""])
+def test_a_name_the_manifest_would_refuse_is_refused_in_the_spec(name):
+    from gapcheck.golden.manifest import TensorEntry
+
+    with pytest.raises(UsageError, match="printable characters") as info:
+        parse_input_spec(f"{name}:1x3:float32")
+    assert "\x1b" not in str(info.value) and "\x07" not in str(info.value)
+    with pytest.raises(ValueError):  # noqa: PT011 - pydantic's ValidationError: the same rule, one definition
+        TensorEntry(name=name, dtype="float32", shape=[1, 3])
+
+
+def test_the_longest_name_the_manifest_takes_is_taken():
+    assert parse_input_spec(f"{'a' * 256}:1x3:float32").name == "a" * 256
+
+
+def test_golden_record_refuses_an_escape_in_a_name_before_any_work(tmp_path):
+    from gapcheck.cli.app import main
+    from tests.nightly.conftest import FACTORY
+
+    out = tmp_path / "nb7"
+    assert main(["golden", "record", "--model", FACTORY, "--input", "x\x1b[2J:1x3x8x8:float32", "--out", str(out),
+                 "--num-samples", "2"]) == 2
+    assert not out.exists()

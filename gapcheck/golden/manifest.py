@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 from gapcheck.errors import InputError
+from gapcheck.inputs import MAX_NAME_CHARS, NAME_RULE, is_valid_name
 
 MANIFEST = "manifest.json"
 KIND = "gapcheck-golden"
@@ -38,13 +39,13 @@ _MAX_PROBLEMS = 3
 
 
 def _printable_name(value: str) -> str:
-    # A name is shown in reports and used as a key: a NUL, an escape or a line break in it is never right.
-    if not value or len(value) > 256 or not value.isprintable():
-        raise ValueError("must be 1-256 printable characters (no NUL, escape or line break)")
+    # the input specs' rule (gapcheck.inputs), so that a name a command took is one the manifest takes
+    if not is_valid_name(value):
+        raise ValueError(f"must be {NAME_RULE}")
     return value
 
 
-Name = Annotated[StrictStr, Field(min_length=1, max_length=256)]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 NonNegative = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 
 
