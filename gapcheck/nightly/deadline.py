@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from gapcheck.errors import EndpointError
 from gapcheck.triton.client import TritonConnection
@@ -38,15 +38,21 @@ class DeadlineEndpoint(TritonEndpoint):
 
     deadline: float = float("inf")
     deadline_s: float = 0.0  # the deadline as the user gave it, for messages
+    # A threading.Event: once set, no further attempt starts (the golden bundle failed its verification while this
+    # endpoint was being checked: its answers can no longer matter). An attempt already in flight ends on its timeout.
+    cancelled: Any = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, endpoint: TritonEndpoint, deadline: float, deadline_s: float) -> DeadlineEndpoint:
+    def of(cls, endpoint: TritonEndpoint, deadline: float, deadline_s: float,
+           cancelled: Any = None) -> DeadlineEndpoint:
         values = {f.name: getattr(endpoint, f.name) for f in fields(TritonEndpoint)}
-        return cls(**values, deadline=deadline, deadline_s=deadline_s)
+        return cls(**values, deadline=deadline, deadline_s=deadline_s, cancelled=cancelled)
 
     def time_left(self, last_error: str = "") -> float:
         """Seconds left; DeadlinePassed when none are (each probe of :meth:`resolve` and each connection's attempt
         is capped at this, and none starts after it)."""
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise DeadlinePassed("the check was cancelled (the golden bundle failed its verification)")
         left = self.deadline - time.monotonic()
         if left <= 0:
             detail = f" ({last_error})" if last_error else ""

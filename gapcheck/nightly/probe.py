@@ -481,12 +481,14 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
 
 
 def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                   deadline_s: float = 600.0, retries: int = 2, audit: bool = True) -> EndpointOutcome:
+                   deadline_s: float = 600.0, retries: int = 2, audit: bool = True,
+                   cancelled: threading.Event | None = None) -> EndpointOutcome:
     """Run the golden inputs through ``spec`` and compare; an unreachable endpoint is an outcome, not an exception.
 
     ``bundle`` may still be verifying (:func:`gapcheck.golden.bundle.open_bundle`): readiness runs and the
     first requests go out meanwhile, and every comparison waits for the verified bundle. A bundle that fails
-    its verification raises :class:`BadBundle` (exit 2) whatever the endpoint did, never an outcome."""
+    its verification raises :class:`BadBundle` (exit 2) whatever the endpoint did, never an outcome. ``cancelled``
+    (set by a caller that stopped waiting): no further attempt starts."""
     from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
     from gapcheck.nightly.deadline import DeadlineEndpoint, deadline_message
 
@@ -500,7 +502,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     try:
         # Readiness and inference connect through _connect: every attempt stops at the deadline. The audit's own
         # connection (triton.audit, through client.connect) is a plain one: its attempts are bounded by timeout_s.
-        bounded = DeadlineEndpoint.of(spec.triton_endpoint(retries), deadline, deadline_s)
+        bounded = DeadlineEndpoint.of(spec.triton_endpoint(retries), deadline, deadline_s, cancelled)
         # A bare host:port is probed once, here; resolve() keeps the class (dataclasses.replace), typed as its base.
         endpoint = cast(DeadlineEndpoint, bounded.resolve())
         spare.append(_connect(endpoint))

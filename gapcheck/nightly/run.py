@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -225,7 +227,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         first = request.endpoints[0]
         opening = _Opening(request, pending, run_id, started_at)  # once the bundle is verified, beside the requests
         try:
-            first_outcome = _check(first, pending, request)  # beside the hashes
+            first_outcome = _first_check(first, pending, request)  # beside the hashes; a bad bundle ends it at once
             bundle = pending.result()
             timings["verify_golden"] = time.monotonic() - start
             golden_findings = _text_check(bundle, request, timings)  # a tokenizer that cannot load: nothing recorded
@@ -335,9 +337,39 @@ def _text_check(bundle: GoldenBundle, request: NightlyRequest, timings: dict[str
     return findings
 
 
-def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: NightlyRequest) -> EndpointOutcome:
+def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: NightlyRequest,
+           cancelled: threading.Event | None = None) -> EndpointOutcome:
     return check_endpoint(spec, bundle, max_in_flight=request.max_in_flight, deadline_s=request.deadline_s,
-                          retries=request.retries, audit=request.audit)
+                          retries=request.retries, audit=request.audit, cancelled=cancelled)
+
+
+def _first_check(spec: EndpointSpec, pending: PendingBundle, request: NightlyRequest) -> EndpointOutcome:
+    """The first endpoint's check, beside the bundle's hashes, waited on together with them: a bundle that fails
+    its verification is raised at once (exit 2), not after the endpoint's whole deadline (a server that accepts and
+    never answers held it for ``--triton-deadline``). The check runs on a daemon thread, which the failed bundle
+    cancels (no further attempt starts; one in flight ends on its timeout, and nothing waits for it). Nothing of
+    the check is used unless the bundle verified: the check itself compares only against the verified bundle."""
+    wake = threading.Event()
+    cancelled = threading.Event()
+    done: Future[EndpointOutcome] = Future()
+    done.add_done_callback(lambda _: wake.set())
+
+    def work() -> None:
+        try:
+            done.set_result(_check(spec, pending, request, cancelled))
+        except BaseException as exc:  # noqa: BLE001 - kept for the caller, who raises it
+            done.set_exception(exc)
+
+    pending.when_checked(wake.set)
+    threading.Thread(target=work, name=f"nightly-{spec.name}", daemon=True).start()
+    try:
+        wake.wait()
+        if not done.done():
+            pending.result()  # the bundle is checked, the endpoint not: a bad bundle raises here
+        return done.result()
+    except BaseException:
+        cancelled.set()
+        raise
 
 
 class _Night:
