@@ -119,6 +119,28 @@ class GoldenBundle:
                 "versions": m["versions"]}
 
 
+def check_fingerprints(bundle: GoldenBundle) -> None:
+    """Every per-sample fingerprint the manifest recorded (``samples.fingerprints``) against the samples in
+    inputs.safetensors; InputError (exit 2) naming the first sample that differs and how many do. A file whose
+    values were changed and its SHA256 re-hashed in the manifest passed the file hashes alone. One pass over the
+    arrays already read (each sample a view, no copy); a bundle that recorded no fingerprints has nothing to check."""
+    from gapcheck.tensors import fingerprint
+
+    recorded = (bundle.manifest.get("samples") or {}).get("fingerprints")
+    if recorded is None:
+        return
+    count = bundle.num_samples
+    if len(recorded) != count:
+        raise InputError(f"golden bundle {bundle.path}: the manifest records {len(recorded)} sample fingerprints "
+                         f"for {count} samples")
+    names = sorted(bundle.inputs)
+    differ = [i for i, entry in enumerate(recorded)
+              if sorted(entry) != names or any(entry[n] != fingerprint(bundle.inputs[n][i:i + 1]) for n in names)]
+    if differ:
+        raise InputError(f"golden bundle {bundle.path}: sample {differ[0]} of {INPUTS_FILE} does not match the "
+                         f"fingerprint its manifest recorded ({len(differ)} of {count} samples differ)")
+
+
 def _parse_onnx(folder: Path, data: bytes) -> Any:
     """A verified ``model.onnx``'s bytes parsed and checked; InputError (exit 2) when they are no valid model."""
     import onnx

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gapcheck.findings import Finding
-from gapcheck.golden.bundle import load_bundle, read_manifest
+from gapcheck.golden.bundle import check_fingerprints, load_bundle, read_manifest
 from gapcheck.golden.record import RecordOutcome
 from gapcheck.report.contract import Check, ResultBase, Table
 
@@ -57,6 +57,7 @@ def verify_bundle(path: str | Path) -> GoldenResult:
     that is no model would otherwise pass here and fail only in the nightly's audit."""
     bundle = load_bundle(path)
     bundle.onnx_model()
+    check_fingerprints(bundle)
     return GoldenResult(action="verify", bundle=bundle.summary(), files=tuple(sorted(bundle.manifest["files"])))
 
 
