@@ -277,9 +277,9 @@ class InputDigests:
     as long as a round trip on a small model). A request's digest is then the recorded fingerprint of its
     sample when it holds one (the same value :func:`gapcheck.tensors.fingerprint` gives the batch of one),
     else the SHA256 of ``"gapcheck-batch:"`` and the comma-joined fingerprints of its samples, in order.
-    The recorded fingerprints are trusted only when they fit the verified file: one per sample and input,
-    and the first and last sample's recomputed here; otherwise (a hand-built bundle) every request is
-    hashed as sent, as before.
+    Every recorded fingerprint is checked against its sample first (one pass, while the requests are in
+    flight): one that differs refuses the bundle (BadBundle, exit 2); none recorded (a hand-built bundle):
+    every request is hashed as sent.
     """
 
     def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int) -> None:
@@ -306,16 +306,26 @@ def batch_digest(fingerprints: list[str]) -> str:
 
 def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray],
                            count: int) -> list[dict[str, str]] | None:
+    """The manifest's per-sample fingerprints once EVERY one matches its sample (None: none recorded, a hand-built
+    bundle: each request is hashed as sent). A fingerprint that differs is a tampered bundle (its inputs changed and
+    their file's SHA256 re-hashed in the manifest): BadBundle, exit 2, before any answer is judged — a report must
+    never state a digest of bytes that were not sent. One SHA256 pass over the inputs, while the requests are in
+    flight (hashlib releases the GIL). The same rule as ``golden verify`` (gapcheck.golden.bundle)."""
     from gapcheck.tensors import fingerprint
 
     recorded = manifest.get("samples", {}).get("fingerprints")
-    names = set(inputs)
-    if (not isinstance(recorded, list) or len(recorded) != count
-            or not all(isinstance(r, dict) and set(r) >= names for r in recorded)):
+    if recorded is None:
         return None
-    for i in {0, count - 1}:
-        if any(fingerprint(inputs[n][i:i + 1]) != recorded[i][n] for n in names):
-            return None
+    names = sorted(inputs)
+    if not isinstance(recorded, list) or len(recorded) != count:
+        raise BadBundle(f"the golden bundle's manifest records {len(recorded) if isinstance(recorded, list) else 0} "
+                        f"sample fingerprints for {count} samples")
+    differ = [i for i, entry in enumerate(recorded)
+              if not isinstance(entry, dict) or sorted(entry) != names
+              or any(entry[n] != fingerprint(inputs[n][i:i + 1]) for n in names)]
+    if differ:
+        raise BadBundle(f"golden bundle: sample {differ[0]} of inputs.safetensors does not match the fingerprint its "
+                        f"manifest recorded ({len(differ)} of {count} samples differ): tampered or corrupt")
     return recorded
 
 
@@ -628,7 +638,11 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
                    for a, b in _batches(bundle.num_samples, batch)}
         on_sent()
         # Each request's digest is worked out here, while the requests are in flight (the slices sent: the same bytes).
-        digests = InputDigests(bundle.manifest, inputs, bundle.num_samples)
+        try:
+            digests = InputDigests(bundle.manifest, inputs, bundle.num_samples)
+        except BadBundle:
+            verified(bundle)  # a file that fails its SHA256 is said as such first
+            raise
         reference = verified(bundle).reference  # the requests are in flight; nothing is judged before this
         for future in as_completed(pending):
             first, stop = pending[future]

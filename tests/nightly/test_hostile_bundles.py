@@ -2,12 +2,16 @@
 bytes that were not sent."""
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gapcheck.errors import InputError
@@ -57,3 +61,47 @@ def test_a_cancelled_endpoint_starts_no_further_attempt() -> None:
     cancelled.set()
     with pytest.raises(DeadlinePassed, match="cancelled"):
         endpoint.time_left()
+
+
+def _swapped_values(tiny_golden: Path, tmp_path: Path) -> Path:
+    """Sample 5's values changed, the inputs file's SHA256 re-hashed in the manifest, its fingerprints left as
+    recorded (the attacker's ``swapname``): every file hash passes."""
+    bundle = tmp_path / "swapped"
+    shutil.copytree(tiny_golden, bundle)
+    target = bundle / "inputs.safetensors"
+    raw = target.read_bytes()
+    size = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + size])
+    (name,) = [k for k in header if k != "__metadata__"]
+    values = np.frombuffer(raw[8 + size:], dtype="<f4").copy().reshape(header[name]["shape"])
+    values[5] += 100.0
+    target.write_bytes(raw[:8 + size] + values.tobytes())
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"]["inputs.safetensors"] = {"bytes": target.stat().st_size,
+                                               "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return bundle
+
+
+def test_stale_fingerprints_refuse_the_bundle_and_record_nothing(tiny_golden: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """Was: exit 0/1 with request input_sha256 values that are the recorded (stale) fingerprints, not a digest of
+    the bytes sent (only the first and last samples were checked)."""
+    from gapcheck.cli.app import main
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly.history import History
+    from tests.nightly.fake_triton import FakeTriton
+
+    bundle = _swapped_values(tiny_golden, tmp_path)
+    history = tmp_path / "h.sqlite"
+    report = tmp_path / "r.json"
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        code = main(["nightly", "--golden", str(bundle), "--history", str(history), "--json", str(report),
+                     "--no-audit", "--endpoint", f"prod={fake.url}"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "sample 5" in err and "fingerprint" in err
+    assert not report.exists()
+    if history.exists():  # the run row taken back: nothing recorded
+        with History(history) as h:
+            assert h.endpoint_history("prod") == []
