@@ -224,12 +224,13 @@ class History(AbstractContextManager["History"]):
         """Open (a writer creates and migrates it). ``busy_timeout_s`` bounds every wait for another SQLite
         writer's lock (default: the wait of the nightly lock held on this history by this process, else
         :data:`READ_BUSY_S` for a reader and 60 s for a writer); past it: :class:`HistoryBusy`, exit 3."""
-        from gapcheck.nightly.lock import held_wait_s
+        from gapcheck.nightly.lock import check_history_path, held_wait_s
 
         self.path = Path(path)
         if readonly and not self.path.is_file():
             raise ConfigError(f"no history database at {self.path}")
         if not readonly:
+            check_history_path(self.path)  # a folder, FIFO or device: exit 2, no journal created beside it
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

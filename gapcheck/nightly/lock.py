@@ -31,6 +31,28 @@ class LockTimeout(BackendError):
     """Another nightly run holds the history's lock longer than we may wait."""
 
 
+def check_history_path(history: str | Path) -> None:
+    """A history is a regular file, or absent (created): anything else (a folder, a FIFO, a device such as
+    /dev/zero, a socket, a link to nothing) is refused with ConfigError (exit 2) before the lock file, the
+    database or its journal is created beside it (SQLite would fail on it later, as a disk I/O error, exit 3)."""
+    path = Path(history)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise ConfigError(f"history {path} is a symbolic link to nothing",
+                              hint="give the path of an SQLite file, or of one to create") from None
+        return
+    except OSError:  # its folder is missing or no folder: said where the lock file or the database is opened
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "not a regular file"
+        raise ConfigError(f"history {path} is {kind}, not an SQLite file",
+                          hint="give the path of an SQLite file, or of one to create")
+
+
 def lock_path_for(history: Path) -> Path:
     return history.with_name(history.name + ".lock")
 
@@ -39,7 +61,8 @@ class HistoryLock:
     """Exclusive lock on ``<history>.lock``; use as a context manager."""
 
     def __init__(self, history: str | Path, wait_s: float = 60.0) -> None:
-        self.path = lock_path_for(Path(history))
+        self.history = Path(history)
+        self.path = lock_path_for(self.history)
         self.wait_s = float(wait_s)
         # NaN would never compare >= and the wait would never end; inf is no bound either.
         if not (math.isfinite(self.wait_s) and self.wait_s >= 0):
@@ -48,6 +71,7 @@ class HistoryLock:
         self.waited_s = 0.0
 
     def acquire(self) -> "HistoryLock":
+        check_history_path(self.history)  # before the lock file (or its folder) is created
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # O_NOFOLLOW: a link planted in place of the lock file must not make us create or truncate its target

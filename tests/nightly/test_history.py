@@ -243,7 +243,7 @@ def test_a_night_whose_first_check_finds_the_bundle_bad_leaves_no_run_row(tiny_g
     from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
     from gapcheck.nightly.probe import BadBundle, verified
 
-    def finds_it_bad(spec, bundle, request):
+    def finds_it_bad(spec, bundle, request, cancelled=None):
         verified(bundle)  # the hashes pass: the opening thread goes on and starts the run
         raise BadBundle("golden bundle: model.onnx is not a valid ONNX model")
 

@@ -105,3 +105,40 @@ def test_stale_fingerprints_refuse_the_bundle_and_record_nothing(tiny_golden: Pa
     if history.exists():  # the run row taken back: nothing recorded
         with History(history) as h:
             assert h.endpoint_history("prod") == []
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling"])
+def test_a_history_that_is_no_regular_file_is_refused_before_anything_is_created(tiny_golden: Path, tmp_path: Path,
+                                                                                  kind: str) -> None:
+    """Was (``--history /dev/zero``): exit 3, "disk I/O error", and /dev/zero.lock and /dev/zero-journal created.
+    A character device is not planted here (that would need /dev); the check is the same stat."""
+    import os
+    import subprocess
+    import sys
+
+    history = tmp_path / "history"
+    if kind == "folder":
+        history.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(history)
+    else:
+        history.symlink_to(tmp_path / "nowhere")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run([sys.executable, "-m", "gapcheck", "nightly", "--golden", str(tiny_golden), "--history",
+                           str(history), "--no-audit", "--endpoint", "prod=http://127.0.0.1:1/m"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"history {history} is" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no .lock, no -journal, no -wal
+
+
+def test_a_history_writer_refuses_a_fifo(tmp_path: Path) -> None:
+    import os
+
+    from gapcheck.errors import ConfigError
+    from gapcheck.nightly.history import History
+
+    os.mkfifo(tmp_path / "h.sqlite")
+    with pytest.raises(ConfigError, match="is a FIFO"):
+        History(tmp_path / "h.sqlite")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite"]
