@@ -23,7 +23,7 @@ import onnx
 import onnxruntime as ort
 
 from gapcheck.backends.base import TensorSpec
-from gapcheck.errors import BackendError, InputError
+from gapcheck.errors import BackendError, ExitCode, InputError
 from gapcheck.model.mapping import with_extra_outputs
 from gapcheck.model.onnx_file import condense_error
 from gapcheck.tensors import fingerprint
@@ -155,6 +155,14 @@ def _check_outputs(model: onnx.ModelProto) -> None:
         raise InputError(f"the ONNX model lists output {twice[0]!r} more than once")
 
 
+class ModelRunError(BackendError):
+    """A node of the model could not execute (its attributes contradict its weights): the file's fault, exit 2 at
+    the CLI. A BackendError still, so that a caller running a graph gapcheck built (a cut, a batch check) keeps the
+    fallback it has for any run failure: only where it reaches the boundary is it blamed on the user's file."""
+
+    exit_code = ExitCode.USAGE
+
+
 class OnnxRuntimeBackend:
     """Runs an ONNX model in ONNX Runtime; ``extra_outputs`` are intermediate values marked as graph outputs."""
 
@@ -212,7 +220,7 @@ class OnnxRuntimeBackend:
                 # the feeds passed ORT's checks against the declared inputs; they are named so that a shape the
                 # user chose (--input) is seen beside the node that failed on it
                 shown = ", ".join(f"{k} {'x'.join(map(str, v.shape)) or 'scalar'} {v.dtype}" for k, v in fed.items())
-                raise InputError(f"ONNX Runtime cannot run the model on the inputs fed ({shown}): "
+                raise ModelRunError(f"ONNX Runtime cannot run the model on the inputs fed ({shown}): "
                                  f"{_first_line(exc)}") from None
             raise BackendError(f"ONNX Runtime failed to run: {condense_error(exc)}") from exc
         return dict(zip(names, values))

@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import numpy_helper
 
-from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-from gapcheck.errors import BackendError, ExitCode, InputError
+from gapcheck.backends.onnxruntime import ModelRunError, OnnxRuntimeBackend
+from gapcheck.errors import BackendError, ExitCode, exit_code_for
 
 
 def bad_kernel_model(batch: int | str = "batch", name: str = "conv"):
@@ -30,9 +30,9 @@ def bad_kernel_model(batch: int | str = "batch", name: str = "conv"):
 @pytest.mark.parametrize("batch", ["batch", 1])
 def test_a_node_whose_attributes_contradict_its_weights_is_the_files_fault(batch):
     backend = OnnxRuntimeBackend(bad_kernel_model(batch))
-    with pytest.raises(InputError) as caught:
+    with pytest.raises(ModelRunError) as caught:
         backend.infer({"x": np.zeros((1, 3, 8, 8), np.float32)})
-    assert caught.value.exit_code == ExitCode.USAGE
+    assert exit_code_for(caught.value) == ExitCode.USAGE
     message = str(caught.value)
     assert "kernel_shape is not compatible with W shape" in message and "x 1x3x8x8 float32" in message
     assert "[ONNXRuntimeError]" not in message
@@ -55,8 +55,31 @@ def test_a_node_failing_on_a_dynamic_dimension_we_chose_stays_a_backend_error():
 
 def test_a_node_failing_on_a_fully_static_input_is_the_files_fault():
     backend = OnnxRuntimeBackend(_reshape_to_3(2))  # declares 2 values, reshapes them to 3: no feed can run it
-    with pytest.raises(InputError, match=r"Reshape node.*Status Message: input_shape_size == "):
+    with pytest.raises(ModelRunError, match=r"Reshape node.*Status Message: input_shape_size == "):
         backend.infer({"x": np.zeros(2, np.float32)})
+
+
+def test_the_cli_says_exit_2_for_it(tmp_path, capsys):
+    """Through export-diff (a Conv of the file whose kernel_shape contradicts its weights): exit 2, was exit 3."""
+    import warnings
+
+    import onnx
+    import torch
+
+    from gapcheck.cli.app import main
+    from tests.nightly.models import build_tiny
+
+    path = tmp_path / "bad.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(build_tiny().eval(), (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False, input_names=["x"])
+    model = onnx.load(str(path))
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    next(a for a in conv.attribute if a.name == "kernel_shape").ints[:] = [5, 5]
+    onnx.save(model, str(path))
+    assert main(["export-diff", "--model", "tests.nightly.models:build_tiny", "--input", "x:1x3x8x8:float32",
+                 "--num-samples", "2", "--onnx", str(path), "--no-progress"]) == 2
+    assert "kernel_shape is not compatible with W shape" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("feed", [np.zeros((1, 3, 8, 8), np.float64), np.zeros((1, 3, 9, 8), np.float32),
@@ -75,12 +98,11 @@ def test_ort_logs_nothing_raw_to_stderr_from_a_hostile_value_name(tmp_path):
     path.write_bytes(bad_kernel_model(name="r\x1b]0;PWNED\x07\x1b[2J").SerializeToString())
     code = textwrap.dedent(f"""
         import numpy as np, onnx
-        from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
-        from gapcheck.errors import InputError
+        from gapcheck.backends.onnxruntime import ModelRunError, OnnxRuntimeBackend
         backend = OnnxRuntimeBackend(onnx.load({str(path)!r}))
         try:
             backend.infer({{"x": np.zeros((1, 3, 8, 8), np.float32)}})
-        except InputError as exc:
+        except ModelRunError as exc:
             print("refused" if "kernel_shape" in str(exc) else "other")
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
