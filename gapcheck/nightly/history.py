@@ -61,10 +61,13 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def _busy(path: Path, waited_s: float) -> HistoryBusy:
+def _busy(path: Path, waited_s: float, readonly: bool = False) -> HistoryBusy:
+    # Worded per command: only nightly has --lock-wait; a reader (gapcheck history) waits a fixed READ_BUSY_S.
+    then = ("run gapcheck history again once it is done (a reader waits "
+            f"{READ_BUSY_S:g}s for a writer)") if readonly else "the run can be retried, or allow a longer --lock-wait"
     return HistoryBusy(f"history {path} is locked by another SQLite writer; gave up after waiting {waited_s:g}s",
-                       hint="another process is writing it (not a gapcheck nightly: that one holds the lock file); "
-                            "the run can be retried, or allow a longer --lock-wait")
+                       hint=f"another process is writing it (not a gapcheck nightly: that one holds the lock file); "
+                            f"{then}")
 
 
 def _corrupt(path: Path, exc: BaseException) -> HistoryCorrupt:
@@ -227,6 +230,7 @@ class History(AbstractContextManager["History"]):
         from gapcheck.nightly.lock import check_history_path, held_wait_s
 
         self.path = Path(path)
+        self.readonly = readonly
         if readonly and not self.path.is_file():
             raise ConfigError(f"no history database at {self.path}")
         if not readonly:
@@ -262,7 +266,7 @@ class History(AbstractContextManager["History"]):
             if hasattr(self, "db"):
                 self.db.close()
             if _is_busy(exc):
-                raise _busy(self.path, self.busy_timeout_s) from None
+                raise _busy(self.path, self.busy_timeout_s, self.readonly) from None
             raise ConfigError(f"history {self.path} is not a usable SQLite database: {exc}") from None
         except GapcheckError:
             if hasattr(self, "db"):
@@ -320,7 +324,7 @@ class History(AbstractContextManager["History"]):
             return self.db.execute(query, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
             if _is_busy(exc):
-                raise _busy(self.path, self.busy_timeout_s) from None
+                raise _busy(self.path, self.busy_timeout_s, self.readonly) from None
             raise _corrupt(self.path, exc) from None
 
     @property
@@ -521,7 +525,7 @@ class _Transaction:
 
     def _failed(self, exc: sqlite3.OperationalError) -> GapcheckError:
         if _is_busy(exc):
-            return _busy(self.path, self.busy_timeout_s)
+            return _busy(self.path, self.busy_timeout_s)  # a transaction writes
         if "no such table" in str(exc) or "no such column" in str(exc):
             return _corrupt(self.path, exc)
         return HistoryWriteError(f"history {self.path} could not be written: {exc}",

@@ -134,3 +134,24 @@ def test_another_programs_database_is_left_as_it_is(tiny_golden: Path, tmp_path:
                  "--endpoint", "e=http://127.0.0.1:1/m"]) == 2
     assert "an SQLite database of something else" in capsys.readouterr().err
     assert path.read_bytes() == before
+
+
+def test_the_busy_hint_names_an_option_the_command_has(tmp_path: Path) -> None:
+    """`gapcheck history` has no --lock-wait (a reader waits a fixed time): its busy hint must not offer one; the
+    nightly writer's does (issue 23 atk5 #9)."""
+    from gapcheck.nightly.history import READ_BUSY_S
+
+    path = tmp_path / "h.sqlite"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE TABLE t (x)")
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(HistoryBusy) as reader:
+            History(path, readonly=True, busy_timeout_s=0.2)
+        with pytest.raises(HistoryBusy) as writer:
+            History(path, busy_timeout_s=0.2)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "--lock-wait" not in reader.value.hint and f"waits {READ_BUSY_S:g}s" in reader.value.hint
+    assert "--lock-wait" in writer.value.hint
