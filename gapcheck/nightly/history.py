@@ -542,6 +542,7 @@ def records_json(records: Iterable[EndpointRecord]) -> list[dict[str, Any]]:
             "status": r.status, "verdict": r.verdict, "max_abs_error": max(errors) if errors else None,
             "served_version": r.served_version, "config_hash": r.config_hash, "golden_hash": r.golden_hash,
             "headline": r.headline, "error": r.error, "samples": r.samples, "seconds": r.seconds,
+            "precision": r.precision,
             "outputs": [{"output": o.output, "verdict": o.verdict, "max_abs_error": o.max_abs_error,
                          "error_ratio": o.error_ratio, "cusum": o.cusum} for o in r.outputs],
         })

@@ -102,6 +102,7 @@ class EndpointReport:
             "headline": self.headline, "reachable": o.reachable, "error": o.error,
             "last_pass_at": self.last_pass_at, "failing_since": self.failing_since,
             "served_version": o.served_version, "config_hash": o.config_hash, "max_batch_size": o.max_batch_size,
+            "precision": o.precision,
             "changes": [{"what": ch.what, "before": ch.before, "after": ch.after} for ch in c.changes],
             "drifting_outputs": list(c.drifting_outputs),
             "samples": o.samples,

@@ -7,7 +7,7 @@ Statuses, in order of precedence (one per endpoint and night):
 ``new_failure``    a gap tonight; the last night with a verdict passed (or there is none)
 ``known_failure``  a gap tonight and on the last night with a verdict
 ``recovered``      passes tonight; the last night was a gap or unreachable
-``changed``        passes; the served version or the config hash differs from the last night
+``changed``        passes; the served version, the config hash or the precision differs from the last night
 ``drifting``       passes, but the one-sided CUSUM of the error has crossed its threshold
 ``pass``           passes, nothing else to say
 =================  ===========================================================================
@@ -75,7 +75,7 @@ class Tonight:
 
 @dataclass(frozen=True)
 class Change:
-    what: str  # "served_version" | "config_hash"
+    what: str  # "served_version" | "config_hash" | "precision" (fp32 | fp16: the budgets the night was compared with)
     before: str | None
     after: str | None
 
@@ -133,7 +133,8 @@ def classify(tonight: Tonight, history: Sequence[EndpointRecord], params: DriftP
     last_seen = judged[-1] if judged else None
     if tonight.reachable and last_seen is not None:
         for what, before, after in (("served_version", last_seen.served_version, tonight.served_version),
-                                    ("config_hash", last_seen.config_hash, tonight.config_hash)):
+                                    ("config_hash", last_seen.config_hash, tonight.config_hash),
+                                    ("precision", last_seen.precision, tonight.precision)):
             if before != after and not (before is None or after is None):
                 changes.append(Change(what, before, after))
     previous_status = previous.status if previous else None

@@ -83,4 +83,5 @@ def test_error_ratios_under_fp16_budgets_are_not_one_drift_series_with_fp32_nigh
     assert classify(tonight(ratio=0.35), history).status is Status.DRIFTING
     half = dataclasses.replace(tonight(ratio=0.35), precision="fp16")
     result = classify(half, history)
-    assert result.status is Status.PASS and result.cusum == {"y": 0.0}
+    assert result.status is Status.CHANGED and result.cusum == {"y": 0.0}
+    assert [(c.what, c.before, c.after) for c in result.changes] == [("precision", "fp32", "fp16")]
