@@ -286,6 +286,10 @@ def realign(
     suspect_set = set(suspects)
     groups = {c: g for c, g in find_groups(module, capture).items() if suspect_set & set(g.members)}
     grouped = {m: g for g in groups.values() for m in g.members[:2]}
+    if policy.precision != "fp32":  # FP16 budgets (1% of each tensor's range) are too wide to find a module's output
+        # by value (a LayerNorm's input passes for its output): only a fused group's conv -> batch_norm is re-checked
+        suspects = [s for s in suspects if s in grouped]
+        suspect_set = set(suspects)
     searches = _searches(capture, groups, suspects, grouped, hooked, index, mappings, submodules, policy, noise,
                          layout)
     _name_by_outputs(searches, capture, index, suspect_set)
@@ -331,7 +335,10 @@ def _searches(capture: CaptureResult, groups: dict[str, FusedGroup], suspects: l
             target = group_reference(captured.output, submodules[group.norm])
             floor = max(noise.get(path, 0.0), noise.get(group.norm, 0.0)) or None
             searches[path] = _Search(target, policy.for_name(path, target.dtype, floor), _group_value(index, group))
-    unnamed = [p for p in hooked if not mappings[p].mapped and p not in grouped and p not in groups]
+    # FP16 budgets: not searched (see realign; a ReLU6 after a passing group fails with the group's very error too:
+    # its range is clipped, and the budget scaled to it)
+    unnamed = [p for p in hooked if not mappings[p].mapped and p not in grouped and p not in groups] \
+        if policy.precision == "fp32" else []
     alone = [s for s in suspects if s not in groups and (s not in grouped or mappings[s].value in layout.blocked)]
     for path in [*alone, *unnamed]:
         captured = capture.modules.get(path)

@@ -215,9 +215,10 @@ def _compare(torch_backend: TorchBackend, plan: _Plan, samples, deployed: Sequen
 
 def _realign(torch_backend, plan: _Plan, run: SampleRun, samples, policy) -> Realignment:
     """Re-check by value the modules that fail under their name mapping (only then: a passing run does none of it)."""
-    if plan.precision != "fp32" or plan.fp16_file or not plan.fit.fits or torch_backend.module.training:
-        # FP16 budgets or an FP16 file (FP32 budgets fail every module of it), another model's graph, batch
-        # statistics: names are all there is
+    if (plan.fp16_file and plan.precision == "fp32") or not plan.fit.fits or torch_backend.module.training:
+        # an FP16 file judged with FP32 budgets (asked: every module of it fails them, so no value could confirm a
+        # match), another model's graph, batch statistics: names are all there is. An FP16 file or --precision fp16
+        # is re-checked under the run's FP16 budgets: a Conv with its BatchNorm folded in is compared as the group
         return Realignment()
     failing_outputs = {name for (backend, name), runs in run.output_stats.items() if backend == ORT_NAME
                        and any(not st.passed for _, st in runs)}
