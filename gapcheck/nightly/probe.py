@@ -282,8 +282,9 @@ class InputDigests:
     every request is hashed as sent.
     """
 
-    def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int) -> None:
-        self.recorded = _recorded_fingerprints(manifest, inputs, count)
+    def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int,
+                 where: object = "") -> None:
+        self.recorded = _recorded_fingerprints(manifest, inputs, count, f"golden bundle {where}".strip())
 
     @property
     def from_record(self) -> bool:
@@ -304,8 +305,8 @@ def batch_digest(fingerprints: list[str]) -> str:
     return hashlib.sha256(("gapcheck-batch:" + ",".join(fingerprints)).encode()).hexdigest()
 
 
-def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray],
-                           count: int) -> list[dict[str, str]] | None:
+def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int,
+                           bundle: str = "golden bundle") -> list[dict[str, str]] | None:
     """The manifest's per-sample fingerprints once EVERY one matches its sample (None: none recorded, a hand-built
     bundle: each request is hashed as sent). A fingerprint that differs is a tampered bundle (its inputs changed and
     their file's SHA256 re-hashed in the manifest): BadBundle, exit 2, before any answer is judged — a report must
@@ -318,13 +319,13 @@ def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarra
         return None
     names = sorted(inputs)
     if not isinstance(recorded, list) or len(recorded) != count:
-        raise BadBundle(f"the golden bundle's manifest records {len(recorded) if isinstance(recorded, list) else 0} "
+        raise BadBundle(f"{bundle}: the manifest records {len(recorded) if isinstance(recorded, list) else 0} "
                         f"sample fingerprints for {count} samples")
     differ = [i for i, entry in enumerate(recorded)
               if not isinstance(entry, dict) or sorted(entry) != names
               or any(entry[n] != fingerprint(inputs[n][i:i + 1]) for n in names)]
     if differ:
-        raise BadBundle(f"golden bundle: sample {differ[0]} of inputs.safetensors does not match the fingerprint its "
+        raise BadBundle(f"{bundle}: sample {differ[0]} of inputs.safetensors does not match the fingerprint its "
                         f"manifest recorded ({len(differ)} of {count} samples differ): tampered or corrupt")
     return recorded
 
@@ -639,7 +640,7 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
         on_sent()
         # Each request's digest is worked out here, while the requests are in flight (the slices sent: the same bytes).
         try:
-            digests = InputDigests(bundle.manifest, inputs, bundle.num_samples)
+            digests = InputDigests(bundle.manifest, inputs, bundle.num_samples, bundle.path)
         except BadBundle:
             verified(bundle)  # a file that fails its SHA256 is said as such first
             raise

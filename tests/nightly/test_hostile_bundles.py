@@ -100,7 +100,7 @@ def test_stale_fingerprints_refuse_the_bundle_and_record_nothing(tiny_golden: Pa
                      "--no-audit", "--endpoint", f"prod={fake.url}"])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "sample 5" in err and "fingerprint" in err
+    assert f"golden bundle {bundle}: sample 5" in err and "fingerprint" in err
     assert not report.exists()
     if history.exists():  # the run row taken back: nothing recorded
         with History(history) as h:
