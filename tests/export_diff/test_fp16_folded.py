@@ -117,3 +117,36 @@ def test_planted_padding_in_fp16_folded_file_is_named_at_the_conv(tmp_path, tool
     assert code == 1
     first = report["first_divergence"]
     assert (first["module"], first["cause"]) == ("conv2", "local"), first  # not bn2 nor act2: the conv owns it
+
+
+def test_a_relu6_under_fp16_budgets_is_allowed_the_error_its_input_is_allowed():
+    """FP16 budgets scale with the tensor's range: a ReLU6 (range clipped to 6) reading a Conv+BatchNorm value that
+    ranges to 24 failed with the very error its passing input carried (timm mobilenetv2_100 through the TorchScript
+    exporter and FP16: exit 1 at blocks.4.2.bn2.act). The activation is allowed its input's budget."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from onnx import helper
+
+    from gapcheck.compare import TolerancePolicy
+    from gapcheck.export_diff.passes import LayerAccumulator, _activation_inputs, _compare_layer
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["conv"]), helper.make_node("Clip", ["conv", "lo", "hi"], ["act"]),
+         helper.make_node("Mul", ["act", "act"], ["sq"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("sq", onnx.TensorProto.FLOAT, None)])
+    assert _activation_inputs(helper.make_model(graph), {"act", "sq"}) == {"act": "conv"}  # Mul is no activation
+    conv = np.linspace(-24, 24, 64, dtype=np.float32)
+    reference = np.clip(conv, 0, 6)
+    actual = reference + np.float32(0.1215) * (reference > 0)  # the input's own error, carried through
+    capture = SimpleNamespace(modules={"act": SimpleNamespace(output=reference)})
+    policy = TolerancePolicy(precision="fp16")
+
+    def compare(input_absmax):
+        return _compare_layer(LayerAccumulator(), capture, "act", "act", {"act": actual}, 0, policy, "fp16",
+                              input_absmax=input_absmax)
+    assert not compare(None).passed  # 0.1215 over 0.02 x 6
+    assert compare(24.0).passed  # within 0.02 x 24, as the input is
+    assert not _compare_layer(LayerAccumulator(), capture, "act", "act", {"act": reference + np.float32(1.0)}, 0,
+                              policy, "fp16", input_absmax=24.0).passed  # a real change still fails
