@@ -120,25 +120,34 @@ class GoldenBundle:
 
 
 def check_fingerprints(bundle: GoldenBundle) -> None:
-    """Every per-sample fingerprint the manifest recorded (``samples.fingerprints``) against the samples in
-    inputs.safetensors; InputError (exit 2) naming the first sample that differs and how many do. A file whose
-    values were changed and its SHA256 re-hashed in the manifest passed the file hashes alone. One pass over the
-    arrays already read (each sample a view, no copy); a bundle that recorded no fingerprints has nothing to check."""
+    """Every per-sample fingerprint the manifest recorded against the samples in inputs.safetensors (see
+    :func:`verified_fingerprints`): InputError (exit 2) naming the first sample that differs and how many do."""
+    verified_fingerprints(bundle.manifest, bundle.inputs, bundle.num_samples, f"golden bundle {bundle.path}")
+
+
+def verified_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int, where: str,
+                          error: type[InputError] = InputError) -> list[dict[str, str]] | None:
+    """The manifest's per-sample fingerprints (``samples.fingerprints``) once EVERY one matches its sample; None when
+    none were recorded (a hand-built bundle). A file whose values were changed and its SHA256 re-hashed in the
+    manifest passes the file hashes alone: a fingerprint that differs is ``error`` (exit 2) naming the first sample
+    and how many differ. One SHA256 pass over the arrays already read (each sample a view, no copy); ``golden
+    verify`` and nightly (which reports these digests per request) share it."""
     from gapcheck.tensors import fingerprint
 
-    recorded = (bundle.manifest.get("samples") or {}).get("fingerprints")
+    recorded = (manifest.get("samples") or {}).get("fingerprints")
     if recorded is None:
-        return
-    count = bundle.num_samples
-    if len(recorded) != count:
-        raise InputError(f"golden bundle {bundle.path}: the manifest records {len(recorded)} sample fingerprints "
-                         f"for {count} samples")
-    names = sorted(bundle.inputs)
+        return None
+    if not isinstance(recorded, list) or len(recorded) != count:
+        raise error(f"{where}: the manifest records {len(recorded) if isinstance(recorded, list) else 0} sample "
+                    f"fingerprints for {count} samples")
+    names = sorted(inputs)
     differ = [i for i, entry in enumerate(recorded)
-              if sorted(entry) != names or any(entry[n] != fingerprint(bundle.inputs[n][i:i + 1]) for n in names)]
+              if not isinstance(entry, dict) or sorted(entry) != names
+              or any(entry[n] != fingerprint(inputs[n][i:i + 1]) for n in names)]
     if differ:
-        raise InputError(f"golden bundle {bundle.path}: sample {differ[0]} of {INPUTS_FILE} does not match the "
-                         f"fingerprint its manifest recorded ({len(differ)} of {count} samples differ)")
+        raise error(f"{where}: sample {differ[0]} of {INPUTS_FILE} does not match the fingerprint its manifest "
+                    f"recorded ({len(differ)} of {count} samples differ): tampered or corrupt")
+    return recorded
 
 
 def _parse_onnx(folder: Path, data: bytes) -> Any:

@@ -30,7 +30,7 @@ import numpy as np
 
 from gapcheck.errors import EndpointError, GapcheckError, InputError, UsageError, one_line
 from gapcheck.findings import Finding, Severity, Subject
-from gapcheck.golden.bundle import GoldenBundle, PendingBundle
+from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.url import redact
 
@@ -284,7 +284,7 @@ class InputDigests:
 
     def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int,
                  where: object = "") -> None:
-        self.recorded = _recorded_fingerprints(manifest, inputs, count, f"golden bundle {where}".strip())
+        self.recorded = verified_fingerprints(manifest, inputs, count, f"golden bundle {where}".strip(), BadBundle)
 
     @property
     def from_record(self) -> bool:
@@ -303,31 +303,6 @@ def batch_digest(fingerprints: list[str]) -> str:
     if len(fingerprints) == 1:
         return fingerprints[0]
     return hashlib.sha256(("gapcheck-batch:" + ",".join(fingerprints)).encode()).hexdigest()
-
-
-def _recorded_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int,
-                           bundle: str = "golden bundle") -> list[dict[str, str]] | None:
-    """The manifest's per-sample fingerprints once EVERY one matches its sample (None: none recorded, a hand-built
-    bundle: each request is hashed as sent). A fingerprint that differs is a tampered bundle (its inputs changed and
-    their file's SHA256 re-hashed in the manifest): BadBundle, exit 2, before any answer is judged — a report must
-    never state a digest of bytes that were not sent. One SHA256 pass over the inputs, while the requests are in
-    flight (hashlib releases the GIL). The same rule as ``golden verify`` (gapcheck.golden.bundle)."""
-    from gapcheck.tensors import fingerprint
-
-    recorded = manifest.get("samples", {}).get("fingerprints")
-    if recorded is None:
-        return None
-    names = sorted(inputs)
-    if not isinstance(recorded, list) or len(recorded) != count:
-        raise BadBundle(f"{bundle}: the manifest records {len(recorded) if isinstance(recorded, list) else 0} "
-                        f"sample fingerprints for {count} samples")
-    differ = [i for i, entry in enumerate(recorded)
-              if not isinstance(entry, dict) or sorted(entry) != names
-              or any(entry[n] != fingerprint(inputs[n][i:i + 1]) for n in names)]
-    if differ:
-        raise BadBundle(f"{bundle}: sample {differ[0]} of inputs.safetensors does not match the fingerprint its "
-                        f"manifest recorded ({len(differ)} of {count} samples differ): tampered or corrupt")
-    return recorded
 
 
 class _Inference:
