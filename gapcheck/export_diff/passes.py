@@ -171,9 +171,10 @@ def _activation_inputs(model: onnx.ModelProto, marked: set[str]) -> dict[str, st
     6, was allowed 0.12 where its Conv+BatchNorm input, ranging to 24, is allowed 0.48: the ReLU6 failed with the
     very error its passing input carried (timm mobilenetv2_100 in FP16: a false layer_divergence, exit 1).
     """
+    computed = {name for node in model.graph.node for name in node.output}  # not a graph input: fetched as an output
     return {node.output[0]: node.input[0] for node in model.graph.node
             if node.op_type in _NON_EXPANDING and node.output and node.output[0] in marked and node.input
-            and node.input[0]}
+            and node.input[0] in computed}
 
 
 def _run(setup: _Setup, progress: ProgressReporter, noise: str) -> SampleRun:
