@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -370,6 +371,15 @@ class LocalTritonServer:
         if self._own_workdir:
             # Keep the log of a failed run reachable for a moment; the rest is a copy of wheel files.
             shutil.rmtree(self.workdir / "backends", ignore_errors=True)
+
+    @contextlib.contextmanager
+    def running(self, timeout_s: float = 60.0) -> Iterator["LocalTritonServer"]:
+        """Started for the ``with`` block (``timeout_s`` for it to become ready), stopped after it, also on error."""
+        self.start(timeout_s)
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def __enter__(self) -> "LocalTritonServer":
         return self.start()

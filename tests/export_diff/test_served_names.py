@@ -92,11 +92,8 @@ def server(tmp_path_factory, request):
     swapped = _owner_export(heads, (1, 6), ["q", "p"])  # q is the first head, p the second
     write_python_model(repo, "heads_swapped", _config("heads_swapped", [("p", 3), ("q", 3)], "6"), {1: swapped})
     triton = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("served_names_work"))
-    triton.start(timeout_s=90)
-    try:
+    with triton.running(timeout_s=90):
         yield triton
-    finally:
-        triton.stop()
 
 
 def _compare(server, protocol, model_name, module, shape, output_map=None):

@@ -157,11 +157,8 @@ def served(golden_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactor
     for name in ("stable", "swapped", "drifting", "locking", "cli", "http"):
         write_model(repo, name, golden_onnx)
     server = hardened_server(repo, tmp_path_factory.mktemp("nightly_work"))
-    server.start(timeout_s=120)
-    try:
+    with server.running(timeout_s=120):
         yield Served(server, repo, "stable")
-    finally:
-        server.stop()
 
 
 def free_port() -> int:

@@ -21,11 +21,8 @@ def tls_served(golden_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFa
     write_model(repo, "tiny", golden_onnx)
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("nightly_tls_work"), extra_args=(
         "--grpc-use-ssl=true", f"--grpc-server-cert={certs['cert']}", f"--grpc-server-key={certs['key']}"))
-    server.start(timeout_s=120)
-    try:
+    with server.running(timeout_s=120):
         yield server, certs
-    finally:
-        server.stop()
 
 
 def _config(tmp_path: Path, ca: Path) -> Path:

@@ -167,11 +167,8 @@ def triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory)
     write_python_model(repo, "tiny_renamed", python_config("tiny_renamed", input_name="input"), {1: tiny_onnx})
     write_python_model(repo, "broken", python_config("broken", parameters={"fail_to_load": "1"}), {1: tiny_onnx})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("triton_work"))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield Deployments(server=server, onnx_model=tiny_onnx, old_onnx_model=old)
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -192,11 +189,8 @@ def fp16_triton(tmp_path_factory: pytest.TempPathFactory) -> LocalTritonServer:
     write_python_model(repo, "half_overflow", fp16_config("half_overflow", ["y"]),
                        {1: fp16_onnx(build_large_activation(), ["y"])})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("fp16_work"))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -214,11 +208,8 @@ def secured_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPath
         extra_args=(f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}",
                     f"--http-restricted-api={metadata}", f"--grpc-restricted-protocol={metadata}"),
     )
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -235,11 +226,8 @@ def hardened_triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPat
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("hardened_work"), strict_readiness=True,
                                extra_args=restriction_args((*PYTRITON_RESTRICTED, "model-config"), ACCESS_HEADER,
                                                            ACCESS_TOKEN))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["http", "grpc"])

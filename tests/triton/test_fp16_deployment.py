@@ -154,11 +154,8 @@ def bert_triton(tmp_path_factory: pytest.TempPathFactory):
     write_python_model(repo, "bert_planted", BERT_CONFIG.format(name="bert_planted"),
                        {1: bert_fp16_onnx(planted="bert.encoder.layer.0.intermediate.dense.bias")})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("bert_fp16_work"))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow

@@ -163,11 +163,8 @@ def health_restricted_triton(tiny_onnx, tmp_path_factory):
     write_python_model(repo, "broken", python_config("broken", parameters={"fail_to_load": "1"}), {1: tiny_onnx})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("health_work"),
                                extra_args=restriction_args(("health", "model-repository"), ACCESS_HEADER, ACCESS_TOKEN))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server
-    finally:
-        server.stop()
 
 
 def test_audit_with_health_restricted_still_passes_and_names_what_was_skipped(health_restricted_triton, tiny_onnx,

@@ -90,11 +90,8 @@ def seq_triton(tmp_path_factory: pytest.TempPathFactory):
         (repo / name / "1" / "model.py").write_text(SEQ_MODEL_PY)
         (repo / name / "config.pbtxt").write_text(_config(name, drop))
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("seq_work"))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server, onnx_path
-    finally:
-        server.stop()
 
 
 def _run(server: LocalTritonServer, onnx_path: Path, model: str, report: Path) -> int:

@@ -54,11 +54,8 @@ def tls_triton(tiny_onnx, tmp_path_factory):
     write_python_model(repo, "tiny", python_config("tiny"), {1: tiny_onnx})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("tls_work"), extra_args=(
         "--grpc-use-ssl=true", f"--grpc-server-cert={certs['cert']}", f"--grpc-server-key={certs['key']}"))
-    server.start(timeout_s=90)
-    try:
+    with server.running(timeout_s=90):
         yield server, certs
-    finally:
-        server.stop()
 
 
 def test_grpcs_url_with_the_ca_audits(tls_triton, tiny_onnx_path, capsys):
