@@ -37,10 +37,8 @@ once it is older than :data:`_ORPHAN_S`, so another process's entry being writte
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import inspect
-import io
 import json
 import logging
 import os
@@ -52,6 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gapcheck.reading import ReadRefused, Refusal, read_checked
 
 if TYPE_CHECKING:  # torch and onnx load only when an entry is keyed or read: `gapcheck cache info` stays light
     import numpy as np
@@ -69,7 +69,6 @@ _TEMP = re.compile(r"^\.[0-9a-f]{64}\.(onnx|json)\..*\.tmp$")
 _STALE_TEMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 _ORPHAN_S = 600.0  # a .onnx without its .json younger than this may be another process's entry being written
 _META_MAX_BYTES = 64 * 1024  # a description is a few hundred bytes
-_READ_CHUNK = 16 * 1024 * 1024
 
 
 def default_cache_dir() -> Path:
@@ -170,33 +169,35 @@ def _trusted_owners(cache_dir: Path) -> set[int] | None:
     return owners
 
 
-def _open_entry_file(path: Path, owners: set[int] | None) -> io.BufferedReader:
-    """``path`` opened for reading, never through a symbolic link, and only when it is a regular file of a trusted
-    owner (checked on the open file, so it cannot be swapped between the check and the read)."""
-    if not hasattr(os, "O_NOFOLLOW") and path.is_symlink():  # Windows: no O_NOFOLLOW, so look first
-        raise _Untrusted(f"its {path.suffix} is a symbolic link")
+def _untrusted(path: Path, exc: ReadRefused) -> _Untrusted:
+    """The cache's words for a refused entry file (``changing``: what a writer replacing the entry also causes)."""
+    name = path.suffix
+    words = {
+        Refusal.LINK: f"its {name} is a symbolic link",
+        Refusal.NOT_REGULAR: f"its {name} is not a regular file",
+        Refusal.OWNER: f"its {name} belongs to another user (uid {exc.uid}) in a folder others can write to",
+        Refusal.SIZE: f"its {name} holds {exc.size:,} bytes, {exc.expected or 0:,} were written",
+        Refusal.TOO_LARGE: f"its {name} is not gapcheck's description of this entry",  # only a .json has a limit
+        Refusal.SHRANK: f"its {name} was cut short while read",
+        Refusal.GREW: f"its {name} grew while read",
+    }
+    return _Untrusted(words[exc.reason], changing=exc.reason is Refusal.SIZE)
+
+
+def _read_file(path: Path, owners: set[int] | None, *, size: int | None = None, limit: int | None = None) -> bytearray:
+    """An entry file's bytes, read once: never through a symbolic link, only a regular file of a trusted owner
+    (checked on the open descriptor, so it cannot be swapped between the check and the read), exactly ``size`` bytes
+    when given, at most ``limit``."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and path.is_symlink()):
-            raise _Untrusted(f"its {path.suffix} is a symbolic link") from None
-        raise
-    handle = os.fdopen(descriptor, "rb")
-    info = os.fstat(handle.fileno())
-    if not stat.S_ISREG(info.st_mode):
-        handle.close()
-        raise _Untrusted(f"its {path.suffix} is not a regular file")
-    if owners is not None and info.st_uid not in owners:
-        handle.close()
-        raise _Untrusted(f"its {path.suffix} belongs to another user (uid {info.st_uid}) in a folder others can write to")
-    return handle
+        return read_checked(path, owners=owners, expected_bytes=size, max_bytes=limit)
+    except ReadRefused as exc:
+        raise _untrusted(path, exc) from None
 
 
 def _read_meta(path: Path, key: str, owners: set[int] | None) -> dict:
-    with _open_entry_file(path, owners) as handle:
-        data = handle.read(_META_MAX_BYTES + 1)
+    data = _read_file(path, owners, limit=_META_MAX_BYTES)
     try:
-        meta = json.loads(data) if len(data) <= _META_MAX_BYTES else None
+        meta = json.loads(data)
     except (ValueError, RecursionError):
         meta = None
     if not isinstance(meta, dict) or meta.get("key", key) != key or not isinstance(meta.get("exporter"), str):
@@ -210,24 +211,6 @@ def _read_meta(path: Path, key: str, owners: set[int] | None) -> dict:
             and 0 < size <= _MAX_CACHED_BYTES):
         raise _Untrusted(f"its {path.suffix} holds no valid digest")
     return meta
-
-
-def _read_model(path: Path, size: int, owners: set[int] | None) -> bytearray:
-    """The entry's ONNX bytes, read once: exactly the size written, from the file opened and checked."""
-    with _open_entry_file(path, owners) as handle:
-        actual = os.fstat(handle.fileno()).st_size
-        if actual != size:
-            raise _Untrusted(f"its {path.suffix} holds {actual:,} bytes, {size:,} were written", changing=True)
-        data = bytearray(size)
-        view, done = memoryview(data), 0
-        while done < size:
-            count = handle.readinto(view[done:done + _READ_CHUNK])
-            if not count:
-                raise _Untrusted(f"its {path.suffix} was cut short while read")
-            done += count
-        if handle.read(1):
-            raise _Untrusted(f"its {path.suffix} grew while read")
-    return data
 
 
 def _parse_verified(data: bytearray, digest: str, name: str) -> onnx.ModelProto:
@@ -285,7 +268,7 @@ def _read_entry(meta_path: Path, model_path: Path, key: str, owners: set[int] | 
     from gapcheck.model.export import ExportResult
 
     meta = _read_meta(meta_path, key, owners)
-    model = _parse_verified(_read_model(model_path, meta["onnx_bytes"], owners), meta["onnx_sha256"], model_path.suffix)
+    model = _parse_verified(_read_file(model_path, owners, size=meta["onnx_bytes"]), meta["onnx_sha256"], model_path.suffix)
     return ExportResult(model, meta["exporter"], _optional_text(meta.get("fallback_reason")), 0.0,
                         tuple(str(w) for w in _list(meta.get("warnings"))), meta.get("batch_baked") is True,
                         cached=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gapcheck.errors import InputError, UsageError
-from gapcheck.reading import CSV_CHUNK_ROWS, LineGuard, error_text
+from gapcheck.reading import CSV_CHUNK_ROWS, LineGuard, ReadRefused, error_text, open_checked
 from gapcheck.report.text import safe_line as _safe_line
 
 DEFAULT_MAX_CHARS = 1_000_000  # a longer string is bad input (a 10 MB "sentence" is a corrupt line, not text)
@@ -84,7 +84,7 @@ def parse_source(spec: str | Path) -> SampleSource:
 
 def _file_kind(mode: int) -> str:
     kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
@@ -99,12 +99,16 @@ def _check_regular(path: Path, mode: int, what: str) -> None:
 
 def open_regular(path: Path, what: str) -> BinaryIO:
     """``path`` opened for reading when it is a regular file, checked on the open descriptor: a file swapped for a
-    FIFO after :func:`parse_source` looked is refused too (O_NONBLOCK: opening a FIFO does not wait for a writer)."""
-    nonblock = getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    FIFO after :func:`parse_source` looked is refused too (opened non-blocking: a FIFO does not wait for a writer).
+    Links are followed: a samples file may well be a link to a data set."""
     try:
-        _check_regular(path, os.fstat(fd).st_mode, what)
-        if nonblock:
+        fd, _ = open_checked(path, follow_links=True)
+    except ReadRefused as exc:  # the one check asked for: a regular file
+        _check_regular(path, exc.mode, what)
+        raise
+    try:
+        nonblock = getattr(os, "O_NONBLOCK", 0)
+        if nonblock:  # back to blocking reads for the parsers the handle goes to (pandas, pyarrow)
             import fcntl
 
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~nonblock)

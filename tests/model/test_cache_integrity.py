@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
 
+from gapcheck import reading
 from gapcheck.model import cache
 from gapcheck.model.export import ExportResult
+from gapcheck.reading import ReadRefused, Refusal
 
 KEY = "ab" * 32
 
@@ -175,3 +178,31 @@ def test_an_entry_caught_while_another_process_stores_it_is_read_again(stored, c
     with caplog.at_level(logging.WARNING, logger="gapcheck.model.cache"):
         hit = cache.load_cached(stored, KEY)
     assert hit is not None and _weight(hit) == 0.25 and not caplog.records
+
+
+@pytest.mark.parametrize("reason", list(Refusal), ids=lambda r: r.name)
+def test_every_refusal_of_an_entry_file_is_worded_by_the_cache(reason):
+    """gapcheck.reading says why a file was refused; the cache words each reason itself (a new one fails here)."""
+    refused = cache._untrusted(Path("k.onnx"), ReadRefused(reason, size=10, uid=7, expected=12, limit=5))
+    assert str(refused).startswith("its .onnx ") and refused.changing is (reason is Refusal.SIZE)
+
+
+@pytest.mark.parametrize("change,said", [(b"more", "grew while read"), (None, "cut short while read")])
+def test_an_entry_that_changes_while_read_is_a_miss(stored, caplog, monkeypatch, change, said):
+    """The .onnx changes between the size check on its descriptor and the read: caught by the read itself."""
+    path = stored / f"{KEY}.onnx"
+    real = reading.read_exact
+
+    def changing(fd: int, size: int) -> bytearray:
+        if os.fstat(fd).st_ino == path.stat().st_ino:  # the model, not the .json
+            if change is None:
+                os.truncate(path, size // 2)
+            else:
+                with path.open("ab") as handle:
+                    handle.write(change)
+        return real(fd, size)
+
+    monkeypatch.setattr(reading, "read_exact", changing)
+    with caplog.at_level(logging.WARNING, logger="gapcheck.model.cache"):
+        assert cache.load_cached(stored, KEY) is None
+    assert len(caplog.records) == 1 and said in caplog.text and "exporting again" in caplog.text
