@@ -137,9 +137,7 @@ def localize(
                 value = ort_values[name]  # shapes, indices: not where float error comes from
             else:
                 return Localization("unknown", None, None, None, None, f"cannot tell which torch value feeds {name!r}")
-        if name in ort_values and ort_values[name].dtype != value.dtype:
-            value = value.astype(ort_values[name].dtype)  # e.g. the FP16 model's internal values
-        feeds[name] = contiguous(value)
+        feeds[name] = contiguous(as_computed(value, ort_values.get(name)))
     result = _run_cut(model, index, feeds, output_value)
     if isinstance(result, str):
         return Localization("unknown", None, None, None, None, f"the module's subgraph could not be run alone: {result}")
@@ -286,7 +284,7 @@ def _by_names(layer, mappings, run: _Run) -> FirstDivergence:
         if named is not None and named.differences:
             return named
     if result.cause == "local" and not found and mapping.owner == layer.module:
-        owner = _owner_inside(run, mapping.value, torch_values, layer.module)
+        owner = _owner_inside(run, mapping.value, torch_values, layer.module, ort_values)
         if owner is not None:
             return _owned(owner, run, layer)
     return _divergence(layer, module, result, source, note, run.sample, found)
@@ -338,8 +336,7 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
     (module outputs matched by name or by value, graph inputs), feed torch's, and compare with ``target``.
     ``torch_values`` are in the graph's layout; ``layout`` reads a blocked NCHWc result back as NCHW."""
     frontier, _ = _frontier(index, value, set(torch_values))
-    types = _declared_types(model)  # an FP16 file's inner values are FP16: torch's FP32 values cast to it
-    feeds = {name: contiguous(_as_declared(torch_values[name], types.get(name)))
+    feeds = {name: contiguous(as_computed(torch_values[name], ort_values.get(name)))
              for name in frontier if name in torch_values}
     if len(feeds) != len(frontier):
         return Localization("unknown", None, None, None, None, "cannot tell which torch values feed it")
@@ -417,7 +414,7 @@ def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
     found = differences(index, own, run.torch_backend.module, layer.module, group.members if group is not None
                         else (), run.layout if blocked_values(index) else None) if result.cause == "local" else []
     if result.cause == "local" and not found and group is None:
-        owner = _owner_inside(run, mapping.value, torch_values, layer.module)
+        owner = _owner_inside(run, mapping.value, torch_values, layer.module, ort_values)
         if owner is not None:
             return _owned(owner, run, layer)
     note = result.note + (f"; {group.describe()}" if group is not None else "")
@@ -451,15 +448,21 @@ def _trace_owner(run: _Run, culprit: str) -> Owner | None:
     return find_owner(run.index, nodes, values, _all_modules(run), run.policy, run.noise, set(run.feeds))
 
 
-def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], module: str) -> Owner | None:
+def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], module: str,
+                  ort_values: dict[str, np.ndarray]) -> Owner | None:
     """In a subgraph that diverges locally at ``module`` without a parameter or attribute to show for it, the
-    module where the error starts when the subgraph is fed torch's values; None when that is ``module`` itself."""
+    module where the error starts when the subgraph is fed torch's values; None when that is ``module`` itself.
+    ``ort_values``: ONNX Runtime's values already fetched on this sample (the ones the cut feeds give their types)."""
     frontier, needed = _frontier(run.index, value, set(torch_values))
-    types = _declared_types(run.test_model)  # an FP16 file's inner values are FP16: torch's FP32 values cast to it
-    feeds = {name: contiguous(_as_declared(torch_values[name], types.get(name)))
-             for name in frontier if name in torch_values}
-    if len(feeds) != len(frontier):
+    if any(name not in torch_values for name in frontier):
         return None
+    missing = [name for name in frontier if name not in ort_values]
+    try:
+        computed = {**ort_values, **run.ort(missing)} if missing else ort_values
+    except BackendError as exc:  # the divergence stays where it was seen
+        log.debug("owner search run failed: %s", exc)
+        return None
+    feeds = {name: contiguous(as_computed(torch_values[name], computed.get(name))) for name in frontier}
     wanted = [n for n in region_values(run.index, needed) if n not in feeds]
     try:
         sub = extract_subgraph(run.test_model, run.index, feeds, value)
@@ -472,18 +475,21 @@ def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], mo
     return owner if owner is not None and owner.module != module else None
 
 
-def _declared_types(model: onnx.ModelProto) -> dict[str, int]:
-    """The element type the graph declares for each value it types (inputs, outputs, value_info)."""
-    graph = model.graph
-    return {info.name: info.type.tensor_type.elem_type for info in (*graph.input, *graph.output, *graph.value_info)
-            if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type}
+def as_computed(value: np.ndarray, computed: np.ndarray | None) -> np.ndarray:
+    """torch's ``value``, fed into a cut of the graph, in the dtype ONNX Runtime computed that value in when it ran
+    the whole graph (``computed``; FP32 -> FP16 in an FP16 file's body); as it is without one, or across kinds.
 
-
-def _as_declared(value: np.ndarray, elem_type: int | None) -> np.ndarray:
-    """``value`` in the float type the graph declares for it (FP32 <-> FP16); anything else as it is."""
-    if elem_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT) and np.issubdtype(value.dtype, np.floating):
-        return value.astype(onnx.helper.tensor_dtype_to_np_dtype(elem_type), copy=False)
-    return value
+    The one cast rule of every localization path (by names, by values, the owner search inside a subgraph). The
+    cut's consumers of a fed value are bound to the type its producer has in the whole graph, and ONNX Runtime's
+    value is that type by construction, and every path has it for every value it feeds (it measures the inputs'
+    errors with it). The types the graph declares (value_info) were the by-values rule, and are no rule: value_info
+    is optional for intermediates and tools drop it; without it torch's FP32 values went into an FP16 cut as FP32,
+    ONNX Runtime refused the cut ('bound to different types'), and an eps planted in an FP16 BERT's LayerNorm was
+    left undetermined, one in an FP16 onnxslim block blamed on the next Linear. Where a declaration exists, ONNX
+    Runtime refuses to load a graph whose computed type differs from it: the two rules never disagree otherwise."""
+    if computed is None or computed.dtype == value.dtype or computed.dtype.kind != value.dtype.kind:
+        return value  # a float torch value where the graph has indices is no cast: the cut fails and says so
+    return value.astype(computed.dtype, copy=False)
 
 
 def _owned(owner: Owner, run: _Run, layer) -> FirstDivergence:

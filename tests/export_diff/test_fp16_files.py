@@ -201,8 +201,9 @@ def test_a_python_caller_asking_an_unknown_precision_is_refused():
 
 
 def test_an_eps_planted_in_an_fp16_bert_is_found_at_its_layernorm_not_refused(tmp_path):
-    """The value search feeds torch's FP32 values into a cut of the FP16 graph: they are cast to the types the graph
-    declares (before: ONNX Runtime refused the cut, 'bound to different types', and the run ended exit 2)."""
+    """The value search feeds torch's FP32 values into a cut of the FP16 graph: they are cast to the dtype ONNX Runtime
+    computes each in (localize.as_computed; tests/export_diff/test_fp16_cast.py). Before: ONNX Runtime refused the
+    cut, 'bound to different types', and the run ended exit 2."""
     from sample_models.zoo import bert_classifier
 
     fp32 = tmp_path / "bert.onnx"
