@@ -80,6 +80,8 @@ class GoldenBundle:
     onnxruntime: dict[str, np.ndarray]
     tolerances: dict[str, OutputTolerance] = field(default_factory=dict)
     onnx_bytes: bytes = field(default=b"", repr=False, compare=False)  # as verified: parsed without a second read
+    # samples.fingerprints, every one checked against its sample when the bundle was verified (None: none recorded)
+    fingerprints: list[dict[str, str]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_samples(self) -> int:
@@ -119,21 +121,13 @@ class GoldenBundle:
                 "versions": m["versions"]}
 
 
-def check_fingerprints(bundle: GoldenBundle) -> None:
-    """Every per-sample fingerprint the manifest recorded against the samples in inputs.safetensors (see
-    :func:`verified_fingerprints`): InputError (exit 2) naming the first sample that differs and how many do."""
-    verified_fingerprints(bundle.manifest, bundle.inputs, bundle.num_samples, f"golden bundle {bundle.path}")
-
-
 def verified_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int, where: str,
                           error: type[InputError] = InputError) -> list[dict[str, str]] | None:
     """The manifest's per-sample fingerprints (``samples.fingerprints``) once EVERY one matches its sample; None when
     none were recorded (a hand-built bundle). A file whose values were changed and its SHA256 re-hashed in the
     manifest passes the file hashes alone: a fingerprint that differs is ``error`` (exit 2) naming the first sample
-    and how many differ. One SHA256 pass over the arrays already read (each sample a view, no copy); ``golden
-    verify`` and nightly (which reports these digests per request) share it."""
-    from gapcheck.tensors import fingerprint
-
+    and how many differ. One SHA256 pass over the arrays already read (:func:`sample_fingerprints`); every bundle
+    load runs it (``golden verify`` and nightly alike), before anything is judged on the samples."""
     recorded = (manifest.get("samples") or {}).get("fingerprints")
     if recorded is None:
         return None
@@ -141,13 +135,53 @@ def verified_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray
         raise error(f"{where}: the manifest records {len(recorded) if isinstance(recorded, list) else 0} sample "
                     f"fingerprints for {count} samples")
     names = sorted(inputs)
+    actual = {n: sample_fingerprints(inputs[n]) for n in names}
     differ = [i for i, entry in enumerate(recorded)
               if not isinstance(entry, dict) or sorted(entry) != names
-              or any(entry[n] != fingerprint(inputs[n][i:i + 1]) for n in names)]
+              or any(entry[n] != actual[n][i] for n in names)]
     if differ:
         raise error(f"{where}: sample {differ[0]} of {INPUTS_FILE} does not match the fingerprint its manifest "
                     f"recorded ({len(differ)} of {count} samples differ): tampered or corrupt")
     return recorded
+
+
+def sample_fingerprints(array: np.ndarray) -> list[str]:
+    """``gapcheck.tensors.fingerprint(array[i:i + 1])`` for every sample ``i`` of ``array`` (stacked on axis 0).
+
+    The same digests, for a fraction of the Python work: every sample of one array shares the fingerprint's header
+    (dtype, shape of one sample), which is hashed once and copied, and each sample's bytes are a slice of one
+    memoryview (no array made per sample). The first sample is checked against :func:`~gapcheck.tensors.fingerprint`
+    itself: should that function's form ever change, every sample is fingerprinted by it instead."""
+    from gapcheck.tensors import fingerprint
+
+    count = int(array.shape[0]) if array.ndim else 0
+    if count == 0:
+        return []
+    if array.dtype.byteorder == ">" or not array.flags.c_contiguous:
+        return [fingerprint(array[i:i + 1]) for i in range(count)]
+    header = f"{array.dtype.str}|{','.join(str(d) for d in (1, *array.shape[1:]))}|".encode()
+    base = hashlib.sha256(header)
+    row = array[0:1].nbytes
+    flat = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy arrays are buffers
+    digests = []
+    for start in (range(0, count * row, row) if row else [0] * count):
+        digest = base.copy()
+        digest.update(flat[start:start + row])
+        digests.append(digest.hexdigest())
+    if digests[0] != fingerprint(array[0:1]):
+        return [fingerprint(array[i:i + 1]) for i in range(count)]
+    return digests
+
+
+def safetensors_header_sha256(data: bytes | bytearray | memoryview) -> str | None:
+    """The SHA256 of a safetensors file's header (its 8-byte length and the JSON it counts), or None when ``data``
+    is too short to hold the header its length claims."""
+    if len(data) < 8:
+        return None
+    end = 8 + int.from_bytes(bytes(data[:8]), "little")
+    if end > len(data):
+        return None
+    return hashlib.sha256(memoryview(data)[:end]).hexdigest()
 
 
 def _parse_onnx(folder: Path, data: bytes) -> Any:
@@ -463,6 +497,9 @@ class PendingBundle:
         self._failure: InputError | None = None  # a file that could not be read
         self._inputs: dict[str, np.ndarray] | None = None
         self._inputs_error: InputError | None = None  # the inputs file does not parse
+        self._header_error: InputError | None = None  # the inputs file's header is not the recorded one
+        self._samples_error: InputError | None = None  # a sample does not match its recorded fingerprint
+        self._fingerprints: list[dict[str, str]] | None = None  # as recorded, every one checked
         self._onnx_bytes = b""
         self._callbacks: list[Callable[[], None]] = []
         self._callbacks_lock = threading.Lock()
@@ -479,10 +516,11 @@ class PendingBundle:
             for name in order:
                 fd, size = opened.pop(name)
                 data = _read_opened(self.path, name, fd, size)
-                if name == INPUTS_FILE:
-                    self._parse_inputs(data)
                 self._contents[name] = data
-                self._hashes[name] = hashlib.sha256(data).hexdigest()  # hashlib runs without the GIL
+                if name == INPUTS_FILE:
+                    self._check_inputs(data)
+                else:
+                    self._hashes[name] = hashlib.sha256(data).hexdigest()  # hashlib runs without the GIL
                 if name == ONNX_FILE:
                     self._onnx_bytes = bytes(data)
                     self._onnx_read.set()
@@ -521,6 +559,43 @@ class PendingBundle:
         finally:
             self._inputs_read.set()
 
+    def _check_inputs(self, data: bytearray) -> None:
+        """The inputs file parsed (the sends may start), then checked byte for byte, and every sample against its
+        recorded fingerprint.
+
+        Where the manifest records the file's header SHA256 (``files[inputs].header_sha256``) and a fingerprint for
+        every sample, those cover every byte of the file: the header (tensor names, dtypes, shapes, offsets and
+        metadata) by its hash, the data by the fingerprints, once the parse has shown that the data region is
+        exactly the inputs' samples end to end (no gap, nothing before, between or after them, no other tensor).
+        The whole file is then not hashed as well: its bytes are hashed once, not twice. Otherwise (an older
+        bundle, a tensor beyond the inputs) the whole file's SHA256 is checked, then the fingerprints."""
+        entry = self._checked.files[INPUTS_FILE]
+        self._parse_inputs(data)
+        if entry.header_sha256 is None or self._checked.samples.fingerprints is None or not self._only_inputs(data):
+            self._hashes[INPUTS_FILE] = hashlib.sha256(data).hexdigest()
+            if self._hashes[INPUTS_FILE] != entry.sha256:
+                return  # said as a wrong SHA256; the samples are not looked at
+        else:
+            actual = safetensors_header_sha256(data) or "(no complete header)"
+            if actual != entry.header_sha256:
+                self._header_error = InputError(
+                    f"golden bundle {self.path}: file {INPUTS_FILE} does not match its header SHA256 in {MANIFEST} "
+                    f"(tampered or corrupt): expected {entry.header_sha256}, got {actual}")
+                return
+        if self._inputs is not None:
+            try:
+                self._fingerprints = verified_fingerprints(self.manifest, self._inputs, self.num_samples,
+                                                           f"golden bundle {self.path}")
+            except InputError as exc:
+                self._samples_error = exc
+
+    def _only_inputs(self, data: bytearray) -> bool:
+        """The parsed file holds the manifest's inputs and no other tensor (whose bytes no fingerprint covers)."""
+        if self._inputs is None:
+            return True  # unparseable: the header's hash is checked, the parse error said after it
+        header, _ = _safetensors_header(data)
+        return {k for k in header if k != "__metadata__"} == set(self._inputs)
+
     def _problem(self) -> InputError | None:
         """Once every file is done: the first file (in name order) whose SHA256 is wrong, else a failed read."""
         for name, entry in sorted(self._checked.files.items()):
@@ -528,6 +603,8 @@ class PendingBundle:
             if actual is not None and actual != entry.sha256:
                 return InputError(f"golden bundle {self.path}: file {name} does not match its SHA256 in {MANIFEST} "
                                   f"(tampered or corrupt): expected {entry.sha256}, got {actual}")
+            if name == INPUTS_FILE and self._header_error is not None:
+                return self._header_error
         return self._failure
 
     @property
@@ -577,12 +654,12 @@ class PendingBundle:
             if self._bundle is None and self._error is None:
                 self._done.wait()
                 try:
-                    problem = self._problem() or self._inputs_error
+                    problem = self._problem() or self._inputs_error or self._samples_error
                     if problem is not None:
                         raise problem
                     assert self._inputs is not None
                     self._bundle = _assemble(self.path, self.manifest, self._checked, self.bundle_hash,
-                                             self._contents, self._inputs)
+                                             self._contents, self._inputs, self._fingerprints)
                 except InputError as exc:
                     self._error = exc
                 self._contents = {}
@@ -593,7 +670,8 @@ class PendingBundle:
 
 
 def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-              contents: dict[str, bytearray], parsed_inputs: dict[str, np.ndarray]) -> GoldenBundle:
+              contents: dict[str, bytearray], parsed_inputs: dict[str, np.ndarray],
+              fingerprints: list[dict[str, str]] | None) -> GoldenBundle:
     count = manifest.samples.count
     outputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.outputs)
     tolerances = {k: OutputTolerance(v.rtol, v.atol) for k, v in manifest.tolerances.outputs.items()}
@@ -603,4 +681,5 @@ def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash
         inputs=parsed_inputs,
         reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
         onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=bytes(contents[ONNX_FILE]),
+        fingerprints=fingerprints,
     )

@@ -56,6 +56,11 @@ class _Part(BaseModel):
 class FileEntry(_Part):
     sha256: Annotated[StrictStr, Field(pattern=_HEX64)]
     bytes: Annotated[StrictInt, Field(ge=0, le=MAX_MEMBER_BYTES)]
+    # inputs.safetensors only (recorded since issue 23): the SHA256 of its safetensors header (the length prefix and
+    # the JSON). With every sample fingerprinted (samples.fingerprints), the header and the fingerprints cover every
+    # byte of the file, so a reader checks those instead of hashing the whole file as well (see
+    # gapcheck.golden.bundle). ``sha256`` stays: a reader without this field checks the whole file.
+    header_sha256: Optional[Annotated[StrictStr, Field(pattern=_HEX64)]] = None
 
 
 class TensorEntry(_Part):

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
@@ -272,19 +272,25 @@ def _batches(count: int, size: int) -> list[tuple[int, int]]:
 class InputDigests:
     """The input SHA256 reported per request, from the fingerprints ``golden record`` took of every sample.
 
-    The inputs sent are slices of ``inputs.safetensors``, whose SHA256 was verified against the manifest
-    when the bundle was loaded: hashing them again per request would only repeat that (at 12 KB a sample,
+    The inputs sent are slices of ``inputs.safetensors``, and the bundle's verification checked every recorded
+    fingerprint against its sample: hashing them again per request would only repeat that (at 12 KB a sample,
     as long as a round trip on a small model). A request's digest is then the recorded fingerprint of its
     sample when it holds one (the same value :func:`gapcheck.tensors.fingerprint` gives the batch of one),
     else the SHA256 of ``"gapcheck-batch:"`` and the comma-joined fingerprints of its samples, in order.
-    Every recorded fingerprint is checked against its sample first (one pass, while the requests are in
-    flight): one that differs refuses the bundle (BadBundle, exit 2); none recorded (a hand-built bundle):
-    every request is hashed as sent.
+    ``verified``: the fingerprints as the verified bundle holds them (:meth:`for_bundle`); otherwise every recorded one is
+    checked here first: one that differs refuses the bundle (BadBundle, exit 2). None recorded (a hand-built
+    bundle): every request is hashed as sent.
     """
 
     def __init__(self, manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int,
-                 where: object = "") -> None:
-        self.recorded = verified_fingerprints(manifest, inputs, count, f"golden bundle {where}".strip(), BadBundle)
+                 where: object = "", *, verified: list[dict[str, str]] | None = None) -> None:
+        self.recorded = verified if verified is not None else verified_fingerprints(
+            manifest, inputs, count, f"golden bundle {where}".strip(), BadBundle)
+
+    @classmethod
+    def for_bundle(cls, bundle: GoldenBundle) -> InputDigests:
+        """The digests of a verified bundle (its fingerprints were checked as it was verified: not again)."""
+        return cls(bundle.manifest, bundle.inputs, bundle.num_samples, bundle.path, verified=bundle.fingerprints)
 
     @property
     def from_record(self) -> bool:
@@ -390,24 +396,33 @@ def served_precision(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, f
 
 
 def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[Finding]) -> ServedFacts:
-    """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down."""
+    """Readiness, served version, config hash, max_batch_size and served outputs; EndpointError when down.
+
+    On gRPC the model's metadata and config are asked beside its readiness (a channel serves any thread): one
+    round trip's wait instead of three. They are only read once the model is ready, so every failure is said as
+    before, in the same order (not live, not ready, then metadata, then config); every call keeps the endpoint's
+    deadline. HTTP's client belongs to its thread: there they are asked one after the other."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
+    beside = conn.protocol == "grpc"
+    metadata_asked = _on_thread(lambda: conn.model_metadata(spec.model, spec.version)) if beside else None
+    config_asked = _on_thread(lambda: conn.model_config(spec.model, spec.version)) if beside else None
     # The connection is the caller's: the first inference worker reuses it (one channel less to open).
-    # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness
-    # is waited for (retried, as it always was) and the model asked again, so the error still says which.
+    # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness is
+    # waited for (retried, as it always was) and the model asked again, so the error still says which.
     if not conn.model_ready(spec.model, spec.version, wait=False):
         if not conn.server_live():
             raise EndpointError(f"Triton server {conn.display_url} is not live")
         if not conn.model_ready(spec.model, spec.version, wait=False):
             raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is "
                                 f"not ready on {conn.display_url}")
-    metadata = conn.model_metadata(spec.model, spec.version)
+        metadata_asked = config_asked = None  # asked before the model was ready: ask again
+    metadata = metadata_asked.result() if metadata_asked else conn.model_metadata(spec.model, spec.version)
     versions = sorted((str(v) for v in metadata.get("versions", [])), key=lambda v: (len(v), v))
     served_version = spec.version or (versions[-1] if versions else None)
     outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
     try:
-        config = conn.model_config(spec.model, spec.version)
+        config = config_asked.result() if config_asked else conn.model_config(spec.model, spec.version)
     except EndpointError as exc:
         if not _is_restricted(exc):
             raise
@@ -417,6 +432,28 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
         return ServedFacts(served_version, None, None, outputs, metadata, None)
     return ServedFacts(served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs, metadata,
                        config)
+
+
+T = TypeVar("T")
+
+
+def _on_thread(fn: Callable[[], T]) -> Future[T]:
+    """``fn()`` on a thread of its own, its outcome in the Future. Nothing joins the thread (it ends with its call,
+    bounded by the endpoint's deadline): a caller that no longer needs the answer (the model was not ready, the
+    endpoint failed) does not wait for it, nor does the interpreter at exit. Started without waiting for it to be
+    scheduled (``threading.Thread.start`` waits: milliseconds on a busy machine, on the caller's path)."""
+    import _thread
+
+    done: Future[T] = Future()
+
+    def work() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - kept for the caller, who raises it
+            done.set_exception(exc)
+
+    _thread.start_new_thread(work, ())
+    return done
 
 
 def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, facts: ServedFacts | None = None,
@@ -613,13 +650,11 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
         pending = {pool.submit(inference.send, {name: array[a:b] for name, array in inputs.items()}): (a, b)
                    for a, b in _batches(bundle.num_samples, batch)}
         on_sent()
-        # Each request's digest is worked out here, while the requests are in flight (the slices sent: the same bytes).
-        try:
-            digests = InputDigests(bundle.manifest, inputs, bundle.num_samples, bundle.path)
-        except BadBundle:
-            verified(bundle)  # a file that fails its SHA256 is said as such first
-            raise
-        reference = verified(bundle).reference  # the requests are in flight; nothing is judged before this
+        # The requests are in flight; nothing is judged before the bundle is verified: every byte of its files and
+        # every sample's recorded fingerprint (the digests reported per request are those fingerprints).
+        golden = verified(bundle)
+        digests = InputDigests.for_bundle(golden)
+        reference = golden.reference
         for future in as_completed(pending):
             first, stop = pending[future]
             answer = future.result()  # an EndpointError ends the endpoint's run here

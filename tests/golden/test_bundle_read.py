@@ -131,8 +131,8 @@ def test_tampered_inputs_are_sent_but_the_bundle_is_refused(recorded: Path, tmp_
     pending = open_bundle(bundle)
     assert pending.unverified_inputs["x"].shape[0] == pending.num_samples
     assert pending.onnx_model().graph.node
-    for _ in range(2):
-        with pytest.raises(InputError, match="file inputs.safetensors does not match its SHA256"):
+    for _ in range(2):  # the last byte is the last sample's: its recorded fingerprint tells
+        with pytest.raises(InputError, match="sample 5 of inputs.safetensors does not match the fingerprint"):
             pending.result()
 
 
@@ -151,9 +151,9 @@ def test_a_wrong_hash_is_named_before_a_parse_error(recorded: Path, tmp_path: Pa
     path = bundle / "inputs.safetensors"
     path.write_bytes(b"\xff" * path.stat().st_size)  # same size: unparseable, and its hash is wrong
     pending = open_bundle(bundle)
-    with pytest.raises(InputError, match="file inputs.safetensors does not match its SHA256"):
+    with pytest.raises(InputError, match="file inputs.safetensors does not match its header SHA256"):
         _ = pending.unverified_inputs
-    with pytest.raises(InputError, match="file inputs.safetensors does not match its SHA256"):
+    with pytest.raises(InputError, match="file inputs.safetensors does not match its header SHA256"):
         pending.result()
 
 

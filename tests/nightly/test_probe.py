@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gapcheck.errors import EndpointError
 from gapcheck.groups import TritonTarget
 
 
@@ -336,7 +337,8 @@ def test_a_pending_bundle_that_fails_verification_is_never_judged(tiny_golden: P
     with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
         url = fake.url if reachable else f"http://127.0.0.1:{free_port()}/m"
         spec = endpoint_spec(parse_endpoint_option(f"e={url}"))
-        with pytest.raises(probe.BadBundle, match=f"{tampered} does not match its SHA256"):
+        # the inputs' last byte is the last sample's: its recorded fingerprint tells (their file is not hashed whole)
+        with pytest.raises(probe.BadBundle, match=f"{tampered} does not match (its SHA256|the fingerprint)"):
             probe.check_endpoint(spec, open_bundle(bundle), retries=0, audit=audit)
     assert judged == []
 
@@ -478,3 +480,42 @@ def test_a_golden_bundle_whose_tolerances_do_not_read_is_exit_2(tiny_golden: Pat
     manifest = {**bundle.manifest, "tolerances": {**bundle.manifest["tolerances"], "rtol": "NaN"}}
     with pytest.raises(probe.BadBundle, match="tolerances cannot be read"):
         probe.fp16_budgets(dataclasses.replace(bundle, manifest=manifest), ["y"])
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_readiness_asks_metadata_and_config_beside_the_model_on_grpc_and_says_each_failure_as_before(
+        served, protocol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23, item 14: on gRPC the model's metadata and config are asked on their own threads beside its
+    readiness (one round trip's wait, not three); HTTP's client stays on its thread. The facts are the same either
+    way, and a model that is not ready is still named so (its metadata's error, asked beside, is not what is said)."""
+    import threading
+
+    from gapcheck.nightly import probe
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.deadline import DeadlineEndpoint
+    from gapcheck.triton.client import TritonConnection
+
+    asked: dict[str, int] = {}
+    for name in ("model_metadata", "model_config"):
+        real = getattr(TritonConnection, name)
+
+        def spy(self, *args, _real=real, _name=name, **kwargs):
+            asked[_name] = threading.get_ident()
+            return _real(self, *args, **kwargs)
+        monkeypatch.setattr(TritonConnection, name, spy)
+
+    def facts(model: str) -> probe.ServedFacts:
+        spec = endpoint_spec(parse_endpoint_option(f"e={served.url(protocol, model)}"))
+        endpoint = DeadlineEndpoint.of(spec.triton_endpoint(0), float("inf"), 60.0)
+        conn = probe._connect(endpoint)
+        try:
+            return probe._served_facts(spec, conn, [])
+        finally:
+            conn.close()
+
+    got = facts("stable")
+    assert got.max_batch_size == 8 and got.outputs == ["output"] and got.config_hash and got.version == "1"
+    beside = {name: ident != threading.get_ident() for name, ident in asked.items()}
+    assert beside == {"model_metadata": protocol == "grpc", "model_config": protocol == "grpc"}
+    with pytest.raises(EndpointError, match="model 'not-served' is not ready on"):
+        facts("not-served")
