@@ -25,14 +25,22 @@ the SHA256 of the files does; nothing is compared before it is done).
 ``run_nightly`` returns once the night is committed; the history's closing WAL checkpoint runs on a thread
 behind it (the interpreter waits for it at exit). One more row times the night until that close is done too.
 
-Prints samples/s per round, the best of each, and the ratio nightly/bare (target >= 0.9). Also times
-``golden record`` twice into one export cache folder: cold (exports) and warm (the export comes from the cache).
+Prints samples/s per round, the best of each, and the ratio nightly/bare (target >= 0.9), and the CPU time this
+process spent per night and per bare loop (the server runs on the same machine: every CPU millisecond gapcheck adds
+is one the server does not get). Also times ``golden record`` twice into one export cache folder: cold (exports)
+and warm (the export comes from the cache).
+
+``--against REF`` (a git ref) adds a row for ``run_nightly`` as that commit has it, interleaved in the same rounds:
+its ``gapcheck`` package (``git archive``) runs in a child process, on the same bundle and server, timed inside
+the child like the row above is here (old and new side by side, under the same load).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +80,9 @@ def bare_loop(url: str, model: str, inputs: np.ndarray | Path, outputs: list[str
     def send(span: tuple[int, int]) -> dict[str, np.ndarray]:
         import threading
 
-        client = clients.setdefault(threading.get_ident(), grpcclient.InferenceServerClient(url))
+        client = clients.get(threading.get_ident())
+        if client is None:  # one client per thread, made once (setdefault's argument would make one per request)
+            client = clients[threading.get_ident()] = grpcclient.InferenceServerClient(url)
         array = np.ascontiguousarray(inputs[span[0]:span[1]])
         tensor = grpcclient.InferInput("x", list(array.shape), "FP32")
         tensor.set_data_from_numpy(array)
@@ -87,6 +97,57 @@ def bare_loop(url: str, model: str, inputs: np.ndarray | Path, outputs: list[str
     for client in clients.values():
         client.close()
     return seconds
+
+
+_AGAINST_CHILD = """
+import json, sys, time
+from pathlib import Path
+from gapcheck.nightly import NightlyRequest, run_nightly
+from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+try:
+    from gapcheck.nightly.history import wait_for_closes
+except ImportError:  # before the history closed behind the night
+    def wait_for_closes(): pass
+url, golden, history, in_flight = sys.argv[1:5]
+spec = endpoint_spec(parse_endpoint_option(f"bench={url}"))
+for _ in sys.stdin:
+    cpu, tick = time.process_time(), time.perf_counter()
+    result = run_nightly(NightlyRequest(golden=Path(golden), endpoints=(spec,), history=Path(history),
+                                        max_in_flight=int(in_flight)))
+    seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
+    wait_for_closes()
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "status": result.endpoints[0].status.value}), flush=True)
+"""
+
+
+class Against:
+    """``run_nightly`` of another commit, in a child process that runs one night per line it is sent."""
+
+    def __init__(self, ref: str, work: Path, url: str, golden: Path, in_flight: int) -> None:
+        code = work / f"against-{ref.replace('/', '_')}"
+        code.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "gapcheck"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+        env = {**os.environ, "PYTHONPATH": str(code)}
+        self.child = subprocess.Popen([sys.executable, "-c", _AGAINST_CHILD, url, str(golden),
+                                       str(work / f"h-{code.name}.sqlite"), str(in_flight)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=code)
+        self.night()  # warm-up: imports, first connection
+
+    def night(self) -> tuple[float, float]:
+        """Seconds and CPU seconds of one night, timed inside the child."""
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write("go\n")
+        self.child.stdin.flush()
+        answer = json.loads(self.child.stdout.readline())
+        assert answer["status"] == "pass", answer
+        return answer["seconds"], answer["cpu"]
+
+    def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait(timeout=60)
 
 
 def endpoint_with_verification(golden: Path, spec, in_flight: int, pipelined_first: bool) -> tuple[float, float]:
@@ -137,6 +198,7 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true",
                         help="server on CPU 0, this process on the others, as if the endpoint ran on its own machine")
     parser.add_argument("--input", default=INPUT, help="the input spec (a larger image makes each sample cost more)")
+    parser.add_argument("--against", metavar="REF", help="also time run_nightly as git ref REF has it (old vs new)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     records = {}
@@ -160,17 +222,27 @@ def main() -> None:
         spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
         run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "warmup.sqlite"))
         bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)  # warm-up
+        against = Against(args.against, work, f"grpc://{server.grpc_url}/cnn", work / "golden", args.in_flight) \
+            if args.against else None
+        cpu: dict[str, list[float]] = {"bare": [], "nightly": [], "against": []}
         load_before = os.getloadavg()[0]
         for round_ in range(1, args.rounds + 1):
             # The order alternates, so a load spike from other jobs does not always hit the same path.
+            against_s = float("nan")
+            if against is not None and round_ % 2 == 0:
+                against_s, against_cpu = against.night()
+                cpu["against"].append(against_cpu)
             if round_ % 2 == 0:
+                tock = time.process_time()
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
+                cpu["bare"].append(time.process_time() - tock)
                 read_s = bare_loop(server.grpc_url, "cnn", work / "golden" / "inputs.safetensors", outputs, args.batch,
                                    args.in_flight)
-            tick = time.perf_counter()
+            tick, tock = time.perf_counter(), time.process_time()
             result = run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "h.sqlite",
                                                 max_in_flight=args.in_flight))
             nightly_s = time.perf_counter() - tick
+            cpu["nightly"].append(time.process_time() - tock)
             wait_for_closes()  # the history's WAL checkpoint runs behind run_nightly: timed apart, never overlapped
             closed_s = time.perf_counter() - tick
             assert result.endpoints[0].status.value == "pass", result.headline
@@ -178,7 +250,12 @@ def main() -> None:
             if round_ % 2 == 1:
                 read_s = bare_loop(server.grpc_url, "cnn", work / "golden" / "inputs.safetensors", outputs, args.batch,
                                    args.in_flight)
+                tock = time.process_time()
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
+                cpu["bare"].append(time.process_time() - tock)
+                if against is not None:
+                    against_s, against_cpu = against.night()
+                    cpu["against"].append(against_cpu)
             # The bare loop's inputs are already in memory; this row leaves out the one step that puts the
             # bundle's there before any endpoint work (the manifest check and the file reads; the SHA256 of the
             # files runs beside the first endpoint's readiness and requests), and keeps everything else.
@@ -186,7 +263,7 @@ def main() -> None:
             served_s = nightly_s - opened_s
             sequential_s, pipelined_s = endpoint_with_verification(work / "golden", spec, args.in_flight,
                                                                    pipelined_first=round_ % 2 == 0)
-            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s))
+            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s, against_s))
             ep = result.endpoints[0].outcome.seconds
             fixed.append({"open bundle (manifest, files opened and sized; reads, parse, hashes beside the endpoint)":
                           opened_s,
@@ -199,7 +276,10 @@ def main() -> None:
                   f"{args.samples / phase_s:7.0f}/s ({bare_s / phase_s:.2f}x)   nightly end to end "
                   f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without opening the bundle "
                   f"({bare_s / served_s:.2f}x)   endpoint + verification: one after the other "
-                  f"({bare_s / sequential_s:.2f}x), pipelined ({bare_s / pipelined_s:.2f}x)")
+                  f"({bare_s / sequential_s:.2f}x), pipelined ({bare_s / pipelined_s:.2f}x)"
+                  + (f"   {args.against} end to end ({bare_s / against_s:.2f}x)" if against is not None else ""))
+        if against is not None:
+            against.close()
     print(f"\n{args.samples} samples of {args.input}, batch {args.batch}, {args.in_flight} in flight, "
           f"{args.rounds} interleaved rounds, load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after:")
     print("| path | samples/s (best) | samples/s (median) | ratio to bare (median of the rounds' ratios) | "
@@ -215,7 +295,9 @@ def main() -> None:
                          ("nightly end to end until its history is closed (the WAL checkpoint, which runs behind "
                           "run_nightly, waited for)", 6),
                          ("one endpoint: verify bundle, then readiness, audit, inference, comparison", 4),
-                         ("one endpoint: verification pipelined with readiness and the first requests", 5)):
+                         ("one endpoint: verification pipelined with readiness and the first requests", 5),
+                         *([(f"nightly end to end as {args.against} has it (same rounds, its own process)", 8)]
+                           if against is not None else [])):
         times = [r[index] for r in rows]
         paired = statistics.median(r[2] / r[index] for r in rows)  # each round's two runs saw the same load
         print(f"| {label} | {args.samples / min(times):.0f} | {args.samples / statistics.median(times):.0f} | "
@@ -223,6 +305,9 @@ def main() -> None:
     print(f"\nnightly end to end against the bare loop reading the same sample files: "
           f"{statistics.median(r[7] / r[0] for r in rows):.2f} (median of the rounds' ratios; the target is judged "
           f"against the bare loop with its inputs in memory)")
+    print("\nCPU time of this process (median ms; the server's is not counted): "
+          + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f}" for name, values in cpu.items() if values)
+          + (f" ({args.against}: in its own process)" if against is not None else ""))
     print("\nwhere a night's time goes (median seconds over the rounds):")
     for key in fixed[0]:
         print(f"  {key:58s} {statistics.median(f[key] for f in fixed):.3f}")
