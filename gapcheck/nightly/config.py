@@ -42,6 +42,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 from gapcheck.config import Section
 from gapcheck.errors import ConfigError, UsageError
 from gapcheck.groups import TritonTarget, check_header
+from gapcheck.nightly.lock import READ_LOCK_WAIT_S
 from gapcheck.nightly.status import DriftParameters
 
 DEFAULT_HISTORY = "gapcheck-history.sqlite"
@@ -107,6 +108,8 @@ class NightlyConfig(_Strict):
     webhook_secret_env: Optional[str] = None
     report_url: Optional[str] = None
     lock_wait_s: float = Field(default=DEFAULT_LOCK_WAIT_S, ge=0, le=MAX_LOCK_WAIT_S, allow_inf_nan=False)
+    # gapcheck history's --lock-wait: how long the reader waits for another SQLite writer's lock
+    read_lock_wait_s: float = Field(default=READ_LOCK_WAIT_S, ge=0, le=MAX_LOCK_WAIT_S, allow_inf_nan=False)
     max_in_flight: int = Field(default=DEFAULT_MAX_IN_FLIGHT, ge=1, le=MAX_IN_FLIGHT)
     # None: [triton]'s, else the Triton target's default (gapcheck.groups.TritonTarget: 600 s, 3 retries)
     deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)

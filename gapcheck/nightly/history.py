@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gapcheck.errors import BackendError, ConfigError, GapcheckError, UsageError
+from gapcheck.nightly.lock import READ_LOCK_WAIT_S
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class HistoryCorrupt(ConfigError):
 
 # SQLITE_BUSY and SQLITE_LOCKED (primary codes): another connection holds the lock we need.
 _BUSY_CODES = (5, 6)
-READ_BUSY_S = 10.0  # how long a reader (``gapcheck history``) waits for another writer's exclusive lock
+READ_BUSY_S = READ_LOCK_WAIT_S  # how long a reader waits for another writer's exclusive lock by default
 _TABLES = ("runs", "endpoint_results", "output_results", "alerts")
 
 
@@ -62,12 +63,13 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 def _busy(path: Path, waited_s: float, readonly: bool = False) -> HistoryBusy:
-    # Worded per command: only nightly has --lock-wait; a reader (gapcheck history) waits a fixed READ_BUSY_S.
-    then = ("run gapcheck history again once it is done (a reader waits "
-            f"{READ_BUSY_S:g}s for a writer)") if readonly else "the run can be retried, or allow a longer --lock-wait"
-    return HistoryBusy(f"history {path} is locked by another SQLite writer; gave up after waiting {waited_s:g}s",
+    # Both commands bound the wait with --lock-wait (nightly: the run's lock and SQLite's; gapcheck history: SQLite's);
+    # the one line says which wait ran out. Worded per command: a reader is run again, a night retried.
+    then = "run gapcheck history again once it is done" if readonly else "the run can be retried"
+    return HistoryBusy(f"history {path} is locked by another SQLite writer; gave up after waiting {waited_s:g}s "
+                       "(--lock-wait)",
                        hint=f"another process is writing it (not a gapcheck nightly: that one holds the lock file); "
-                            f"{then}")
+                            f"{then}, or allow a longer --lock-wait")
 
 
 def _corrupt(path: Path, exc: BaseException) -> HistoryCorrupt:

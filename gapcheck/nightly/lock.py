@@ -23,6 +23,7 @@ from gapcheck.errors import BackendError, ConfigError, UsageError
 POLL_S = 0.1
 _PID_WIDTH = 24  # bytes of the pid line in the lock file (a pid and newline, padded with spaces)
 MIN_BUSY_WAIT_S = 0.5  # SQLite's own momentary locks (a reader's checkpoint) are waited out even at --lock-wait 0
+READ_LOCK_WAIT_S = 10.0  # a reader's (gapcheck history's) default wait for another SQLite writer's lock
 _HELD: dict[Path, float] = {}  # history lock file -> its wait, while this process holds it
 _HELD_GUARD = threading.Lock()
 

@@ -90,9 +90,12 @@ def _max(record: EndpointRecord) -> float | None:
     return max(errors) if errors else None
 
 
-def read_history(path: str | Path, *, endpoint: str | None = None, last: int | None = None) -> HistoryResult:
-    """The last ``last`` results of every endpoint (or one), read without taking the nightly lock (WAL readers)."""
-    with History(path, readonly=True) as history:
+def read_history(path: str | Path, *, endpoint: str | None = None, last: int | None = None,
+                 lock_wait_s: float | None = None) -> HistoryResult:
+    """The last ``last`` results of every endpoint (or one), read without taking the nightly lock (WAL readers).
+    ``lock_wait_s`` bounds the wait for another SQLite writer's exclusive lock (default
+    :data:`gapcheck.nightly.history.READ_BUSY_S`); past it: HistoryBusy, exit 3."""
+    with History(path, readonly=True, busy_timeout_s=lock_wait_s) as history:
         known = history.endpoints()
         if endpoint is not None and endpoint not in known:
             # A misspelt name in a cron line must not read as "nothing wrong" (exit 0).

@@ -73,7 +73,7 @@ def test_another_sqlite_writer_holding_the_history_is_exit_3_after_the_lock_wait
         other.close()
     assert code == 3
     line = _one_line_error(capsys)
-    assert "locked by another SQLite writer" in line and "0.5s" in line
+    assert "locked by another SQLite writer" in line and "0.5s (--lock-wait)" in line
 
 
 def test_a_rollback_journal_history_held_exclusively_is_exit_3_not_2(tmp_path: Path) -> None:
@@ -136,11 +136,9 @@ def test_another_programs_database_is_left_as_it_is(tiny_golden: Path, tmp_path:
     assert path.read_bytes() == before
 
 
-def test_the_busy_hint_names_an_option_the_command_has(tmp_path: Path) -> None:
-    """`gapcheck history` has no --lock-wait (a reader waits a fixed time): its busy hint must not offer one; the
-    nightly writer's does (issue 23 atk5 #9)."""
-    from gapcheck.nightly.history import READ_BUSY_S
-
+def test_the_busy_hint_names_the_option_each_command_has(tmp_path: Path) -> None:
+    """Both commands bound the wait with --lock-wait: the line says which wait ran out, the hint is worded per command
+    (a reader is run again, a night retried) (issue 23 atk5 #9, item 12)."""
     path = tmp_path / "h.sqlite"
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("CREATE TABLE t (x)")
@@ -153,5 +151,63 @@ def test_the_busy_hint_names_an_option_the_command_has(tmp_path: Path) -> None:
     finally:
         other.execute("ROLLBACK")
         other.close()
-    assert "--lock-wait" not in reader.value.hint and f"waits {READ_BUSY_S:g}s" in reader.value.hint
-    assert "--lock-wait" in writer.value.hint
+    for busy in (reader.value, writer.value):
+        assert busy.message.endswith("gave up after waiting 0.2s (--lock-wait)") and "--lock-wait" in busy.hint
+    assert "run gapcheck history again" in reader.value.hint and "retried" in writer.value.hint
+
+
+class _HeldExclusively:
+    """Another SQLite connection (a sqlite3 shell, a backup script) holding a WAL history so that readers wait too:
+    exclusive locking mode and a write in progress."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+
+    def __enter__(self) -> "_HeldExclusively":
+        self.db.execute("PRAGMA locking_mode = EXCLUSIVE")
+        self.db.execute("BEGIN EXCLUSIVE")
+        self.db.execute("UPDATE runs SET exit_code = 0")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.execute("ROLLBACK")
+        self.db.close()
+
+
+@pytest.mark.parametrize(("argv", "said"), [(["--lock-wait", "0.2"], "0.2s"), ([], "0.3s")])
+def test_history_held_by_another_writer_is_exit_3_after_its_lock_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture, argv, said) -> None:
+    """`gapcheck history` on a history another SQLite connection holds: exit 3 (transient: run it again) after
+    --lock-wait, else [nightly] read_lock_wait_s (here 0.3), else 10 s; one line naming --lock-wait (item 12)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gapcheck.toml").write_text("[nightly]\nread_lock_wait_s = 0.3\n")
+    path = tmp_path / "h.sqlite"
+    _history_with_one_run(path)
+    assert main(["history", "--history", str(path), "--json", "-"]) == 0
+    capsys.readouterr()
+    with _HeldExclusively(path):
+        code = main(["history", "--history", str(path), *argv])
+    assert code == 3
+    line = _one_line_error(capsys)
+    assert "locked by another SQLite writer" in line and f"gave up after waiting {said} (--lock-wait)" in line
+    assert main(["history", "--history", str(path), "--json", "-"]) == 0  # once it is released
+
+
+@pytest.mark.parametrize("command", [["history"], ["nightly", "--golden", "g", "--endpoint", "a=grpc://h:1/m"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e309"])
+def test_a_lock_wait_that_is_no_bound_is_exit_2_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture, command, value) -> None:
+    """nan would never end a wait, inf and 1e309 (read as inf) are none, -1 is no wait: on the command line, in the
+    environment and in the config file, for both commands (items 4 and 12)."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--history", str(tmp_path / "h.sqlite"), "--lock-wait", value]) == 2
+    assert "--lock-wait must be" in capsys.readouterr().err
+    key = "READ_LOCK_WAIT_S" if command == ["history"] else "LOCK_WAIT_S"
+    monkeypatch.setenv(f"GAPCHECK_NIGHTLY__{key}", value)
+    assert main([*command, "--history", str(tmp_path / "h.sqlite")]) == 2
+    assert f"GAPCHECK_NIGHTLY__{key}" in capsys.readouterr().err
+    monkeypatch.delenv(f"GAPCHECK_NIGHTLY__{key}")
+    (tmp_path / "gapcheck.toml").write_text(f"[nightly]\n{key.lower()} = {value if value != 'nan' else 'nan'}\n")
+    assert main([*command, "--history", str(tmp_path / "h.sqlite")]) == 2
+    assert f"nightly.{key.lower()}" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gapcheck.toml"]  # nothing made
