@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from sample_models.corpus import FAMILIES, _cnn, found_at, run
+from sample_models.corpus import FAMILIES, Family, Plant, _cnn, _image, _timm, found_at, run
 
 CLEAN = [pytest.param(f, tool, id=f"{f.name}-{tool}") for f in FAMILIES for tool in f.tools]
 # Every plant, op changes included: the LayerNorm epsilon of ConvNeXt, DeiT and GPT-2 and the GELU -> SiLU of
@@ -255,3 +255,30 @@ def test_planted_padding_in_fp16_folded_mobilenetv2_is_found_at_its_conv(tool):
     result = _fp16_run(tool, plant)
     assert result.verdict == "gap"
     assert result.first_divergence.module == plant.module, result.first_divergence
+
+
+# timm's Swin (window attention): norm1 runs before the window partition (Reshape/Transpose; a shifted block rolls
+# first, Slice + Concat in the file), attn.qkv/attn.proj are Gemms on [windows x tokens, C] where torch has
+# [windows, tokens, C]. An eps planted on norm1 was blamed on norm2 (inherited): the input errors of norm2's cut left
+# out the proj output fed in torch's shape, so a correct input was the culprit (fast test:
+# tests/export_diff/test_window_attention.py).
+SWIN = Family("swin_tiny", _timm("swin_tiny_patch4_window7_224", img_size=112, window_size=7), _image(112),
+              ("dynamo", "onnxslim", "no-scopes"),
+              (Plant("eps", "layers.1.blocks.0.norm1"), Plant("eps", "layers.1.blocks.1.norm1"),
+               Plant("eps", "layers.1.blocks.0.norm2"), Plant("activation", "layers.1.blocks.0.mlp.act"),
+               Plant("weight", "layers.1.blocks.0.mlp.fc1")), "onnxslim")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", SWIN.tools)
+def test_clean_swin_file_passes(tool):
+    result = run(SWIN, tool)
+    assert result.verdict == "pass", [f"{f.code}: {f.message}" for f in result.findings if f.is_gap]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", [pytest.param(p, id=f"{p.kind}-{p.module}") for p in SWIN.plants])
+def test_planted_change_in_swin_is_found_at_its_module(plant):
+    result = run(SWIN, SWIN.plant_tool, plant)
+    assert result.verdict == "gap"
+    assert found_at(result.first_divergence, plant), (result.first_divergence, plant)
