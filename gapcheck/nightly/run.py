@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gapcheck.errors import UsageError
+from gapcheck.errors import GapcheckError, UsageError
 from gapcheck.findings import Finding, Subject, Verdict
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
 from gapcheck.groups import InputSource, TritonTarget, check_number
@@ -130,10 +130,12 @@ def _changes_findings(name: str, report_changes) -> list[Finding]:
 
 
 def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, drift: DriftParameters,
-            started_at: str) -> EndpointReport:
+            started_at: str, earlier: list[EndpointRecord] | None = None) -> EndpointReport:
+    """``earlier``: the endpoint's earlier nights, when they were read already (else they are read here)."""
     from gapcheck.codes.nightly import DRIFTING, RECOVERED
 
-    earlier = history.endpoint_history(outcome.spec.name, HISTORY_WINDOW)
+    if earlier is None:
+        earlier = history.endpoint_history(outcome.spec.name, HISTORY_WINDOW)
     tonight = Tonight(reachable=outcome.reachable, gap=outcome.gap, served_version=outcome.served_version,
                       config_hash=outcome.config_hash, golden_hash=bundle.bundle_hash,
                       error_ratios={c.output: c.error_ratio for c in outcome.outputs}, precision=outcome.precision)
@@ -237,7 +239,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
             opening.abandon()
             raise
         night = _Night(request, history, bundle, run_id, on_endpoint)
-        night.add(first, first_outcome, started_at)
+        night.add(first, first_outcome, started_at, opening.earlier)
         for spec in request.endpoints[1:]:
             endpoint_started = _now()
             night.add(spec, _check(spec, bundle, request), endpoint_started)
@@ -254,14 +256,18 @@ class _Opening:
     """The history opened and the run started as soon as the bundle is verified, while the first endpoint's requests
     are still in flight: the run's first write restarts the WAL and syncs its header (a wait on the disk, ~9 ms a
     night here). It runs on the bundle's checking thread once the hashes are done (no thread of its own to start
-    on the caller's path). A bad bundle opens nothing (it stops at the bundle's error). When the first endpoint's
-    check fails after all (the audit finds the verified ONNX export unreadable: exit 2), :meth:`abandon` takes the
-    run row back, so the failed night leaves no run behind."""
+    on the caller's path), and reads the first endpoint's earlier nights there too (:attr:`earlier`: what its
+    classification reads once its check is done, read while its requests are in flight instead). A bad bundle
+    opens nothing (it stops at the bundle's error). When the first endpoint's check fails after all (the audit
+    finds the verified ONNX export unreadable: exit 2), :meth:`abandon` takes the run row back, so the failed night
+    leaves no run behind."""
 
     def __init__(self, request: NightlyRequest, pending: PendingBundle, run_id: str, started_at: str) -> None:
         from concurrent.futures import Future
 
         self.run_id = run_id
+        self.first = request.endpoints[0].name
+        self.earlier: list[EndpointRecord] | None = None  # the first endpoint's earlier nights, read ahead
         self._future: Future[History] = Future()
         pending.when_checked(lambda: self._settle(request, pending, started_at))
 
@@ -281,6 +287,10 @@ class _Opening:
         except BaseException:
             history.close()
             raise
+        try:
+            self.earlier = history.endpoint_history(self.first, HISTORY_WINDOW)
+        except GapcheckError:  # a damaged row: read again, and said, where the first endpoint is classified
+            self.earlier = None
         return history
 
     def result(self) -> History:
@@ -382,10 +392,11 @@ class _Night:
         self.deliveries: list[webhook.Delivery] = []
         self.extra: list[Finding] = []
 
-    def add(self, spec: EndpointSpec, outcome: EndpointOutcome, endpoint_started: str) -> None:
+    def add(self, spec: EndpointSpec, outcome: EndpointOutcome, endpoint_started: str,
+            earlier: list[EndpointRecord] | None = None) -> None:
         from gapcheck.codes.nightly import WEBHOOK_FAILED
 
-        report = _report(outcome, self.history, self.bundle, self.request.drift, endpoint_started)
+        report = _report(outcome, self.history, self.bundle, self.request.drift, endpoint_started, earlier)
         self.history.add_endpoint_result(_record(report, self.run_id, endpoint_started, self.bundle))
         self.reports.append(report)
         if self.on_endpoint is not None:

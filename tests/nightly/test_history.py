@@ -255,3 +255,37 @@ def test_a_night_whose_first_check_finds_the_bundle_bad_leaves_no_run_row(tiny_g
     assert history.exists()  # opened beside the first requests (the hashes passed) ...
     with History(history, readonly=True) as h:
         assert h.run_ids() == []  # ... and the run taken back
+
+
+def test_the_first_endpoints_earlier_nights_are_read_beside_its_requests_once(tiny_golden: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23 item 14: the first endpoint's earlier nights are read on the thread that opens the history (while its
+    requests are in flight), not after its check; every endpoint's are read once, and its report is built on them
+    (night 2 knows night 1: its last pass and a trend of two nights)."""
+    import threading
+
+    from gapcheck.golden import load_bundle
+    from gapcheck.nightly import NightlyRequest, run_nightly
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.history import wait_for_closes
+    from tests.nightly.fake_triton import FakeTriton
+
+    history = tmp_path / "h.sqlite"
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        specs = tuple(endpoint_spec(parse_endpoint_option(f"{name}={fake.url}")) for name in ("first", "second"))
+        request = NightlyRequest(tiny_golden, specs, history, audit=False)
+        night1 = run_nightly(request)
+        reads: list[tuple[str, bool]] = []
+        real = History.endpoint_history
+
+        def counted(self: History, endpoint: str, *args, **kwargs):
+            reads.append((endpoint, threading.current_thread() is threading.main_thread()))
+            return real(self, endpoint, *args, **kwargs)
+
+        monkeypatch.setattr(History, "endpoint_history", counted)
+        night2 = run_nightly(request)
+    wait_for_closes()
+    assert reads == [("first", False), ("second", True)]
+    for before, report in zip(night1.endpoints, night2.endpoints, strict=True):
+        assert report.status.value == "pass" and report.last_pass_at == before.trend[-1][0]
+        assert len(report.trend) == 2 and report.trend[0][0] == before.trend[-1][0]
