@@ -406,7 +406,7 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
 
     beside = conn.protocol == "grpc"
     metadata_asked = _on_thread(lambda: conn.model_metadata(spec.model, spec.version)) if beside else None
-    config_asked = _on_thread(lambda: conn.model_config(spec.model, spec.version)) if beside else None
+    config_asked = _on_thread(lambda: _hashed_config(conn, spec)) if beside else None
     # The connection is the caller's: the first inference worker reuses it (one channel less to open).
     # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness is
     # waited for (retried, as it always was) and the model asked again, so the error still says which.
@@ -422,7 +422,7 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
     served_version = spec.version or (versions[-1] if versions else None)
     outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
     try:
-        config = config_asked.result() if config_asked else conn.model_config(spec.model, spec.version)
+        config, hashed = config_asked.result() if config_asked else _hashed_config(conn, spec)
     except EndpointError as exc:
         if not _is_restricted(exc):
             raise
@@ -430,8 +430,13 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
             "the model config API is restricted: the config hash and max_batch_size are unknown (batches of 1)",
             subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
         return ServedFacts(served_version, None, None, outputs, metadata, None)
-    return ServedFacts(served_version, config_hash(config), int(config.get("max_batch_size", 0)), outputs, metadata,
-                       config)
+    return ServedFacts(served_version, hashed, int(config.get("max_batch_size", 0)), outputs, metadata, config)
+
+
+def _hashed_config(conn: DeadlineConnection, spec: EndpointSpec) -> tuple[dict[str, Any], str]:
+    """The served model config and its hash (on gRPC both on the thread that asked, beside the readiness check)."""
+    config = conn.model_config(spec.model, spec.version)
+    return config, config_hash(config)
 
 
 T = TypeVar("T")
