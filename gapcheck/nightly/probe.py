@@ -405,8 +405,8 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
     from gapcheck.codes.nightly import AUDIT_LIMITED
 
     beside = conn.protocol == "grpc"
-    metadata_asked = _on_thread(lambda: conn.model_metadata(spec.model, spec.version)) if beside else None
-    config_asked = _on_thread(lambda: _hashed_config(conn, spec)) if beside else None
+    metadata_asked = on_thread(lambda: conn.model_metadata(spec.model, spec.version)) if beside else None
+    config_asked = on_thread(lambda: _hashed_config(conn, spec)) if beside else None
     # The connection is the caller's: the first inference worker reuses it (one channel less to open).
     # One round trip when the model is ready (a ready model's server is live). Otherwise the server's liveness is
     # waited for (retried, as it always was) and the model asked again, so the error still says which.
@@ -442,7 +442,7 @@ def _hashed_config(conn: DeadlineConnection, spec: EndpointSpec) -> tuple[dict[s
 T = TypeVar("T")
 
 
-def _on_thread(fn: Callable[[], T]) -> Future[T]:
+def on_thread(fn: Callable[[], T]) -> Future[T]:
     """``fn()`` on a thread of its own, its outcome in the Future. Nothing joins the thread (it ends with its call,
     bounded by the endpoint's deadline): a caller that no longer needs the answer (the model was not ready, the
     endpoint failed) does not wait for it, nor does the interpreter at exit. Started without waiting for it to be

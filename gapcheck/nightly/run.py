@@ -40,7 +40,7 @@ from gapcheck.nightly.config import (
 )
 from gapcheck.nightly.history import AlertRecord, EndpointRecord, History, OutputRecord, closed_behind
 from gapcheck.nightly.lock import HistoryLock, LockTimeout
-from gapcheck.nightly.probe import EndpointOutcome, check_endpoint
+from gapcheck.nightly.probe import EndpointOutcome, check_endpoint, on_thread
 from gapcheck.nightly.result import EndpointReport, NightlyResult
 from gapcheck.nightly.status import DriftParameters, Status, Tonight, classify
 
@@ -356,22 +356,15 @@ def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: Ni
 def _first_check(spec: EndpointSpec, pending: PendingBundle, request: NightlyRequest) -> EndpointOutcome:
     """The first endpoint's check, beside the bundle's hashes, waited on together with them: a bundle that fails
     its verification is raised at once (exit 2), not after the endpoint's whole deadline (a server that accepts and
-    never answers held it for ``--triton-deadline``). The check runs on a daemon thread, which the failed bundle
-    cancels (no further attempt starts; one in flight ends on its timeout, and nothing waits for it). Nothing of
-    the check is used unless the bundle verified: the check itself compares only against the verified bundle."""
+    never answers held it for ``--triton-deadline``). The check runs on a thread nothing joins (started without
+    waiting for it to be scheduled), which the failed bundle cancels (no further attempt starts; one in flight ends
+    on its timeout, and nothing waits for it). Nothing of the check is used unless the bundle verified: the check
+    itself compares only against the verified bundle."""
     wake = threading.Event()
     cancelled = threading.Event()
-    done: Future[EndpointOutcome] = Future()
-    done.add_done_callback(lambda _: wake.set())
-
-    def work() -> None:
-        try:
-            done.set_result(_check(spec, pending, request, cancelled))
-        except BaseException as exc:  # noqa: BLE001 - kept for the caller, who raises it
-            done.set_exception(exc)
-
     pending.when_checked(wake.set)
-    threading.Thread(target=work, name=f"nightly-{spec.name}", daemon=True).start()
+    done = on_thread(lambda: _check(spec, pending, request, cancelled))
+    done.add_done_callback(lambda _: wake.set())
     try:
         wake.wait()
         if not done.done():
