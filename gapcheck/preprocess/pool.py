@@ -7,8 +7,10 @@ culprit is unknown. So each worker here is one process with its own pipe, fed on
 time. Before every stage call the worker writes (sample index, stage index) into two shared
 integers; when the process dies the parent reads them, records that stage on that sample as
 failed ("worker died", with the exit status), sends the rest of the chunk to a fresh process
-(which skips the stage on that sample only) and goes on. Records travel back one sample at a
-time, so nothing finished is lost.
+(which skips the stage on that sample only) and goes on. Records travel back in small batches
+(whatever finished in the last FLUSH_S, and the rest with the chunk's end): one message per sample
+cost the worker and the parent a pipe write, a wake-up and a read each. A worker that dies loses only the
+records it had not sent yet; those samples are still pending and run again on its replacement.
 
 Processes start from a forkserver: never a fork of a parent that holds torch/OpenMP threads.
 """
@@ -35,6 +37,7 @@ logger = logging.getLogger(__name__)
 IDLE = -1
 SHUTDOWN_S = 5.0  # a worker asked to stop gets this long before it is terminated
 GIVE_UP_AFTER = 3  # a stage that killed its worker on this many samples and never succeeded is not run again
+FLUSH_S = 0.2  # a worker sends the records it has at least this often (progress stays live on slow stages)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 def _serve(conn: Connection, marker: Any, specs: tuple[StageSpec, ...], options: WorkerOptions) -> None:
-    """The worker's loop: receive a chunk, send one record per sample, then "done"; None stops it."""
+    """The worker's loop: receive a chunk, send its records in batches, the last with "done"; None stops it."""
     init_worker(options.max_pixels)
 
     def mark(index: int, stage: int) -> None:
@@ -76,10 +79,14 @@ def _serve(conn: Connection, marker: Any, specs: tuple[StageSpec, ...], options:
         try:
             if stages is None:
                 stages = [(spec, resolve(spec)) for spec in specs]
+            batch, flushed = [], time.monotonic()
             for item in chunk:
-                conn.send(("record", process_sample(stages, item, options, mark)))
+                batch.append(process_sample(stages, item, options, mark))
+                if time.monotonic() - flushed >= FLUSH_S:
+                    conn.send(("records", batch))
+                    batch, flushed = [], time.monotonic()
             mark(IDLE, IDLE)
-            conn.send(("done", time.process_time()))  # this process's CPU seconds so far
+            conn.send(("done", (batch, time.process_time())))  # the last records; this process's CPU seconds so far
         except Exception as exc:  # noqa: BLE001 - a stage that cannot be loaded: the parent raises it
             mark(IDLE, IDLE)
             conn.send(("error", exc if isinstance(exc, GapcheckError) else RuntimeError(f"{type(exc).__name__}: {exc}")))
@@ -174,13 +181,11 @@ class SupervisedPool:
         try:
             while worker.conn.poll():
                 kind, value = worker.conn.recv()
-                if kind == "record":
-                    worker.pending.pop(value.index, None)
-                    records.append(value)
-                    self._succeeded.update(o.stage for o in value.stages if o.ok)
-                    advance(1)
+                if kind == "records":
+                    records += self._received(worker, value, advance)
                 elif kind == "done":
-                    worker.cpu_seconds = value
+                    records += self._received(worker, value[0], advance)
+                    worker.cpu_seconds = value[1]
                     worker.pending.clear()
                     worker.busy = False
                 else:
@@ -193,6 +198,14 @@ class SupervisedPool:
         if not worker.process.is_alive():
             self._replace(worker, queue)
         return records
+
+    def _received(self, worker: _Worker, batch: list[SampleRecord], advance: Callable[[int], None]) -> list[SampleRecord]:
+        for record in batch:
+            worker.pending.pop(record.index, None)
+            self._succeeded.update(o.stage for o in record.stages if o.ok)
+        if batch:
+            advance(len(batch))
+        return batch
 
     def _replace(self, worker: _Worker, queue: deque) -> None:
         worker.process.join()

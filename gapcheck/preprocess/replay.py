@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
+from gapcheck.preprocess.affine import AffineFit, AffineTarget
 from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods, center_crop, resize, shorter_side_size
 
 logger = logging.getLogger(__name__)
@@ -77,8 +77,9 @@ def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod, keep_f
         image = center_crop(raw_rgb, geometry.out_height, geometry.out_width)
     else:
         image = raw_rgb
-    image = np.asarray(image, dtype=np.float64)
-    return image[None] if image.ndim == 2 else np.moveaxis(image, -1, 0)
+    # C-order CHW float64 in one pass (the fit reads it by channel; a moved-axis view would be gathered again).
+    return np.asarray(image, dtype=np.float64)[None] if image.ndim == 2 else \
+        np.ascontiguousarray(np.moveaxis(image, -1, 0), dtype=np.float64)
 
 
 def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> list[Geometry]:
@@ -100,25 +101,33 @@ def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> li
     return geometries
 
 
-def _psnr(fit: AffineFit, target: np.ndarray) -> float:
-    """Replay PSNR, capped at :data:`EXACT_PSNR_DB`: above it the residual is float rounding, whose last bits
-    depend on the machine and the order of sums, not on the stage (a report must not)."""
-    peak = float(target.max() - target.min()) or 1.0
-    return EXACT_PSNR_DB if fit.rmse == 0 else min(EXACT_PSNR_DB, 20.0 * math.log10(peak / fit.rmse))
+class _Target(AffineTarget):
+    """A stage output to replay, with what every candidate's fit and PSNR need computed once."""
+
+    def __init__(self, stage_chw: np.ndarray) -> None:
+        super().__init__(stage_chw)
+        self.peak = float(stage_chw.max() - stage_chw.min()) or 1.0 if stage_chw.size else 1.0
+
+    def psnr(self, fit: AffineFit) -> float:
+        """Replay PSNR, capped at :data:`EXACT_PSNR_DB`: above it the residual is float rounding, whose last bits
+        depend on the machine and the order of sums, not on the stage (a report must not)."""
+        return EXACT_PSNR_DB if fit.rmse == 0 else min(EXACT_PSNR_DB, 20.0 * math.log10(self.peak / fit.rmse))
 
 
-def score(raw_rgb: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod) -> tuple[float, AffineFit | None]:
+def score(raw_rgb: np.ndarray, stage_chw: np.ndarray | _Target, geometry: Geometry,
+          method: ResizeMethod) -> tuple[float, AffineFit | None]:
     """How well ``method`` reproduces the stage; torch is replayed both rounded to uint8 and in float, best kept
     (a pipeline may resize uint8 tensors or floats, and only the rounding tells torch from cv2 on some images)."""
+    target = stage_chw if isinstance(stage_chw, _Target) else _Target(stage_chw)
     best: tuple[float, AffineFit | None] = (-math.inf, None)
     for keep_float in ((False, True) if method.backend == "torch" and geometry.resizes else (False,)):
         try:
             rendered = render(raw_rgb, geometry, method, keep_float)
         except ValueError:
             continue
-        fit = fit_permuted_affine(rendered, stage_chw)
-        if fit is not None and _psnr(fit, stage_chw) > best[0]:
-            best = (_psnr(fit, stage_chw), fit)
+        fit = target.fit(rendered)
+        if fit is not None and target.psnr(fit) > best[0]:
+            best = (target.psnr(fit), fit)
     return best
 
 
@@ -133,26 +142,27 @@ def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | No
     if not np.isfinite(stage_chw).all():
         return None  # nothing replays to NaN or inf (that is the nonfinite_output finding)
     out_hw = (stage_chw.shape[1], stage_chw.shape[2])
-    scored = [(score(raw_rgb, stage_chw, g, REFERENCE_METHOD), g) for g in candidate_geometries(raw_rgb.shape[:2], out_hw)]
+    target = _Target(stage_chw)
+    scored = [(score(raw_rgb, target, g, REFERENCE_METHOD), g) for g in candidate_geometries(raw_rgb.shape[:2], out_hw)]
     (best_psnr, best_fit), geometry = max(scored, key=lambda item: item[0][0])
     if best_fit is None:
         return None
     method: ResizeMethod | None = None
     equivalent: tuple[str, ...] = ()
     if geometry.resizes:
-        results = [(score(raw_rgb, stage_chw, geometry, m), m) for m in candidate_resize_methods()]
+        results = [(score(raw_rgb, target, geometry, m), m) for m in candidate_resize_methods()]
         (best_psnr, best_fit), method = max(results, key=lambda item: item[0][0])
         equivalent = tuple(
             m.label for (p, _), m in results if p >= best_psnr - EQUIVALENT_WITHIN_DB or p == math.inf
         )
-        geometry, best_psnr, best_fit = _rounding_sibling(raw_rgb, stage_chw, geometry, method, best_psnr, best_fit)
+        geometry, best_psnr, best_fit = _rounding_sibling(raw_rgb, target, geometry, method, best_psnr, best_fit)
     if best_fit is None or best_psnr < MIN_PROFILE_PSNR_DB:
         logger.debug("no profile: best replay %s at %.1f dB", geometry.label, best_psnr)
         return None
     return StageProfile(geometry, method, equivalent, best_fit, best_psnr)
 
 
-def _rounding_sibling(raw: np.ndarray, stage_chw: np.ndarray, geometry: Geometry, method: ResizeMethod,
+def _rounding_sibling(raw: np.ndarray, stage_chw: _Target, geometry: Geometry, method: ResizeMethod,
                       psnr: float, fit: AffineFit | None) -> tuple[Geometry, float, AffineFit | None]:
     """The geometry was chosen with the reference method; int() vs round() of the longer side (one pixel) can
     hide under another method's differences there, so the sibling rounding is scored again with the stage's own."""

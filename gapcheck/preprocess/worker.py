@@ -29,7 +29,8 @@ from gapcheck.preprocess.samples import (
     screen_bytes,
 )
 from gapcheck.preprocess.stages import StageSpec, resolve
-from gapcheck.tensors import ArraySummary, fingerprint, sha256_bytes, summarize, to_numpy
+from gapcheck.preprocess.summary import summarize_output
+from gapcheck.tensors import ArraySummary, contiguous, fingerprint, sha256_bytes, to_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ def _call(spec: StageSpec, fn: Callable[..., Any], path: str, data: bytes) -> np
     output = to_numpy(fn(data if spec.accepts == "bytes" else path))
     if output.dtype == object or not (np.issubdtype(output.dtype, np.number) or output.dtype == np.bool_):
         raise TypeError(f"stage returned {type(output).__name__} of dtype {output.dtype}, not a numeric array")
-    return output
+    # One C-order copy of a strided output (a permuted torch tensor is channels-last in memory) serves the
+    # fingerprint, the statistics, the twin check, the deltas and the KS sample; each would gather it again.
+    return contiguous(output)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -277,7 +280,7 @@ def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str,
     if twin is not None:
         return replace(twin, stage=spec.name, repeat_fingerprints=repeats, array=kept), output
     info = detect_layout(output.shape)
-    summary = summarize(output, info.channel_axis)
+    summary = summarize_output(output, info.channel_axis)
     chw = chw_view(output, info)
     ks_values = ks_subsample(chw, options.ks_points) if chw is not None else None
     return StageObservation(spec.name, True, "", summary, info, repeats, ks_values, kept), output

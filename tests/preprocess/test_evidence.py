@@ -188,8 +188,8 @@ def test_a_stage_identical_to_an_earlier_one_is_summarized_once(folders, monkeyp
     from tests.preprocess import evidence_pipelines as pipes
 
     calls = []
-    real = worker.summarize
-    monkeypatch.setattr(worker, "summarize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = worker.summarize_output
+    monkeypatch.setattr(worker, "summarize_output", lambda *a, **k: calls.append(1) or real(*a, **k))
     stages = [(make_spec(name, function=fn), fn) for name, fn in
               (("train", pipes.pil_rgb), ("val", pipes.pil_rgb_twice), ("infer", pipes.rounded_resize))]
     item = worker.WorkItem(0, str(folders["rounding"] / sorted(phone_photos.rounding_crops(folders["rounding"]))[0]),
