@@ -30,9 +30,10 @@ process spent per night and per bare loop (the server runs on the same machine: 
 is one the server does not get). Also times ``golden record`` twice into one export cache folder: cold (exports)
 and warm (the export comes from the cache).
 
-``--against REF`` (a git ref) adds a row for ``run_nightly`` as that commit has it, interleaved in the same rounds:
-its ``gapcheck`` package (``git archive``) runs in a child process, on the same bundle and server, timed inside
-the child like the row above is here (old and new side by side, under the same load).
+``--against REF`` (a git ref; repeatable) adds a row for ``run_nightly`` as that commit has it, interleaved in the
+same rounds: its ``gapcheck`` package (``git archive``) runs in a child process, on the same bundle and server, timed
+inside the child like the row above is here (old and new side by side, under the same load). ``--against .`` is the
+working tree in a child process of its own: ``--against OLD --against .`` compares the two in identical conditions.
 """
 from __future__ import annotations
 
@@ -124,14 +125,17 @@ class Against:
     """``run_nightly`` of another commit, in a child process that runs one night per line it is sent."""
 
     def __init__(self, ref: str, work: Path, url: str, golden: Path, in_flight: int) -> None:
-        code = work / f"against-{ref.replace('/', '_')}"
-        code.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "gapcheck"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+        self.ref = ref
+        code = ROOT if ref == "." else work / f"against-{ref.replace('/', '_')}"
+        if ref != ".":
+            code.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "gapcheck"], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
         env = {**os.environ, "PYTHONPATH": str(code)}
-        self.child = subprocess.Popen([sys.executable, "-c", _AGAINST_CHILD, url, str(golden),
-                                       str(work / f"h-{code.name}.sqlite"), str(in_flight)],
+        history = work / f"h-against-{len(list(work.glob('h-against-*')))}.sqlite"
+        self.child = subprocess.Popen([sys.executable, "-c", _AGAINST_CHILD, url, str(golden), str(history),
+                                       str(in_flight)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=code)
         self.night()  # warm-up: imports, first connection
 
@@ -148,6 +152,12 @@ class Against:
         assert self.child.stdin is not None
         self.child.stdin.close()
         self.child.wait(timeout=60)
+
+
+def _against_night(against: Against, cpu: dict[str, list[float]]) -> float:
+    seconds, used = against.night()
+    cpu[f"{against.ref} (own process)"].append(used)
+    return seconds
 
 
 def endpoint_with_verification(golden: Path, spec, in_flight: int, pipelined_first: bool) -> tuple[float, float]:
@@ -198,7 +208,8 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true",
                         help="server on CPU 0, this process on the others, as if the endpoint ran on its own machine")
     parser.add_argument("--input", default=INPUT, help="the input spec (a larger image makes each sample cost more)")
-    parser.add_argument("--against", metavar="REF", help="also time run_nightly as git ref REF has it (old vs new)")
+    parser.add_argument("--against", metavar="REF", action="append", default=[],
+                        help="also time run_nightly as git ref REF has it, in a child process ('.': the working tree)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     records = {}
@@ -222,16 +233,15 @@ def main() -> None:
         spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
         run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "warmup.sqlite"))
         bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)  # warm-up
-        against = Against(args.against, work, f"grpc://{server.grpc_url}/cnn", work / "golden", args.in_flight) \
-            if args.against else None
-        cpu: dict[str, list[float]] = {"bare": [], "nightly": [], "against": []}
+        against = [Against(ref, work, f"grpc://{server.grpc_url}/cnn", work / "golden", args.in_flight)
+                   for ref in args.against]
+        cpu: dict[str, list[float]] = {"bare": [], "nightly": [], **{f"{a.ref} (own process)": [] for a in against}}
         load_before = os.getloadavg()[0]
         for round_ in range(1, args.rounds + 1):
             # The order alternates, so a load spike from other jobs does not always hit the same path.
-            against_s = float("nan")
-            if against is not None and round_ % 2 == 0:
-                against_s, against_cpu = against.night()
-                cpu["against"].append(against_cpu)
+            against_s = [float("nan")] * len(against)
+            if round_ % 2 == 0:
+                against_s = [_against_night(a, cpu) for a in against]
             if round_ % 2 == 0:
                 tock = time.process_time()
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
@@ -253,9 +263,7 @@ def main() -> None:
                 tock = time.process_time()
                 bare_s = bare_loop(server.grpc_url, "cnn", bundle.inputs["x"], outputs, args.batch, args.in_flight)
                 cpu["bare"].append(time.process_time() - tock)
-                if against is not None:
-                    against_s, against_cpu = against.night()
-                    cpu["against"].append(against_cpu)
+                against_s = [_against_night(a, cpu) for a in reversed(against)][::-1]
             # The bare loop's inputs are already in memory; this row leaves out the one step that puts the
             # bundle's there before any endpoint work (the manifest check and the file reads; the SHA256 of the
             # files runs beside the first endpoint's readiness and requests), and keeps everything else.
@@ -263,7 +271,7 @@ def main() -> None:
             served_s = nightly_s - opened_s
             sequential_s, pipelined_s = endpoint_with_verification(work / "golden", spec, args.in_flight,
                                                                    pipelined_first=round_ % 2 == 0)
-            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s, against_s))
+            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s, *against_s))
             ep = result.endpoints[0].outcome.seconds
             fixed.append({"open bundle (manifest, files opened and sized; reads, parse, hashes beside the endpoint)":
                           opened_s,
@@ -277,9 +285,9 @@ def main() -> None:
                   f"{args.samples / nightly_s:7.0f}/s ({bare_s / nightly_s:.2f}x)   without opening the bundle "
                   f"({bare_s / served_s:.2f}x)   endpoint + verification: one after the other "
                   f"({bare_s / sequential_s:.2f}x), pipelined ({bare_s / pipelined_s:.2f}x)"
-                  + (f"   {args.against} end to end ({bare_s / against_s:.2f}x)" if against is not None else ""))
-        if against is not None:
-            against.close()
+                  + "".join(f"   {a.ref} end to end ({bare_s / t:.2f}x)" for a, t in zip(against, against_s, strict=True)))
+        for a in against:
+            a.close()
     print(f"\n{args.samples} samples of {args.input}, batch {args.batch}, {args.in_flight} in flight, "
           f"{args.rounds} interleaved rounds, load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after:")
     print("| path | samples/s (best) | samples/s (median) | ratio to bare (median of the rounds' ratios) | "
@@ -296,8 +304,8 @@ def main() -> None:
                           "run_nightly, waited for)", 6),
                          ("one endpoint: verify bundle, then readiness, audit, inference, comparison", 4),
                          ("one endpoint: verification pipelined with readiness and the first requests", 5),
-                         *([(f"nightly end to end as {args.against} has it (same rounds, its own process)", 8)]
-                           if against is not None else [])):
+                         *[(f"nightly end to end as {a.ref} has it (same rounds, its own process)", 8 + i)
+                           for i, a in enumerate(against)]):
         times = [r[index] for r in rows]
         paired = statistics.median(r[2] / r[index] for r in rows)  # each round's two runs saw the same load
         print(f"| {label} | {args.samples / min(times):.0f} | {args.samples / statistics.median(times):.0f} | "
@@ -306,8 +314,7 @@ def main() -> None:
           f"{statistics.median(r[7] / r[0] for r in rows):.2f} (median of the rounds' ratios; the target is judged "
           f"against the bare loop with its inputs in memory)")
     print("\nCPU time of this process (median ms; the server's is not counted): "
-          + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f}" for name, values in cpu.items() if values)
-          + (f" ({args.against}: in its own process)" if against is not None else ""))
+          + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f}" for name, values in cpu.items() if values))
     print("\nwhere a night's time goes (median seconds over the rounds):")
     for key in fixed[0]:
         print(f"  {key:58s} {statistics.median(f[key] for f in fixed):.3f}")
