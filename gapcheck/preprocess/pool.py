@@ -110,12 +110,15 @@ class _Worker:
         self.busy = True
         self.conn.send(chunk)
 
-    def stop(self) -> None:
+    def ask_to_stop(self) -> None:
         """Ask an idle worker to exit; a busy one (the run was interrupted or failed) is terminated at once."""
         if self.busy and self.process.is_alive():
             self.process.terminate()
         with contextlib.suppress(OSError, ValueError):  # already gone
             self.conn.send(None)
+
+    def stop(self) -> None:
+        """Wait for the worker to exit (after :meth:`ask_to_stop`); terminated when it does not in time."""
         self.process.join(SHUTDOWN_S)
         if self.process.is_alive():
             self.process.terminate()
@@ -165,6 +168,8 @@ class SupervisedPool:
                     if worker.conn in ready or worker.process.sentinel in ready:
                         records += self._collect(worker, queue, advance)
         finally:
+            for worker in self.workers:  # all asked first: they tear down (torch & co.) side by side
+                worker.ask_to_stop()
             for worker in self.workers:
                 worker.stop()
         return records

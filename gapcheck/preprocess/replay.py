@@ -143,9 +143,8 @@ def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | No
         return None  # nothing replays to NaN or inf (that is the nonfinite_output finding)
     out_hw = (stage_chw.shape[1], stage_chw.shape[2])
     target = _Target(stage_chw)
-    scored = [(score(raw_rgb, target, g, REFERENCE_METHOD), g) for g in candidate_geometries(raw_rgb.shape[:2], out_hw)]
-    (best_psnr, best_fit), geometry = max(scored, key=lambda item: item[0][0])
-    if best_fit is None:
+    (best_psnr, best_fit), geometry = _best_geometry(raw_rgb, target, out_hw)
+    if best_fit is None or geometry is None:
         return None
     method: ResizeMethod | None = None
     equivalent: tuple[str, ...] = ()
@@ -160,6 +159,20 @@ def fit_profile(raw_rgb: np.ndarray, stage_chw: np.ndarray) -> StageProfile | No
         logger.debug("no profile: best replay %s at %.1f dB", geometry.label, best_psnr)
         return None
     return StageProfile(geometry, method, equivalent, best_fit, best_psnr)
+
+
+def _best_geometry(raw_rgb: np.ndarray, target: _Target, out_hw: tuple[int, int]
+                   ) -> tuple[tuple[float, AffineFit | None], Geometry | None]:
+    """The first best-scoring candidate geometry (with the reference method). Scores are capped at
+    :data:`EXACT_PSNR_DB`, so the first candidate that reaches the cap is the pick: the rest are not rendered."""
+    best: tuple[tuple[float, AffineFit | None], Geometry | None] = ((-math.inf, None), None)
+    for geometry in candidate_geometries(raw_rgb.shape[:2], out_hw):
+        scored = score(raw_rgb, target, geometry, REFERENCE_METHOD)
+        if best[1] is None or scored[0] > best[0][0]:
+            best = (scored, geometry)
+        if scored[0] >= EXACT_PSNR_DB:
+            break
+    return best
 
 
 def _rounding_sibling(raw: np.ndarray, stage_chw: _Target, geometry: Geometry, method: ResizeMethod,
