@@ -9,10 +9,13 @@ Layout::
       reference_torch.safetensors   the released checkpoint's outputs (what endpoints are judged against)
       reference_onnxruntime.safetensors   ONNX Runtime's outputs for the same inputs, kept beside them
 
-Tensors are never pickled. ``manifest.json`` lists every other file with its SHA256 and size, and
-:func:`load_bundle` checks all of them before parsing any: a tampered, truncated or missing file is an
-:class:`~gapcheck.errors.InputError` (exit 2) that names the file. The bundle's identity (``bundle_hash``)
-is the SHA256 of ``manifest.json``, which covers every file through their hashes.
+Tensors are never pickled. ``manifest.json`` lists every other file with its SHA256 and size, and every
+sample's fingerprint, and :func:`load_bundle` checks all of them before anything is judged on the bundle: a
+tampered, truncated or missing file or a changed sample is an :class:`~gapcheck.errors.InputError` (exit 2) that
+names it. The inputs file is hashed once: where the manifest also records its safetensors header's SHA256, the
+header's hash and the per-sample fingerprints are its byte-for-byte check (see :meth:`PendingBundle._check_inputs`).
+The bundle's identity (``bundle_hash``) is the SHA256 of ``manifest.json``, which covers every file through their
+hashes.
 """
 from __future__ import annotations
 
