@@ -24,7 +24,7 @@ from gapcheck.export_diff.blame import conv_by_weight, differences, fused_linear
 from gapcheck.export_diff.calls import Call, call_values, capture_calls, every_call
 from gapcheck.export_diff.nchwc import DOMAIN as NCHWC_DOMAIN
 from gapcheck.export_diff.nchwc import Layout, blocked_values
-from gapcheck.export_diff.owner import Owner, find_owner, region, region_values
+from gapcheck.export_diff.owner import Owner, find_owner, merged, region, region_values
 from gapcheck.export_diff.result import FAIL, FirstDivergence
 from gapcheck.model.mapping import GraphIndex, module_members
 from gapcheck.tensors import contiguous
@@ -358,6 +358,26 @@ def localize_by_values(model: onnx.ModelProto, index: GraphIndex, value: str, ta
     return _verdict(compare_arrays(result, target, tol), index, feeds, ort_values)
 
 
+def _fitting_frontier(run: _Run, value: str, torch_values: dict[str, np.ndarray]
+                      ) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The values torch has that feed ``value`` (:func:`_frontier`) and ONNX Runtime's values of them, without a
+    torch value of another size than the ONNX value it is mapped to (dropped from ``torch_values``, the walk goes
+    further back): such a mapping is not that value (timm Swin's shifted block, attributed by its attention mask's
+    initializer to the mask's Add, [1, 4, 6, 49, 49] for torch's [1, 14, 14, 192]; fed, it refused the cut). NCHWc
+    blocked values are another size by layout and are re-blocked by the caller."""
+    blocked = blocked_values(run.index)
+    for _ in range(4):
+        frontier, _ = _frontier(run.index, value, set(torch_values))
+        ort_values = run.ort(frontier)
+        misfit = [n for n in frontier if n in torch_values and n in ort_values and n not in blocked
+                  and n not in run.feeds and torch_values[n].size != ort_values[n].size]
+        if not misfit:
+            break
+        for name in misfit:
+            del torch_values[name]
+    return frontier, ort_values
+
+
 def _own_nodes(index: GraphIndex, value: str) -> list[int]:
     """The node computing ``value``, and the Conv/MatMul/Gemm before it when it only adds a bias initializer."""
     nodes = index.model.graph.node
@@ -402,8 +422,7 @@ def _by_values(layer, mappings, run: _Run, group, call: Call | None = None,
         conv_inputs = capture.modules[layer.module].inputs
         if own and len(conv_inputs) == 1:  # the fused Conv reads the conv's input: feed torch's own
             torch_values[index.model.graph.node[own[0]].input[0]] = conv_inputs[0]
-    frontier, _ = _frontier(index, mapping.value, set(torch_values))
-    ort_values = run.ort(frontier)
+    frontier, ort_values = _fitting_frontier(run, mapping.value, torch_values)
     layout = run.layout if any(n in run.layout.blocked for n in [*frontier, mapping.value]) else None
     if layout is not None:  # torch's NCHW values fed where the graph holds them blocked
         torch_values.update({n: layout.to_graph(n, torch_values[n], ort_values.get(n)) for n in frontier
@@ -486,6 +505,7 @@ def _owner_inside(run: _Run, value: str, torch_values: dict[str, np.ndarray], mo
 def as_computed(value: np.ndarray, computed: np.ndarray | None) -> np.ndarray:
     """torch's ``value``, fed into a cut of the graph, in the dtype ONNX Runtime computed that value in when it ran
     the whole graph (``computed``; FP32 -> FP16 in an FP16 file's body); as it is without one, or across kinds.
+    Its leading axes merged where the graph holds it so (:func:`~gapcheck.export_diff.owner.merged`).
 
     The one cast rule of every localization path (by names, by values, the owner search inside a subgraph). The
     cut's consumers of a fed value are bound to the type its producer has in the whole graph, and ONNX Runtime's
@@ -495,7 +515,13 @@ def as_computed(value: np.ndarray, computed: np.ndarray | None) -> np.ndarray:
     ONNX Runtime refused the cut ('bound to different types'), and an eps planted in an FP16 BERT's LayerNorm was
     left undetermined, one in an FP16 onnxslim block blamed on the next Linear. Where a declaration exists, ONNX
     Runtime refuses to load a graph whose computed type differs from it: the two rules never disagree otherwise."""
-    if computed is None or computed.dtype == value.dtype or computed.dtype.kind != value.dtype.kind:
+    if computed is None:
+        return value
+    if computed.shape != value.shape and value.ndim > 2 and computed.shape == merged(value).shape:
+        # torch's [windows, tokens, C] where the graph holds the Gemm's [windows x tokens, C]: the same elements; fed
+        # in torch's shape, a Reshape whose target the graph computes from it refused the cut (Swin's attn.qkv)
+        value = merged(value)
+    if computed.dtype == value.dtype or computed.dtype.kind != value.dtype.kind:
         return value  # a float torch value where the graph has indices is no cast: the cut fails and says so
     return value.astype(computed.dtype, copy=False)
 

@@ -49,7 +49,16 @@ class Owner:
     relative_error: float  # max |onnx - torch| / max |torch| at that value
 
 
+def merged(array: np.ndarray) -> np.ndarray:
+    """``array`` with its leading axes merged, [windows, tokens, C] -> [windows x tokens, C]: a Linear on [..., C] as
+    an exporter writes it, a Gemm between two Reshapes (Swin's window attention, every dynamo-exported transformer).
+    The same elements in the same order; 2-D and smaller as it is."""
+    return array.reshape(-1, array.shape[-1]) if array.ndim > 2 else array
+
+
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    if actual.shape != expected.shape:
+        actual, expected = merged(actual), merged(expected)
     if actual.shape != expected.shape or not expected.size:
         return float("inf")
     with np.errstate(invalid="ignore", over="ignore"):
@@ -81,7 +90,9 @@ def region_values(index: GraphIndex, node_ids: list[int]) -> list[str]:
 
 @dataclass
 class _Torch:
-    """torch's tensors of one sample by shape: (module, 'input'|'output', array, order)."""
+    """torch's tensors of one sample by shape: (module, 'input'|'output', array, order); each also by its
+    :func:`merged` shape, so a Gemm's [windows x tokens, C] value is compared with the Linear's [windows, tokens, C]
+    (before, such values were all *unknown*: Swin's attn.qkv and attn.proj had no owner)."""
 
     by_shape: dict[tuple[int, ...], list[tuple[str, str, np.ndarray, int]]]
 
@@ -94,6 +105,9 @@ class _Torch:
             for kind, array in tensors:
                 if np.issubdtype(array.dtype, np.floating):
                     by_shape.setdefault(tuple(array.shape), []).append((path, kind, array, captured.order))
+                    if array.ndim > 2:
+                        flat = merged(array)
+                        by_shape.setdefault(tuple(flat.shape), []).append((path, kind, flat, captured.order))
         return cls(by_shape)
 
 
@@ -252,4 +266,6 @@ def _pick(near: list[tuple[float, int, str]], boundary: list[str], capture: Capt
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape:
+        a, b = merged(a), merged(b)
     return a.shape == b.shape and relative_error(a, b) <= 1e-3
