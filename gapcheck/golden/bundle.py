@@ -45,6 +45,7 @@ from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names
     Manifest,
     validate_manifest,
 )
+from gapcheck.reading import ReadRefused, Refusal, open_checked, read_exact_unfilled
 
 # A manifest is small; anything larger is not ours (checked before parsing).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
@@ -252,64 +253,44 @@ def _read_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | 
 
 def _open_member(folder: Path, name: str, max_bytes: int, expected_bytes: int | None = None) -> tuple[int, int]:
     """A bundle file opened for :func:`_read_opened` (no symbolic link followed) and its size, its kind and size
-    checked: InputError naming the file otherwise (nothing is left open then)."""
-    path = folder / name
+    checked on the descriptor (:func:`gapcheck.reading.open_checked`): InputError naming the file otherwise (nothing
+    is left open then)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        return open_checked(folder / name, max_bytes=max_bytes, expected_bytes=expected_bytes)
     except FileNotFoundError:
         raise InputError(f"golden bundle {folder}: file {name} is missing") from None
+    except ReadRefused as exc:
+        raise _refused(folder, name, exc) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name (the schema refuses it first)
-        if isinstance(exc, OSError) and os.path.islink(path):
-            raise InputError(f"golden bundle {folder}: file {name} is a symbolic link; a bundle holds its "
-                             "files itself") from None
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         raise InputError(f"golden bundle {folder}: file {ascii(name)} cannot be read ({reason})") from None
-    try:
-        info = os.fstat(fd)  # before fdopen: a folder in a file's place is refused here, not as IsADirectoryError
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise InputError(f"golden bundle {folder}: file {name} is {kind}")
-        if expected_bytes is not None and info.st_size != expected_bytes:
-            raise InputError(f"golden bundle {folder}: file {name} has {info.st_size} bytes, the manifest says "
-                             f"{expected_bytes} (truncated or replaced)")
-        if info.st_size > max_bytes:
-            raise InputError(f"golden bundle {folder}: file {name} is larger than {max_bytes} bytes")
-    except OSError as exc:
-        os.close(fd)
-        raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror or exc})") from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, info.st_size
+
+
+def _refused(folder: Path, name: str, exc: ReadRefused) -> InputError:
+    """The bundle's words for a file :mod:`gapcheck.reading` refused."""
+    where = f"golden bundle {folder}: file {name}"
+    if exc.reason is Refusal.LINK:
+        return InputError(f"{where} is a symbolic link; a bundle holds its files itself")
+    if exc.reason is Refusal.NOT_REGULAR:
+        return InputError(f"{where} is {'a folder' if stat.S_ISDIR(exc.mode) else 'not a regular file'}")
+    if exc.reason is Refusal.SIZE:
+        return InputError(f"{where} has {exc.size} bytes, the manifest says {exc.expected} (truncated or replaced)")
+    if exc.reason is Refusal.TOO_LARGE:
+        return InputError(f"{where} is larger than {exc.limit} bytes")
+    return InputError(f"{where} changed while it was read")  # GREW, SHRANK (no owners are asked for)
 
 
 def _read_opened(folder: Path, name: str, fd: int, size: int) -> memoryview:
-    """The bytes of a file :func:`_open_member` opened (the descriptor is closed), read straight into one buffer.
-
-    The tensors parsed from it are views of it (no copy), writable as a loader's arrays always were. The buffer is
-    numpy's, not a bytearray: ``bytearray(n)`` zero-fills its memory holding the GIL (9 ms for the 12 MB of 1,000
-    golden samples, 100 ms at 10,000, stalling every other thread of a night, readiness's included); numpy's is
-    not filled, and its pages are first touched by the read, which runs without the GIL."""
-    buffer = np.empty(size + 1, dtype=np.uint8)  # one byte more: a file that grew since its size was checked is caught
-    view = memoryview(buffer)  # type: ignore[arg-type]  # numpy arrays are buffers
-    filled = 0
+    """The bytes of a file :func:`_open_member` opened (the descriptor is closed), read straight into one buffer
+    (:func:`gapcheck.reading.read_exact_unfilled`: not zero-filled under the GIL first, as a night's readiness and
+    first requests run beside this read). The tensors parsed from it are views of it (no copy), writable as a
+    loader's arrays always were."""
     try:
-        raw = open(fd, "rb", buffering=0, closefd=True)  # noqa: SIM115 - closed by the with below
-    except BaseException:
-        os.close(fd)
-        raise
-    try:
-        with raw:
-            while filled <= size:
-                count = raw.readinto(view[filled:])
-                if not count:
-                    break
-                filled += count
+        return read_exact_unfilled(fd, size)
+    except ReadRefused as exc:
+        raise _refused(folder, name, exc) from None
     except OSError as exc:
         raise InputError(f"golden bundle {folder}: file {name} cannot be read ({exc.strerror or exc})") from None
-    if filled != size:
-        raise InputError(f"golden bundle {folder}: file {name} changed while it was read")
-    return view[:size]
 
 
 def _parse_manifest(folder: Path) -> tuple[dict[str, Any], Manifest, str]:
