@@ -1,18 +1,16 @@
 """GC8xx: safety and loop hygiene (unsafe torch.load, graphs kept alive, zero_grad and step order)."""
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding, Severity
 from gapcheck.lint.facts import Aspect
 from gapcheck.lint.loops import Kind, belongs, loop_events
+from gapcheck.lint.lossflow import graph_accumulations
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.symbols import ModuleIndex, keyword, literal
+from gapcheck.lint.symbols import keyword, literal
 from gapcheck.lint.versions import WEIGHTS_ONLY_DEFAULT, format_version
-
-_DETACHING = {"item", "detach", "tolist", "numpy"}
 
 
 class TorchLoadUnsafe(Rule):
@@ -37,64 +35,19 @@ class TorchLoadUnsafe(Rule):
                 yield ctx.finding(self.code, call, "torch.load(weights_only=False) unpickles arbitrary objects")
 
 
-def _backward_names(module: ModuleIndex, body: ast.AST) -> set[str]:
-    """Names whose ``.backward()`` is called (``loss.backward()``, ``scaler.scale(loss).backward()``)."""
-    names: set[str] = set()
-    for call in module.scope_calls(body):
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
-            target = call.func.value
-            if isinstance(target, ast.Call) and target.args:  # scaler.scale(loss).backward()
-                target = target.args[0]
-            if isinstance(target, ast.Name):
-                names.add(target.id)
-    return names
-
-
-def _carries(expr: ast.AST, names: set[str]) -> ast.Name | None:
-    """A name of ``names`` inside ``expr`` that is not passed through .item()/.detach()/float()."""
-    if isinstance(expr, ast.Name):
-        return expr if expr.id in names else None
-    if isinstance(expr, ast.Call):
-        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _DETACHING:
-            return None
-        if isinstance(expr.func, ast.Name) and expr.func.id in ("float", "int", "len", "str"):
-            return None
-        if isinstance(expr.func, ast.Attribute):
-            return _carries(expr.func.value, names)  # loss.mean() still carries the graph
-        return None  # an unknown function: its result's graph is not ours to guess
-    if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
-        parts = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else [expr.operand]
-        return next((n for n in (_carries(p, names) for p in parts) if n is not None), None)
-    return None
-
-
 class LossAccumulatedWithGraph(Rule):
     code = codes.LOSS_ACCUMULATED_WITH_GRAPH
     needs = ("backward",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
+        reported: set[int] = set()  # an accumulation inside nested loops is read once per loop
         for loop in ctx.module.loops:
-            graphs = _backward_names(ctx.module, loop)
-            if not graphs:
-                continue
-            assigned_inside = {t.id for n in ctx.module.walk(loop) if isinstance(n, ast.Assign) for t in n.targets
-                               if isinstance(t, ast.Name)}
-            for node in ctx.module.walk(loop):
-                if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
-                    accumulator, value = node.target.id, node.value
-                elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-                      and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "append"
-                      and isinstance(node.value.func.value, ast.Name) and len(node.value.args) == 1):
-                    accumulator, value = node.value.func.value.id, node.value.args[0]
-                else:
-                    continue
-                if accumulator in graphs or accumulator in assigned_inside:
-                    continue  # summed on purpose before one backward, or reset every step
-                carried = _carries(value, graphs - {accumulator})
-                if carried is not None:
-                    yield ctx.finding(self.code, node, f"'{accumulator}' accumulates the loss tensor '{carried.id}' "
-                                      "across steps and keeps every step's graph alive; use .item()",
-                                      accumulator=accumulator, loss=carried.id)
+            for found in graph_accumulations(loop):
+                if id(found.node) not in reported:
+                    reported.add(id(found.node))
+                    yield ctx.finding(self.code, found.node, f"'{found.accumulator}' accumulates the loss tensor "
+                                      f"'{found.loss}' across steps and keeps every step's graph alive; use .item()",
+                                      accumulator=found.accumulator, loss=found.loss)
 
 
 class MissingZeroGrad(Rule):
