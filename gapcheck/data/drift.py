@@ -117,6 +117,9 @@ class FeatureDrift:
     # sizes (see min_detectable_d / min_detectable_v); underpowered: it exceeds the minimum effect
     min_detectable_effect: float | None = None
     underpowered: bool = False
+    # why the column looks like an identifier (gapcheck.data.identifiers): tested and shown, but out of BH and the
+    # verdict; None for a feature
+    identifier: str | None = None
 
 
 def min_detectable_d(n: int, m: int, alpha: float) -> float | None:
@@ -274,9 +277,10 @@ def null_shift_p(ref: ColumnStats, cur: ColumnStats) -> float:
 def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOptions) -> list[FeatureDrift]:
     """Every shared feature compared, BH-corrected, with the drift verdict set."""
     names = [n for n in reference.order if n in current.columns]
-    features = [compare_feature(n, reference.columns[n], current.columns[n], reference.reservoir.columns[n],
-                                current.reservoir.columns[n], options) for n in names]
-    tested = [i for i, f in enumerate(features) if f.p_value is not None]
+    features = [_marked(compare_feature(n, reference.columns[n], current.columns[n], reference.reservoir.columns[n],
+                                        current.reservoir.columns[n], options), reference, current, options)
+                for n in names]
+    tested = [i for i, f in enumerate(features) if f.p_value is not None and f.identifier is None]
     q_values = benjamini_hochberg([features[i].p_value for i in tested])  # type: ignore[misc]
     for i, q in zip(tested, q_values, strict=True):
         f = features[i]
@@ -284,6 +288,18 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
         weak = not drift and f.min_detectable_effect is not None and f.min_detectable_effect > options.min_effect
         features[i] = dataclasses.replace(f, q_value=q, drift=drift, underpowered=weak)
     return features
+
+
+def _marked(feature: FeatureDrift, reference: SidePartial, current: SidePartial, options: DriftOptions) -> FeatureDrift:
+    """``feature`` with its identifier reason set when it looks like one and the user did not ask for it by name."""
+    from gapcheck.data.identifiers import identifier_reason
+
+    name = feature.feature
+    if options.columns and name in options.columns:
+        return feature
+    reason = identifier_reason(name, reference.columns[name], current.columns[name], reference.reservoir.columns[name],
+                               current.reservoir.columns[name])
+    return dataclasses.replace(feature, identifier=reason) if reason else feature
 
 
 def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
@@ -380,6 +396,8 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
     findings += null_underpowered_findings(features, reference, current, options)
     for f in features:
         subject = Subject(stage="reference→current", output=f.feature)
+        if f.identifier:
+            findings.append(_identifier_finding(f, subject))
         if f.drift:
             what = (f"KS D={f.ks_d:.3f}, Wasserstein={_fmt(f.wasserstein_std)} reference std" if f.test == "ks"
                     else f"Cramér's V={f.cramers_v:.3f}")
@@ -396,7 +414,7 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 f"{f.feature}: missing values {f.null_rate_reference:.1%} in the reference, {f.null_rate_current:.1%} now",
                 subject=subject, evidence={"null_rate_reference": f.null_rate_reference,
                                            "null_rate_current": f.null_rate_current}))
-        gaps = coverage_gaps(f, f.n_current)
+        gaps = coverage_gaps(f, f.n_current) if not f.identifier else []
         if gaps:
             findings.append(codes.COVERAGE_GAP.finding(
                 f"{f.feature}: the current split leaves reference quantile bin(s) "
@@ -405,6 +423,18 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
                           "coverage_reference": list(f.coverage_reference)}))
     return findings
+
+
+def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
+    from gapcheck.codes import data as codes
+
+    measured = (f"KS D={feature.ks_d:.3f}" if feature.test == "ks" else
+                f"Cramér's V={feature.cramers_v:.3f}" if feature.test == "chi2" else "not tested")
+    return codes.IDENTIFIER_COLUMN.finding(
+        f"{feature.feature} looks like an identifier ({feature.identifier}); excluded from the drift verdict "
+        f"({measured}); --columns {feature.feature} to include it",
+        subject=subject, evidence={"reason": feature.identifier, "test": feature.test, "ks_d": feature.ks_d,
+                                   "cramers_v": feature.cramers_v, "p_value": feature.p_value})
 
 
 MAX_LISTED_FEATURES = 200  # features named in one underpowered finding's evidence (the count is exact)

@@ -35,7 +35,9 @@ class DriftResult(TimedRun, ResultBase):
             return f"{len(drifted)} of {len(self.features)} feature(s) drifted: {', '.join(drifted[:5])}"
         others = sum(1 for f in self.findings if f.is_gap)
         weak = sum(1 for f in self.features if f.underpowered)
-        return (f"no drift in {len(self.features)} feature(s)" + (f"; {others} other gap(s)" if others else "")
+        ids = sum(1 for f in self.features if f.identifier)
+        return (f"no drift in {len(self.features) - ids} feature(s)" + (f"; {others} other gap(s)" if others else "")
+                + (f"; {ids} identifier column(s) left out" if ids else "")
                 + (f"; {weak} too few rows to detect the minimum effect" if weak else ""))
 
     def sections(self) -> dict[str, Any]:
@@ -57,7 +59,7 @@ class DriftResult(TimedRun, ResultBase):
                       _sketch(f.ks_d_sketch, self.sketch_rank_error), _n(f.wasserstein_std, ".3f"),
                       _n(f.cramers_v, ".3f"), _n(f.min_detectable_effect, ".3f"),
                       f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",
-                      "DRIFT" if f.drift else "underpowered" if f.underpowered else "") for f in self.features)
+                      _verdict(f)) for f in self.features)
         views.append(Table(
             title="Drift per feature", columns=("feature", "test", "p", "q (BH)", "KS D", "KS D (KLL sketch)",
                                                 "Wasserstein / ref std", "Cramér's V", "detectable ≥", "missing",
@@ -85,6 +87,9 @@ class DriftResult(TimedRun, ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
+    # the schema's feature object is closed (gapcheck/schemas/drift.schema.json, not this module's): an identifier
+    # is in the findings (identifier_column, with its reason) until the schema carries the field
+    data.pop("identifier")
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data
@@ -93,6 +98,11 @@ def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
 def _coverage_ratios(feature: FeatureDrift) -> tuple[float, ...]:
     return tuple(min(current / reference, 2.0) if reference else 0.0
                  for current, reference in zip(feature.coverage, feature.coverage_reference, strict=True))
+
+
+def _verdict(feature: FeatureDrift) -> str:
+    return ("DRIFT" if feature.drift else "identifier" if feature.identifier else
+            "underpowered" if feature.underpowered else "")
 
 
 def _n(value: float | None, spec: str) -> str:

@@ -1,0 +1,73 @@
+"""Columns that name rows rather than measure them: left out of the drift verdict, said so as info.
+
+An identifier's distribution says how the rows were numbered, not what they hold: a ``row_id`` of 0..n-1 in
+the reference and n..m in the current split has KS D = 1, a "drift" that is only the split (a new user's first
+table). A column is taken for an identifier when its values are unique and, for numbers, integers, and either
+its name says so (``id``, ``uuid``, ``index``, ``row``, ``PatientID`` ...) or its numbers fill a contiguous
+range (on each side, or both sides together: a sequential numbering split in two). Text is an identifier when
+every value of each side is distinct. Judged on what each side's merged statistics hold: the exact counts,
+min/max and categories, and the seeded row sample (≤ 20k rows) for uniqueness and integrality of numbers.
+A column the user names with ``--columns`` is always tested.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from gapcheck.data.sketches import ColumnStats
+
+ID_WORDS = frozenset({"id", "ids", "uuid", "guid", "idx", "index", "key", "pk", "rowid", "row", "unnamed"})
+MIN_ROWS = 20  # fewer values per side: a real integer feature can be unique by chance
+UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample
+
+
+def name_tokens(name: str) -> list[str]:
+    """Words of a column name: split at non-letters/digits and camelCase (``PatientID`` → patient, id)."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [t for t in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if t]
+
+
+def named_like_id(name: str) -> bool:
+    return bool(ID_WORDS & set(name_tokens(name)))
+
+
+def identifier_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
+                      cur_sample: np.ndarray) -> str | None:
+    """Why ``name`` looks like an identifier (a short phrase for the finding), or None."""
+    if ref.is_numeric and cur.is_numeric:
+        return _numeric_reason(name, ref, cur, ref_sample, cur_sample)
+    if ref.is_numeric or cur.is_numeric or ref.text + cur.text == 0:
+        return None
+    if ref.overflow or cur.overflow:  # over 1,000 distinct values (never tested): said so when named like an id
+        return "over 1,000 distinct values and named like an identifier" if named_like_id(name) else None
+    if all(_unique_text(s) for s in (ref, cur)):
+        return "every value is distinct on both sides"
+    return None
+
+
+def _unique_text(stats: ColumnStats) -> bool:
+    count = stats.rows - stats.nulls
+    return count >= MIN_ROWS and len(stats.categories) >= UNIQUE_SHARE * count
+
+
+def _numeric_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
+                    cur_sample: np.ndarray) -> str | None:
+    samples = [s[np.isfinite(s)] for s in (ref_sample, cur_sample)]
+    if any(len(s) < MIN_ROWS or not np.array_equal(s, np.round(s)) for s in samples):
+        return None
+    if any(len(np.unique(s)) < UNIQUE_SHARE * len(s) for s in samples):
+        return None
+    if named_like_id(name):
+        return "unique integers, named like an identifier"
+    if all(_contiguous(s.numeric, s.low, s.high) for s in (ref, cur)):
+        return "unique integers filling a contiguous range on each side"
+    together = _contiguous(ref.numeric + cur.numeric, min(ref.low, cur.low), max(ref.high, cur.high))
+    if together and len(np.unique(np.concatenate(samples))) >= UNIQUE_SHARE * sum(len(s) for s in samples):
+        return "unique integers numbering both sides from one contiguous range"
+    return None
+
+
+def _contiguous(count: int, low: float, high: float) -> bool:
+    """``count`` distinct integers in [low, high] fill it: high − low + 1 == count."""
+    return bool(np.isfinite(low) and np.isfinite(high) and count > 0 and high - low + 1 == count)

@@ -1,0 +1,96 @@
+"""Identifier columns are not drift (a new user's first real table, issue 23 follow-up).
+
+breast_cancer split 426/143 in file order with a ``row_id`` (0..425, then 426..568) gave KS D = 1 and exit 1: a
+"drift" that is only the numbering. The same ids as text were info. Both forms are now ``identifier_column`` (info),
+out of BH and the verdict; a real shift in a real feature beside them still fails; ``--columns`` tests them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn import datasets
+
+from gapcheck.cli.app import main
+from gapcheck.data.api import drift
+from gapcheck.data.drift import DriftOptions
+from gapcheck.data.identifiers import identifier_reason, name_tokens
+from gapcheck.data.sketches import column_stats
+from gapcheck.engines import open_engine
+from tests.data.conftest import validate
+
+
+@pytest.fixture(scope="module")
+def serial():
+    with open_engine("serial") as engine:
+        yield engine
+
+
+def _split_with_ids(folder, shift: float = 0.0):
+    table = datasets.load_breast_cancer(as_frame=True).frame.sample(frac=1.0, random_state=0)  # file order is not random
+    table.insert(0, "row_id", np.arange(len(table)))  # sequential, split in file order: disjoint ranges
+    table.insert(0, "patient_id", [f"P{i:05d}" for i in range(len(table))])
+    table.insert(0, "serial", np.arange(len(table)) + 1000)  # no id-like name: a contiguous numbering
+    train, val = table.iloc[:426], table.iloc[426:].copy()
+    val["mean radius"] += shift * train["mean radius"].std()
+    train.to_csv(folder / "train.csv", index=False)
+    val.to_parquet(folder / "val.parquet")
+    return folder / "train.csv", folder / "val.parquet"
+
+
+def _codes(result) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in result.findings:
+        out.setdefault(f.code, []).append(f.subject.output or "")
+    return out
+
+
+def test_integer_and_text_ids_are_info_not_drift(tmp_path, serial):
+    reference, current = _split_with_ids(tmp_path)
+    result = drift(str(reference), str(current), engine=serial)
+    validate(result)
+    assert not any(f.is_gap for f in result.findings)
+    assert sorted(_codes(result)["identifier_column"]) == ["patient_id", "row_id", "serial"]
+    row_id = next(f for f in result.features if f.feature == "row_id")
+    assert row_id.ks_d == 1.0 and not row_id.drift and row_id.q_value is None and row_id.identifier
+    message = next(f.message for f in result.findings if f.subject.output == "row_id")
+    assert "looks like an identifier" in message and "--columns row_id" in message
+    assert main(["drift", "--reference", str(reference), "--current", str(current), "--engine", "serial"]) == 0
+
+
+def test_a_real_shift_beside_ids_still_fails(tmp_path, serial):
+    reference, current = _split_with_ids(tmp_path, shift=1.0)
+    result = drift(str(reference), str(current), engine=serial)
+    assert _codes(result)["drift"] == ["mean radius"]
+    assert sorted(_codes(result)["identifier_column"]) == ["patient_id", "row_id", "serial"]
+    assert main(["drift", "--reference", str(reference), "--current", str(current), "--engine", "serial"]) == 1
+
+
+def test_columns_names_an_id_to_test_it(tmp_path, serial):
+    reference, current = _split_with_ids(tmp_path)
+    result = drift(str(reference), str(current), DriftOptions(columns=("row_id", "mean radius")), engine=serial)
+    assert _codes(result)["drift"] == ["row_id"] and "identifier_column" not in _codes(result)
+
+
+def _reason(name: str, reference, current):
+    ref, cur = pd.Series(reference), pd.Series(current)
+    return identifier_reason(name, column_stats(ref, []), column_stats(cur, []), ref.to_numpy(np.float64)
+                             if ref.dtype.kind in "biuf" else np.full(len(ref), np.nan),
+                             cur.to_numpy(np.float64) if cur.dtype.kind in "biuf" else np.full(len(cur), np.nan))
+
+
+def test_real_integer_features_are_not_ids():
+    rng = np.random.default_rng(0)
+    ages = rng.integers(18, 90, 300)  # repeats: never an id, whatever its name
+    assert _reason("age", ages[:200], ages[200:]) is None and _reason("age_id", ages[:200], ages[200:]) is None
+    sparse = rng.choice(1_000_000, 300, replace=False)  # unique integers, not a contiguous range, no id-like name
+    assert _reason("income", sparse[:200], sparse[200:]) is None
+    assert _reason("customer_id", sparse[:200], sparse[200:]) is not None  # the same values named like an id
+    floats = rng.normal(size=300)  # unique, not integers
+    assert _reason("row", floats[:200], floats[200:]) is None
+    assert _reason("id", np.arange(10), np.arange(10, 15)) is None  # too few rows to tell
+    assert _reason("valid", sparse[:200], sparse[200:]) is None  # "valid" is not "id"
+
+
+def test_name_tokens():
+    assert name_tokens("PatientID") == ["patient", "id"] and name_tokens("row-id") == ["row", "id"]
+    assert name_tokens("Unnamed: 0") == ["unnamed", "0"] and name_tokens("humidity") == ["humidity"]
