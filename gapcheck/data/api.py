@@ -291,7 +291,7 @@ def _thumbnails(records: dict[str, Any], near: Sequence[Any], limit: int) -> tup
     import base64
     import io
 
-    from gapcheck.data.hashing import decode_image
+    from gapcheck.data.hashing import decode_image, upright
     from gapcheck.data.readers import read_bytes
 
     urls = {n: u for r in records.values() for n, u in zip(r.names, r.urls, strict=True) if u}
@@ -301,7 +301,8 @@ def _thumbnails(records: dict[str, Any], near: Sequence[Any], limit: int) -> tup
             if name not in urls:
                 continue
             try:
-                image = decode_image(read_bytes(urls[name])).convert("RGB")
+                decoded = decode_image(read_bytes(urls[name]))
+                image = upright(decoded, decoded.convert("RGB"))  # shown as it was hashed
             except Exception:  # noqa: BLE001 - a thumbnail is decoration; the finding stands without it
                 continue
             image.thumbnail((128, 128))

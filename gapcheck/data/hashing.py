@@ -3,8 +3,11 @@
 - ``file_sha256``: the bytes as stored (a byte-identical copy).
 - ``pixel_sha256``: :func:`gapcheck.tensors.fingerprint` of the decoded pixels (H×W×C uint8, no EXIF
   rotation applied), so a lossless re-save or an EXIF-stripped copy still matches.
-- pHash and dHash (imagehash, 64 bits each) through one fixed decode path (:data:`DECODE_PATH`):
-  PIL decode → RGB → imagehash. The path is part of the hash: another decoder gives other bits.
+- pHash and dHash (imagehash, 64 bits each) through one fixed decode path (:func:`decode_path`):
+  PIL decode → EXIF orientation applied (:func:`upright`) → RGB → imagehash. The path is part of the hash:
+  another decoder gives other bits. The orientation matters: a phone photo stored sideways with an EXIF
+  orientation tag is shown upright by every viewer and data loader that honours the tag, so a copy saved that
+  way is the same picture, yet its stored pixels hash 30+ bits away (a new user's review missed one).
   They are packed into ``uint64`` so the search is a numpy XOR + popcount.
 - table rows: two 64-bit pandas hashes with different keys (128 bits) over the canonical row:
   columns sorted by name, numbers as float64 (so 1 and 1.0 agree, -0.0 is 0.0), text as str, nulls as one token.
@@ -64,6 +67,23 @@ def pixel_sha256(pixels: np.ndarray) -> str:
 
 def _pack(bits: np.ndarray) -> int:
     return int.from_bytes(np.packbits(bits.astype(bool).ravel()).tobytes(), "big")
+
+
+EXIF_ORIENTATION = 0x0112
+
+
+def upright(image: Any, rgb: Any) -> Any:
+    """``rgb`` (``image`` converted to RGB) as it is displayed: turned by ``PIL.ImageOps.exif_transpose`` when
+    ``image`` carries an EXIF orientation other than 1, else ``rgb`` itself (no copy for the usual image)."""
+    from PIL import ImageOps
+
+    try:
+        orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - unreadable EXIF: the stored orientation is the only one known
+        return rgb
+    if orientation not in range(2, 9):
+        return rgb
+    return ImageOps.exif_transpose(image).convert("RGB")
 
 
 def perceptual_hashes(rgb_image: Any) -> tuple[int, int]:

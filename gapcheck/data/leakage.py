@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gapcheck.data.common import empty_keyed, merge_keyed
-from gapcheck.data.hashing import decode_path, file_sha256, perceptual_hashes, pixel_sha256, rgb_pixels, row_hashes
+from gapcheck.data.hashing import (
+    decode_path,
+    file_sha256,
+    perceptual_hashes,
+    pixel_sha256,
+    rgb_pixels,
+    row_hashes,
+    upright,
+)
 from gapcheck.data.readers import iter_frames, iter_images
 from gapcheck.data.sketches import SAMPLE_SIZE, Reservoir
 
@@ -167,7 +175,8 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
             out.bad.append((item.name, item.error))
             continue
         rgb = item.image.convert("RGB")
-        p, d = perceptual_hashes(rgb)
+        shown = upright(item.image, rgb)  # as displayed: an EXIF-rotated copy hashes like its original
+        p, d = perceptual_hashes(shown)
         out.names.append(item.name)
         out.urls.append(url)
         out.labels.append(labels[position] if labels is not None else item.label)
@@ -176,7 +185,7 @@ def _image_records(source: dict[str, Any], groups: list[Any] | None, labels: lis
         out.pixel_sha.append(pixel_sha256(rgb_pixels(rgb)))
         phash.append(p)
         dhash.append(d)
-        hashable.append(min(rgb.size) >= MIN_HASH_SIDE)
+        hashable.append(min(shown.size) >= MIN_HASH_SIDE)
     out.chunks = {"phash": [np.asarray(phash, dtype=np.uint64)], "dhash": [np.asarray(dhash, dtype=np.uint64)],
                   "hashable": [np.asarray(hashable, dtype=np.uint64)]}
     return out
