@@ -147,3 +147,28 @@ def test_amp_module_with_other_uses_calls_torch_amp_or_is_left() -> None:
     suppressed = ("from torch.cuda import amp\nwith amp.autocast():\n    pass\n"
                   "with amp.autocast():  # gapcheck: ignore[GC305]\n    pass\n")
     assert fix_text(suppressed, {2: {"GC305"}}) == (suppressed, 0)  # moving the import would break line 4
+
+
+FALLBACK = '''import torch
+
+try:
+    scaler = torch.amp.GradScaler("cuda")
+except AttributeError:
+    scaler = torch.cuda.amp.GradScaler()
+try:
+    from torch.amp import autocast
+except ImportError:
+    from torch.cuda.amp import autocast
+if hasattr(torch, "amp"):
+    ctx = autocast("cuda")
+plain = torch.cuda.amp.GradScaler()
+'''
+
+
+def test_fix_leaves_an_old_torch_fallback_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # rewriting the except branch to torch.amp.GradScaler("cuda") breaks the old torch it exists for
+    path = tmp_path / "train.py"
+    path.write_text(FALLBACK)
+    code, out, err = run(capsys, str(path), "--fix")
+    assert path.read_text() == FALLBACK.replace("plain = torch.cuda.amp.GradScaler()", 'plain = torch.amp.GradScaler("cuda")')
+    assert "Fixed 1 finding(s) in 1 file(s)" in err

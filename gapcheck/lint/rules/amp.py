@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from gapcheck.codes import lint as codes
 from gapcheck.findings import Finding
+from gapcheck.lint.compat import imported_either_way, is_fallback
 from gapcheck.lint.facts import Aspect, is_clip, is_scaler_call
 from gapcheck.lint.loops import Event, Kind, belongs, events, loop_events
 from gapcheck.lint.rules import Context, Rule
@@ -89,6 +90,9 @@ class Fp16WithoutScaler(Rule):
                                   "small gradients underflow to zero")
 
 
+_NEW_AMP = ("torch.amp", "torch.autocast")
+
+
 class DeprecatedCudaAmp(Rule):
     code = codes.DEPRECATED_CUDA_AMP
     needs = ("cuda.amp", "cuda import amp")
@@ -96,7 +100,8 @@ class DeprecatedCudaAmp(Rule):
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in ctx.module.calls:
             name = ctx.module.callee(call)
-            if name in ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler"):
+            if name in ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler") and not (
+                    is_fallback(ctx.module, call, _NEW_AMP) or imported_either_way(ctx.module, call, _NEW_AMP)):
                 short = name.split(".")[-1]
                 yield ctx.finding(self.code, call, f"{name} is deprecated: use torch.amp.{short}('cuda', ...)")
 
