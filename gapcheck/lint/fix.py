@@ -18,7 +18,8 @@ Only two codes are fixed, both without judgement:
 Only the calls the linter reported are touched (the findings' lines: suppressions and ``--select``
 are respected). The old-torch side of a version choice (an ``except`` fallback of a ``try`` that uses
 ``torch.amp``, a branch under ``hasattr(torch, "amp")`` or a torch version test, a name imported from
-either module) is not reported, so it is never rewritten: see :mod:`gapcheck.lint.compat`. Notebooks are not rewritten. A file is replaced atomically and keeps its mode.
+either module) is not reported, so it is never rewritten: see :mod:`gapcheck.lint.compat`. Notebooks are not rewritten. A file is
+replaced atomically and keeps its mode.
 """
 from __future__ import annotations
 

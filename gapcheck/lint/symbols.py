@@ -342,6 +342,23 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return found
 
 
+def branches(module: ModuleIndex, node: ast.AST) -> dict[int, str]:
+    """id(if statement) -> "body"/"orelse"/"test": the branch of every enclosing ``if`` that ``node`` is on."""
+    found: dict[int, str] = {}
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If):
+            found[id(parent)] = "body" if any(c is child for c in parent.body) else \
+                "orelse" if any(c is child for c in parent.orelse) else "test"
+        child = parent
+    return found
+
+
+def on_two_branches(left: dict[int, str], right: dict[int, str]) -> bool:
+    """Whether two :func:`branches` lie on the two sides of one ``if``/``else`` (never both in one pass)."""
+    return any(key in right and right[key] != side and "test" not in (side, right[key]) for key, side in left.items())
+
+
 def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Statements that run at module level: the body, and the bodies of top-level if/with/try blocks."""
     for node in body:

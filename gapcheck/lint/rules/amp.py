@@ -10,7 +10,7 @@ from gapcheck.lint.compat import imported_either_way, is_fallback
 from gapcheck.lint.facts import Aspect, is_clip, is_scaler_call
 from gapcheck.lint.loops import Event, Kind, belongs, events, loop_events
 from gapcheck.lint.rules import Context, Rule
-from gapcheck.lint.symbols import ModuleIndex, dotted, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, branches, dotted, keyword, literal, on_two_branches
 
 BF16, FP16, UNKNOWN = "bfloat16", "float16", "unknown"
 
@@ -177,26 +177,13 @@ def _scaled_backward(event: Event) -> bool:
     return any(isinstance(v, ast.Call) and is_scaler_call(module, v, "scale") for v in values)
 
 
-def _branches(module: ModuleIndex, node: ast.AST) -> dict[int, str]:
-    """id(if statement) -> "body"/"orelse": the branch of every enclosing ``if`` that ``node`` is on."""
-    found: dict[int, str] = {}
-    child = node
-    for parent in module.ancestors(node):
-        if isinstance(parent, ast.If):
-            found[id(parent)] = "body" if any(c is child for c in parent.body) else \
-                "orelse" if any(c is child for c in parent.orelse) else "test"
-        child = parent
-    return found
-
-
 def exclusive(module: ModuleIndex, a: Event, b: Event) -> bool:
     """``a`` and ``b`` lie on the two branches of one ``if``/``else`` (never both in one pass)."""
     if a.step.via is b.step.via and a.step.module is b.step.module:
         where, x, y = a.step.module, a.node, b.node  # same code (or inside the same call)
     else:
         where, x, y = module, a.step.via or a.node, b.step.via or b.node  # compare the calls that led there
-    left, right = _branches(where, x), _branches(where, y)
-    return any(key in right and right[key] != side and "test" not in (side, right[key]) for key, side in left.items())
+    return on_two_branches(branches(where, x), branches(where, y))
 
 
 class SchedulerAfterSkippedStep(Rule):

@@ -9,7 +9,7 @@ from gapcheck.findings import Finding
 from gapcheck.lint.facts import method
 from gapcheck.lint.rules import Context, Rule
 from gapcheck.lint.rules.loading import loaders
-from gapcheck.lint.symbols import ModuleIndex, dotted, flow, keyword, literal
+from gapcheck.lint.symbols import ModuleIndex, branches, dotted, flow, keyword, literal, on_two_branches
 from gapcheck.lint.versions import WORKER_SEEDING, format_version
 
 
@@ -42,8 +42,12 @@ def entry_points(ctx: Context) -> list[tuple[ast.AST, list[ast.AST]]]:
 
 
 #: Library set-up functions that seed every generator although their name does not say so
-#: (detectron2's ``default_setup`` calls ``seed_all_rng``; MONAI's ``set_determinism`` seeds torch, numpy, random).
-SEEDING_SETUPS = {"default_setup": "detectron2", "set_determinism": "monai", "init_random_seed": "mmdet"}
+#: (detectron2's ``default_setup`` calls ``seed_all_rng``; MONAI's ``set_determinism`` seeds torch, numpy, random;
+#: transformers' ``enable_full_determinism(seed)`` and Ray Train's ``enable_reproducibility(seed)`` call their
+#: ``set_seed``; ignite's ``manual_seed`` seeds random, numpy and torch, unlike torch's own).
+SEEDING_SETUPS = {"default_setup": "detectron2", "set_determinism": "monai", "init_random_seed": "mmdet",
+                  "enable_full_determinism": "transformers", "enable_reproducibility": "ray.train",
+                  "manual_seed": "ignite"}
 
 
 class EntryPointWithoutSeed(Rule):
@@ -70,7 +74,7 @@ class EntryPointWithoutSeed(Rule):
                     used.add("torch")
                 if short in SEEDING_SETUPS and name.startswith(SEEDING_SETUPS[short]):
                     generic_seed = True
-                if "seed" in short.lower() and short not in ("initial_seed", "default_rng"):
+                elif "seed" in short.lower() and short not in ("initial_seed", "default_rng"):
                     if name in ("numpy.random.seed",):
                         seeded.add("numpy")
                     elif name == "random.seed":
@@ -154,19 +158,16 @@ def _worker_owner(module: ModuleIndex, node: ast.AST) -> str | None:
     return None
 
 
-def _assigned_true(module: ModuleIndex, suffix: str) -> ast.Assign | None:
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Assign) and literal(node.value) is True and any(
-                (dotted(t) or "").endswith(suffix) for t in node.targets):
-            return node
-    return None
+def _assigned_true(module: ModuleIndex, suffix: str) -> list[ast.Assign]:
+    return [node for node in ast.walk(module.tree) if isinstance(node, ast.Assign) and literal(node.value) is True
+            and any((dotted(t) or "").endswith(suffix) for t in node.targets)]
 
 
-def _claims_determinism(module: ModuleIndex) -> ast.Assign | ast.Call | None:
-    """``cudnn.deterministic = True`` or ``torch.use_deterministic_algorithms(True)``."""
-    return _assigned_true(module, "cudnn.deterministic") or next(
-        (c for c in module.calls if module.callee(c).endswith("use_deterministic_algorithms")
-         and c.args and literal(c.args[0]) is True), None)
+def _claims_determinism(module: ModuleIndex) -> list[ast.Assign | ast.Call]:
+    """``cudnn.deterministic = True`` and ``torch.use_deterministic_algorithms(True)``."""
+    return [*_assigned_true(module, "cudnn.deterministic"),
+            *(c for c in module.calls if module.callee(c).endswith("use_deterministic_algorithms")
+              and c.args and literal(c.args[0]) is True)]
 
 
 class BenchmarkWithDeterminism(Rule):
@@ -174,11 +175,14 @@ class BenchmarkWithDeterminism(Rule):
     needs = ("benchmark",)
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        benchmark = _assigned_true(ctx.module, "cudnn.benchmark")
-        claims = _claims_determinism(ctx.module) if benchmark is not None else None
-        if benchmark is not None and claims is not None:
-            yield ctx.finding(self.code, benchmark, "cudnn.benchmark = True contradicts the determinism asked for "
-                              f"on line {claims.lineno}", determinism_line=claims.lineno)
+        claims = _claims_determinism(ctx.module)
+        for benchmark in _assigned_true(ctx.module, "cudnn.benchmark") if claims else ():
+            side = branches(ctx.module, benchmark)  # `if deterministic: ... else: benchmark = True` is a choice
+            claim = next((c for c in claims if not on_two_branches(side, branches(ctx.module, c))), None)
+            if claim is not None:
+                yield ctx.finding(self.code, benchmark, "cudnn.benchmark = True contradicts the determinism asked "
+                                  f"for on line {claim.lineno}", determinism_line=claim.lineno)
+                return
 
 
 RULES = (EntryPointWithoutSeed, WorkersWithoutSeeding, BenchmarkWithDeterminism)
