@@ -3,9 +3,12 @@
 A notebook runs its cells in the order they were executed, not the order they are shown, so the
 code cells are joined in execution order (``execution_count``; cells never run follow in document
 order). IPython syntax is not Python: a line magic (``%timeit``), a shell line (``!pip install``,
-``files = !ls``) or a help line (``np.mean?``) becomes ``pass`` at the same indentation (the line
-count and the block structure stay), and a cell magic (``%%bash``, ``%%time``) drops the whole cell
-(its body is another language, or is run by the magic). The joined text is linted like any module;
+``files = !ls``) or a help line (``np.mean?``) at the start of a statement becomes ``pass`` at the same
+indentation (the line count and the block structure stay; a ``%`` or ``!`` line inside brackets or a
+string is Python, as IPython reads it). A cell magic whose body is Python run in the notebook
+(``%%time``, ``%%capture``, ``%%prun``) loses only its first line: dropping the cell would lose the
+split, the seed or the ``eval()`` it holds and make a false finding of it. Any other cell magic
+(``%%bash``, ``%%writefile``, ``%%timeit``) drops the whole cell. The joined text is linted like any module;
 :class:`CellMap` turns a line of it back into ``cell N, line L`` (N counts every cell of the
 notebook from 1, as ``cells[N-1]`` in its JSON) and into the line of the ``.ipynb`` file that holds
 that source line, so SARIF points at a real line of the real file.
@@ -23,6 +26,10 @@ from gapcheck.errors import InputError
 
 _ASSIGNED_MAGIC = re.compile(r"^\s*[\w.,\s\[\]()*]+=\s*[!%]")
 _HELP = re.compile(r"^\s*\??[\w.]+\?{1,2}\s*$|^\s*\?")
+#: Cell magics whose body is Python run in the notebook's namespace (its names stay bound for the next
+#: cells): linted. Others (``%%bash``, ``%%writefile``, ``%%html``; ``%%timeit``, whose body runs in a
+#: throwaway scope many times) drop the cell.
+PYTHON_CELL_MAGICS = frozenset({"time", "capture", "prun", "debug", "memit"})
 
 
 @dataclass(frozen=True)
@@ -81,23 +88,60 @@ def join_cells(text: str, display: str, max_code: int | None = None) -> tuple[st
 
 
 def python_lines(lines: tuple[str, ...]) -> list[str] | None:
-    """The cell's lines with IPython-only lines made ``pass``; None for a cell magic."""
-    first = next((line for line in lines if line.strip()), "")
-    if first.lstrip().startswith("%%"):
-        return None
+    """The cell's lines with IPython-only lines made ``pass``; None for a cell magic whose body is not Python."""
+    first = next((number for number, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        words = lines[first].lstrip()[2:].split()
+        if not words or words[0] not in PYTHON_CELL_MAGICS:
+            return None
+        lines = (*lines[:first], "", *lines[first + 1:])  # %%time / %%capture: the body runs as Python
     out: list[str] = []
-    continued = False
+    depth, quote, continued, magic_continued = 0, None, False, False
     for line in lines:
-        stripped = line.strip()
-        magic = continued or stripped.startswith(("%", "!")) or bool(_ASSIGNED_MAGIC.match(line)) or bool(
-            _HELP.match(line))
-        if magic:
-            indent = line[:len(line) - len(line.lstrip())]
-            out.append(f"{indent}pass" if not continued else "")
-            continued = stripped.endswith("\\")
-        else:
+        if magic_continued:  # `!pip install \` goes on
+            out.append("")
+            magic_continued = line.rstrip().endswith("\\")
+        elif depth == 0 and quote is None and not continued and _is_magic(line):
+            out.append(line[:len(line) - len(line.lstrip())] + "pass")
+            magic_continued = line.rstrip().endswith("\\")
+        else:  # code, or a line inside brackets or a string: `% b)` there is the modulo operator
             out.append(line)
+            depth, quote, continued = _scan(line, depth, quote)
     return out
+
+
+def _is_magic(line: str) -> bool:
+    """A line magic, shell line, ``x = !cmd`` / ``x = %magic`` or help line (only at the start of a statement)."""
+    return line.strip().startswith(("%", "!")) or bool(_ASSIGNED_MAGIC.match(line)) or bool(_HELP.match(line))
+
+
+def _scan(line: str, depth: int, quote: str | None) -> tuple[int, str | None, bool]:
+    """After ``line``: the bracket depth, the quote of a string still open, and a backslash continuation."""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote is not None:
+            if char == "\\":
+                index += 2
+                continue
+            if line.startswith(quote, index):
+                index, quote = index + len(quote), None
+                continue
+        elif char == "#":
+            break
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        elif char in "'\"":
+            quote = line[index:index + 3] if line[index:index + 3] in ('"""', "'''") else char
+            index += len(quote)
+            continue
+        index += 1
+    continued = line.rstrip().endswith("\\") and (quote is None or len(quote) == 1)
+    if quote is not None and len(quote) == 1 and not continued:
+        quote = None  # an unterminated one-line string: Python refuses it, the line ends it
+    return depth, quote, continued
 
 
 def _code_cells(text: str, display: str, max_code: int | None = None) -> list[_Cell]:

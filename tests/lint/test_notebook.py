@@ -75,7 +75,8 @@ def test_json_and_sarif_point_at_the_line_of_the_ipynb_file(tmp_path: Path, caps
 
 def test_only_magics_is_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = notebook(tmp_path / "magic.ipynb", cell("%load_ext autoreload\n%autoreload 2\n!nvidia-smi", 1),
-                    cell("%%time\nimport torch\nstate = torch.load('a.pt')", 2), cell("notes", kind="markdown"))
+                    cell("%%timeit\nimport torch\nstate = torch.load('a.pt')", 2), cell("notes", kind="markdown"),
+                    cell("%%bash\npython -c 'import torch; torch.load(\"a.pt\")'", 3))
     code, out, _ = run(capsys, str(path))
     assert code == 0 and out.startswith("All checks passed: 1 file(s)")
 
@@ -83,7 +84,44 @@ def test_only_magics_is_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_magic_inside_a_block_keeps_the_structure() -> None:
     assert python_lines(("for i in range(3):", "    !echo $i", "    x = i", "y = %time f()", "np.mean?")) == [
         "for i in range(3):", "    pass", "    x = i", "pass", "pass"]
-    assert python_lines(("%%capture", "x = 1")) is None
+    assert python_lines(("%%bash", "ls")) is None
+    assert python_lines(("%%capture out --no-stderr", "!pip install -q x", "x = 1")) == ["", "pass", "x = 1"]
+
+
+# the new user's leak_time.ipynb: the scaler is fit in a %%time cell, then the data is split
+TIMED_LEAK = (cell("import numpy as np\nfrom sklearn.preprocessing import StandardScaler\n"
+                   "from sklearn.model_selection import train_test_split\nfrom sklearn.datasets import load_wine\n"
+                   "X, y = load_wine(return_X_y=True)", 1),
+              cell("%%time\nscaler = StandardScaler()\nX_scaled = scaler.fit_transform(X)", 2),
+              cell("X_train, X_test, y_train, y_test = train_test_split(X_scaled, y, test_size=0.2, random_state=0)", 3))
+
+
+def test_a_python_cell_magic_is_linted_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = notebook(tmp_path / "leak_time.ipynb", *TIMED_LEAK)
+    code, out, _ = run(capsys, str(path))
+    assert code == 1
+    assert out.splitlines()[0] == (f"{path}:cell 2:line 3: GC101 fit_transform on 'X' before it is split "
+                                   "(cell 3:line 1): the statistics include validation/test rows")
+    # the correct twin, fit on the training rows inside %%capture after a !pip line, stays quiet
+    fixed = notebook(tmp_path / "ok_time.ipynb", TIMED_LEAK[0],
+                     cell("%%capture\n!pip install -q scikit-learn\n"
+                          "X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)", 2),
+                     cell("%%time\nscaler = StandardScaler().fit(X_train)\nX_test = scaler.transform(X_test)", 3))
+    code, out, _ = run(capsys, str(fixed))
+    assert code == 0 and out.startswith("All checks passed: 1 file(s)")
+
+
+def test_percent_and_bang_inside_brackets_or_strings_are_python(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # IPython reads a magic only at the start of a statement: `% k)` continuing a bracket is the modulo operator
+    assert python_lines(("ratio = (n", "         % k)", 'doc = """', "!not a shell line", '"""', "!pip install -q \\",
+                         "    torch", "t = 'a # b'", "%matplotlib inline")) == [
+        "ratio = (n", "         % k)", 'doc = """', "!not a shell line", '"""', "pass", "", "t = 'a # b'", "pass"]
+    path = notebook(tmp_path / "mod.ipynb", TIMED_LEAK[0],
+                    cell("!pip install -q seaborn\nn, k = len(X), 7\nrows = (n\n        % k)\n"
+                         "X_scaled = StandardScaler().fit_transform(X)", 2), TIMED_LEAK[2])
+    code, out, _ = run(capsys, str(path))
+    assert code == 1 and out.startswith(f"{path}:cell 2:line 5: GC101")
 
 
 def test_cells_run_in_execution_order(tmp_path: Path) -> None:
