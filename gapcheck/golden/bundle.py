@@ -20,11 +20,13 @@ hashes.
 from __future__ import annotations
 
 import _thread
+import dataclasses
 import hashlib
 import json
 import math
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,7 @@ from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names
     Manifest,
     validate_manifest,
 )
+from gapcheck.golden.stamps import Stamps, file_identity
 from gapcheck.reading import ReadRefused, Refusal, open_checked, read_exact_unfilled
 
 # A manifest is small; anything larger is not ours (checked before parsing).
@@ -86,6 +89,8 @@ class GoldenBundle:
     onnx_bytes: bytes = field(default=b"", repr=False, compare=False)  # as verified: parsed without a second read
     # samples.fingerprints, every one checked against its sample when the bundle was verified (None: none recorded)
     fingerprints: list[dict[str, str]] | None = field(default=None, repr=False, compare=False)
+    # how the files were verified: "sha256" (hashed now) or "stamp" (the very files hashed before: golden/stamps.py)
+    verified_by: str = field(default="sha256", compare=False)
 
     @property
     def num_samples(self) -> int:
@@ -122,7 +127,7 @@ class GoldenBundle:
                 "onnx_sha256": m["onnx"]["sha256"],
                 "inputs": [i.as_dict() for i in self.input_infos], "outputs": [o.as_dict() for o in self.output_infos],
                 "tolerances": {k: {"rtol": v.rtol, "atol": v.atol} for k, v in self.tolerances.items()},
-                "versions": m["versions"]}
+                "versions": m["versions"], "verified_by": self.verified_by}
 
 
 def verified_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int, where: str,
@@ -432,21 +437,42 @@ def load_bundle(path: str | Path) -> GoldenBundle:
     return open_bundle(path).result()
 
 
-def open_bundle(path: str | Path) -> "PendingBundle":
+def open_bundle(path: str | Path, *, stamps: Stamps | None = None) -> "PendingBundle":
     """The bundle at ``path`` with its manifest checked and every listed file opened and its size checked
     (InputError now); the files are read, the inputs parsed and every SHA256 checked on a thread: see
-    :class:`PendingBundle`."""
+    :class:`PendingBundle`. With ``stamps`` (:mod:`gapcheck.golden.stamps`; the nightly run's), a bundle whose open
+    files are the very files verified before is not hashed again, and a bundle verified in full is stamped."""
+    started_ns = time.time_ns()  # before any file is looked at: what changes after it is never stamped
     folder = Path(path)
     raw, manifest, bundle_hash = _parse_manifest(folder)
     opened: dict[str, tuple[int, int]] = {}
     try:
         for name, entry in sorted(manifest.files.items()):
             opened[name] = _open_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
+        stamping = _Stamping(stamps, folder, bundle_hash, {n: file_identity(fd) for n, (fd, _) in opened.items()},
+                             started_ns) if stamps is not None else None
     except BaseException:
         for fd, _ in opened.values():
             os.close(fd)
         raise
-    return PendingBundle(folder, raw, manifest, bundle_hash, opened)
+    return PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping)
+
+
+@dataclass(frozen=True)
+class _Stamping:
+    """A bundle's stamp: looked for once its files are open, kept once they are verified in full."""
+
+    stamps: Stamps
+    folder: Path
+    bundle_hash: str
+    identities: dict[str, list[int]]
+    started_ns: int
+
+    def holds(self) -> bool:
+        return self.stamps.holds(self.folder, self.bundle_hash, self.identities)
+
+    def record(self) -> None:
+        self.stamps.record(self.folder, self.bundle_hash, self.identities, self.started_ns)
 
 
 class PendingBundle:
@@ -465,7 +491,7 @@ class PendingBundle:
     """
 
     def __init__(self, folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-                 opened: dict[str, tuple[int, int]]) -> None:
+                 opened: dict[str, tuple[int, int]], stamping: _Stamping | None = None) -> None:
         import threading
 
         self.path, self.manifest, self.bundle_hash = folder, raw, bundle_hash
@@ -485,6 +511,8 @@ class PendingBundle:
         self._samples_error: InputError | None = None  # a sample does not match its recorded fingerprint
         self._fingerprints: list[dict[str, str]] | None = None  # as recorded, every one checked
         self._onnx_bytes = b""
+        self._stamping = stamping
+        self.verified_by = "sha256"  # "stamp": these very files were verified before (gapcheck.golden.stamps)
         self._callbacks: list[Callable[[], None]] = []
         self._callbacks_lock = threading.Lock()
         self._finished = False
@@ -497,17 +525,24 @@ class PendingBundle:
         # The inputs last: the sends need them parsed; everything else is small.
         order = sorted(opened, key=lambda name: (name == INPUTS_FILE, name))
         try:
+            stamped = self._stamping is not None and self._stamping.holds()
             for name in order:
                 fd, size = opened.pop(name)
                 data = _read_opened(self.path, name, fd, size)
                 self._contents[name] = data
-                if name == INPUTS_FILE:
+                if stamped:
+                    self._take_stamped(name, data)
+                elif name == INPUTS_FILE:
                     self._check_inputs(data)
                 else:
                     self._hashes[name] = hashlib.sha256(data).hexdigest()  # hashlib runs without the GIL
                 if name == ONNX_FILE:
                     self._onnx_bytes = bytes(data)
                     self._onnx_read.set()
+            if stamped:
+                self.verified_by = "stamp"
+            elif self._stamping is not None and self._verified_in_full():
+                self._stamping.record()
         except BaseException as exc:  # noqa: BLE001 - every waiter must wake up with an answer
             self._failure = exc if isinstance(exc, InputError) else InputError(
                 f"golden bundle {self.path}: its files cannot be read ({type(exc).__name__}: {exc})")
@@ -522,6 +557,18 @@ class PendingBundle:
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback()
+
+    def _take_stamped(self, name: str, data: memoryview) -> None:
+        """A file of a stamped bundle: the very file verified before, so its recorded hashes stand for it."""
+        self._hashes[name] = self._checked.files[name].sha256
+        if name == INPUTS_FILE:
+            self._parse_inputs(data)
+            self._fingerprints = (self.manifest.get("samples") or {}).get("fingerprints")
+
+    def _verified_in_full(self) -> bool:
+        """Every file read and matching its hashes, the inputs parsed and every sample's fingerprint checked."""
+        return (self._problem() is None and self._inputs is not None and self._inputs_error is None
+                and self._samples_error is None)
 
     def when_checked(self, callback: Callable[[], None]) -> None:
         """``callback()`` once every file is read and hashed (passed or not: it asks :meth:`result`), on the thread
@@ -642,8 +689,9 @@ class PendingBundle:
                     if problem is not None:
                         raise problem
                     assert self._inputs is not None
-                    self._bundle = _assemble(self.path, self.manifest, self._checked, self.bundle_hash,
-                                             self._contents, self._inputs, self._fingerprints)
+                    self._bundle = dataclasses.replace(
+                        _assemble(self.path, self.manifest, self._checked, self.bundle_hash, self._contents,
+                                  self._inputs, self._fingerprints), verified_by=self.verified_by)
                 except InputError as exc:
                     self._error = exc
                 self._contents = {}

@@ -1,0 +1,119 @@
+"""Verification stamps (issue 23, item 14): a bundle verified in full is not hashed again while its files are the very
+files verified; any change to a file (its bytes, its times, a replacement) verifies it in full again."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gapcheck.errors import InputError
+from gapcheck.golden import bundle as bundle_module
+from gapcheck.golden.bundle import open_bundle
+from gapcheck.golden.manifest import INPUTS_FILE
+from gapcheck.golden.stamps import Stamps
+
+
+@pytest.fixture
+def bundle(recorded: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "golden"
+    shutil.copytree(recorded, copy)
+    return copy
+
+
+@pytest.fixture
+def stamps(tmp_path: Path) -> Stamps:
+    # racy_ns=0: the copy was just written; the default refuses to stamp files changed in the last 2 s
+    return Stamps(tmp_path / "verified", racy_ns=0)
+
+
+def _no_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a stamped bundle is not hashed")
+
+    monkeypatch.setattr(bundle_module, "verified_fingerprints", refuse)
+    monkeypatch.setattr(bundle_module, "safetensors_header_sha256", refuse)
+
+
+def test_a_verified_bundle_is_stamped_and_then_not_hashed_again(bundle, stamps, monkeypatch) -> None:
+    first = open_bundle(bundle, stamps=stamps).result()
+    assert first.verified_by == "sha256" and first.summary()["verified_by"] == "sha256"
+    assert len(list(stamps.folder.glob("*.json"))) == 1
+    _no_hashing(monkeypatch)
+    second = open_bundle(bundle, stamps=stamps).result()
+    assert second.verified_by == "stamp"
+    for name, array in first.inputs.items():
+        np.testing.assert_array_equal(second.inputs[name], array)
+    assert second.fingerprints == first.fingerprints and second.bundle_hash == first.bundle_hash
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def test_a_changed_file_is_verified_in_full_even_with_its_times_put_back(bundle, stamps) -> None:
+    open_bundle(bundle, stamps=stamps).result()
+    inputs = bundle / INPUTS_FILE
+    before = inputs.stat()
+    _flip_last_byte(inputs)  # same size, one sample's value changed
+    os.utime(inputs, ns=(before.st_atime_ns, before.st_mtime_ns))  # the change time cannot be put back
+    with pytest.raises(InputError, match="fingerprint|SHA256"):
+        open_bundle(bundle, stamps=stamps).result()
+
+
+def test_a_replaced_file_is_verified_in_full(bundle, stamps) -> None:
+    open_bundle(bundle, stamps=stamps).result()
+    inputs = bundle / INPUTS_FILE
+    data = bytearray(inputs.read_bytes())
+    data[-1] ^= 1
+    replacement = bundle / "replacement"
+    replacement.write_bytes(bytes(data))
+    os.replace(replacement, inputs)
+    with pytest.raises(InputError):
+        open_bundle(bundle, stamps=stamps).result()
+
+
+def test_a_stamp_is_only_kept_for_files_older_than_the_racy_window(bundle, tmp_path) -> None:
+    stamps = Stamps(tmp_path / "verified")  # the default window: the copy was written just now
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+    assert not stamps.folder.exists() or not list(stamps.folder.glob("*.json"))
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+
+
+def test_a_foreign_or_forged_stamp_is_no_stamp(bundle, stamps, monkeypatch) -> None:
+    open_bundle(bundle, stamps=stamps).result()
+    (stamp,) = stamps.folder.glob("*.json")
+    recorded = json.loads(stamp.read_text())
+    # a stamp for other files (the identity of another file) is not these files' stamp
+    stamp.write_text(json.dumps({**recorded, "files": {k: [0, 0, 0, 0, 0] for k in recorded["files"]}}))
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+    # a link in the stamp's place is never followed
+    target = stamp.with_name("elsewhere")
+    target.write_text(json.dumps(recorded))
+    stamp.unlink()
+    stamp.symlink_to(target)
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+    # garbage, or a stamp of another owner, is no stamp either
+    stamp.unlink()
+    stamp.write_bytes(b"\x00not json")
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+    stamp.write_text(json.dumps(recorded))
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(stamp).st_uid + 4242)
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+
+
+def test_stamps_can_be_turned_off(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache" / "exports"))
+    assert Stamps.default() == Stamps(tmp_path / "cache" / "verified")
+    monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "0")
+    assert Stamps.default() is None
+
+
+def test_without_stamps_nothing_is_written_or_read(bundle, tmp_path) -> None:
+    assert open_bundle(bundle).result().verified_by == "sha256"
+    assert open_bundle(bundle).result().verified_by == "sha256"
