@@ -109,6 +109,7 @@ class TritonSection(Section):
     retries: Optional[int] = Field(default=None, ge=0)
     deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     output_map: Optional[list[str]] = None
+    input_map: Optional[list[str]] = None
     ssl: bool = False
     ssl_root_cert: Optional[str] = None
     ssl_private_key: Optional[str] = None

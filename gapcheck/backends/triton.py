@@ -42,13 +42,17 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
     """Run a model served by Triton; implements :class:`gapcheck.backends.base.Backend`."""
 
     def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None,
-                 output_map: dict[str, str] | None = None, input_dtypes: dict[str, str] | None = None) -> None:
+                 output_map: dict[str, str] | None = None, input_dtypes: dict[str, str] | None = None,
+                 input_map: dict[str, str] | None = None) -> None:
         self.model = model
         # served input -> the dtype a float sample is sent as (FP16 for a deployment that takes FP16)
         self.input_dtypes = {name: np.dtype(dtype) for name, dtype in (input_dtypes or {}).items()}
         # graph output name -> served output name, for a deployment that names its outputs its own way:
         # infer() returns the served values under the graph's names (see export_diff.served_names)
         self.output_map = dict(output_map or {})
+        # graph input name -> served input name (INPUT__0, images, ...): infer() sends each feed under the name the
+        # deployment takes (gapcheck.triton.names pairs them); fingerprints stay keyed by the graph's names
+        self.input_map = dict(input_map or {})
         self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
         self.restricted: list[str] = []  # "what was not checked: API restricted", for reports
@@ -135,7 +139,8 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
         sent = {name: contiguous(self._as_served(name, array)) for name, array in feeds.items()}  # scalars: rank 0
         # The SHA256 of the bytes this request carries, so reports show what the server was fed.
         self.last_input_fingerprints = {name: fingerprint(array) for name, array in sent.items()}
-        values = self.connection.infer(self.model, sent, outputs, self.version)
+        served = {self.input_map.get(name, name): array for name, array in sent.items()}
+        values = self.connection.infer(self.model, served, outputs, self.version)
         if not self.output_map:
             return values
         graph_name = {served: graph for graph, served in self.output_map.items()}
@@ -143,7 +148,7 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
 
     def _as_served(self, name: str, array: np.ndarray) -> np.ndarray:
         """A float sample cast to the dtype the deployment takes (``input_dtypes``); anything else as given."""
-        dtype = self.input_dtypes.get(name)
+        dtype = self.input_dtypes.get(self.input_map.get(name, name), self.input_dtypes.get(name))
         array = np.asarray(array)
         if dtype is None or array.dtype == dtype or array.dtype.kind != "f":
             return array

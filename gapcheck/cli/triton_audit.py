@@ -12,8 +12,8 @@ from gapcheck.cli.triton_options import triton_errors
 from gapcheck.groups import ReportTargets, TritonTarget
 
 OnnxOpt = Annotated[Path, typer.Option("--onnx", help="The ONNX model the deployment should serve.")]
-#: one request at a time, no total deadline; the served output names are what the audit reports on
-AUDIT_TRITON = use(TritonTarget, skip=("deadline_s", "output_map"))
+#: one request at a time, no total deadline
+AUDIT_TRITON = use(TritonTarget, skip=("deadline_s",))
 
 
 @declare(AUDIT_TRITON, ReportTargets)
@@ -22,6 +22,8 @@ def command(groups: Groups, onnx_file: OnnxOpt) -> None:
     from gapcheck.triton.audit import audit_deployment
 
     with triton_errors():
-        endpoint, model, version = groups[TritonTarget].target()
-        result = audit_deployment(endpoint, model, onnx_model=onnx_file, version=version)
+        target = groups[TritonTarget]
+        endpoint, model, version = target.target()
+        result = audit_deployment(endpoint, model, onnx_model=onnx_file, version=version, input_map=target.inputs(),
+                                  output_map=target.outputs())
     raise typer.Exit(groups[ReportTargets].emit(result))

@@ -285,8 +285,9 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
                                                 sequence_inputs=sequence_inputs)
         reference = exported.model
     progress.start("auditing the Triton deployment", None)
+    maps = {"input_map": request.triton.inputs(), "output_map": request.triton.outputs()} if request.triton else {}
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,
-                             torch_module=module)
+                             torch_module=module, **maps)
     progress.finish()
     from gapcheck.export_diff.served_names import served_output_names
     from gapcheck.export_diff.served_precision import served_precision
@@ -304,5 +305,5 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
         return [], findings, exported, False
     casts = {"input_dtypes": precision.input_dtypes} if precision.input_dtypes else {}  # only an FP16 deployment's
     backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version,
-                                                output_map=output_map, **casts))
+                                                output_map=output_map, input_map=dict(audit.input_map), **casts))
     return [backend], findings, exported, precision.fp16

@@ -277,9 +277,8 @@ def inputs_table(result: ExportDiffResult) -> Table:
 
 # --- JUnit --------------------------------------------------------------------------------------
 def _checks(result: ExportDiffResult) -> list[Check]:
-    """One case per compared module and per backend output, per server layer, per batch check, per export gap."""
-    from gapcheck.codes.export_diff import BATCH_SIZE_BAKED, FP16_OVERFLOW, TRAINING_MODE
-
+    """One case per compared module and per backend output, per server layer, per batch check, and one failing case
+    per gap finding, whatever its code (a run that exits 1 on a Triton config gap fails in CI's JUnit view too)."""
     cases = []
     for layer in result.layers:
         stats = layer.stats
@@ -302,8 +301,13 @@ def _checks(result: ExportDiffResult) -> list[Check]:
         cases.append(Check(f"batch={check.batch_size}:{check.order}:{check.output}", "export_diff.batch", failure))
     if result.padding is not None:
         cases.extend(result.padding.checks())
-    whole_model = {TRAINING_MODE.code, BATCH_SIZE_BAKED.code, FP16_OVERFLOW.code}
+    names = {c.name for c in cases}
     for finding in result.findings:
-        if finding.is_gap and finding.code in whole_model:
-            cases.append(Check(finding.code, "export_diff.findings", finding.message, finding.where))
+        if not finding.is_gap:
+            continue
+        name = f"{finding.code} {finding.where}".strip()
+        while name in names:  # CI tools merge JUnit cases that share a name
+            name += " (again)"
+        names.add(name)
+        cases.append(Check(name, f"export_diff.findings.{finding.code}", finding.message, finding.where))
     return cases

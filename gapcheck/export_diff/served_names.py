@@ -17,6 +17,7 @@ from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject
 
 _NAME_MISMATCH = "triton_name_mismatch"
+_AUDIT_PAIRING = "triton_served_names"  # the audit's own note of the pairing: this module's warning replaces it
 
 
 def _compatible(onnx_shape: Sequence[int | None], served_shape: Sequence[int | None]) -> bool:
@@ -73,7 +74,8 @@ def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None,
         t = by_name[pairs[o.name]]
         if not _same_type(o.data_type, t.data_type, fp16) or not _compatible(o.shape, t.shape):
             return findings, {}  # a real mismatch: the audit's findings stand
-    kept = [f for f in findings if not (f.code == _NAME_MISMATCH and str(f.subject.output or "").startswith("output "))]
+    kept = [f for f in findings if not (f.code in (_NAME_MISMATCH, _AUDIT_PAIRING)
+                                        and str(f.subject.output or "").startswith("output "))]
     how = "as mapped" if output_map else "by position (same count, order, data types and shapes)"
     shown = ", ".join(f"{o}={t}" for o, t in renamed.items())
     kept.append(SERVED_OUTPUT_NAMES.finding(

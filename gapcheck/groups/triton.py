@@ -37,6 +37,7 @@ class TritonTarget(Group):
     retries: int = DEFAULT_RETRIES
     deadline_s: float = DEFAULT_DEADLINE_S
     output_map: tuple[str, ...] = ()  # torch_name=served_name
+    input_map: tuple[str, ...] = ()  # graph_name=served_name
 
     SECTION: ClassVar[str | None] = "triton"
     OPTIONS: ClassVar[tuple[Opt, ...]] = (
@@ -65,6 +66,9 @@ class TritonTarget(Group):
             key="deadline_s", low=0.0, low_open=True, high=7 * 86400.0, aliases=("--deadline",)),
         Opt("output_map", "--triton-output-map", "Served output names: torch_name=served_name[,...] (when the "
             "deployment renamed its outputs).", list[str], key="output_map"),
+        Opt("input_map", "--triton-input-map", "Served input names: graph_name=served_name[,...] (e.g. x=INPUT__0), "
+            "when the deployment names its inputs its own way and the pairing is ambiguous (one input, or inputs "
+            "that differ in data type or shape, are paired without it).", list[str], key="input_map"),
     )
 
     def check(self) -> None:
@@ -81,6 +85,7 @@ class TritonTarget(Group):
         check_tls_files(self.ssl_root_cert, self.ssl_private_key, self.ssl_cert_chain)
         self.header_values()  # CR/LF and friends refused now, before any work
         self.outputs()
+        self.inputs()
         if self.model is not None and ("/" in self.model or any(ord(c) < 32 or ord(c) == 127 for c in self.model)):
             raise UsageError("--triton-model must not contain '/' or control characters")
         if self.model is not None and not self.model.strip():  # '' asked the server for model '': a "not ready" gap
@@ -95,18 +100,11 @@ class TritonTarget(Group):
 
     def outputs(self) -> dict[str, str]:
         """``--triton-output-map``: torch output name -> served output name."""
-        mapping: dict[str, str] = {}
-        for item in self.output_map:
-            for pair in str(item).split(","):
-                if not pair.strip():
-                    continue
-                torch_name, sep, served = pair.partition("=")
-                if not sep or not torch_name.strip() or not served.strip():
-                    raise UsageError(f"--triton-output-map takes torch_name=served_name[,...], got {pair!r}")
-                if torch_name.strip() in mapping:
-                    raise UsageError(f"--triton-output-map names {torch_name.strip()!r} twice")
-                mapping[torch_name.strip()] = served.strip()
-        return mapping
+        return _name_map(self.output_map, "--triton-output-map", "torch_name=served_name[,...]")
+
+    def inputs(self) -> dict[str, str]:
+        """``--triton-input-map``: graph (golden) input name -> served input name."""
+        return _name_map(self.input_map, "--triton-input-map", "graph_name=served_name[,...]")
 
     def tls(self) -> Any:
         """``gapcheck.triton.url.TlsOptions`` when anything asks for TLS, else None."""
@@ -150,6 +148,28 @@ class TritonTarget(Group):
         if "/" in model or any(ord(c) < 32 or ord(c) == 127 for c in model):
             raise UsageError("--triton-model must not contain '/' or control characters")
         return self.endpoint(), model, version
+
+
+def _name_map(items: tuple[str, ...], flag: str, form: str) -> dict[str, str]:
+    """NAME=SERVED[,...] items as a dict; control characters, a missing side, a name given twice (either side):
+    UsageError (exit 2), before any work. Names are tensor names: no control characters, at most 256 characters."""
+    mapping: dict[str, str] = {}
+    parameter = flag.removeprefix("--").replace("-", "_")
+    for item in items:
+        for pair in str(item).split(","):
+            if not pair.strip():
+                continue
+            if any(ord(c) < 32 or ord(c) == 127 for c in pair):
+                raise UsageError(f"{flag}: a name holds a control character", parameter=parameter)
+            name, sep, served = (part.strip() for part in pair.partition("="))
+            if not sep or not name or not served or max(len(name), len(served)) > 256:
+                raise UsageError(f"{flag} takes {form}, got {pair[:120]!r}", parameter=parameter)
+            if name in mapping:
+                raise UsageError(f"{flag} names {name!r} twice", parameter=parameter)
+            if served in mapping.values():
+                raise UsageError(f"{flag} maps two names to served {served!r}", parameter=parameter)
+            mapping[name] = served
+    return mapping
 
 
 def _one(what: str, flag_value: str | None, url_value: str | None, flag: str) -> str | None:

@@ -214,9 +214,14 @@ class EndpointSpec:
     tls: Any = field(default=None, repr=False)  # gapcheck.triton.url.TlsOptions (CA, client key and chain) or None
     # --triton-output-map: golden output name -> the name this deployment serves it under (absent: the same name)
     output_map: dict[str, str] = field(default_factory=dict)
+    # --triton-input-map: golden input name -> the name this deployment takes it under (absent: the same name)
+    input_map: dict[str, str] = field(default_factory=dict)
 
     def served_name(self, golden_output: str) -> str:
         return self.output_map.get(golden_output, golden_output)
+
+    def sent_name(self, golden_input: str) -> str:
+        return self.input_map.get(golden_input, golden_input)
 
     @property
     def display_url(self) -> str:
@@ -268,7 +273,7 @@ def endpoint_spec(config: EndpointConfig, target: TritonTarget | None = None, *,
     tls = target.tls() if location.ssl or location.protocol is None else None
     return EndpointSpec(name=config.name, address=location.address, protocol=location.protocol, ssl=location.ssl,
                         model=model, version=config.version or location.version, headers=headers,
-                        timeout_s=timeout, tls=tls, output_map=target.outputs())
+                        timeout_s=timeout, tls=tls, output_map=target.outputs(), input_map=target.inputs())
 
 
 def parse_endpoint_option(text: str, timeout_s: float | None = None) -> EndpointConfig:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
@@ -32,6 +33,7 @@ from gapcheck.errors import EndpointError, GapcheckError, InputError, UsageError
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
+from gapcheck.triton.endpoint import RequestRejectedError
 from gapcheck.triton.url import redact
 
 if TYPE_CHECKING:
@@ -342,7 +344,10 @@ class _Inference:
             self.endpoint.time_left()  # a queued batch whose turn comes too late is not sent at all
         except DeadlinePassed as exc:
             raise DeadlinePassed(f"{exc} before all golden inputs were answered") from None
-        sent = {name: np.ascontiguousarray(as_sent(array, self.casts.get(name))) for name, array in feeds.items()}
+        sent = {}
+        for name, array in feeds.items():  # under the name the deployment takes (its own, when it renames inputs)
+            served = self.spec.sent_name(name)
+            sent[served] = np.ascontiguousarray(as_sent(array, self.casts.get(served, self.casts.get(name))))
         return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
 
     def close(self) -> None:
@@ -477,7 +482,12 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
         raise BadBundle(exc.message, hint=exc.hint) from None
     try:
         read = ModelRead(facts.metadata, facts.config) if facts is not None else None
-        result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version, read=read)
+        result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version, read=read,
+                                  input_map=spec.input_map, output_map=spec.output_map)
+    except UsageError as exc:  # a mapped name this endpoint does not serve: its gap, the other endpoints still run
+        from gapcheck.codes.triton import NAME_MISMATCH
+
+        return [NAME_MISMATCH.finding(exc.message, subject=Subject(endpoint=spec.name), evidence={"error": exc.message})]
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
@@ -491,6 +501,47 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
             findings, _ = served_output_names(result, spec.output_map, fp16=fp16, findings=findings)
     return [Finding(f.code, f.severity, f.message, f.where, dict(f.evidence),
                     Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in findings]
+
+
+_TRITON_TYPES_OF = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "TYPE_FP64", "int64": "TYPE_INT64",
+                    "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL"}
+
+
+def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts: ServedFacts) -> EndpointSpec:
+    """``spec`` with the names the deployment serves the golden inputs and outputs under, from what readiness read:
+    the user's maps first, then :func:`gapcheck.triton.names.pair_tensors` (one tensor left on each side, outputs by
+    position, inputs each fitting only one). What cannot be paired is sent/asked under the golden name: the server's
+    answer (a rejected request) or the missing output is the finding."""
+    from gapcheck.triton.audit import served_model
+    from gapcheck.triton.names import pair_tensors
+
+    served = served_model(spec.model, facts.metadata, facts.config, facts.version)
+
+    def sides(infos: tuple[Any, ...]) -> list[Any]:
+        return [SimpleNamespace(name=i.name, data_type=_TRITON_TYPES_OF.get(i.dtype, f"TYPE_{i.dtype.upper()}"),
+                                shape=(None, *i.shape[1:]) if i.shape else ()) for i in infos]
+
+    inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map, strict=False)
+    outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map, strict=False)
+    input_map, output_map = {**inputs.renamed, **spec.input_map}, {**outputs.renamed, **spec.output_map}
+    if input_map == spec.input_map and output_map == spec.output_map:
+        return spec
+    return dataclasses.replace(spec, input_map=input_map, output_map=output_map)
+
+
+def _rejected(spec: EndpointSpec, exc: RequestRejectedError) -> Finding:
+    """The server's "your request is wrong" as a deployment gap, in its own words (one line, secrets redacted)."""
+    from gapcheck.codes.nightly import REQUEST_REJECTED
+    from gapcheck.triton.url import clean_text
+
+    reason = clean_text(redact(exc.reason, tuple(v for v in spec.headers.values() if v)), 300)
+    sent = ", ".join(f"{g}={s}" for g, s in spec.input_map.items())
+    pairing = f"; inputs sent as {sent} (golden=served)" if sent else ""
+    return REQUEST_REJECTED.finding(
+        f"{spec.name} ({spec.display_url}) refused the golden inputs as a wrong request [{exc.status}]: {reason}"
+        f"{pairing}; fix the served config or pass --triton-input-map GOLDEN=SERVED",
+        subject=Subject(endpoint=spec.name), evidence={"status": exc.status, "reason": reason,
+                                                       "input_map": dict(spec.input_map)})
 
 
 def _unreachable_message(exc: BaseException) -> str:
@@ -517,8 +568,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     first requests go out meanwhile, and every comparison waits for the verified bundle. A bundle that fails
     its verification raises :class:`BadBundle` (exit 2) whatever the endpoint did, never an outcome. ``cancelled``
     (set by a caller that stopped waiting): no further attempt starts."""
-    from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
-    from gapcheck.nightly.deadline import DeadlineEndpoint, deadline_message
+    from gapcheck.nightly.deadline import DeadlineEndpoint
 
     start = time.monotonic()
     deadline = start + deadline_s
@@ -535,6 +585,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         endpoint = cast(DeadlineEndpoint, bounded.resolve())
         spare.append(_connect(endpoint))
         facts = _served_facts(spec, spare[0], findings)
+        asked, spec = spec, paired_names(spec, bundle, facts)  # the deployment's own tensor names, when it has them
         served = (facts.version, facts.config_hash, facts.max_batch_size)
         declared = served_precision(spec, bundle, facts)  # FP16 declared: inputs sent as FP16, FP16 budgets
         findings.extend(declared.findings)
@@ -543,22 +594,13 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         # A gRPC channel serves any thread; an HTTP client (gevent) stays with the thread that made it.
         handed = spare if spare[0].protocol == "grpc" else []
         outputs, requests = _audited_inference(spec, endpoint, bundle, (facts.max_batch_size or 1, max_in_flight),
-                                               facts, declared, findings, handed, timings, audit)
+                                               facts, declared, findings, handed, timings, audit and asked)
     except BadBundle:
         raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
-        message = _unreachable_message(exc)
-        # The last attempt, capped at the time left, fails as a plain timeout ("Deadline Exceeded" on gRPC):
-        # say which deadline it was. (Timers fire within a few milliseconds of it, either side.)
-        if time.monotonic() > deadline - 0.05 and deadline_message(deadline_s) not in message:
-            message = f"{message} ({deadline_message(deadline_s)})"
-        message = redact(message, tuple(v for v in spec.headers.values() if v))
-        finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
-                                               subject=Subject(endpoint=spec.name), evidence={"error": message})
         timings["total"] = time.monotonic() - start
         verified(bundle)  # nothing about this endpoint is reported on an unverified bundle
-        return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings,
-                               precision)
+        return _failed(spec, bundle, exc, (deadline, deadline_s), served, findings, timings, precision)
     finally:
         for conn in spare:  # not taken over (a failure before the inference, or no output to ask for)
             conn.close()
@@ -567,11 +609,36 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
                            precision)
 
 
+def _failed(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc: Exception, deadline: tuple[float, float],
+            served: tuple[str | None, str | None, int | None], findings: list[Finding], timings: dict[str, float],
+            precision: str) -> EndpointOutcome:
+    """The outcome of an endpoint whose check failed: a request the server called wrong is a deployment gap (the
+    endpoint answered); anything else leaves it unreachable (``deadline``: when, and the total it had)."""
+    from gapcheck.codes.nightly import ENDPOINT_UNREACHABLE
+    from gapcheck.nightly.deadline import deadline_message
+
+    if isinstance(exc, RequestRejectedError):  # the server is up and says the request is wrong: not an outage
+        return EndpointOutcome(spec, True, None, *served, (), (*findings, _rejected(spec, exc)), (),
+                               bundle.num_samples, timings, precision)
+    message = _unreachable_message(exc)
+    # The last attempt, capped at the time left, fails as a plain timeout ("Deadline Exceeded" on gRPC):
+    # say which deadline it was. (Timers fire within a few milliseconds of it, either side.)
+    at, total = deadline
+    if time.monotonic() > at - 0.05 and deadline_message(total) not in message:
+        message = f"{message} ({deadline_message(total)})"
+    message = redact(message, tuple(v for v in spec.headers.values() if v))
+    finding = ENDPOINT_UNREACHABLE.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
+                                           subject=Subject(endpoint=spec.name), evidence={"error": message})
+    return EndpointOutcome(spec, False, message, *served, (), (*findings, finding), (), bundle.num_samples, timings,
+                           precision)
+
+
 def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: GoldenBundle | PendingBundle,
                        sizes: tuple[int, int], facts: ServedFacts, declared: ServedPrecision, findings: list[Finding],
-                       spare: list[DeadlineConnection], timings: dict[str, float], audit: bool,
+                       spare: list[DeadlineConnection], timings: dict[str, float], audit: EndpointSpec | bool,
                        ) -> tuple[tuple[OutputComparison, ...], tuple[dict[str, Any], ...]]:
-    """The inference and comparison (``sizes``: batch, requests in flight), the deployment audit beside it: it reads
+    """The inference and comparison (``sizes``: batch, requests in flight), the deployment audit beside it (``audit``:
+    the endpoint as the user gave it, its own maps: the audit pairs the names itself; False: none): it reads
     metadata only, so it runs beside the inference instead of before it — started once every request is queued and
     the workers that send them are up, so it never delays the first request. Its findings go first."""
     side = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"audit-{spec.name}")
@@ -580,7 +647,8 @@ def _audited_inference(spec: EndpointSpec, endpoint: DeadlineEndpoint, bundle: G
 
     def start_audit() -> None:
         if audit and not audited:
-            audited.append(side.submit(_timed, _audit, spec, endpoint, bundle, facts, declared.fp16))
+            audited.append(side.submit(_timed, _audit, cast(EndpointSpec, audit), endpoint, bundle, facts,
+                                       declared.fp16))
     try:
         tick = time.monotonic()
         result = _infer_and_compare(spec, endpoint, bundle, *sizes, facts.outputs, findings, spare, start_audit,

@@ -321,9 +321,16 @@ def _check_request(request: NightlyRequest) -> None:
 
 
 def _check_output_map(request: NightlyRequest, bundle: PendingBundle) -> None:
-    """--triton-output-map names golden outputs: one the bundle lacks is a usage error before any request."""
+    """--triton-output-map names golden outputs, --triton-input-map golden inputs: one the bundle lacks is a usage
+    error before any request."""
     golden = [o.name for o in bundle.output_infos]
+    inputs = [i.name for i in bundle.input_infos]
     for spec in request.endpoints:
+        unknown_inputs = sorted(set(spec.input_map) - set(inputs))
+        if unknown_inputs:
+            raise UsageError(f"--triton-input-map names {', '.join(map(repr, unknown_inputs))}, which the golden "
+                             f"bundle does not hold (its inputs: {', '.join(inputs) or 'none'})",
+                             parameter="triton_input_map")
         unknown = sorted(set(spec.output_map) - set(golden))
         if unknown:
             raise UsageError(f"--triton-output-map names {', '.join(map(repr, unknown))}, which the golden bundle "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,10 @@ from gapcheck.errors import EndpointError
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.triton.audit_result import ServedModel, ServedTensor, TensorSide, TritonAuditResult, fmt_shape
 from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint, connect
+from gapcheck.triton.endpoint import ModelNotFoundError, RequestRejectedError
+from gapcheck.triton.names import Pairing, pair_tensors, shown_names
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
+from gapcheck.triton.url import clean_text
 
 __all__ = ["ModelRead", "ServedModel", "ServedTensor", "TritonAuditResult", "audit_deployment", "served_model"]
 
@@ -121,6 +124,7 @@ class _Auditor:
         self.endpoint, self.model, self.where = endpoint, model, where
         self.max_batch_size = max_batch_size  # None: unknown (model config restricted)
         self.findings: list[Finding] = []
+        self.pairings: dict[str, Pairing] = {}  # "input"/"output": how the served tensors were paired
 
     def add(self, code: Code, message: str, where: str = "", *, severity: Severity | None = None,
             tensor: str | None = None, **evidence: Any) -> None:
@@ -128,27 +132,36 @@ class _Auditor:
         self.findings.append(code.finding(message, subject=subject, evidence=evidence, severity=severity,
                                           where=where or self.where))
 
-    def names(self, kind: str, onnx_side: list[OnnxIo], served: tuple[ServedTensor, ...]) -> list[tuple[OnnxIo, ServedTensor]]:
-        """Pair tensors by name; report the ones without partner. A lone pair left over is paired by position."""
-        by_name = {t.name: t for t in served}
-        pairs = [(o, by_name[o.name]) for o in onnx_side if o.name in by_name]
-        missing = [o for o in onnx_side if o.name not in by_name]
-        extra = [t for t in served if t.name not in {o.name for o in onnx_side}]
-        if len(missing) == 1 and len(extra) == 1:
-            self.add(codes.NAME_MISMATCH, f"{kind} '{missing[0].name}' of the ONNX graph is served as '{extra[0].name}'",
-                     f"{self.where} {kind} '{extra[0].name}'", tensor=f"{kind} {extra[0].name}",
-                     onnx=missing[0].name, served=extra[0].name)
-            return pairs + [(missing[0], extra[0])]
-        # A served output the graph lacks, or an ONNX input the server never sends, breaks every request;
-        # an ONNX output the server does not expose only narrows what can be compared.
-        for o in missing:
-            self.add(codes.NAME_MISMATCH, f"ONNX {kind} '{o.name}' is not declared by the server",
-                     f"{self.where} {kind} '{o.name}'", severity=Severity.GAP if kind == "input" else Severity.WARNING,
-                     tensor=f"{kind} {o.name}", onnx=o.name, served=None)
-        for t in extra:
-            self.add(codes.NAME_MISMATCH, f"served {kind} '{t.name}' does not exist in the ONNX graph",
-                     f"{self.where} {kind} '{t.name}'", tensor=f"{kind} {t.name}", onnx=None, served=t.name)
+    def names(self, kind: str, onnx_side: list[OnnxIo], served: tuple[ServedTensor, ...],
+              mapping: Mapping[str, str] | None = None) -> list[tuple[OnnxIo, ServedTensor]]:
+        """Pair tensors (:func:`gapcheck.triton.names.pair_tensors`: by map, by name, then the leftovers when only one
+        pairing fits); a renaming is said once (info), what cannot be paired stays a name gap."""
+        pairing = pair_tensors(kind, onnx_side, served, mapping)
+        self.pairings[kind] = pairing
+        by_graph, by_served = {o.name: o for o in onnx_side}, {t.name: t for t in served}
+        pairs = [(by_graph[g], by_served[s]) for g, s in pairing.pairs.items()]
+        if pairing.renamed:
+            shown = ", ".join(f"{g}={s}" for g, s in pairing.renamed.items())
+            self.add(codes.SERVED_NAMES, f"the deployment names its {kind}s its own way; paired {pairing.how}: "
+                     f"{shown_names([shown], 1)} (graph=served); requests use the served names",
+                     tensor=f"{kind} names", pairs=pairing.renamed, how=pairing.how)
+        if pairing.problem is not None:
+            self._unpaired(kind, pairing)
         return pairs
+
+    def _unpaired(self, kind: str, pairing: Pairing) -> None:
+        """A served tensor the graph lacks, or an ONNX input the server never sends, breaks every request; an ONNX
+        output the server does not expose only narrows what can be compared."""
+        problem = pairing.problem or ""
+        for name in pairing.unpaired_graph:
+            self.add(codes.NAME_MISMATCH, f"ONNX {kind} {shown_names([name])} is not declared by the server ({problem})",
+                     f"{self.where} {kind} '{name}'", severity=Severity.GAP if kind == "input" else Severity.WARNING,
+                     tensor=f"{kind} {name}", onnx=name, served=None, served_names=list(pairing.unpaired_served))
+        for name in pairing.unpaired_served:
+            self.add(codes.NAME_MISMATCH, f"served {kind} {shown_names([name])} does not exist in the ONNX graph "
+                     f"({problem})",
+                     f"{self.where} {kind} '{name}'", tensor=f"{kind} {name}", onnx=None, served=name,
+                     onnx_names=list(pairing.unpaired_graph))
 
     def dtype(self, kind: str, o: OnnxIo, t: ServedTensor, torch_dtype: str | None) -> None:
         if o.triton_type != t.data_type:
@@ -229,23 +242,31 @@ def audit_deployment(
     version: str | int | None = None,
     torch_module: Any = None,
     read: ModelRead | None = None,
+    input_map: Mapping[str, str] | None = None,
+    output_map: Mapping[str, str] | None = None,
 ) -> TritonAuditResult:
     """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``.
 
     ``read``: what the caller already read of the model (version ``version``), ready: those round trips are not made
     again (see :class:`ModelRead`); the findings are the same. EndpointError (exit 3) when the server is unreachable
     or answers nonsense; RestrictedApiError (exit 2)
-    only when neither the model metadata nor the model config may be read.
+    only when neither the model metadata nor the model config may be read. ``input_map`` / ``output_map``: graph
+    name -> served name (``--triton-input-map`` / ``--triton-output-map``), for tensors the deployment names its own
+    way and that cannot be paired otherwise (:mod:`gapcheck.triton.names`); an unknown name is a UsageError.
     """
     started = time.perf_counter()
     graph = load_onnx(onnx_model)
     requested = None if version in (None, "") else str(version)
     with connect(endpoint) as conn:
         audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module), read)
+        audit.maps = {"input": dict(input_map or {}), "output": dict(output_map or {})}
         result = audit.run()
+    pairings = audit.auditor.pairings
     return TritonAuditResult(**result, protocol_detected=conn.detected, duration_s=time.perf_counter() - started,
                              onnx_inputs=tuple(_side(i) for i in onnx_inputs(graph)),
-                             onnx_outputs=tuple(_side(o) for o in onnx_outputs(graph)))
+                             onnx_outputs=tuple(_side(o) for o in onnx_outputs(graph)),
+                             input_map=pairings["input"].renamed if "input" in pairings else {},
+                             output_map=pairings["output"].renamed if "output" in pairings else {})
 
 
 class _Audit:
@@ -255,6 +276,7 @@ class _Audit:
                  torch_dtype: str | None, read: ModelRead | None = None) -> None:
         self.conn, self.model, self.requested, self.graph, self.torch_dtype = conn, model, requested, graph, torch_dtype
         self.read = read
+        self.maps: dict[str, dict[str, str]] = {}  # "input"/"output": graph name -> served name, as the user gave
         self.allowed = _Allowed()
         self.config: dict[str, Any] | None = None
         where = f"{model}{' v' + requested if requested else ''} @ {conn.display_url}"
@@ -295,14 +317,15 @@ class _Audit:
         conn, model, requested = self.conn, self.model, self.requested
         if self.read is not None:  # the caller saw it ready (its server is then live)
             return "READY", requested
-        index = self.allowed.run("served versions not listed",
-                                 lambda: [e for e in conn.repository_index() if e.get("name") == model], None)
+        everything = self.allowed.run("served versions not listed", conn.repository_index, None)
+        index = None if everything is None else [e for e in everything if e.get("name") == model]
         # Waiting only helps a model that is still loading; a failed or absent one will not become ready.
         loading = any(e.get("state") == "LOADING" for e in index or [])
         ready = self.allowed.run("model readiness not checked",
                                  lambda: conn.model_ready(model, requested, wait=loading), None)
         if ready is not False:
             return "READY", requested
+        self._refuse_unknown_model(everything)
         ready_versions = self._ready_versions(index)
         if requested and ready_versions:
             self.auditor.add(codes.VERSION_STALE, f"version {requested} of '{model}' is not served; the server serves "
@@ -314,6 +337,27 @@ class _Audit:
                          served=str(state.get("state", "not in repository index" if index is not None else "unknown")),
                          expected="READY", reason=conn.redact(str(state.get("reason", ""))).strip())
         return str(state.get("state", "UNKNOWN")), None
+
+    def _refuse_unknown_model(self, everything: list[dict[str, Any]] | None) -> None:
+        """A model the server does not have (a misspelt name) is the caller's mistake, not a deployment gap: exit 2,
+        naming what the server has (from its repository index; when that is restricted, the server's 404 / NOT_FOUND
+        for the model's metadata says it)."""
+        model, where = self.model, self.conn.display_url
+        if everything is not None:
+            if any(e.get("name") == model for e in everything):
+                return
+            names = sorted({str(e.get("name", "")) for e in everything})
+            raise ModelNotFoundError(f"model {shown_names([model])} is not in the repository of {where}; it holds "
+                                     f"{shown_names(names)}", hint="check --triton-model (or the URL's /MODEL)")
+        try:
+            self.conn.model_metadata(model)
+        except RequestRejectedError as exc:
+            if exc.status in ("404", "StatusCode.NOT_FOUND"):
+                raise ModelNotFoundError(f"model {shown_names([model])} is not on {where} (the server says: "
+                                         f"{clean_text(exc.reason, 200)}; its repository index is restricted)",
+                                         hint="check --triton-model (or the URL's /MODEL)") from None
+        except EndpointError:
+            return
 
     def _ready_versions(self, index: list[dict[str, Any]] | None) -> list[str]:
         if index is not None:
@@ -371,7 +415,7 @@ class _Audit:
                         served=list(served.versions), version_policy=pinned)
         for kind, onnx_side, served_side in (("input", onnx_inputs(self.graph), served.inputs),
                                               ("output", onnx_outputs(self.graph), served.outputs)):
-            for onnx_io, tensor in auditor.names(kind, onnx_side, served_side):
+            for onnx_io, tensor in auditor.names(kind, onnx_side, served_side, self.maps.get(kind)):
                 auditor.dtype(kind, onnx_io, tensor, self.torch_dtype)
                 auditor.shape(kind, onnx_io, tensor)
 

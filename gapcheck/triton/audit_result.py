@@ -71,6 +71,10 @@ class TritonAuditResult:
     onnx_inputs: tuple[TensorSide, ...] = ()
     onnx_outputs: tuple[TensorSide, ...] = ()
     duration_s: float = 0.0
+    # graph name -> served name of the tensors the deployment names its own way (gapcheck.triton.names): requests
+    # send inputs under the served names, and served outputs are read back under the graph's
+    input_map: Mapping[str, str] = field(default_factory=dict)
+    output_map: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -119,14 +123,19 @@ class TritonAuditResult:
             by_subject.setdefault(finding.subject.output or "", []).append(finding)
         for kind, onnx_side, served_side in (("input", self.onnx_inputs, served.inputs if served else ()),
                                               ("output", self.onnx_outputs, served.outputs if served else ())):
+            renamed = dict(self.input_map if kind == "input" else self.output_map)
             by_name = {t.name: t for t in served_side}
-            names = list(dict.fromkeys([t.name for t in onnx_side] + [t.name for t in served_side]))
+            # a renamed pair is one row, named graph=served, its status the served tensor's
+            names = list(dict.fromkeys([t.name for t in onnx_side] +
+                                       [t.name for t in served_side if t.name not in renamed.values()]))
             onnx_by_name = {t.name: t for t in onnx_side}
             for name in names:
-                o, s = onnx_by_name.get(name), by_name.get(name)
-                rows.append((kind, name, s.data_type if s else "-", o.data_type if o else "-",
+                served_name = renamed.get(name, name)
+                o, s = onnx_by_name.get(name), by_name.get(served_name)
+                rows.append((kind, name if served_name == name else f"{name}={served_name}",
+                             s.data_type if s else "-", o.data_type if o else "-",
                              fmt_shape(s.shape) if s else "-", fmt_shape(o.shape) if o else "-",
-                             _status(by_subject.get(f"{kind} {name}", ()))))
+                             _status(by_subject.get(f"{kind} {served_name}", ()))))
         return rows
 
     def views(self) -> Sequence[Table | Chart]:

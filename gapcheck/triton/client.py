@@ -47,6 +47,7 @@ from gapcheck.triton.bounded_http import BoundedHttpClient, ResponseTooLargeErro
 from gapcheck.triton.endpoint import (
     PROTOCOLS,
     ProtocolMismatchError,
+    RequestRejectedError,
     RestrictedApiError,
     ServerAddress,
     TlsMismatchError,
@@ -66,7 +67,7 @@ from gapcheck.triton.url import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError",
+__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError", "RequestRejectedError",
            "ResponseTooLargeError", "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions",
            "TritonConnection", "TritonEndpoint", "connect", "parse_url", "redact", "secrets_in"]
 
@@ -78,6 +79,9 @@ _TRANSIENT_HTTP = {"408", "429", "500", "502", "503", "504"}
 _TRANSIENT_GRPC = {"StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.RESOURCE_EXHAUSTED",
                    "StatusCode.INTERNAL", "StatusCode.UNKNOWN", "StatusCode.ABORTED"}
 _TRANSIENT_TEXT = re.compile(r"not ready|unavailable|loading|timed? ?out|connection", re.IGNORECASE)
+# The server's "your request is wrong": a deployment/config gap or a wrong name, never an outage (RequestRejectedError).
+_REJECTED = {"400", "404", "413", "422", "StatusCode.INVALID_ARGUMENT", "StatusCode.NOT_FOUND",
+             "StatusCode.OUT_OF_RANGE"}
 _RESTRICTED = re.compile(r"\bis restricted\b", re.IGNORECASE)
 _EXPECTED_HEADER = re.compile(r"expecting header '([^']{1,200})'")
 # Triton answers a missing/wrong auth header with UNAVAILABLE over gRPC; asking again cannot help.
@@ -209,6 +213,7 @@ class TritonConnection:
                 self._raise_if_restricted(what, exc, api)
                 self._raise_if_wrong_protocol(exc)
                 if not _is_transient(exc):
+                    self._raise_if_rejected(what, exc, last, attempt)
                     raise EndpointError(self._message(what, last, attempt)) from None
                 logger.debug("%s: attempt %d/%d failed: %s", what, attempt, attempts, last)
             else:
@@ -257,6 +262,12 @@ class TritonConnection:
                 else f"the server restricts its {api} API")
         raise RestrictedApiError(self._message(what, self.redact(_describe(exc)), 1), api=api, header=header,
                                  hint=hint) from None
+
+    def _raise_if_rejected(self, what: str, exc: BaseException, said: str, attempt: int) -> None:
+        status = str(exc.status() or "") if isinstance(exc, InferenceServerException) else ""
+        if status in _REJECTED:
+            reason = self.redact(str(exc.message() or "")) if isinstance(exc, InferenceServerException) else said
+            raise RequestRejectedError(self._message(what, said, attempt), status=status, reason=reason) from None
 
     def _raise_if_wrong_protocol(self, exc: BaseException) -> None:
         """Probe once per connection when a failure looks like the other protocol (or TLS) answering."""

@@ -44,6 +44,22 @@ class RestrictedApiError(EndpointError):
         self.header = header  # the header key the server expects (a name, never a value)
 
 
+class RequestRejectedError(EndpointError):
+    """The server is up and answered that the request is wrong (HTTP 400/404/413/422, gRPC INVALID_ARGUMENT, NOT_FOUND,
+    OUT_OF_RANGE): an input name or shape the deployment does not take, a model it does not have. Retrying cannot
+    help. Left alone it is an endpoint failure (exit 3); a caller that knows better turns it into a finding (nightly:
+    a deployment gap) or a usage error (a model name that is not on the server). ``reason``: the server's own words,
+    redacted and on one line."""
+
+    def __init__(self, message: str, *, status: str, reason: str) -> None:
+        super().__init__(message)
+        self.status, self.reason = status, reason
+
+
+class ModelNotFoundError(UsageError):
+    """The model asked for is not on the server (a misspelt name): exit 2, naming what the server has."""
+
+
 class ProtocolMismatchError(UsageError):
     """The port answers the other protocol than the one asked for."""
 

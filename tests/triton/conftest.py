@@ -67,7 +67,10 @@ class TritonPythonModel:
                 if self.channel_swap:
                     array = np.ascontiguousarray(array[:, ::-1])  # planted RGB<->BGR swap
                 feeds[onnx_name] = array
-            results = self.session.run(self.output_names, feeds)
+            graph_outputs = [o.name for o in self.session.get_outputs()]
+            # the config's names when the file has them, else the file's outputs in order (INPUT__0/OUTPUT__0 configs)
+            asked = self.output_names if set(self.output_names) <= set(graph_outputs) else graph_outputs
+            results = self.session.run(asked, feeds)
             if self.swap_outputs:
                 results = results[::-1]  # planted: each served output holds the other tensor
             responses.append(pb_utils.InferenceResponse(
@@ -103,13 +106,13 @@ def make_tiny_onnx(seed: int = 0) -> onnx.ModelProto:
 
 def python_config(name: str, *, input_type: str = "TYPE_FP32", input_name: str = "x", max_batch_size: int = 8,
                   input_dims: str = "3, 8, 8", output_dims: str = "5", extra: str = "",
-                  parameters: dict[str, str] | None = None) -> str:
+                  parameters: dict[str, str] | None = None, output_name: str = "y") -> str:
     params = "".join(
         f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in (parameters or {}).items())
     return (
         f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n'
         f'input [ {{ name: "{input_name}" data_type: {input_type} dims: [ {input_dims} ] }} ]\n'
-        f'output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {output_dims} ] }} ]\n'
+        f'output [ {{ name: "{output_name}" data_type: TYPE_FP32 dims: [ {output_dims} ] }} ]\n'
         f"instance_group [ {{ kind: KIND_CPU count: 1 }} ]\n{params}{extra}"
     )
 
@@ -165,6 +168,9 @@ def triton(tiny_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory)
     # Batch axis forgotten: no batching, and dims without the batch axis.
     write_python_model(repo, "tiny_nobatch", python_config("tiny_nobatch", max_batch_size=0), {1: tiny_onnx})
     write_python_model(repo, "tiny_renamed", python_config("tiny_renamed", input_name="input"), {1: tiny_onnx})
+    # named as a PyTorch-backend deployment names its tensors (INPUT__0, OUTPUT__0): the same model
+    write_python_model(repo, "tiny_torchnames", python_config("tiny_torchnames", input_name="INPUT__0",
+                                                              output_name="OUTPUT__0"), {1: tiny_onnx})
     write_python_model(repo, "broken", python_config("broken", parameters={"fail_to_load": "1"}), {1: tiny_onnx})
     server = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("triton_work"))
     with server.running(timeout_s=90):

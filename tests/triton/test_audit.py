@@ -55,10 +55,11 @@ def test_missing_batch_axis_is_a_batch_gap(triton, protocol):
     assert found[0].evidence["served"] == "[3, 8, 8]" and found[0].evidence["onnx"] == "[?, 3, 8, 8]"
 
 
-def test_renamed_input_is_a_name_gap(triton, protocol):
+def test_renamed_input_is_paired_by_the_audit(triton, protocol):
+    """Once a gap (a false alarm on every INPUT__0 deployment): now paired, said as info (test_served_input_names)."""
     result = audit_deployment(triton.endpoint(protocol), "tiny_renamed", onnx_model=triton.onnx_model)
-    (finding,) = [f for f in result.findings if f.code == audit.NAME_MISMATCH]
-    assert finding.evidence == {"onnx": "x", "served": "input"} and finding.is_gap
+    assert not [f for f in result.findings if f.code == audit.NAME_MISMATCH]
+    assert result.input_map == {"x": "input"}
 
 
 def test_model_that_failed_to_load_is_not_ready(triton, protocol):
@@ -69,9 +70,11 @@ def test_model_that_failed_to_load_is_not_ready(triton, protocol):
     assert result.served is None
 
 
-def test_unknown_model_is_not_ready(triton):
-    result = audit_deployment(triton.endpoint("grpc"), "no_such_model", onnx_model=triton.onnx_model)
-    assert codes(result) == [audit.NOT_READY]
+def test_unknown_model_is_a_usage_error_not_a_gap(triton):
+    from gapcheck.triton.endpoint import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="'no_such_model' is not in the repository"):
+        audit_deployment(triton.endpoint("grpc"), "no_such_model", onnx_model=triton.onnx_model)
 
 
 def test_server_down_raises_endpoint_error_fast(tiny_onnx, protocol):

@@ -1,0 +1,187 @@
+"""Deployments that name their tensors their own way (INPUT__0, images): paired, not a gap (issue 23 follow-up).
+
+Unit cases of :func:`gapcheck.triton.names.pair_tensors`, then the real Triton server of conftest.py: the audit,
+``triton-audit`` and ``export-diff`` on ``tiny_renamed`` (input ``input``) and ``tiny_torchnames`` (``INPUT__0`` /
+``OUTPUT__0``), the explicit maps and their validation, and a misspelt model name (exit 2, not a gap).
+"""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from gapcheck.cli.app import main
+from gapcheck.errors import UsageError
+from gapcheck.triton import audit
+from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.endpoint import ModelNotFoundError
+from gapcheck.triton.names import pair_tensors
+from tests.triton.conftest import ACCESS_HEADER, ACCESS_TOKEN
+
+
+def _t(name, data_type="TYPE_FP32", shape=(None, 3, 8, 8)):
+    return SimpleNamespace(name=name, data_type=data_type, shape=shape)
+
+
+IDS, MASK = _t("input_ids", "TYPE_INT64", (None, 16)), _t("attention_mask", "TYPE_INT64", (None, 16))
+
+
+def test_one_renamed_input_is_paired():
+    pairing = pair_tensors("input", [_t("x")], [_t("INPUT__0")])
+    assert pairing.pairs == {"x": "INPUT__0"} and pairing.problem is None
+
+
+def test_inputs_that_each_fit_one_served_input_are_paired_whatever_the_order():
+    graph = [_t("image"), _t("scale", "TYPE_FP32", (None, 2))]
+    served = [_t("INPUT__1", "TYPE_FP32", (None, 2)), _t("INPUT__0")]
+    assert pair_tensors("input", graph, served).pairs == {"image": "INPUT__0", "scale": "INPUT__1"}
+
+
+def test_ambiguous_inputs_need_the_map_and_the_message_says_so():
+    served = [_t("INPUT__0", "TYPE_INT64", (None, 16)), _t("INPUT__1", "TYPE_INT64", (None, 16))]
+    pairing = pair_tensors("input", [IDS, MASK], served)
+    assert pairing.problem is not None and "--triton-input-map" in pairing.problem
+    assert "input_ids" in pairing.problem and "INPUT__0" in pairing.problem
+    mapped = pair_tensors("input", [IDS, MASK], served, {"input_ids": "INPUT__1", "attention_mask": "INPUT__0"})
+    assert mapped.pairs == {"input_ids": "INPUT__1", "attention_mask": "INPUT__0"} and mapped.problem is None
+
+
+def test_another_count_is_a_problem_naming_both_sides():
+    pairing = pair_tensors("input", [IDS, MASK], [_t("INPUT__0", "TYPE_INT64", (None, 16))])
+    assert pairing.problem is not None and "differ in number" in pairing.problem
+    assert pairing.unpaired_graph == ("input_ids", "attention_mask")
+
+
+def test_map_names_unknown_on_either_side_are_usage_errors():
+    with pytest.raises(UsageError, match="the graph's inputs are 'x'"):
+        pair_tensors("input", [_t("x")], [_t("images")], {"nope": "images"})
+    with pytest.raises(UsageError, match="the served ones 'images'"):
+        pair_tensors("input", [_t("x")], [_t("images")], {"x": "imgs"})
+
+
+def test_ambiguous_inputs_stay_a_name_gap_in_the_audit():
+    auditor = audit._Auditor("grpc://h:1", "bert", "bert @ grpc://h:1", 8)
+    served = (_t("INPUT__0", "TYPE_INT64", (None, 16)), _t("INPUT__1", "TYPE_INT64", (None, 16)))
+    ios = [SimpleNamespace(name=t.name, triton_type=t.data_type, shape=t.shape) for t in (IDS, MASK)]
+    assert auditor.names("input", ios, served) == []
+    gaps = [f for f in auditor.findings if f.is_gap]
+    assert gaps and all(f.code == audit.NAME_MISMATCH for f in gaps)
+    assert all("--triton-input-map" in f.message for f in gaps)
+
+
+# --- against the real server ------------------------------------------------------------------------------------
+
+def test_renamed_input_is_paired_not_a_gap(triton, protocol):
+    result = audit_deployment(triton.endpoint(protocol), "tiny_renamed", onnx_model=triton.onnx_model)
+    assert not [f for f in result.findings if f.is_gap], [f.message for f in result.findings]
+    (info,) = [f for f in result.findings if f.code == "triton_served_names"]
+    assert info.evidence["pairs"] == {"x": "input"} and result.input_map == {"x": "input"}
+
+
+def test_triton_audit_passes_a_deployment_with_torchscript_names(triton, tiny_onnx_path, tmp_path, capsys):
+    report = tmp_path / "a.json"
+    code = main(["triton-audit", "--onnx", str(tiny_onnx_path), "--triton-url", triton.url("grpc"),
+                 "--triton-model", "tiny_torchnames", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "x=INPUT__0" in out and "y=OUTPUT__0" in out
+    codes = [f["code"] for f in json.loads(report.read_text())["findings"]]
+    assert "triton_name_mismatch" not in codes and codes.count("triton_served_names") == 2
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("x=nope", "the served ones 'INPUT__0'"),  # a served name the deployment lacks
+    ("nope=INPUT__0", "the graph's inputs are 'x'"),  # a graph name the file lacks
+    ("x=IN\x1bPUT__0", "control character"),
+    ("x", "graph_name=served_name"),
+])
+def test_input_map_is_checked_and_a_bad_one_is_exit_2(triton, tiny_onnx_path, capsys, bad, words):
+    code = main(["triton-audit", "--onnx", str(tiny_onnx_path), "--triton-url", triton.url("http"),
+                 "--triton-model", "tiny_torchnames", "--triton-input-map", bad])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "\x1b" not in err
+
+
+def test_export_diff_compares_a_deployment_with_its_own_names(triton, protocol, tiny_onnx_path, tmp_path, capsys):
+    from tests.triton.test_export_diff_parity import ARGS
+
+    report = tmp_path / "r.json"
+    code = main([*ARGS, "--onnx", str(tiny_onnx_path), "--triton-url", triton.url(protocol), "--protocol", protocol,
+                 "--triton-model", "tiny_torchnames", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    doc = json.loads(report.read_text())
+    assert {o["backend"] for o in doc["outputs"]} == {"onnxruntime", f"triton-{protocol}"}
+    assert all(o["status"] == "pass" for o in doc["outputs"])
+    for record in doc["inputs"]:  # what the server was sent is what torch was fed
+        assert len(set(record["sha256"].values())) == 1 and f"triton-{protocol}" in record["sha256"]
+
+
+def test_export_diff_takes_the_explicit_input_map(triton, tiny_onnx_path, tmp_path, capsys):
+    from tests.triton.test_export_diff_parity import ARGS
+
+    code = main([*ARGS, "--onnx", str(tiny_onnx_path), "--triton-url", triton.url("grpc"),
+                 "--triton-model", "tiny_torchnames", "--triton-input-map", "x=INPUT__0",
+                 "--triton-output-map", "y=OUTPUT__0"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "as mapped" in out
+
+
+@pytest.mark.parametrize("protocol_", ["http", "grpc"])
+def test_misspelt_model_is_exit_2_listing_the_served_ones(triton, tiny_onnx_path, capsys, protocol_):
+    code = main(["triton-audit", "--onnx", str(tiny_onnx_path), "--triton-url", triton.url(protocol_),
+                 "--triton-model", "tiny_renamd"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "'tiny_renamd' is not in the repository" in err and "'tiny_renamed'" in err and "state unknown" not in err
+
+
+def test_misspelt_model_is_exit_2_when_the_repository_index_is_restricted(hardened_triton, tiny_onnx_path):
+    endpoint = hardened_triton.url("grpc")
+    from gapcheck.triton.client import TritonEndpoint
+
+    with pytest.raises(ModelNotFoundError, match="not on .*NOT_FOUND|unknown model"):
+        audit_deployment(TritonEndpoint(endpoint, "grpc"), "tinny", onnx_model=tiny_onnx_path)
+    with pytest.raises(ModelNotFoundError, match="'tinny' is not in the repository"):  # with the token: the index
+        audit_deployment(TritonEndpoint(endpoint, "grpc", headers={ACCESS_HEADER: ACCESS_TOKEN}), "tinny",
+                         onnx_model=tiny_onnx_path)
+
+
+def test_export_diff_junit_fails_on_a_triton_config_gap(triton, tiny_onnx_path, tmp_path, capsys):
+    """Exit 1 on a triton_* finding alone used to write a JUnit file with 0 failures (item 3)."""
+    import xml.etree.ElementTree as ET
+
+    from tests.triton.test_export_diff_parity import ARGS
+
+    junit = tmp_path / "r.xml"
+    code = main([*ARGS, "--onnx", str(tiny_onnx_path), "--triton-url", triton.url("grpc"),
+                 "--triton-model", "tiny_nobatch", "--junit", str(junit)])
+    capsys.readouterr()
+    assert code == 1
+    suite = ET.parse(junit).getroot().find("testsuite")
+    failed = [c.get("classname") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert int(suite.get("failures")) >= 1 and "export_diff.findings.triton_batch_mismatch" in failed
+
+
+@pytest.mark.parametrize("status, rejected", [("400", True), ("StatusCode.INVALID_ARGUMENT", True), ("404", True),
+                                              ("StatusCode.NOT_FOUND", True), ("500", False), ("503", False),
+                                              ("StatusCode.UNAVAILABLE", False), ("StatusCode.DEADLINE_EXCEEDED", False)])
+def test_only_a_request_the_server_calls_wrong_is_rejected(status, rejected):
+    """4xx / INVALID_ARGUMENT is the deployment's answer (a gap for nightly); 5xx, unavailable, timeouts stay outages."""
+    from tritonclient.utils import InferenceServerException
+
+    from gapcheck.errors import EndpointError
+    from gapcheck.triton.client import TritonEndpoint, connect
+    from gapcheck.triton.endpoint import RequestRejectedError
+
+    def fail():
+        raise InferenceServerException(msg="unexpected inference input 'x'", status=status)
+
+    with connect(TritonEndpoint("http://127.0.0.1:9", "http", retries=0), backoff_s=0.0) as conn, \
+            pytest.raises(EndpointError) as caught:
+        conn.call("inference on model 'm'", fail)
+    assert isinstance(caught.value, RequestRejectedError) is rejected
+    if rejected:
+        assert caught.value.reason == "unexpected inference input 'x'" and caught.value.status == status
