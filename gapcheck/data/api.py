@@ -185,6 +185,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
     ``search_threshold`` hash pairs (the same pairs either way)."""
     from gapcheck.data import leakage as job
+    from gapcheck.data.columns import column_plan, columns_finding
     from gapcheck.data.leakage_checks import (
         exact_pairs,
         group_findings,
@@ -208,7 +209,8 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     table = _labels_file(labels_file) if labels_file else None  # checked before any split is listed
     started = time.perf_counter()
     plans = [plan(spec, shard_size) for spec in specs]
-    shards = make_shards(_leakage_payloads(plans, options, table))
+    columns = column_plan(plans, (options.label_column, options.group_column), bool(options.key_columns))
+    shards = make_shards(_leakage_payloads(plans, options, table, columns.compared))
     planned = time.perf_counter()
     with _engine_scope(engine) as opened:
         run = run_job(opened, job.leakage_task, shards, empty=job.empty_partial, merge=job.merge_partials,
@@ -219,7 +221,8 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         near = near_pairs(records, options, exact, search=engine_search(opened, search_threshold))
     findings = shard_failure_findings(run.failures)
     summaries, bad_all, per_split = _split_checks(plans, records)
-    findings += per_split + pair_findings(exact, near) + group_findings(records) + label_findings(records, exact + near)
+    findings += per_split + columns_finding(columns) + pair_findings(exact, near) + group_findings(records)
+    findings += label_findings(records, exact + near)
     target, auc = target_leakage(records)
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
     return LeakageResult(
@@ -227,16 +230,19 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         findings=tuple(findings + target), auc=auc, bad_items=tuple(bad_all),
         decode_path=" | ".join(decoders) if decoders else "", near_max_bits=max_distance(options.near),
         thumbnails=_thumbnails(records, near, thumbnails), engine=run.engine, shards=run.shards,
+        compared_columns=columns.compared,
         run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
                      "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
 
 
-def _leakage_payloads(plans: Sequence[SourcePlan], options: Any,
-                      table: dict[str, tuple[Any, Any]] | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(job payload, source payload) per planned shard, with the labels file's labels and groups for image shards."""
+def _leakage_payloads(plans: Sequence[SourcePlan], options: Any, table: dict[str, tuple[Any, Any]] | None,
+                      compared: tuple[str, ...] | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(job payload, source payload) per planned shard, with the labels file's labels and groups for image shards;
+    ``compared``: the columns table rows are hashed on (None: all)."""
     import dataclasses
 
     job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
+    job_options["compare_columns"] = list(compared) if compared is not None else None
     wrapped = []
     for p in plans:
         for payload in p.payloads:

@@ -211,7 +211,9 @@ def _frame_records(shard: Any, source: dict[str, Any], options: dict[str, Any]) 
     out.labels = frame[label].tolist() if label else [None] * len(frame)
     out.groups = frame[group].tolist() if group else [None] * len(frame)
     features = frame.drop(columns=[c for c in (label, group) if c])
-    out.chunks = {"row_hash": [row_hashes(features)]}
+    compared = options.get("compare_columns")  # the columns every split holds (gapcheck.data.columns)
+    out.chunks = {"row_hash": [row_hashes(features if compared is None else
+                                          features[[c for c in compared if c in features.columns]])]}
     if keys:
         out.chunks["key_hash"] = [row_hashes(frame[list(keys)])]
     if label:

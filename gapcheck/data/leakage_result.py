@@ -28,6 +28,7 @@ class LeakageResult(TimedRun, ResultBase):
     engine: str = ""
     shards: int = 0
     run_timings: dict[str, float] = field(default_factory=dict)
+    compared_columns: tuple[str, ...] | None = None  # table rows hashed on these (None: images, or every column)
     command: str = "leakage"
 
     @property
@@ -59,8 +60,12 @@ class LeakageResult(TimedRun, ResultBase):
 
     def views(self) -> Sequence[Table | Chart]:
         views: list[Table | Chart] = []  # findings are drawn by every format itself
+        compared = self.compared_columns
+        note = (f"table rows compared on {len(compared)} column(s): {', '.join(compared[:20])}"
+                + (f" and {len(compared) - 20} more" if len(compared) > 20 else "")) if compared else ""
         views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
-                           rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits)))
+                           rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits),
+                           note=note))
         for title, pairs in (("Duplicate pairs across splits", across_pairs(self.exact + self.near)),
                              ("Duplicate pairs within splits", within_pairs(self.exact + self.near))):
             if pairs:

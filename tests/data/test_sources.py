@@ -19,7 +19,7 @@ def test_split_specs():
 def test_hive_style_paths_and_row_group_shards(tmp_path):
     folder = tmp_path / "date=2024-01-01"
     folder.mkdir()
-    frame = pd.DataFrame({"x": np.arange(10_000, dtype=float)})
+    frame = pd.DataFrame({"x": np.arange(10_000, dtype=float) / 7})  # 0..9999 itself would be an identifier (info)
     frame.to_parquet(folder / "part.parquet", row_group_size=2_500)
     planned = plan(parse_split(str(folder)))
     assert planned.kind is SourceKind.table and len(planned.payloads) == 4 and planned.items == 10_000

@@ -1,0 +1,71 @@
+"""Leakage on tables with different columns (issue 23 follow-up: a new user's review).
+
+``wine_train.csv`` against ``iris_val.csv`` passed with exit 0 (no row hash can match across other columns), and a
+training table with two extra id columns hid every planted copy the same way. Rows are now compared on the columns
+every split holds, named in the report; no column in common, or a share under half of a split's columns, is exit 2;
+a partial overlap is a ``columns_differ`` warning."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn import datasets
+
+from gapcheck.cli.app import main
+from gapcheck.data.api import leakage
+from gapcheck.data.leakage import LeakageOptions
+from gapcheck.engines import open_engine
+from gapcheck.errors import InputError
+from tests.data.conftest import validate
+
+
+def _frame(name: str):
+    return getattr(datasets, f"load_{name}")(as_frame=True).frame
+
+
+def _leak(args: list[str]) -> int:
+    return main(["leakage", *[a for s in args for a in ("--split", s)], "--engine", "serial"])
+
+
+def test_tables_without_common_columns_are_refused(tmp_path, capsys):
+    _frame("wine").to_csv(tmp_path / "wine.csv", index=False)
+    iris = _frame("iris")
+    iris.to_parquet(tmp_path / "iris.parquet")  # shares only `target` with wine
+    iris.drop(columns="target").to_csv(tmp_path / "iris_x.csv", index=False)  # shares nothing
+    assert _leak([f"train={tmp_path / 'wine.csv'}", f"val={tmp_path / 'iris_x.csv'}"]) == 2
+    assert "no column in common" in capsys.readouterr().err
+    assert _leak([f"train={tmp_path / 'wine.csv'}", f"val={tmp_path / 'iris.parquet'}"]) == 2
+    err = capsys.readouterr().err
+    assert "share only target" in err and "sepal length (cm)" in err and "--key" in err
+    with open_engine("serial") as engine, pytest.raises(InputError):  # the library refuses, not only the CLI
+        leakage([f"train={tmp_path / 'wine.csv'}", f"val={tmp_path / 'iris_x.csv'}"], engine=engine)
+
+
+def test_extra_id_columns_no_longer_hide_copies(tmp_path):
+    table = _frame("breast_cancer").sample(frac=1.0, random_state=0).reset_index(drop=True)
+    train, val = table.iloc[:426].copy(), table.iloc[426:]
+    val = pd.concat([val, train.iloc[[0, 5, 9]]], ignore_index=True)  # three planted copies
+    train.insert(0, "row_id", np.arange(len(train)))  # the training export has ids the validation one lacks
+    train.insert(0, "patient_id", [f"P{i:05d}" for i in range(len(train))])
+    train.to_csv(tmp_path / "train.csv", index=False)
+    val.to_parquet(tmp_path / "val.parquet")
+    with open_engine("serial") as engine:
+        result = leakage([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.parquet'}"],
+                         LeakageOptions(label_column="target"), engine=engine)
+    validate(result)
+    assert len(result.exact) == 3
+    differ = [f for f in result.findings if f.code == "columns_differ"]
+    assert len(differ) == 1 and differ[0].severity.value == "warning"
+    assert differ[0].evidence["only_in"] == {"train": ["patient_id", "row_id"]}
+    assert len(differ[0].evidence["compared"]) == 30 and "target" not in differ[0].evidence["compared"]
+    assert result.compared_columns == tuple(c for c in table.columns if c != "target")
+    assert _leak([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.parquet'}"]) == 1
+
+
+def test_same_columns_say_which_and_warn_nothing(tmp_path, capsys):
+    table = _frame("wine")
+    table.iloc[:130].to_csv(tmp_path / "train.csv", index=False)
+    table.iloc[130:].to_parquet(tmp_path / "val.parquet")
+    assert _leak([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.parquet'}"]) == 0
+    out = capsys.readouterr().out
+    assert "table rows compared on 14 column(s): alcohol, malic_acid" in out and "columns_differ" not in out
