@@ -25,6 +25,14 @@ from gapcheck.errors import CheckpointError, UsageError, one_line
 from gapcheck.limits import check_input_file, check_zip_entry
 from gapcheck.model.factory import condense_exception, resolve_callable
 from gapcheck.model.pickle_scan import pickled_globals
+from gapcheck.model.pickled import (
+    StandIn,
+    describe_stand_ins,
+    load_with_stand_ins,
+    stand_ins,
+    unsafe_globals,
+    weights_only_load,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +42,9 @@ NESTED_STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_NAMES_IN_MESSAGE = 20
+_MAX_KEY_CHARS = 80  # a key named in a message (keys come from the file: a megabyte-long key must not fill a screen)
+# what the weights may be: a dict of tensors, a module unpickled with unsafe_pickle, a stand-in (refused, named)
+_WEIGHT_HOLDERS = (Mapping, torch.nn.Module, StandIn)
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class LoadedModel:
     source: str | None  # the checkpoint path, or None for factory_only
     keys: KeyReport | None  # None when no state dict was matched against a factory's model
     was_training: bool  # module.training as loaded/built; the caller decides about eval()
+    # where in the checkpoint the weights were ("state_dict", "model/state_dict"); None: the file is the state dict
+    state_dict_key: str | None = None
 
 
 def load_model(
@@ -87,11 +100,16 @@ def load_model(
     unsafe_pickle: bool = False,
     strict: bool = True,
     factory_kwargs: dict | None = None,
+    state_dict_key: str | None = None,
 ) -> LoadedModel:
-    """Load ``checkpoint`` (or just build ``factory``'s model when it is None)."""
+    """Load ``checkpoint`` (or just build ``factory``'s model when it is None). ``state_dict_key``: the top-level key
+    of the checkpoint dict that holds the weights (default: the first of :data:`NESTED_STATE_DICT_KEYS` present)."""
     if checkpoint is None:
         if factory is None:
             raise UsageError("nothing to load: give a checkpoint, a factory, or both")
+        if state_dict_key is not None:
+            raise UsageError("a state dict key names weights inside a checkpoint: give the checkpoint too",
+                             parameter="state_dict_key")
         module = _build_model(factory, factory_kwargs)
         return LoadedModel(module, "factory_only", None, None, module.training)
 
@@ -100,6 +118,9 @@ def load_model(
     file_format = _detect_format(path)
     logger.debug("checkpoint %s detected as %s", path, file_format)
 
+    if state_dict_key is not None and file_format in ("torchscript", "safetensors"):
+        raise UsageError(f"{path} is a {file_format} file, which holds one set of weights under no key: leave the "
+                         "state dict key out", parameter="state_dict_key")
     if file_format == "torchscript":
         if factory is not None:
             logger.warning("%s is a TorchScript archive, which holds its own model: the factory is not used", path)
@@ -108,16 +129,13 @@ def load_model(
 
     if file_format == "safetensors":
         state_dict: Any = _load_safetensors(path)
-        kind = "safetensors"
+        kind, key = "safetensors", None
     else:
-        state_dict = _torch_load(path, unsafe_pickle)
+        state_dict, key = _checkpoint_weights(path, unsafe_pickle, state_dict_key)
         kind = "state_dict"
-
-    if isinstance(state_dict, torch.nn.Module):
+    if isinstance(state_dict, torch.nn.Module):  # a whole model (or {"model": <module>}) loaded unsafely
         return _pickled_module(state_dict, factory, source)
     state_dict = _extract_state_dict(state_dict, path)
-    if isinstance(state_dict, torch.nn.Module):  # e.g. {"model": <pickled module>} loaded unsafely
-        return _pickled_module(state_dict, factory, source)
 
     if factory is None:
         raise UsageError(
@@ -127,7 +145,7 @@ def load_model(
         )
     module = _build_model(factory, factory_kwargs)
     report = _load_into(module, state_dict, strict=strict, source=path)
-    return LoadedModel(module, kind, source, report, module.training)
+    return LoadedModel(module, kind, source, report, module.training, key)
 
 
 # --- the factory ---------------------------------------------------------------------------------
@@ -219,11 +237,16 @@ def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"cannot read safetensors file {path}: {one_line(exc)}") from None
 
 
-def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
+_RISK = "Unpickling runs code from the file, so a malicious checkpoint can execute arbitrary commands on this machine."
+_HINT = ("if you trust where this file came from, allow unpickling it (unsafe_pickle=True); "
+         "better, save model.state_dict() and give the model's factory")
+
+
+def _torch_load(path: Path, unsafe_pickle: bool) -> tuple[Any, bool]:
+    """The checkpoint's object, and whether classes in it were replaced by stand-ins (:mod:`gapcheck.model.pickled`):
+    weights-only, with the inert classes allowed; else with stand-ins; else unpickled (``unsafe_pickle``) or refused."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's own advice is replaced by ours below
-            return torch.load(path, map_location="cpu", weights_only=True)
+        return weights_only_load(path), False
     except pickle.UnpicklingError as exc:
         weights_only_error = exc
     except EOFError:
@@ -239,24 +262,27 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> Any:
         raise CheckpointError(
             f"cannot read checkpoint {path}: not a valid PyTorch pickle ({one_line(weights_only_error)})"
         )
-    hint = (
-        "if you trust where this file came from, allow unpickling it (unsafe_pickle=True); "
-        "better, save model.state_dict() and give the model's factory"
-    )
-    risk = "Unpickling runs code from the file, so a malicious checkpoint can execute arbitrary commands on this machine."
-    if not unsafe_pickle and globals_found:
+    if unsafe_pickle:
+        return _unsafe_load(path), False
+    refused = unsafe_globals(path, globals_found)
+    standing = load_with_stand_ins(path, refused) if refused else None
+    if standing is not None:
+        return standing, True
+    if globals_found:
         shown = ", ".join(globals_found[:5]) + (f" and {len(globals_found) - 5} more" if len(globals_found) > 5 else "")
         raise CheckpointError(
-            f"refusing to unpickle {path}: it holds pickled Python objects ({shown}), not just tensors — "
-            f"likely a whole model saved with torch.save(model). {risk}",
-            hint=hint, parameter="unsafe_pickle",
+            f"refusing to unpickle {path}: it holds pickled Python objects ({shown}) that the safe (weights-only) "
+            f"loader does not build ({_weights_only_reason(weights_only_error)}). {_RISK}",
+            hint=_HINT, parameter="unsafe_pickle",
         )
-    if not unsafe_pickle:
-        raise CheckpointError(
-            f"refusing to unpickle {path}: the safe (weights-only) loader rejected it "
-            f"({_weights_only_reason(weights_only_error)}). {risk}",
-            hint=hint, parameter="unsafe_pickle",
-        )
+    raise CheckpointError(
+        f"refusing to unpickle {path}: the safe (weights-only) loader rejected it "
+        f"({_weights_only_reason(weights_only_error)}). {_RISK}",
+        hint=_HINT, parameter="unsafe_pickle",
+    )
+
+
+def _unsafe_load(path: Path) -> Any:
     logger.warning(
         "unpickling %s with weights_only=False (unsafe_pickle): this runs code from the file; only do it for trusted files",
         path,
@@ -282,35 +308,116 @@ def _weights_only_reason(exc: BaseException) -> str:
         reason = after.split("\n\n", 1)[0].strip().split(". ", 1)[0]
         if reason:
             return reason
+    # torch >= 2.6: advice first, the fact in a paragraph of its own ("Trying to load unsupported GLOBAL posix.system
+    # whose module posix is blocked.", "Unsupported global: GLOBAL x.Y was not an allowed global by default.")
+    for paragraph in text.split("\n\n")[1:]:
+        if "GLOBAL" in paragraph or paragraph.strip().startswith(("Trying to", "Can only", "Unsupported")):
+            return " ".join(paragraph.split()).split(". ", 1)[0].rstrip(".")[:300]
     return one_line(exc)
 
 
 # --- matching keys -------------------------------------------------------------------------------
 
 
-def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any] | torch.nn.Module:
-    """The tensor mapping inside a checkpoint, descending into training-framework wrappers."""
+def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tuple[Any, str | None]:
+    """The weights in a torch.save checkpoint (a mapping, or a module unpickled with ``unsafe_pickle``) and the key
+    path they were found under ("state_dict", "model/state_dict"; None: the file's object itself)."""
+    raw, standing = _torch_load(path, unsafe_pickle)
+    trail = _weights_trail(raw, path, key)
+    weights = raw
+    for step in trail:
+        weights = weights[step]
+    if standing:
+        _check_stand_ins(raw, trail, path)
+    return weights, "/".join(str(step) for step in trail) or None
+
+
+def _weights_trail(obj: Any, path: Path, key: str | None) -> tuple[Any, ...]:
+    """The keys leading from the checkpoint's object to its weights: ``key`` when given (checked: it must be there),
+    then training-framework wrappers (e.g. {"model": {"state_dict": {...}}}), most specific first."""
+    trail: tuple[Any, ...] = ()
+    if key is not None:
+        obj = _chosen_key(obj, path, key)
+        trail = (key,)
+    for depth in range(4):
+        if not isinstance(obj, Mapping):
+            break
+        nested = next((k for k in NESTED_STATE_DICT_KEYS if isinstance(obj.get(k), _WEIGHT_HOLDERS)), None)
+        if nested is None:
+            break
+        if depth == 0 and key is None:
+            _say_choice(obj, nested, path)
+        trail, obj = (*trail, nested), obj[nested]
+    return trail
+
+
+def _chosen_key(obj: Any, path: Path, key: str) -> Any:
+    """The value under the top-level ``key`` the caller named; UsageError listing the keys there are otherwise."""
+    if not isinstance(obj, Mapping) or isinstance(obj, torch.nn.Module):
+        raise UsageError(f"{path} holds a {type(obj).__name__}, not a dict: it has no key {_shown_key(key)}",
+                         parameter="state_dict_key")
+    if key not in obj:
+        keys = [_shown_key(k) for k in obj]
+        raise UsageError(f"{path} has no key {_shown_key(key)}; its keys: {_name_list(keys) or 'none'}",
+                         parameter="state_dict_key")
+    if not isinstance(obj[key], _WEIGHT_HOLDERS):
+        raise UsageError(f"key {_shown_key(key)} of {path} holds a value of type {type(obj[key]).__name__}, not a "
+                         f"state dict; keys holding tensors: {_name_list(_weight_keys(obj)) or 'none'}",
+                         parameter="state_dict_key")
+    logger.info("using the weights under key %s of %s (as asked)", _shown_key(key), path)
+    return obj[key]
+
+
+def _say_choice(obj: Mapping[Any, Any], chosen: str, path: Path) -> None:
+    """Name the key the weights come from; a warning when the file holds other weights too (timm's state_dict_ema)."""
+    others = [name for name in _weight_keys(obj) if name != _shown_key(chosen)]
+    if others:
+        logger.warning("%s holds weights under %s and %s: using %s (choose another with the state dict key option)",
+                       path, _shown_key(chosen), _name_list(others), _shown_key(chosen))
+    else:
+        logger.info("using the weights under key %s of %s", _shown_key(chosen), path)
+
+
+def _weight_keys(obj: Mapping[Any, Any]) -> list[str]:
+    """Top-level keys whose value is a dict of tensors (or a module unpickled with unsafe_pickle): the weights a
+    checkpoint holds (a stand-in is not counted: what it was is unknown, Lightning's omegaconf hyper-parameters)."""
+    return [_shown_key(k) for k, v in obj.items() if isinstance(v, torch.nn.Module)
+            or (isinstance(v, Mapping) and any(isinstance(t, torch.Tensor) for t in v.values()))]
+
+
+def _check_stand_ins(raw: Any, trail: tuple[Any, ...], path: Path) -> None:
+    """Refuse a file whose weights are (or hold) objects replaced by stand-ins, naming them and where they are; name
+    the others (metadata beside the weights: hyper-parameters, a config object) in a warning and go on."""
+    found = stand_ins(raw)
+    inside = [(where, name) for where, name in found if where[: len(trail)] == trail]
+    under = f"under key {_shown_path(trail)}" if trail else "(the file's object itself)"
+    if any(where == trail for where, _ in inside):
+        name = next(name for where, name in inside if where == trail)
+        raise CheckpointError(f"refusing to unpickle {path}: the weights {under} are a pickled {name} object, not "
+                              f"tensors — likely a whole model saved with torch.save(model). {_RISK}",
+                              hint=_HINT, parameter="unsafe_pickle")
+    if inside:
+        raise CheckpointError(f"refusing to unpickle {path}: the weights {under} hold pickled objects the safe "
+                              f"(weights-only) loader does not build: {describe_stand_ins(inside, _shown_path)}. "
+                              f"{_RISK}", hint=_HINT, parameter="unsafe_pickle")
+    if found:
+        logger.warning("%s: not unpickled (classes the safe loader does not build, replaced by inert stand-ins; not "
+                       "part of the weights): %s", path, describe_stand_ins(found, _shown_path))
+
+
+def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any]:
+    """The tensor mapping the weights must be (checked: a dict of tensors under string keys)."""
     if isinstance(obj, torch.Tensor):
         raise CheckpointError(f"{path} holds a single tensor {tuple(obj.shape)}, not a state dict")
     if not isinstance(obj, Mapping):
         raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a state dict (expected a dict of tensors)")
-    for _ in range(4):  # e.g. {"model": {"state_dict": {...}}}
-        nested_key = next(
-            (key for key in NESTED_STATE_DICT_KEYS if isinstance(obj.get(key), (Mapping, torch.nn.Module))), None
-        )
-        if nested_key is None:
-            break
-        logger.debug("using the state dict nested under %r in %s", nested_key, path)
-        obj = obj[nested_key]
-        if isinstance(obj, torch.nn.Module):
-            return obj
     if not any(isinstance(value, torch.Tensor) for value in obj.values()):
-        keys = [str(key) for key in obj]
+        keys = [_shown_key(key) for key in obj]
         raise CheckpointError(
             f"{path} holds a dict without tensors (keys: {_name_list(keys) or 'none'}); expected a state dict, "
             f"possibly nested under one of {', '.join(repr(k) for k in NESTED_STATE_DICT_KEYS)}"
         )
-    bad_keys = [repr(key) for key in obj if not isinstance(key, str)]
+    bad_keys = [_shown_key(key) for key in obj if not isinstance(key, str)]
     if bad_keys:
         raise CheckpointError(f"{path}: state dict keys must be strings, found {_name_list(bad_keys)}")
     return obj
@@ -404,3 +511,16 @@ def _name_list(names: list[str] | tuple[str, ...]) -> str:
     shown = list(names[:_MAX_NAMES_IN_MESSAGE])
     more = len(names) - len(shown)
     return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+
+
+def _shown_key(key: Any) -> str:
+    """A key from the file, quoted, made harmless for a terminal (control and bidi characters escaped) and cut."""
+    text = key if isinstance(key, str) else repr(key)
+    if len(text) > _MAX_KEY_CHARS:
+        text = text[:_MAX_KEY_CHARS] + "..."
+    return repr(text) if text.isprintable() else ascii(text)
+
+
+def _shown_path(trail: tuple[Any, ...]) -> str:
+    """Keys and list positions from the file's object down to a value: ``'hyper_parameters'/'cfg'``, ``[0]``."""
+    return "/".join(f"[{step}]" if isinstance(step, int) else _shown_key(step) for step in trail)

@@ -1,0 +1,121 @@
+"""What a checkpoint holds besides tensors, read without running code from it.
+
+Training scripts save more than weights: timm's ``train.py`` stores its ``args`` (an ``argparse.Namespace``),
+Lightning its ``hyper_parameters`` (whatever the model's ``__init__`` was given: a ``pathlib.Path``, an omegaconf
+``DictConfig``...). ``torch.load(weights_only=True)`` refuses every class it does not know, so such a file was
+refused as a whole although its weights are plain tensors. Two steps make them load, neither runs the file's code:
+
+- :data:`INERT_GLOBALS` are classes allowed to be built (see the comment there for why each is safe);
+- every other class the file names is replaced by a :class:`StandIn`: torch's weights-only unpickler builds our
+  inert class instead (``torch.serialization.safe_globals`` with ``(class, "module.Name")`` pairs), so the name is
+  never imported and nothing it defines runs. The loader then checks where stand-ins ended up
+  (:func:`stand_ins`): inside the weights (or as the whole file: a pickled model) the file is refused naming them;
+  elsewhere (metadata gapcheck never reads) they are named in a warning and the weights are used.
+
+torch still refuses what no allowlist can change (its blocked modules ``os``, ``sys``...; opcodes it does not
+support); the loader then refuses the file as before.
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# argparse.Namespace is an attribute bag (CPython's Lib/argparse.py: `class Namespace(_AttributeHolder)` defines only
+# __init__(**kwargs) -> setattr, __eq__ and __contains__; _AttributeHolder adds __repr__ and two getters). Protocol 2+
+# pickles it as NEWOBJ(Namespace, ()) + BUILD(state). For an allowlisted class torch's weights-only unpickler
+# (torch/_weights_only_unpickler.py) runs: NEWOBJ -> cls.__new__(cls, *args) (object.__new__; __init__ is not called);
+# REDUCE -> Namespace(*args), whose __init__ takes keywords only (positional args raise TypeError); BUILD -> the
+# instance's __setstate__ if it has one (Namespace has none, nor has object: Python 3.11 added only __getstate__),
+# else inst.__dict__.update(state), a plain dict update (an entry named like a special method lands in the instance
+# dict, which Python never consults for special methods), and setattr for a (state, slots) pair: Namespace has no
+# properties or slots, so that writes the instance dict too (only `__class__` is special, and accepts nothing but a
+# layout-compatible class the same unpickler already allowed). Every value set is built by that same restricted
+# unpickler. So a Namespace read from a file runs no code beyond setting attributes.
+INERT_GLOBALS: tuple[type, ...] = (argparse.Namespace,)
+_MAX_WALK = 2_000_000  # containers and values visited when looking for stand-ins (a checkpoint has thousands)
+_MAX_SHOWN = 8
+
+
+class StandIn:
+    """An object of a class the file names but gapcheck does not build: it keeps nothing and runs nothing."""
+
+    pickled_name = "?"  # the module.Name the file gave, set on each per-name subclass
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> StandIn:  # NEWOBJ: cls.__new__(cls, *args)
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # REDUCE: cls(*args)
+        pass
+
+    def __setstate__(self, state: Any) -> None:  # BUILD: the state is dropped, never applied
+        pass
+
+
+def _stand_in_class(name: str) -> type[StandIn]:
+    return type("StandIn", (StandIn,), {"pickled_name": name, "__module__": __name__})
+
+
+def weights_only_load(source: Path) -> Any:
+    """``torch.load(weights_only=True)`` with :data:`INERT_GLOBALS` allowed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own advice is replaced by the loader's messages
+        with torch.serialization.safe_globals(list(INERT_GLOBALS)):
+            return torch.load(source, map_location="cpu", weights_only=True)
+
+
+def load_with_stand_ins(source: Path, names: Iterable[str]) -> Any | None:
+    """The checkpoint loaded weights-only with each class in ``names`` replaced by a :class:`StandIn`; None when
+    torch refuses it even so (a blocked module, an unsupported opcode, a stand-in used as a dict or list)."""
+    allowed: list[Any] = [*INERT_GLOBALS, *((_stand_in_class(name), name) for name in sorted(set(names)))]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.serialization.safe_globals(allowed):
+                return torch.load(source, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, TypeError, AttributeError, ValueError, RuntimeError):
+        return None
+
+
+def unsafe_globals(source: Path, scanned: list[str]) -> list[str]:
+    """The classes/functions in the file torch's weights-only loader does not allow (torch's own scan of a zip
+    checkpoint; ``scanned``, gapcheck's opcode scan, for the legacy format it cannot read)."""
+    try:
+        found = torch.serialization.get_unsafe_globals_in_checkpoint(source)
+    except Exception:  # noqa: BLE001 - legacy (non-zip) files, torch versions without it
+        return scanned
+    return [name for name in found if name not in {f"{c.__module__}.{c.__qualname__}" for c in INERT_GLOBALS}]
+
+
+def stand_ins(obj: Any) -> list[tuple[tuple[Any, ...], str]]:
+    """Where stand-ins are inside ``obj``: (the path of keys/indices, the class name the file gave), in file order."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    seen: set[int] = set()
+    todo: list[tuple[tuple[Any, ...], Any]] = [((), obj)]
+    while todo and len(seen) < _MAX_WALK:
+        where, value = todo.pop()
+        if isinstance(value, StandIn) or (isinstance(value, type) and issubclass(value, StandIn)):
+            found.append((where, value.pickled_name))
+            continue
+        if id(value) in seen or isinstance(value, (torch.Tensor, str, bytes, int, float)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, Mapping):
+            todo.extend(reversed([((*where, k), v) for k, v in value.items()]))
+        elif isinstance(value, (list, tuple)):
+            todo.extend(reversed([((*where, i), v) for i, v in enumerate(value)]))
+        elif isinstance(value, argparse.Namespace):
+            todo.extend(reversed([((*where, k), v) for k, v in vars(value).items()]))
+    return found
+
+
+def describe_stand_ins(found: list[tuple[tuple[Any, ...], str]], show_path: Callable[[tuple[Any, ...]], str]) -> str:
+    """``where (module.Name), ...`` for the first few, with a count of the rest."""
+    shown = [f"{show_path(where) or 'the file itself'} ({name})" for where, name in found[:_MAX_SHOWN]]
+    more = len(found) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
