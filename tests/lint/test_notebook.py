@@ -44,12 +44,16 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_planted_leak_found_in_its_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = notebook(tmp_path / "leak.ipynb", *LEAK)
+def assert_leak(capsys: pytest.CaptureFixture[str], path: Path, at: str, split: str) -> None:
+    """The first line reports GC101's fit on 'X' at ``at`` (``cell N:line L``) before its split at ``split``."""
     code, out, _ = run(capsys, str(path))
     assert code == 1
-    assert out.splitlines()[0] == (f"{path}:cell 4:line 3: GC101 fit_transform on 'X' before it is split "
-                                   "(cell 4:line 5): the statistics include validation/test rows")
+    assert out.splitlines()[0] == (f"{path}:{at}: GC101 fit_transform on 'X' before it is split "
+                                   f"({split}): the statistics include validation/test rows")
+
+
+def test_planted_leak_found_in_its_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_leak(capsys, notebook(tmp_path / "leak.ipynb", *LEAK), "cell 4:line 3", "cell 4:line 5")
 
 
 def test_json_and_sarif_point_at_the_line_of_the_ipynb_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,11 +101,7 @@ TIMED_LEAK = (cell("import numpy as np\nfrom sklearn.preprocessing import Standa
 
 
 def test_a_python_cell_magic_is_linted_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = notebook(tmp_path / "leak_time.ipynb", *TIMED_LEAK)
-    code, out, _ = run(capsys, str(path))
-    assert code == 1
-    assert out.splitlines()[0] == (f"{path}:cell 2:line 3: GC101 fit_transform on 'X' before it is split "
-                                   "(cell 3:line 1): the statistics include validation/test rows")
+    assert_leak(capsys, notebook(tmp_path / "leak_time.ipynb", *TIMED_LEAK), "cell 2:line 3", "cell 3:line 1")
     # the correct twin, fit on the training rows inside %%capture after a !pip line, stays quiet
     fixed = notebook(tmp_path / "ok_time.ipynb", TIMED_LEAK[0],
                      cell("%%capture\n!pip install -q scikit-learn\n"
@@ -120,8 +120,7 @@ def test_percent_and_bang_inside_brackets_or_strings_are_python(tmp_path: Path,
     path = notebook(tmp_path / "mod.ipynb", TIMED_LEAK[0],
                     cell("!pip install -q seaborn\nn, k = len(X), 7\nrows = (n\n        % k)\n"
                          "X_scaled = StandardScaler().fit_transform(X)", 2), TIMED_LEAK[2])
-    code, out, _ = run(capsys, str(path))
-    assert code == 1 and out.startswith(f"{path}:cell 2:line 5: GC101")
+    assert_leak(capsys, path, "cell 2:line 5", "cell 3:line 1")
 
 
 def test_cells_run_in_execution_order(tmp_path: Path) -> None:
