@@ -1,0 +1,46 @@
+"""A cron's nights (issue 23 item 14): the first night after a record verifies the golden bundle in full and stamps
+it; the next nights take the stamp instead of hashing the very same files again; a bundle changed since is verified
+in full again and refused (exit 2), whatever a stamp said."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gapcheck.cli.app import main
+from gapcheck.golden import load_bundle
+from gapcheck.golden.manifest import INPUTS_FILE
+from gapcheck.golden.stamps import Stamps
+from tests.nightly.fake_triton import FakeTriton
+
+
+def _night(bundle: Path, tmp_path: Path, url: str, name: str) -> tuple[int, dict]:
+    report = tmp_path / f"{name}.json"
+    code = main(["nightly", "--golden", str(bundle), "--history", str(tmp_path / "h.sqlite"), "--no-audit",
+                 "--retries", "0", "--endpoint", f"prod={url}", "--json", str(report)])
+    return code, json.loads(report.read_text()) if report.exists() else {}
+
+
+def test_nights_after_the_first_take_the_stamp_and_a_changed_bundle_is_refused(
+        tiny_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = tmp_path / "golden"
+    shutil.copytree(tiny_golden, bundle)
+    # the copy was written a moment ago: the default 2 s window would (rightly) not stamp it yet
+    monkeypatch.setattr(Stamps, "default", classmethod(lambda cls: cls(tmp_path / "verified", racy_ns=0)))
+    with FakeTriton(load_bundle(bundle), "ok") as fake:
+        first_code, first = _night(bundle, tmp_path, fake.url, "first")
+        second_code, second = _night(bundle, tmp_path, fake.url, "second")
+        assert (first_code, second_code) == (0, 0), (first, second)
+        assert (first["golden"]["verified_by"], second["golden"]["verified_by"]) == ("sha256", "stamp")
+        # the same requests, digests and verdict either way
+        assert first["endpoints"][0]["requests"]
+        assert [r["input_sha256"] for r in first["endpoints"][0]["requests"]] == \
+               [r["input_sha256"] for r in second["endpoints"][0]["requests"]]
+        inputs = bundle / INPUTS_FILE
+        data = bytearray(inputs.read_bytes())
+        data[-1] ^= 1
+        inputs.write_bytes(bytes(data))
+        code, _ = _night(bundle, tmp_path, fake.url, "tampered")
+    assert code == 2
