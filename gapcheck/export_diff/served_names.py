@@ -15,14 +15,10 @@ from typing import Any
 from gapcheck.codes.export_diff import SERVED_OUTPUT_NAMES
 from gapcheck.errors import UsageError
 from gapcheck.findings import Finding, Subject
+from gapcheck.triton.names import compatible_shape
 
 _NAME_MISMATCH = "triton_name_mismatch"
 _AUDIT_PAIRING = "triton_served_names"  # the audit's own note of the pairing: this module's warning replaces it
-
-
-def _compatible(onnx_shape: Sequence[int | None], served_shape: Sequence[int | None]) -> bool:
-    return len(onnx_shape) == len(served_shape) and all(
-        a is None or b is None or a == b for a, b in zip(onnx_shape, served_shape, strict=True))
 
 
 def _pairing(onnx_outputs: Sequence[Any], served: Sequence[Any], output_map: Mapping[str, str]) -> dict[str, str]:
@@ -72,7 +68,7 @@ def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None,
     by_name = {t.name: t for t in served}
     for o in onnx_outputs:
         t = by_name[pairs[o.name]]
-        if not _same_type(o.data_type, t.data_type, fp16) or not _compatible(o.shape, t.shape):
+        if not _same_type(o.data_type, t.data_type, fp16) or not compatible_shape(o.shape, t.shape):
             return findings, {}  # a real mismatch: the audit's findings stand
     kept = [f for f in findings if not (f.code in (_NAME_MISMATCH, _AUDIT_PAIRING)
                                         and str(f.subject.output or "").startswith("output "))]

@@ -14,7 +14,6 @@ are compared sample by sample with the bundle's tolerances and :func:`gapcheck.c
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,7 +33,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.endpoint import RequestRejectedError
-from gapcheck.triton.url import redact
+from gapcheck.triton.url import clean_text, redact
 
 if TYPE_CHECKING:
     from gapcheck.compare import Tolerance
@@ -471,6 +470,7 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
     """The deployment audit, given what readiness read (``facts``: not asked again). ``fp16``: the deployment declares
     FP16 (said once by :func:`served_precision`): FP16 declared where the export has FP32 is not a gap."""
     from gapcheck.codes.nightly import AUDIT_LIMITED
+    from gapcheck.codes.triton import SERVED_NAMES
     from gapcheck.export_diff.served_precision import widened
     from gapcheck.triton.audit import ModelRead, audit_deployment
 
@@ -491,14 +491,9 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
-    # The audit's own codes keep their meaning; the subject says which endpoint they are about.
-    findings = [f for f in result.findings if not (fp16 and widened(f))]
-    if spec.output_map:  # the renamed outputs are paired as mapped, not reported as a name mismatch
-        from gapcheck.export_diff.served_names import served_output_names
-
-        # a mapped name this endpoint does not serve: the comparison reports the output as missing
-        with contextlib.suppress(UsageError):
-            findings, _ = served_output_names(result, spec.output_map, fp16=fp16, findings=findings)
+    # The audit's own codes keep their meaning; the subject says which endpoint they are about. The audit pairs
+    # renamed tensors as paired_names did before the first request, which already said how (not twice).
+    findings = [f for f in result.findings if not (fp16 and widened(f)) and f.code != SERVED_NAMES.code]
     return [Finding(f.code, f.severity, f.message, f.where, dict(f.evidence),
                     Subject(**{**f.subject.as_dict(), "endpoint": spec.name})) for f in findings]
 
@@ -507,11 +502,14 @@ _TRITON_TYPES_OF = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "
                     "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL"}
 
 
-def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts: ServedFacts) -> EndpointSpec:
+def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts: ServedFacts,
+                 findings: list[Finding]) -> EndpointSpec:
     """``spec`` with the names the deployment serves the golden inputs and outputs under, from what readiness read:
     the user's maps first, then :func:`gapcheck.triton.names.pair_tensors` (one tensor left on each side, outputs by
-    position, inputs each fitting only one). What cannot be paired is sent/asked under the golden name: the server's
-    answer (a rejected request) or the missing output is the finding."""
+    position, inputs each fitting only one); each renaming is a ``triton_served_names`` info in ``findings``. What
+    cannot be paired is sent/asked under the golden name: the server's answer (a rejected request) or the missing
+    output is the finding."""
+    from gapcheck.codes.triton import SERVED_NAMES
     from gapcheck.triton.audit import served_model
     from gapcheck.triton.names import pair_tensors
 
@@ -524,6 +522,13 @@ def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts
     inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map, strict=False)
     outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map, strict=False)
     input_map, output_map = {**inputs.renamed, **spec.input_map}, {**outputs.renamed, **spec.output_map}
+    for kind, pairing in (("input", inputs), ("output", outputs)):
+        if pairing.renamed:
+            shown = ", ".join(f"{g}={s}" for g, s in pairing.renamed.items())
+            findings.append(SERVED_NAMES.finding(
+                f"{spec.name} names its {kind}s its own way; paired {pairing.how}: {clean_text(shown, 300)} "
+                "(golden=served)", subject=Subject(endpoint=spec.name, output=f"{kind} names"),
+                evidence={"pairs": pairing.renamed, "how": pairing.how}))
     if input_map == spec.input_map and output_map == spec.output_map:
         return spec
     return dataclasses.replace(spec, input_map=input_map, output_map=output_map)
@@ -532,7 +537,6 @@ def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts
 def _rejected(spec: EndpointSpec, exc: RequestRejectedError) -> Finding:
     """The server's "your request is wrong" as a deployment gap, in its own words (one line, secrets redacted)."""
     from gapcheck.codes.nightly import REQUEST_REJECTED
-    from gapcheck.triton.url import clean_text
 
     reason = clean_text(redact(exc.reason, tuple(v for v in spec.headers.values() if v)), 300)
     sent = ", ".join(f"{g}={s}" for g, s in spec.input_map.items())
@@ -585,7 +589,7 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         endpoint = cast(DeadlineEndpoint, bounded.resolve())
         spare.append(_connect(endpoint))
         facts = _served_facts(spec, spare[0], findings)
-        asked, spec = spec, paired_names(spec, bundle, facts)  # the deployment's own tensor names, when it has them
+        asked, spec = spec, paired_names(spec, bundle, facts, findings)  # the deployment's own names, if it has them
         served = (facts.version, facts.config_hash, facts.max_batch_size)
         declared = served_precision(spec, bundle, facts)  # FP16 declared: inputs sent as FP16, FP16 budgets
         findings.extend(declared.findings)
