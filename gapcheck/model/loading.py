@@ -27,9 +27,9 @@ from gapcheck.model.factory import condense_exception, resolve_callable
 from gapcheck.model.pickle_scan import pickled_globals
 from gapcheck.model.pickled import (
     StandIn,
+    StandInLoad,
     describe_stand_ins,
     load_with_stand_ins,
-    stand_ins,
     unsafe_globals,
     weights_only_load,
 )
@@ -242,11 +242,11 @@ _HINT = ("if you trust where this file came from, allow unpickling it (unsafe_pi
          "better, save model.state_dict() and give the model's factory")
 
 
-def _torch_load(path: Path, unsafe_pickle: bool) -> tuple[Any, bool]:
+def _torch_load(path: Path, unsafe_pickle: bool) -> tuple[Any, StandInLoad | None]:
     """The checkpoint's object, and whether classes in it were replaced by stand-ins (:mod:`gapcheck.model.pickled`):
     weights-only, with the inert classes allowed; else with stand-ins; else unpickled (``unsafe_pickle``) or refused."""
     try:
-        return weights_only_load(path), False
+        return weights_only_load(path), None
     except pickle.UnpicklingError as exc:
         weights_only_error = exc
     except EOFError:
@@ -263,11 +263,11 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> tuple[Any, bool]:
             f"cannot read checkpoint {path}: not a valid PyTorch pickle ({one_line(weights_only_error)})"
         )
     if unsafe_pickle:
-        return _unsafe_load(path), False
+        return _unsafe_load(path), None
     refused = unsafe_globals(path, globals_found)
     standing = load_with_stand_ins(path, refused) if refused else None
     if standing is not None:
-        return standing, True
+        return standing.obj, standing
     if globals_found:
         shown = ", ".join(globals_found[:5]) + (f" and {len(globals_found) - 5} more" if len(globals_found) > 5 else "")
         raise CheckpointError(
@@ -327,8 +327,8 @@ def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tup
     weights = raw
     for step in trail:
         weights = weights[step]
-    if standing:
-        _check_stand_ins(raw, trail, path)
+    if standing is not None:
+        _check_stand_ins(standing, trail, path)
     return weights, "/".join(str(step) for step in trail) or None
 
 
@@ -385,24 +385,25 @@ def _weight_keys(obj: Mapping[Any, Any]) -> list[str]:
             or (isinstance(v, Mapping) and any(isinstance(t, torch.Tensor) for t in v.values()))]
 
 
-def _check_stand_ins(raw: Any, trail: tuple[Any, ...], path: Path) -> None:
+def _check_stand_ins(standing: StandInLoad, trail: tuple[Any, ...], path: Path) -> None:
     """Refuse a file whose weights are (or hold) objects replaced by stand-ins, naming them and where they are; name
-    the others (metadata beside the weights: hyper-parameters, a config object) in a warning and go on."""
-    found = stand_ins(raw)
-    inside = [(where, name) for where, name in found if where[: len(trail)] == trail]
+    the others (metadata beside the weights: hyper-parameters, a config object) in a warning and go on. A dict or
+    list stand-in holding the weights is no reason to refuse: its items are what torch's unpickler built."""
+    found = standing.found()
+    inside = [f for f in found if f.where[: len(trail)] == trail and not f.container]
     under = f"under key {_shown_path(trail)}" if trail else "(the file's object itself)"
-    if any(where == trail for where, _ in inside):
-        name = next(name for where, name in inside if where == trail)
-        raise CheckpointError(f"refusing to unpickle {path}: the weights {under} are a pickled {name} object, not "
-                              f"tensors — likely a whole model saved with torch.save(model). {_RISK}",
+    whole = next((f for f in inside if f.where == trail), None)
+    if whole is not None:
+        raise CheckpointError(f"refusing to unpickle {path}: the weights {under} are a pickled {whole.name} object, "
+                              f"not tensors — likely a whole model saved with torch.save(model). {_RISK}",
                               hint=_HINT, parameter="unsafe_pickle")
     if inside:
         raise CheckpointError(f"refusing to unpickle {path}: the weights {under} hold pickled objects the safe "
                               f"(weights-only) loader does not build: {describe_stand_ins(inside, _shown_path)}. "
                               f"{_RISK}", hint=_HINT, parameter="unsafe_pickle")
     if found:
-        logger.warning("%s: not unpickled (classes the safe loader does not build, replaced by inert stand-ins; not "
-                       "part of the weights): %s", path, describe_stand_ins(found, _shown_path))
+        logger.warning("%s: classes the safe loader does not build were not unpickled (inert stand-ins took their "
+                       "place; the weights are plain tensors): %s", path, describe_stand_ins(found, _shown_path))
 
 
 def _extract_state_dict(obj: Any, path: Path) -> Mapping[str, Any]:

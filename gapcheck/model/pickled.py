@@ -6,11 +6,13 @@ Lightning its ``hyper_parameters`` (whatever the model's ``__init__`` was given:
 refused as a whole although its weights are plain tensors. Two steps make them load, neither runs the file's code:
 
 - :data:`INERT_GLOBALS` are classes allowed to be built (see the comment there for why each is safe);
-- every other class the file names is replaced by a :class:`StandIn`: torch's weights-only unpickler builds our
-  inert class instead (``torch.serialization.safe_globals`` with ``(class, "module.Name")`` pairs), so the name is
-  never imported and nothing it defines runs. The loader then checks where stand-ins ended up
-  (:func:`stand_ins`): inside the weights (or as the whole file: a pickled model) the file is refused naming them;
-  elsewhere (metadata gapcheck never reads) they are named in a warning and the weights are used.
+- every other class the file names is replaced by a stand-in: torch's weights-only unpickler builds our inert
+  :class:`StandIn` instead (``torch.serialization.safe_globals`` with ``(class, "module.Name")`` pairs), so the name
+  is never imported and nothing it defines runs. A class the file fills like a dict or a list (Lightning's
+  ``AttributeDict``, an ``EasyDict`` config) is read as a plain OrderedDict or list instead: torch fills no other
+  type, and says so, naming our class, so a second load knows. The loader then checks where stand-ins ended up
+  (:func:`stand_ins`): an object stand-in that is the weights (a pickled model) or inside them is refused, named
+  with its key; the others (metadata gapcheck never reads) are named in a warning and the weights are used.
 
 torch still refuses what no allowlist can change (its blocked modules ``os``, ``sys``...; opcodes it does not
 support); the loader then refuses the file as before.
@@ -19,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import re
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,8 @@ import torch
 INERT_GLOBALS: tuple[type, ...] = (argparse.Namespace,)
 _MAX_WALK = 2_000_000  # containers and values visited when looking for stand-ins (a checkpoint has thousands)
 _MAX_SHOWN = 8
+_MAX_NAME = 200  # characters of a class name from the file shown in a message
+_MAX_TRIES = 8  # loads of one file while learning which classes it uses as dicts or lists
 
 
 class StandIn:
@@ -57,10 +64,6 @@ class StandIn:
         pass
 
 
-def _stand_in_class(name: str) -> type[StandIn]:
-    return type("StandIn", (StandIn,), {"pickled_name": name, "__module__": __name__})
-
-
 def weights_only_load(source: Path) -> Any:
     """``torch.load(weights_only=True)`` with :data:`INERT_GLOBALS` allowed."""
     with warnings.catch_warnings():
@@ -69,17 +72,67 @@ def weights_only_load(source: Path) -> Any:
             return torch.load(source, map_location="cpu", weights_only=True)
 
 
-def load_with_stand_ins(source: Path, names: Iterable[str]) -> Any | None:
-    """The checkpoint loaded weights-only with each class in ``names`` replaced by a :class:`StandIn`; None when
-    torch refuses it even so (a blocked module, an unsupported opcode, a stand-in used as a dict or list)."""
-    allowed: list[Any] = [*INERT_GLOBALS, *((_stand_in_class(name), name) for name in sorted(set(names)))]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with torch.serialization.safe_globals(allowed):
-                return torch.load(source, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, TypeError, AttributeError, ValueError, RuntimeError):
-        return None
+@dataclass(frozen=True)
+class Found:
+    """A stand-in in a loaded checkpoint: where (keys and list positions), the class the file named, and whether it
+    was read as a plain dict or list (a container: its items are what torch's unpickler built, its class is not)."""
+
+    where: tuple[Any, ...]
+    name: str
+    container: bool
+
+
+@dataclass(frozen=True)
+class StandInLoad:
+    """A checkpoint loaded with stand-ins; ``containers`` keeps every dict/list stand-in alive, known by its id."""
+
+    obj: Any
+    containers: dict[int, tuple[Any, str]]
+
+    def found(self) -> list[Found]:
+        return stand_ins(self.obj, self.containers)
+
+
+def _stand_in_class(index: int, name: str, mode: str, made: dict[int, tuple[Any, str]]) -> type[StandIn]:
+    """The class the file's ``name`` resolves to. torch fills only exact dicts and lists (SETITEMS/APPENDS) and
+    BUILDs an OrderedDict's ``__dict__``: a class the file treats as one ("dict", "list": an AttributeDict, an
+    EasyDict) is read as an OrderedDict or list, remembered in ``made``; any other is a :class:`StandIn`."""
+    attributes: dict[str, Any] = {"pickled_name": name, "__module__": __name__}
+    if mode != "object":
+        def make(cls: type, *args: Any, **kwargs: Any) -> Any:  # not an instance of cls: __init__ is not called
+            container: Any = OrderedDict() if mode == "dict" else []
+            made[id(container)] = (container, name)
+            return container
+        attributes["__new__"] = make
+    return type(f"StandIn{index}", (StandIn,), attributes)
+
+
+# what torch says when a stand-in is used as a dict or a list (torch/_weights_only_unpickler.py)
+_CONTAINER_USE = re.compile(r"Can only (SETITEMS?|append|extend)\b[^<]*<class '[\w.]*\.StandIn(\d+)'>")
+
+
+def load_with_stand_ins(source: Path, names: Iterable[str]) -> StandInLoad | None:
+    """The checkpoint loaded weights-only with each class in ``names`` replaced by a stand-in; None when torch
+    refuses it even so (a blocked module, an unsupported opcode, a stand-in BUILT with a state it cannot take)."""
+    ordered = sorted(set(names))
+    modes = dict.fromkeys(ordered, "object")
+    for _ in range(_MAX_TRIES):  # each try may learn that one more class is a dict or a list
+        made: dict[int, tuple[Any, str]] = {}
+        allowed: list[Any] = [*INERT_GLOBALS,
+                              *((_stand_in_class(i, n, modes[n], made), n) for i, n in enumerate(ordered))]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with torch.serialization.safe_globals(allowed):
+                    return StandInLoad(torch.load(source, map_location="cpu", weights_only=True), made)
+        except pickle.UnpicklingError as exc:
+            used = _CONTAINER_USE.search(str(exc))
+            if used is None or modes[ordered[int(used.group(2))]] != "object":
+                return None
+            modes[ordered[int(used.group(2))]] = "dict" if used.group(1).startswith("SETITEM") else "list"
+        except (TypeError, AttributeError, ValueError, RuntimeError, IndexError):
+            return None
+    return None
 
 
 def unsafe_globals(source: Path, scanned: list[str]) -> list[str]:
@@ -92,19 +145,22 @@ def unsafe_globals(source: Path, scanned: list[str]) -> list[str]:
     return [name for name in found if name not in {f"{c.__module__}.{c.__qualname__}" for c in INERT_GLOBALS}]
 
 
-def stand_ins(obj: Any) -> list[tuple[tuple[Any, ...], str]]:
-    """Where stand-ins are inside ``obj``: (the path of keys/indices, the class name the file gave), in file order."""
-    found: list[tuple[tuple[Any, ...], str]] = []
+def stand_ins(obj: Any, containers: dict[int, tuple[Any, str]]) -> list[Found]:
+    """Where stand-ins are inside ``obj``, in file order; a dict/list stand-in is named and its items searched too."""
+    found: list[Found] = []
     seen: set[int] = set()
     todo: list[tuple[tuple[Any, ...], Any]] = [((), obj)]
     while todo and len(seen) < _MAX_WALK:
         where, value = todo.pop()
         if isinstance(value, StandIn) or (isinstance(value, type) and issubclass(value, StandIn)):
-            found.append((where, value.pickled_name))
+            found.append(Found(where, value.pickled_name, False))
             continue
         if id(value) in seen or isinstance(value, (torch.Tensor, str, bytes, int, float)):
             continue
         seen.add(id(value))
+        made = containers.get(id(value))
+        if made is not None and made[0] is value:
+            found.append(Found(where, made[1], True))
         if isinstance(value, Mapping):
             todo.extend(reversed([((*where, k), v) for k, v in value.items()]))
         elif isinstance(value, (list, tuple)):
@@ -114,8 +170,9 @@ def stand_ins(obj: Any) -> list[tuple[tuple[Any, ...], str]]:
     return found
 
 
-def describe_stand_ins(found: list[tuple[tuple[Any, ...], str]], show_path: Callable[[tuple[Any, ...]], str]) -> str:
-    """``where (module.Name), ...`` for the first few, with a count of the rest."""
-    shown = [f"{show_path(where) or 'the file itself'} ({name})" for where, name in found[:_MAX_SHOWN]]
+def describe_stand_ins(found: list[Found], show_path: Callable[[tuple[Any, ...]], str]) -> str:
+    """``where (module.Name), ...`` for the first few, with a count of the rest (names from the file are cut)."""
+    shown = [f"{show_path(f.where) or 'the file itself'} ({f.name[:_MAX_NAME]}"
+             f"{', read as a plain dict or list' if f.container else ''})" for f in found[:_MAX_SHOWN]]
     more = len(found) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")

@@ -6,6 +6,7 @@ import argparse
 import logging
 import pathlib
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -138,6 +139,35 @@ def test_unknown_class_beside_the_weights_is_named_and_never_run(tmp_path, caplo
     assert TRIPPED == []  # the file's class was replaced, not built
     assert_weights(loaded.module, linear.state_dict())
     assert f"'hyper_parameters'/'cfg' ({__name__}.Tripwire)" in caplog.text
+
+
+class TripwireDict(dict):
+    """A config class filled like a dict (EasyDict, Lightning's AttributeDict): unpickling it for real calls its
+    __setitem__."""
+
+    def __setitem__(self, key, value):
+        TRIPPED.append("setitem")
+        super().__setitem__(key, value)
+
+
+def test_dict_subclasses_and_numpy_values_read_without_their_classes(tmp_path, caplog):
+    from lightning.fabric.utilities.data import AttributeDict
+
+    linear = nn.Linear(2, 3)
+    config = TripwireDict()
+    dict.__setitem__(config, "sizes", [1, 2])
+    top = TripwireDict()  # the weights inside a dict subclass: its items are plain tensors, so they load
+    dict.update(top, {"state_dict": linear.state_dict(), "cfg": config, "opt": AttributeDict(lr=0.1),
+                      "best": np.float64(0.5), "seen": np.arange(3)})
+    torch.save(top, tmp_path / "c.pt")
+    TRIPPED.clear()
+    with caplog.at_level(logging.WARNING, logger="gapcheck.model.loading"):
+        loaded = load_model(tmp_path / "c.pt", lambda: nn.Linear(2, 3))
+    assert TRIPPED == [] and loaded.state_dict_key == "state_dict"
+    assert_weights(loaded.module, linear.state_dict())
+    for named in (f"'cfg' ({__name__}.TripwireDict, read as a plain dict or list)",
+                  "'opt' (lightning.fabric.utilities.data.AttributeDict, read as", "'best' (numpy", "'seen' (numpy"):
+        assert named in caplog.text
 
 
 def test_unknown_class_inside_the_weights_is_refused_naming_where(tmp_path):
