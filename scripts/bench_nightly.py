@@ -14,6 +14,10 @@ ONNX Runtime; the bundled server has no onnxruntime backend), and, interleaved r
   (``safetensors.numpy.load_file``, no hash): what a bare client that has to read the same sample files
   costs. The target is judged against ``bare``; the ratio to this one is printed beside it.
 
+The nightly rows take the bundle's verification stamp as a cron's nights after the first do (the warm-up night
+verified every file and stamped them: :mod:`gapcheck.golden.stamps`); one more row runs each round's night with the
+stamps off (every file and sample hashed, as the first night after a record does).
+
 A third nightly row leaves out only the opening of the bundle before any endpoint work (the manifest check,
 opening and sizing the files; ``run_nightly`` reads, parses and hashes them on a thread beside the first
 endpoint's readiness and requests): lock, readiness, audit, inference, comparison, history and status stay in.
@@ -160,6 +164,20 @@ def _against_night(against: Against, cpu: dict[str, list[float]]) -> float:
     return seconds
 
 
+def _hashing_night(work: Path, spec, in_flight: int) -> float:
+    """One night with the verification stamps off: every file and sample hashed, as on the first night."""
+    os.environ["GAPCHECK_VERIFY_STAMPS"] = "0"
+    try:
+        tick = time.perf_counter()
+        run_nightly(NightlyRequest(golden=work / "golden", endpoints=(spec,), history=work / "full.sqlite",
+                                   max_in_flight=in_flight))
+        seconds = time.perf_counter() - tick
+    finally:
+        del os.environ["GAPCHECK_VERIFY_STAMPS"]
+    wait_for_closes()
+    return seconds
+
+
 def endpoint_with_verification(golden: Path, spec, in_flight: int, pipelined_first: bool) -> tuple[float, float]:
     """Seconds of verify-then-check and of the pipelined check (open_bundle), in the order given."""
     def sequential() -> float:
@@ -212,6 +230,8 @@ def main() -> None:
                         help="also time run_nightly as git ref REF has it, in a child process ('.': the working tree)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
+    # the nights' verification stamps (gapcheck.golden.stamps) live beside this export cache, not in the user's
+    os.environ["GAPCHECK_CACHE_DIR"] = str(work / "export-cache")
     records = {}
     for label, out in (("cold", work / "golden"), ("warm", work / "golden-again")):  # same model, same cache folder
         tick = time.perf_counter()
@@ -255,6 +275,7 @@ def main() -> None:
             cpu["nightly"].append(time.process_time() - tock)
             wait_for_closes()  # the history's WAL checkpoint runs behind run_nightly: timed apart, never overlapped
             closed_s = time.perf_counter() - tick
+            full_s = _hashing_night(work, spec, args.in_flight)
             assert result.endpoints[0].status.value == "pass", result.headline
             phase_s = result.endpoints[0].outcome.seconds["inference"]
             if round_ % 2 == 1:
@@ -271,7 +292,8 @@ def main() -> None:
             served_s = nightly_s - opened_s
             sequential_s, pipelined_s = endpoint_with_verification(work / "golden", spec, args.in_flight,
                                                                    pipelined_first=round_ % 2 == 0)
-            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s, *against_s))
+            rows.append((nightly_s, phase_s, bare_s, served_s, sequential_s, pipelined_s, closed_s, read_s, full_s,
+                         *against_s))
             ep = result.endpoints[0].outcome.seconds
             fixed.append({"open bundle (manifest, files opened and sized; reads, parse, hashes beside the endpoint)":
                           opened_s,
@@ -304,7 +326,9 @@ def main() -> None:
                           "run_nightly, waited for)", 6),
                          ("one endpoint: verify bundle, then readiness, audit, inference, comparison", 4),
                          ("one endpoint: verification pipelined with readiness and the first requests", 5),
-                         *[(f"nightly end to end as {a.ref} has it (same rounds, its own process)", 8 + i)
+                         ("nightly end to end, every file hashed (no verification stamp: the first night after a "
+                          "record, or GAPCHECK_VERIFY_STAMPS=0)", 8),
+                         *[(f"nightly end to end as {a.ref} has it (same rounds, its own process)", 9 + i)
                            for i, a in enumerate(against)]):
         times = [r[index] for r in rows]
         paired = statistics.median(r[2] / r[index] for r in rows)  # each round's two runs saw the same load
