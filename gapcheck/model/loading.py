@@ -91,6 +91,19 @@ class LoadedModel:
     was_training: bool  # module.training as loaded/built; the caller decides about eval()
     # where in the checkpoint the weights were ("state_dict", "model/state_dict"); None: the file is the state dict
     state_dict_key: str | None = None
+    other_weights: tuple[str, ...] = ()  # other top-level keys holding weights ("'state_dict_ema'"), quoted as shown
+
+    def describe_weights(self) -> str | None:
+        """Which weights of the file were loaded, for a report's info line (None: the file is one plain state dict
+        whose keys matched as they are)."""
+        parts = []
+        if self.state_dict_key is not None:
+            shown = _shown_path(tuple(self.state_dict_key.split("/")))
+            also = f" (the file also holds {_name_list(self.other_weights)})" if self.other_weights else ""
+            parts.append(f"weights under key {shown}{also}")
+        if self.keys is not None and self.keys.stripped_prefix:
+            parts.append(f"key prefix {self.keys.stripped_prefix!r} stripped")
+        return "; ".join(parts) or None
 
 
 def load_model(
@@ -127,11 +140,12 @@ def load_model(
         module = _load_torchscript(path)
         return LoadedModel(module, "torchscript", source, None, module.training)
 
+    others: tuple[str, ...] = ()
     if file_format == "safetensors":
         state_dict: Any = _load_safetensors(path)
         kind, key = "safetensors", None
     else:
-        state_dict, key = _checkpoint_weights(path, unsafe_pickle, state_dict_key)
+        state_dict, key, others = _checkpoint_weights(path, unsafe_pickle, state_dict_key)
         kind = "state_dict"
     if isinstance(state_dict, torch.nn.Module):  # a whole model (or {"model": <module>}) loaded unsafely
         return _pickled_module(state_dict, factory, source)
@@ -145,7 +159,7 @@ def load_model(
         )
     module = _build_model(factory, factory_kwargs)
     report = _load_into(module, state_dict, strict=strict, source=path)
-    return LoadedModel(module, kind, source, report, module.training, key)
+    return LoadedModel(module, kind, source, report, module.training, key, others)
 
 
 # --- the factory ---------------------------------------------------------------------------------
@@ -319,9 +333,10 @@ def _weights_only_reason(exc: BaseException) -> str:
 # --- matching keys -------------------------------------------------------------------------------
 
 
-def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tuple[Any, str | None]:
-    """The weights in a torch.save checkpoint (a mapping, or a module unpickled with ``unsafe_pickle``) and the key
-    path they were found under ("state_dict", "model/state_dict"; None: the file's object itself)."""
+def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tuple[Any, str | None, tuple[str, ...]]:
+    """The weights in a torch.save checkpoint (a mapping, or a module unpickled with ``unsafe_pickle``), the key
+    path they were found under ("state_dict", "model/state_dict"; None: the file's object itself) and the other
+    top-level keys holding weights (timm's "state_dict_ema"), as shown in messages."""
     raw, standing = _torch_load(path, unsafe_pickle)
     trail = _weights_trail(raw, path, key)
     weights = raw
@@ -329,7 +344,9 @@ def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tup
         weights = weights[step]
     if standing is not None:
         _check_stand_ins(standing, trail, path)
-    return weights, "/".join(str(step) for step in trail) or None
+    others = tuple(name for name in _weight_keys(raw) if name != _shown_key(trail[0])) if trail else ()
+    _say_choice(path, trail, others, asked=key is not None)
+    return weights, "/".join(str(step) for step in trail) or None, others
 
 
 def _weights_trail(obj: Any, path: Path, key: str | None) -> tuple[Any, ...]:
@@ -339,14 +356,12 @@ def _weights_trail(obj: Any, path: Path, key: str | None) -> tuple[Any, ...]:
     if key is not None:
         obj = _chosen_key(obj, path, key)
         trail = (key,)
-    for depth in range(4):
+    for _ in range(4):
         if not isinstance(obj, Mapping):
             break
         nested = next((k for k in NESTED_STATE_DICT_KEYS if isinstance(obj.get(k), _WEIGHT_HOLDERS)), None)
         if nested is None:
             break
-        if depth == 0 and key is None:
-            _say_choice(obj, nested, path)
         trail, obj = (*trail, nested), obj[nested]
     return trail
 
@@ -364,18 +379,18 @@ def _chosen_key(obj: Any, path: Path, key: str) -> Any:
         raise UsageError(f"key {_shown_key(key)} of {path} holds a value of type {type(obj[key]).__name__}, not a "
                          f"state dict; keys holding tensors: {_name_list(_weight_keys(obj)) or 'none'}",
                          parameter="state_dict_key")
-    logger.info("using the weights under key %s of %s (as asked)", _shown_key(key), path)
     return obj[key]
 
 
-def _say_choice(obj: Mapping[Any, Any], chosen: str, path: Path) -> None:
-    """Name the key the weights come from; a warning when the file holds other weights too (timm's state_dict_ema)."""
-    others = [name for name in _weight_keys(obj) if name != _shown_key(chosen)]
-    if others:
+def _say_choice(path: Path, trail: tuple[Any, ...], others: tuple[str, ...], *, asked: bool) -> None:
+    """Name the key the weights come from; a warning when gapcheck chose among several (timm's state_dict_ema)."""
+    if not trail:
+        return
+    if others and not asked:
         logger.warning("%s holds weights under %s and %s: using %s (choose another with the state dict key option)",
-                       path, _shown_key(chosen), _name_list(others), _shown_key(chosen))
+                       path, _shown_key(trail[0]), _name_list(others), _shown_path(trail))
     else:
-        logger.info("using the weights under key %s of %s", _shown_key(chosen), path)
+        logger.info("using the weights under key %s of %s", _shown_path(trail), path)
 
 
 def _weight_keys(obj: Mapping[Any, Any]) -> list[str]:

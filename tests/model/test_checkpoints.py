@@ -75,6 +75,17 @@ def test_state_dict_key_chooses_the_ema_weights(tmp_path):
     loaded = load_model(tmp_path / "ckpt.pth.tar", build_small_resnet, state_dict_key="state_dict_ema")
     assert loaded.state_dict_key == "state_dict_ema"
     assert_weights(loaded.module, ema)
+    assert loaded.describe_weights() == "weights under key 'state_dict_ema' (the file also holds 'state_dict')"
+
+
+def test_describe_weights_says_key_and_prefix(tmp_path):
+    state = {f"module.{k}": v for k, v in nn.Linear(2, 3).state_dict().items()}
+    torch.save({"model": {"state_dict": state}}, tmp_path / "nested.pt")
+    torch.save(nn.Linear(2, 3).state_dict(), tmp_path / "plain.pt")
+    nested = load_model(tmp_path / "nested.pt", lambda: nn.Linear(2, 3))
+    assert nested.state_dict_key == "model/state_dict"
+    assert nested.describe_weights() == "weights under key 'model'/'state_dict'; key prefix 'module.' stripped"
+    assert load_model(tmp_path / "plain.pt", lambda: nn.Linear(2, 3)).describe_weights() is None
 
 
 def test_timm_checkpoint_end_to_end(tmp_path, capsys):
