@@ -169,7 +169,7 @@ class _Auditor:
             if torch_dtype:
                 evidence["torch"] = torch_dtype
             self.add(codes.DTYPE_MISMATCH,
-                     f"{kind} '{t.name}' is declared {t.data_type} on the server but the ONNX graph uses {o.triton_type}",
+                     f"{kind} {_named(o, t)} is declared {t.data_type} on the server but the ONNX graph uses {o.triton_type}",
                      f"{self.where} {kind} '{t.name}'", tensor=f"{kind} {t.name}", **evidence)
 
     def shape(self, kind: str, o: OnnxIo, t: ServedTensor) -> None:
@@ -182,18 +182,18 @@ class _Auditor:
             return
         batch = self.max_batch_size or 0
         if batch > 0 and o.shape and o.shape[0] is not None:
-            self.add(codes.BATCH_MISMATCH, f"the server batches {kind} '{t.name}' up to {batch} but the ONNX batch "
+            self.add(codes.BATCH_MISMATCH, f"the server batches {kind} {_named(o, t)} up to {batch} but the ONNX batch "
                      f"axis is fixed at {o.shape[0]}", where, tensor=tensor, **evidence)
         for axis in range(1 if batch > 0 else 0, len(o.shape)):
             served_dim, onnx_dim = t.shape[axis], o.shape[axis]
             if served_dim is not None and onnx_dim is not None and served_dim != onnx_dim:
                 self.add(codes.SHAPE_MISMATCH,
-                         f"{kind} '{t.name}' axis {axis} is {served_dim} on the server and {onnx_dim} in the ONNX "
+                         f"{kind} {_named(o, t)} axis {axis} is {served_dim} on the server and {onnx_dim} in the ONNX "
                          f"graph (served {fmt_shape(t.shape)}, ONNX {fmt_shape(o.shape)})", where, tensor=tensor,
                          axis=axis, **evidence)
             elif served_dim is None and onnx_dim is not None:
                 self.add(codes.SHAPE_MISMATCH,
-                         f"{kind} '{t.name}' axis {axis} is dynamic on the server but fixed at {onnx_dim} in the ONNX "
+                         f"{kind} {_named(o, t)} axis {axis} is dynamic on the server but fixed at {onnx_dim} in the ONNX "
                          "graph: requests of another size pass Triton and fail in the model", where,
                          severity=Severity.WARNING, tensor=tensor, axis=axis, **evidence)
 
@@ -201,15 +201,20 @@ class _Auditor:
         served, graph = fmt_shape(t.shape), fmt_shape(o.shape)
         if self.max_batch_size and len(t.shape) == len(o.shape) + 1:
             message = (f"the server batches (max_batch_size {self.max_batch_size}) and so adds a batch axis to "
-                       f"{kind} '{t.name}': served {served}, the ONNX graph has no batch axis {graph}")
+                       f"{kind} {_named(o, t)}: served {served}, the ONNX graph has no batch axis {graph}")
         elif not self.max_batch_size and len(t.shape) + 1 == len(o.shape):
             known = "max_batch_size is 0" if self.max_batch_size == 0 else "the model metadata shows no batching"
-            message = f"{known} but the dims of {kind} '{t.name}' {served} lack the batch axis of the ONNX graph {graph}"
+            message = f"{known} but the dims of {kind} {_named(o, t)} {served} lack the batch axis of the ONNX graph {graph}"
         else:
-            self.add(codes.SHAPE_MISMATCH, f"{kind} '{t.name}' has rank {len(t.shape)} on the server and "
+            self.add(codes.SHAPE_MISMATCH, f"{kind} {_named(o, t)} has rank {len(t.shape)} on the server and "
                      f"{len(o.shape)} in the ONNX graph", where, tensor=tensor, **evidence)
             return
         self.add(codes.BATCH_MISMATCH, message, where, tensor=tensor, **evidence)
+
+
+def _named(o: OnnxIo, t: ServedTensor) -> str:
+    """A served tensor as findings name it; a renamed one with the graph's name too (both sides of the pair)."""
+    return f"'{t.name}'" if o.name == t.name else f"'{t.name}' (the graph's '{o.name}')"
 
 
 def _torch_dtype(torch_module: Any) -> str | None:

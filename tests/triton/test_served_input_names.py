@@ -14,7 +14,7 @@ import pytest
 from gapcheck.cli.app import main
 from gapcheck.errors import UsageError
 from gapcheck.triton import audit
-from gapcheck.triton.audit import audit_deployment
+from gapcheck.triton.audit import ServedTensor, audit_deployment
 from gapcheck.triton.endpoint import ModelNotFoundError
 from gapcheck.triton.names import pair_tensors
 from tests.triton.conftest import ACCESS_HEADER, ACCESS_TOKEN
@@ -68,6 +68,17 @@ def test_ambiguous_inputs_stay_a_name_gap_in_the_audit():
     gaps = [f for f in auditor.findings if f.is_gap]
     assert gaps and all(f.code == audit.NAME_MISMATCH for f in gaps)
     assert all("--triton-input-map" in f.message for f in gaps)
+
+
+def test_a_renamed_input_of_another_shape_stays_a_shape_gap_naming_both_sides():
+    auditor = audit._Auditor("grpc://h:1", "m", "m @ grpc://h:1", 8)
+    graph = [SimpleNamespace(name="x", triton_type="TYPE_FP32", shape=(None, 3, 8, 8))]
+    served = ServedTensor("images", "TYPE_FP32", (3, 16, 16), (None, 3, 16, 16))
+    ((o, t),) = auditor.names("input", graph, (served,))
+    auditor.shape("input", o, t)
+    gaps = [f for f in auditor.findings if f.is_gap]  # axes 2 and 3
+    assert len(gaps) == 2 and all(f.code == audit.SHAPE_MISMATCH for f in gaps)
+    assert all("'images' (the graph's 'x')" in f.message for f in gaps)
 
 
 # --- against the real server ------------------------------------------------------------------------------------
