@@ -718,6 +718,8 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
     inputs = bundle.inputs if isinstance(bundle, GoldenBundle) else _to_send(bundle)
     casts = casts or {}
     inference = _Inference(spec, endpoint, [spec.served_name(name) for name in accumulators], spare, casts)
+    # casts are keyed by the served input names; the digests by the golden ones (a renamed FP16 input: both)
+    by_golden = {name: casts[spec.sent_name(name)] for name in inputs if spec.sent_name(name) in casts} | casts
     # Every batch is queued at once (slices of the bundle's arrays: views, no copies); the pool's
     # max_in_flight workers bound what is in flight, and they never wait for this thread to hand out work.
     batch, max_in_flight = sizes
@@ -737,7 +739,7 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
             answer = future.result()  # an EndpointError ends the endpoint's run here
             sent = {name: array[first:stop] for name, array in inputs.items()}
             requests.append({"first_sample": first, "count": stop - first,
-                             "input_sha256": _sent_digests(digests.of(first, stop, sent), sent, casts)})
+                             "input_sha256": _sent_digests(digests.of(first, stop, sent), sent, by_golden)})
             for name, acc in accumulators.items():
                 acc.add(first, np.asarray(answer[spec.served_name(name)]), reference[name][first:stop])
         answered = True
