@@ -149,14 +149,14 @@ def test_misspelt_model_is_exit_2_listing_the_served_ones(triton, tiny_onnx_path
     assert "'tiny_renamd' is not in the repository" in err and "'tiny_renamed'" in err and "state unknown" not in err
 
 
-def test_misspelt_model_is_exit_2_when_the_repository_index_is_restricted(hardened_triton, tiny_onnx_path):
-    endpoint = hardened_triton.url("grpc")
+def test_misspelt_model_is_exit_2_when_the_repository_index_is_restricted(hardened_triton, tiny_onnx_path, protocol):
     from gapcheck.triton.client import TritonEndpoint
 
-    with pytest.raises(ModelNotFoundError, match="not on .*NOT_FOUND|unknown model"):
-        audit_deployment(TritonEndpoint(endpoint, "grpc"), "tinny", onnx_model=tiny_onnx_path)
+    endpoint = hardened_triton.url(protocol)
+    with pytest.raises(ModelNotFoundError, match="'tinny' is not on .*unknown model.*index is restricted"):
+        audit_deployment(TritonEndpoint(endpoint, protocol), "tinny", onnx_model=tiny_onnx_path)
     with pytest.raises(ModelNotFoundError, match="'tinny' is not in the repository"):  # with the token: the index
-        audit_deployment(TritonEndpoint(endpoint, "grpc", headers={ACCESS_HEADER: ACCESS_TOKEN}), "tinny",
+        audit_deployment(TritonEndpoint(endpoint, protocol, headers={ACCESS_HEADER: ACCESS_TOKEN}), "tinny",
                          onnx_model=tiny_onnx_path)
 
 
