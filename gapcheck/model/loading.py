@@ -278,8 +278,7 @@ def _torch_load(path: Path, unsafe_pickle: bool) -> tuple[Any, StandInLoad | Non
         )
     if unsafe_pickle:
         return _unsafe_load(path), None
-    refused = unsafe_globals(path, globals_found)
-    standing = load_with_stand_ins(path, refused) if refused else None
+    standing = load_with_stand_ins(path, unsafe_globals(path, globals_found))
     if standing is not None:
         return standing.obj, standing
     if globals_found:

@@ -46,7 +46,8 @@ INERT_GLOBALS: tuple[type, ...] = (argparse.Namespace,)
 _MAX_WALK = 2_000_000  # containers and values visited when looking for stand-ins (a checkpoint has thousands)
 _MAX_SHOWN = 8
 _MAX_NAME = 200  # characters of a class name from the file shown in a message
-_MAX_TRIES = 8  # loads of one file while learning which classes it uses as dicts or lists
+_MAX_TRIES = 12  # loads of one file while learning names and which classes it uses as dicts or lists
+_MAX_NAMES = 1000  # classes a checkpoint may name and still be read with stand-ins (training tools name a few)
 
 
 class StandIn:
@@ -109,15 +110,18 @@ def _stand_in_class(index: int, name: str, mode: str, made: dict[int, tuple[Any,
 
 # what torch says when a stand-in is used as a dict or a list (torch/_weights_only_unpickler.py)
 _CONTAINER_USE = re.compile(r"Can only (SETITEMS?|append|extend)\b[^<]*<class '[\w.]*\.StandIn(\d+)'>")
+_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL ([\w.]+) was not an allowed global")
 
 
 def load_with_stand_ins(source: Path, names: Iterable[str]) -> StandInLoad | None:
     """The checkpoint loaded weights-only with each class in ``names`` replaced by a stand-in; None when torch
     refuses it even so (a blocked module, an unsupported opcode, a stand-in BUILT with a state it cannot take)."""
-    ordered = sorted(set(names))
-    modes = dict.fromkeys(ordered, "object")
-    for _ in range(_MAX_TRIES):  # each try may learn that one more class is a dict or a list
-        made: dict[int, tuple[Any, str]] = {}
+    modes = dict.fromkeys(sorted(set(names)), "object")
+    made: dict[int, tuple[Any, str]]
+    for _ in range(_MAX_TRIES):  # each try may learn one more name, or that one more class is a dict or a list
+        if len(modes) > _MAX_NAMES:
+            return None
+        ordered, made = list(modes), {}  # made: id -> (dict or list stand-in, the name it stands for)
         allowed: list[Any] = [*INERT_GLOBALS,
                               *((_stand_in_class(i, n, modes[n], made), n) for i, n in enumerate(ordered))]
         try:
@@ -126,13 +130,31 @@ def load_with_stand_ins(source: Path, names: Iterable[str]) -> StandInLoad | Non
                 with torch.serialization.safe_globals(allowed):
                     return StandInLoad(torch.load(source, map_location="cpu", weights_only=True), made)
         except pickle.UnpicklingError as exc:
-            used = _CONTAINER_USE.search(str(exc))
-            if used is None or modes[ordered[int(used.group(2))]] != "object":
+            if not _learn(str(exc), ordered, modes):
                 return None
-            modes[ordered[int(used.group(2))]] = "dict" if used.group(1).startswith("SETITEM") else "list"
         except (TypeError, AttributeError, ValueError, RuntimeError, IndexError):
             return None
     return None
+
+
+def _learn(message: str, ordered: list[str], modes: dict[str, str]) -> bool:
+    """Update ``modes`` from torch's refusal: a stand-in it had to fill as a dict or list, or a name the scan missed
+    (the legacy format's scan leaves out builtins and collections names). False: nothing new to try."""
+    used = _CONTAINER_USE.search(message)
+    if used is not None:
+        name = ordered[int(used.group(2))]
+        if modes[name] != "object":
+            return False
+        modes[name] = "dict" if used.group(1).startswith("SETITEM") else "list"
+        return True
+    missing = _UNSUPPORTED.search(message)
+    if missing is None:
+        return False
+    name = missing.group(1) if "." in missing.group(1) else f"builtins.{missing.group(1)}"  # torch drops "builtins."
+    if name in modes:
+        return False
+    modes[name] = "object"
+    return True
 
 
 def unsafe_globals(source: Path, scanned: list[str]) -> list[str]:

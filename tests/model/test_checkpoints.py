@@ -3,6 +3,7 @@ running code from the file, the key the weights come from is said, and ``state_d
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import pathlib
 
@@ -179,6 +180,17 @@ def test_dict_subclasses_and_numpy_values_read_without_their_classes(tmp_path, c
     for named in (f"'cfg' ({__name__}.TripwireDict, read as a plain dict or list)",
                   "'opt' (lightning.fabric.utilities.data.AttributeDict, read as", "'best' (numpy", "'seen' (numpy"):
         assert named in caplog.text
+
+
+def test_legacy_format_learns_the_names_its_scan_leaves_out(tmp_path, caplog):
+    # torch's own scan reads only zip checkpoints; gapcheck's opcode scan leaves out builtins/collections names
+    linear = nn.Linear(2, 3)
+    torch.save({"state_dict": linear.state_dict(), "seen": collections.defaultdict(list, a=[1]),
+                "data": pathlib.Path("/data")}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    with caplog.at_level(logging.WARNING, logger="gapcheck.model.loading"):
+        loaded = load_model(tmp_path / "old.pt", lambda: nn.Linear(2, 3))
+    assert_weights(loaded.module, linear.state_dict())
+    assert "'seen' (collections.defaultdict" in caplog.text and "'data' (pathlib.PosixPath)" in caplog.text
 
 
 def test_unknown_class_inside_the_weights_is_refused_naming_where(tmp_path):
