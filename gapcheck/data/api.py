@@ -221,8 +221,9 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         near = near_pairs(records, options, exact, search=engine_search(opened, search_threshold))
     findings = shard_failure_findings(run.failures)
     summaries, bad_all, per_split = _split_checks(plans, records)
-    findings += per_split + columns_finding(columns) + pair_findings(exact, near) + group_findings(records)
-    findings += label_findings(records, exact + near)
+    files = _table_files(plans)
+    findings += per_split + columns_finding(columns) + pair_findings(exact, near, files) + group_findings(records)
+    findings += label_findings(records, exact + near, files)
     target, auc = target_leakage(records)
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
     return LeakageResult(
@@ -233,6 +234,14 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         compared_columns=columns.compared,
         run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
                      "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
+
+
+def _table_files(plans: Sequence[SourcePlan]) -> dict[str, dict[str, str]]:
+    """Per split, each table file's item-name prefix → where it is (a finding's path; SARIF's artifact)."""
+    from gapcheck.data.lines import shown_path
+
+    return {p.spec.name: {payload["name"]: shown_path(payload["url"]) for payload in p.payloads if "url" in payload}
+            for p in plans if p.kind.value == "table"}
 
 
 def _leakage_payloads(plans: Sequence[SourcePlan], options: Any, table: dict[str, tuple[Any, Any]] | None,

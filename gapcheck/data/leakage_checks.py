@@ -109,7 +109,27 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
     return pairs
 
 
-def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
+Files = dict[str, dict[str, str]]  # split → table file display name → location (gapcheck.data.lines.shown_path)
+
+
+def item_subject(item: str, split: str, other: str, files: Files | None) -> Subject:
+    """The subject of a finding about ``item``: a table row at its file and line (CSV) or row index (else), so a
+    SARIF result points at the file with a region; an image (or a Dataset sample) by its name."""
+    from gapcheck.data.lines import item_location
+
+    located = item_location(item, (files or {}).get(split, {}))
+    if located is None:
+        return Subject(path=item, other=other)
+    path, line, row = located
+    return Subject(path=path, line=line, sample=None if row is None else f"row {row}", other=other)
+
+
+def _other_named(message: str, subject: Subject, other: str) -> str:
+    """A line location is shown as ``file:line`` alone (Subject.describe): the other item goes into the message."""
+    return f"{message} ({other})" if subject.line is not None else message
+
+
+def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | None = None) -> list[Finding]:
     from gapcheck.codes import data as codes
 
     findings: list[Finding] = []
@@ -123,9 +143,9 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair]) -> list[Finding]:
                          "row": "identical row", "key": "identical key columns"}[pair.kind])
             where = (f"within {pair.split}" if pair.split == pair.other_split
                      else f"across {pair.split} and {pair.other_split}")
+            subject = item_subject(pair.item, pair.split, pair.other, files)
             findings.append(code.finding(
-                f"{how} {where}",
-                subject=Subject(path=pair.item, other=pair.other),
+                _other_named(f"{how} {where}", subject, pair.other), subject=subject,
                 evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
                           "splits": [pair.split, pair.other_split]}))
         if len(pairs) > MAX_FINDINGS_PER_CODE:
@@ -148,7 +168,7 @@ def across_pairs(pairs: Sequence[Pair]) -> list[Pair]:
     return _by_scope(pairs)[0]
 
 
-def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> list[Finding]:
+def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair], files: Files | None = None) -> list[Finding]:
     """Duplicates whose labels differ (across and within splits), and missing labels per split."""
     from gapcheck.codes import data as codes
 
@@ -173,7 +193,7 @@ def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair]) -> li
     for pair in conflicts[:MAX_FINDINGS_PER_CODE]:
         findings.append(codes.LABEL_CONFLICT.finding(
             f"{pair.item} is labelled {pair.label!r} but its duplicate {pair.other} is {pair.other_label!r}",
-            subject=Subject(path=pair.item, other=pair.other),
+            subject=item_subject(pair.item, pair.split, pair.other, files),
             evidence={"label": pair.label, "other_label": pair.other_label, "match": pair.kind}))
     labelled = any(not _missing(label) for r in splits.values() for label in r.labels)
     for split, records in splits.items():

@@ -19,6 +19,7 @@ import numpy as np
 
 from gapcheck.alarm import interval_alarm
 from gapcheck.data.hashing import decode_image, image_from_array
+from gapcheck.data.lines import CsvLines, line_name, row_name
 from gapcheck.data.remote import is_remote, open_file, read_all, shown
 from gapcheck.errors import InputError, UsageError
 from gapcheck.reading import CSV_CHUNK_ROWS, MAX_CSV_LINE, LineGuard, error_text
@@ -196,9 +197,10 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
 
     first = 0
     try:
-        with open_file(payload["url"]) as handle:
+        with open_file(payload["url"]) as handle, _csv_lines(payload["url"]) as lines:
             for chunk, malformed in _csv_chunks(handle):
-                yield _clean_rows(_named(chunk, payload, first), payload["name"], malformed)
+                numbers = lines.take(len(chunk)) if lines is not None else None  # the rows' lines, in step
+                yield _clean_rows(_named(chunk, payload, first, numbers), payload["name"], malformed)
                 first += len(chunk)
     except pd.errors.EmptyDataError:
         return  # a zero-byte file: no rows (its split is empty, not unreadable)
@@ -207,6 +209,11 @@ def iter_frames(payload: dict[str, Any]) -> Iterator[Frame]:
         # stay in; a file with none read makes its split unreadable (exit 2) when nothing else of it was read.
         where = f" from row {first}" if first else ""
         yield Frame(pd.DataFrame(), [], [(f"{payload['name']}{where}", f"unreadable table: {_csv_reason(exc)}")])
+
+
+def _csv_lines(url: str) -> contextlib.AbstractContextManager[CsvLines | None]:
+    """The reader of a local CSV's row lines (beside pandas, see :mod:`gapcheck.data.lines`); None for a remote one."""
+    return contextlib.nullcontext(None) if is_remote(url) else CsvLines(url, _MARK_ERRORS)
 
 
 # Bytes that are not UTF-8 are read as U+FDD0, a Unicode noncharacter (reserved for internal use, never in text a
@@ -321,19 +328,22 @@ def parquet_file(url: str) -> Iterator[Any]:
 
 
 def row_names(payload: dict[str, Any], rows: int) -> list[str]:
-    """The item names of a table shard's rows (``file:row``), as :func:`iter_frames` gives them."""
+    """The item names of a (non-CSV) table shard's rows (``file row N``), as :func:`iter_frames` gives them."""
     first = payload.get("first_row", 0)
-    return [f"{payload['name']}:{first + i}" for i in range(rows)]
+    return [row_name(payload["name"], first + i) for i in range(rows)]
 
 
-def _named(frame: Any, payload: dict[str, Any], first: int) -> Frame:
-    """Rows named ``file:row``; requested columns checked (a missing one is a usage error, raised at once)."""
+def _named(frame: Any, payload: dict[str, Any], first: int, lines: list[int] | None = None) -> Frame:
+    """Rows named ``file:LINE`` (a CSV's 1-based line, header counted) or ``file row N`` (the 0-based row index);
+    requested columns checked (a missing one is a usage error, raised at once)."""
     columns = payload.get("columns") if payload["format"] not in ("npy", "npz") else None
     if columns:
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise UsageError(f"{payload['name']}: no column(s) {', '.join(missing)}")
-    names = [f"{payload['name']}:{first + i}" for i in range(len(frame))]
+    name = payload["name"]
+    names = ([line_name(name, line) for line in lines] if lines is not None else
+             [row_name(name, first + i) for i in range(len(frame))])
     return Frame(frame.reset_index(drop=True), names, [])
 
 

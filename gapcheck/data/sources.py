@@ -247,10 +247,13 @@ def _plan_tables(spec: SourceSpec, protocol: str, files: list[str], bad: list[Ba
     payloads: list[dict[str, Any]] = []
     offset = 0
     known = True
+    root = _root(spec).rstrip("/")
     for path in files:
         url = _url(protocol, path)
         suffix = PurePosixPath(path).suffix.lower()
-        base = {"kind": "table", "split": spec.name, "url": url, "name": PurePosixPath(path).name,
+        # rows are named by the file's path under the split's folder: two part.csv in two subfolders stay apart
+        name = path[len(root) + 1:] if path.startswith(root + "/") else PurePosixPath(path).name
+        base = {"kind": "table", "split": spec.name, "url": url, "name": name,
                 "columns": list(spec.columns) if spec.columns else None}
         try:
             if protocol in ("file", "local") and suffix == ".csv":

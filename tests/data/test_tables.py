@@ -127,7 +127,7 @@ def test_planted_target_encoding_and_duplicate_rows_and_groups(tmp_path, serial)
     auc = target[0].evidence["auc"]
     assert auc["val"] - auc["train"] > 0.15
     assert document["target_auc"]["noise"]["val"] < 0.6
-    assert {(p.item, p.other) for p in result.exact} >= {("val.csv:0", "train.parquet:7")}
+    assert {(p.item, p.other) for p in result.exact} >= {("val.csv:2", "train.parquet row 7")}
     assert any(f.code == "label_conflict" for f in result.findings)
     groups = [f for f in result.findings if f.code == "group_overlap"]
     assert groups and groups[0].evidence["shared"] >= 2
@@ -138,7 +138,7 @@ def test_key_columns(tmp_path, serial):
     pd.DataFrame({"user_id": [3, 4], "item_id": [30.0, 40.0], "x": [9.9, 0.4]}).to_parquet(tmp_path / "b.parquet")
     result = leakage([f"train={tmp_path / 'a.parquet'}", f"val={tmp_path / 'b.parquet'}"],
                      LeakageOptions(key_columns=("user_id", "item_id")), engine=serial)
-    assert [(p.kind, p.item, p.other) for p in result.exact] == [("key", "b.parquet:0", "a.parquet:2")]
+    assert [(p.kind, p.item, p.other) for p in result.exact] == [("key", "b.parquet row 0", "a.parquet row 2")]
 
 
 def test_drift_on_a_tabular_dataset_callable(serial, monkeypatch):

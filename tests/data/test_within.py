@@ -3,6 +3,7 @@ on scikit-image photos and on scikit-learn's iris, whose rows 101 and 142 are id
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -47,7 +48,8 @@ def test_iris_duplicate_rows_on_one_side_are_within_the_split(tmp_path, serial):
     document = validate(result)
     assert _codes(result) == ["duplicate_within_split"]
     within = result.findings[0]
-    assert (within.subject.path, within.subject.other) == ("val.csv:4", "val.csv:2")
+    # the CSV's file lines (header = line 1): data rows 4 and 2 are lines 6 and 4; the path is the file's own
+    assert (Path(within.subject.path).name, within.subject.line, within.subject.other) == ("val.csv", 6, "val.csv:4")
     assert "within val" in within.message and within.evidence["splits"] == ["val", "val"]
     assert document["pair_counts"] == {"exact": 0, "near": 0}  # nothing across the splits
     assert [(p["split"], p["other_split"]) for p in document["pairs"]] == [("val", "val")]
@@ -60,7 +62,8 @@ def test_iris_duplicate_rows_on_both_sides_are_leakage_not_within(tmp_path, seri
     splits = _iris_tables(tmp_path, [10, 60, 142])
     result = leakage(splits, LeakageOptions(label_column="target"), engine=serial)
     assert _codes(result) == ["exact_duplicate"]
-    assert (result.findings[0].subject.path, result.findings[0].subject.other) == ("val.csv:2", "train.parquet:99")
+    subject = result.findings[0].subject
+    assert (Path(subject.path).name, subject.line, subject.other) == ("val.csv", 4, "train.parquet row 99")
 
 
 def test_iris_training_split_only_when_asked(tmp_path, serial):
