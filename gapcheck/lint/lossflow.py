@@ -22,6 +22,7 @@ from gapcheck.lint.symbols import ordered
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
 _PLAIN = frozenset({"float", "int", "len", "str", "round", "bool"})
 _NO_GRAD = ("no_grad", "inference_mode")
+_LOSS_TAKERS = frozenset({"accelerator", "fabric", "autograd", "engine", "model_engine"})
 
 #: A path's state of one name: (given to backward so far, bound to a detached value).
 _Path = tuple[bool, bool]
@@ -40,13 +41,25 @@ class Accumulation:
 
 
 def backward_target(call: ast.Call) -> str | None:
-    """The name given to ``backward`` by ``call`` (``loss.backward()``, ``scaler.scale(loss).backward()``)."""
+    """The name given to ``backward`` by ``call``: ``loss.backward()``, ``scaler.scale(loss).backward()``, and
+    ``accelerator.backward(loss)`` / ``fabric.backward(loss)`` / DeepSpeed's ``model_engine.backward(loss)`` /
+    ``torch.autograd.backward(loss)`` (never ``out.backward(grad)``: a tensor's argument is its gradient)."""
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "backward"):
         return None
     target = call.func.value
     if isinstance(target, ast.Call) and target.args:  # scaler.scale(loss).backward()
         target = target.args[0]
+    elif call.args and _loss_taker(target):
+        target = call.args[0]
     return target.id if isinstance(target, ast.Name) else None
+
+
+def _loss_taker(receiver: ast.expr) -> bool:
+    """An object whose ``backward`` takes the loss as its argument (an Accelerator, a Fabric, an engine)."""
+    last = receiver.attr if isinstance(receiver, ast.Attribute) else receiver.id if isinstance(receiver, ast.Name) \
+        else ""
+    last = last.lstrip("_").lower()
+    return last in _LOSS_TAKERS or last.endswith(("accelerator", "fabric", "_engine"))
 
 
 def backward_spots(loop: ast.AST) -> dict[str, list[tuple[int, int]]]:
@@ -169,7 +182,8 @@ class _Flow:
             return _join(state, *(self.block(case.body, state, no_grad) for case in stmt.cases))
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return state
-        self._check(stmt, state)
+        if not no_grad:  # a sum taken under no_grad records no graph: nothing is kept alive
+            self._check(stmt, state)
         return self._bind(stmt, state, no_grad)
 
     def _try(self, stmt: ast.Try, state: _State, no_grad: bool) -> _State:
