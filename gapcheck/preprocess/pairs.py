@@ -30,6 +30,7 @@ from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.result import PairResult
 from gapcheck.preprocess.samples import decode_rgb, local_path, read_regular_file
+from gapcheck.preprocess.sources import EXIF, ORIENTATIONS, sources
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.preprocess.worker import SampleRecord
 from gapcheck.tensors import to_numpy
@@ -108,8 +109,25 @@ class AuditContext:
         key = (stage, ev.sample)
         if key not in self._profiles:
             chw = to_chw(output)
-            self._profiles[key] = fit_profile(ev.raw_rgb, chw) if chw is not None and ev.raw_rgb is not None else None
+            found = fit_profile(ev.raw_rgb, chw) if chw is not None and ev.raw_rgb is not None else None
+            if found is None and chw is not None:
+                found = self._oriented_profile(ev, chw)
+            self._profiles[key] = found
         return self._profiles[key]
+
+    def _oriented_profile(self, ev: Evidence, chw: np.ndarray) -> StageProfile | None:
+        """The profile on the EXIF-oriented picture, for a stage that applies the file's tag (cv2.imread,
+        ImageOps.exif_transpose): its geometry, method and value map can then be compared with the other stage's
+        like any others (which stage applies the tag is the orientation finding's)."""
+        if ev.orientation not in ORIENTATIONS or ev.data is None or chw.shape[0] not in (1, 3):
+            return None
+        try:
+            oriented = sources(ev.data, chw.shape[0], self.max_pixels).get(EXIF)
+        except Exception as exc:  # noqa: BLE001 - not an image PIL reads: no oriented replay
+            logger.debug("cannot read %s oriented for replay: %s", ev.sample, exc)
+            return None
+        found = fit_profile(oriented, chw) if oriented is not None else None
+        return replace(found, source=oriented) if found is not None else None
 
     def stage_profile(self, stage: str, record: SampleRecord) -> StageProfile | None:
         """One stage's replayed profile on one sample (the stage table's resize column)."""

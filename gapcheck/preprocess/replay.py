@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,7 +19,10 @@ from gapcheck.preprocess.imageops import ResizeMethod, candidate_resize_methods,
 
 logger = logging.getLogger(__name__)
 
-CROP_RATIOS = (1.0, 0.95, 0.9, 0.875, 0.8, 0.75)
+CROP_RATIOS = (1.0, 0.96, 0.95, 0.9, 0.875, 0.8, 0.75)
+# Resize sizes before a center crop that no crop ratio gives, per crop size: the classic ImageNet 256 for 224 (also
+# 224/0.875) and the resize sizes of torchvision's weights presets (ResNet-50 V2, RegNet, Swin: 232; ConvNeXt: 236).
+PRESET_SHORTER_SIDES = {224: (256, 232, 236)}
 REFERENCE_METHOD = ResizeMethod("pil", "bilinear")
 MIN_PROFILE_PSNR_DB = 38.0  # below this the replay does not reproduce the stage: no profile
 EQUIVALENT_WITHIN_DB = 1.0  # methods this close to the best are indistinguishable on this sample
@@ -59,6 +62,8 @@ class StageProfile:
     equivalent_methods: tuple[str, ...]
     fit: AffineFit
     psnr_db: float
+    # the raw image replayed, when it is not the sample's default decode (the EXIF-oriented picture)
+    source: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def method_label(self) -> str:
@@ -82,14 +87,27 @@ def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod, keep_f
         np.ascontiguousarray(np.moveaxis(image, -1, 0), dtype=np.float64)
 
 
+def shorter_sides(crop: int) -> list[int]:
+    """The shorter sides a pipeline resizes to before center-cropping ``crop``, most common first.
+
+    A crop ratio gives two: ``math.floor(crop / ratio)`` as timm's ``transforms_factory`` and torchvision's reference
+    scripts compute it (224/0.95 -> 235, 224/0.9 -> 248) and ``round()`` as hand-written pipelines do (236, 249); then
+    the preset sizes no ratio gives (:data:`PRESET_SHORTER_SIDES`)."""
+    sizes: list[int] = []
+    for ratio in CROP_RATIOS:
+        for size in (math.floor(crop / ratio), int(round(crop / ratio))):
+            if size not in sizes:
+                sizes.append(size)
+    return sizes + [s for s in PRESET_SHORTER_SIDES.get(crop, ()) if s not in sizes]
+
+
 def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> list[Geometry]:
     (h, w), (oh, ow) = raw_hw, out_hw
     geometries = []
     if (h, w) == (oh, ow):
         geometries.append(Geometry("none", oh, ow))
     geometries.append(Geometry("resize", oh, ow))
-    for ratio in CROP_RATIOS:
-        shorter = int(round(min(oh, ow) / ratio))
+    for shorter in shorter_sides(min(oh, ow)):
         for rounding in ("int", "round"):
             rh, rw = shorter_side_size(h, w, shorter, rounding)
             if rounding == "round" and (rh, rw) == shorter_side_size(h, w, shorter):

@@ -23,7 +23,9 @@ EXIF = "exif_oriented"
 ALPHA_WHITE = "alpha_on_white"
 ALPHA_BLACK = "alpha_on_black"
 PALETTE = "palette_indices"
-GRAY_RGB = "gray_rgb_weights"
+GRAY_RGB = "gray_rgb_weights"  # PIL's convert("L") of the RGB decode
+GRAY_CV2 = "gray_cv2_weights"  # cv2.cvtColor(..., COLOR_RGB2GRAY / BGR2GRAY) of the RGB decode
+GRAY_LUMA = "gray_jpeg_luma"  # a JPEG's luma plane, never converted to RGB: cv2.IMREAD_GRAYSCALE, PIL draft("L")
 GRAY_BGR = "gray_bgr_weights"
 
 ORIENTATION_TAG = 0x0112
@@ -37,7 +39,8 @@ ORIENTATIONS = {
     7: "transverse (mirror along the anti-diagonal)",
     8: "rotate 90° counter-clockwise",
 }
-# ITU-R BT.601 luma weights, as PIL's convert("L") and cv2's RGB2GRAY use them.
+# ITU-R BT.601 luma weights, as PIL's convert("L") and cv2's RGB2GRAY use them (each rounds them its own way:
+# PIL to 16-bit integers, 19595/38470/7471 >> 16; OpenCV to 14-bit, 4899/9617/1868 >> 14).
 _LUMA = np.array([0.299, 0.587, 0.114])
 
 
@@ -125,10 +128,42 @@ def sources(data: bytes, channels: int, max_pixels: int) -> dict[str, np.ndarray
         if image.mode == "P":
             indices = np.asarray(image)
             readings[PALETTE] = np.repeat(indices[..., None], 3, axis=-1)
-    if channels == 1:
-        gray = {GRAY_RGB: _luma(rgb, _LUMA), GRAY_BGR: _luma(rgb, _LUMA[::-1])}
-        gray.update({name: _luma(a, _LUMA) for name, a in readings.items() if name not in (DEFAULT, PALETTE)})
-        if PALETTE in readings:
-            gray[PALETTE] = readings[PALETTE][..., 0]
-        return gray
-    return readings
+    return _gray_readings(data, readings) if channels == 1 else readings
+
+
+def _pil_gray(rgb: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(rgb).convert("L"))
+
+
+def _gray_readings(data: bytes, readings: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The one-channel readings: PIL's and OpenCV's luma of the RGB decode (they round differently, by one level at
+    most), a JPEG's own luma plane (no RGB decode, so no clipping of saturated colours: several levels apart
+    there), luma with the red and blue weights swapped, and the other readings converted PIL's way."""
+    import cv2
+
+    rgb = readings[DEFAULT]
+    gray = {GRAY_RGB: _pil_gray(rgb), GRAY_CV2: cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)}
+    luma = jpeg_luma(data)
+    if luma is not None and luma.shape == rgb.shape[:2]:
+        gray[GRAY_LUMA] = luma
+    gray[GRAY_BGR] = _luma(rgb, _LUMA[::-1])
+    gray.update({name: _pil_gray(a) for name, a in readings.items() if name not in (DEFAULT, PALETTE)})
+    if PALETTE in readings:
+        gray[PALETTE] = readings[PALETTE][..., 0]
+    return gray
+
+
+def jpeg_luma(data: bytes) -> np.ndarray | None:
+    """A colour JPEG's luma (Y) plane as the decoder gives it without converting to RGB (what
+    ``cv2.imread(p, cv2.IMREAD_GRAYSCALE)`` returns); None for anything else."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        if image.format != "JPEG" or image.mode not in ("RGB", "YCbCr"):
+            return None
+        image.draft("L", image.size)  # full scale: only the colour space changes
+        if image.mode != "L":
+            return None
+        return np.asarray(image)

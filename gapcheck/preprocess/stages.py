@@ -50,12 +50,29 @@ class StageSpec:
         return self.target
 
 
+ACCEPTS = ("path", "bytes")
+
+
 def parse_stage_option(option: str) -> StageSpec:
-    """Parse ``name=module:callable`` or ``name=path/to/file.py:callable`` from the command line."""
+    """Parse ``name=module:callable`` or ``name=path/to/file.py:callable`` from the command line; a trailing
+    ``,bytes`` (or ``,path``, the default) says what the callable takes, as ``accepts`` does in the config."""
     name, sep, target = option.partition("=")
     if not sep or not name or not target:
         raise UsageError(f"--stage {option!r} is not NAME=TARGET", hint="e.g. --stage val=mypkg.data:val_transform")
-    return make_spec(name.strip(), target=target.strip())
+    target, comma, accepts = target.strip().rpartition(",")
+    if not comma or accepts.strip() not in ACCEPTS:
+        target, accepts = f"{target}{comma}{accepts}", "path"
+    return make_spec(name.strip(), target=target.strip(), accepts=accepts.strip())
+
+
+def given_text(spec: StageSpec) -> str:
+    """What a stage is called with, and how to say otherwise (for the error of a stage that expected the other)."""
+    if spec.accepts == "bytes":
+        return (f"stage {spec.name} was given the file's bytes (it is declared accepts = \"bytes\"); a stage that "
+                "takes a path must not be declared so")
+    return (f"stage {spec.name} was given the sample's path (a str); a stage that takes the file's bytes must be "
+            f"declared so: --stage {spec.name}={spec.target or 'TARGET'},bytes, or accepts = \"bytes\" in "
+            f"[preprocess.stages.{spec.name}]")
 
 
 def make_spec(
@@ -69,7 +86,7 @@ def make_spec(
 ) -> StageSpec:
     if not _NAME.match(name or ""):
         raise UsageError(f"stage name {name!r} may only use letters, digits, '_', '-' and '.'")
-    if accepts not in ("path", "bytes"):
+    if accepts not in ACCEPTS:
         raise UsageError(f"stage {name!r}: accepts must be 'path' or 'bytes', not {accepts!r}")
     given = sum(x is not None and x != "" for x in (target or None, steps, function))
     if given != 1:

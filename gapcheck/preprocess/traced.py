@@ -47,6 +47,9 @@ _SALIENT_DEFAULTS: dict[str, dict[str, Any]] = {
 # need ~12 GB. Real pipelines have tens of steps; 256 MiB holds ~220 float32 steps of a 3×224×224 image or ~21
 # of a 3×1024×1024 one. (Aligning by value adds float64 views of the distinct steps: up to 2× this for float32.)
 MAX_TRACED_STEPS = 256
+BOUNDARY_LABEL = "tensor from the decoded array (boundary)"
+OUTPUT_LABEL = "the stage's output (after its last torch call)"
+OUTPUT_ONLY_LABEL = "the stage's output (it makes no torch call)"
 MAX_TRACED_BYTES = 256 * 2**20
 
 _SKIPPED = {"size", "dim", "numel", "__get__", "__len__", "is_floating_point", "is_contiguous", "element_size",
@@ -207,9 +210,19 @@ class _Constants:
             self._refs[key] = tensor
 
 
+# A tensor the stage did not make from the image, with at most this many values, is a constant operand (timm's
+# Normalize keeps its mean and std as tensors made at import time), not a second entry of the image data.
+CONSTANT_MAX_VALUES = 16
+
+
 class _RuntimeTrace:
     """The top-level torch calls of one stage call that return a tensor, recorded within ``budget``; the first data
-    tensor torch sees (made from the decoded array) is recorded first, as the boundary."""
+    tensor torch sees (made from the decoded array) is recorded first, as the boundary.
+
+    Data is the boundary and what is computed from it (``derived``), or a large tensor from elsewhere (the image
+    back from numpy); a small tensor from elsewhere is a constant. Without that, the steps on a Normalize's mean and
+    std (``as_tensor``, ``std == 0``, ``view``) were recorded, and two stages that agree on those constants were
+    aligned there instead of at the image."""
 
     def __init__(self, budget: _Budget) -> None:
         import torch
@@ -218,7 +231,15 @@ class _RuntimeTrace:
         self.budget = budget
         self.recorded: list[tuple[str, np.ndarray]] = []
         self.constants = _Constants()
+        self.derived = _Constants()
         self.seen_data = False
+
+    def _is_data(self, tensor: Any) -> bool:
+        if tensor in self.derived:
+            return True
+        if tensor in self.constants:
+            return False
+        return not self.seen_data or int(tensor.numel()) > CONSTANT_MAX_VALUES
 
     def _tensors(self, value: Any) -> list[Any]:
         if isinstance(value, self.tensor_type):
@@ -228,16 +249,18 @@ class _RuntimeTrace:
         return []
 
     def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        data = [t for t in self._tensors(list(args)) + self._tensors(list(kwargs.values())) if t not in self.constants]
+        data = [t for t in self._tensors(list(args)) + self._tensors(list(kwargs.values())) if self._is_data(t)]
         if not self.seen_data and data:
             self.seen_data = True
             boundary = self.budget.admit(data[0])
             if boundary is not None:
-                self.recorded.append(("tensor from the decoded array (boundary)", boundary))
+                self.recorded.append((BOUNDARY_LABEL, boundary))
         out = func(*args, **kwargs)
         if isinstance(out, self.tensor_type) and not data:
             self.constants.add(out)
             return out
+        for tensor in self._tensors(out) + data:
+            self.derived.add(tensor)
         name = _func_name(func)
         if isinstance(out, self.tensor_type) and name not in _SKIPPED:
             array = self.budget.admit(out)  # None once over the cap: counted there, not copied
@@ -318,10 +341,29 @@ def trace_stage(fn: Callable[[Any], Any], sample: Any) -> StageTrace:
     else:
         reason = "its input is not a tensor (a path, bytes or an image), so torch.fx cannot trace it"
     budget = _Budget()  # a fresh one: what a failed fx attempt kept is dropped
-    steps, _ = _record_runtime(fn, sample, budget)
+    steps, result = _record_runtime(fn, sample, budget)
+    _add_output(steps, result, budget)
     opaque = () if _is_tensor(sample) else ("everything before the first torch call (decoding, PIL/OpenCV steps) "
                                             "is observed only at its end",)
     return _finish(steps, "runtime", opaque, reason, budget)
+
+
+def _add_output(steps: list[tuple[str, np.ndarray]], result: Any, budget: _Budget) -> None:
+    """The stage's result as a last step when the recorded torch calls do not end with it: a stage that works in
+    numpy and only wraps the result (``torch.from_numpy``, no recorded call) would otherwise have no step at all,
+    and one that finishes in numpy would end at a value it does not return."""
+    if budget.full or array_nbytes(result) is None:
+        return
+    last = steps[-1][1] if steps else None
+    nbytes = array_nbytes(result)
+    if last is not None and nbytes == last.nbytes:
+        output = as_array(result)
+        if output is not None and output.shape == last.shape and output.dtype == last.dtype \
+                and np.array_equal(output, last, equal_nan=output.dtype.kind in "fc"):
+            return
+    array = budget.admit(result)
+    if array is not None:
+        steps.append((OUTPUT_LABEL if steps else OUTPUT_ONLY_LABEL, array))
 
 
 def _trace_composed(items: list[Any], sample: Any) -> StageTrace:

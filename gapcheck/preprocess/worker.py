@@ -29,7 +29,7 @@ from gapcheck.preprocess.samples import (
     read_regular_file,
     screen_bytes,
 )
-from gapcheck.preprocess.stages import StageSpec, resolve
+from gapcheck.preprocess.stages import StageSpec, given_text, resolve
 from gapcheck.preprocess.summary import summarize_output
 from gapcheck.tensors import ArraySummary, contiguous, fingerprint, sha256_bytes, to_numpy
 
@@ -135,6 +135,17 @@ def _call(spec: StageSpec, fn: Callable[..., Any], path: str, data: bytes) -> np
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
+    """The stage's error; when it is about the argument's type (bytes vs str), also what the stage was given and
+    how to give it the other (``def pre(data: bytes)`` called with a path raised only "a bytes-like object is
+    required, not 'str'")."""
+    text = _error_text(exc)
+    said = str(exc)
+    if isinstance(exc, TypeError) and not said.startswith("stage returned") and ("bytes" in said or "str" in said):
+        text = f"{text[:300]} ({given_text(spec)})"
+    return text
 
 
 def ks_subsample(chw: np.ndarray, points: int) -> np.ndarray:
@@ -289,7 +300,7 @@ def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str,
     try:
         output = _call(spec, fn, path, data)
     except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
-        return StageObservation(spec.name, False, _error_text(exc)), None
+        return StageObservation(spec.name, False, _stage_error_text(spec, exc)), None
     twin = twin_of(output) if twin_of is not None else None
     repeats = _repeats(spec, fn, item, path, data, options)
     kept = output if item.keep_arrays else None

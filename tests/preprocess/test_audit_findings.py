@@ -85,6 +85,9 @@ def test_nondeterministic_validation(photos):
     assert not pair.diagnosed  # a random stage is never diagnosed per sample
     assert pair.within_tolerance or "random" in pair.note
     assert [row.deterministic for row in result.stages] == [True, False]
+    # the message says how to declare intended augmentation (the user did not find --augmented)
+    finding = next(f for f in result.findings if f.code == "nondeterministic")
+    assert "--augmented val" in finding.message and "augmented = true in [preprocess.stages.val]" in finding.message
 
 
 def test_augmented_training_stage_is_not_a_gap(photos):

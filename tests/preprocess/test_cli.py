@@ -74,6 +74,20 @@ def test_usage_errors_exit_2(photos, tmp_path, capsys):
     assert "error" in capsys.readouterr().err
 
 
+def test_help_lists_every_option_the_readme_shows(capsys):
+    """The README's usage line named --reference, which does not exist, and --tolerance was hidden from --help."""
+    import re
+    from pathlib import Path
+
+    assert main(["preprocess-audit", "--help"]) == 0
+    shown = set(re.findall(r"--[a-z][a-z-]+", capsys.readouterr().out))
+    assert {"--tolerance", "--range-tolerance", "--augmented", "--stage"} <= shown
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    usage = readme.split("## `gapcheck preprocess-audit`", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"--[a-z][a-z-]+", usage))
+    assert named and named <= shown, named - shown
+
+
 def test_import_failure_in_a_worker_is_the_same_usage_error(photos, tmp_path, capsys):
     # With workers the parent only locates the module (no import); the attribute is checked where it is imported.
     assert main(["preprocess-audit", "--samples", str(photos), "--stage", f"train={stage('train_transform')}",

@@ -152,7 +152,11 @@ def test_readings_of_a_file_list_only_what_applies(folders):
     assert list(sources.sources(exif, 3, 10**8)) == ["rgb", "exif_oriented"]
     plain = (folders["exif"] / "e_motorcycle.jpg").read_bytes()
     assert list(sources.sources(plain, 3, 10**8)) == ["rgb"]
-    assert list(sources.sources(plain, 1, 10**8)) == ["gray_rgb_weights", "gray_bgr_weights"]
+    # one channel: PIL's and OpenCV's luma of the RGB decode, a JPEG's own luma plane, BGR weights
+    assert list(sources.sources(plain, 1, 10**8)) == ["gray_rgb_weights", "gray_cv2_weights", "gray_jpeg_luma",
+                                                       "gray_bgr_weights"]
+    png = sources.sources((folders["palette"] / "a_coffee_p.png").read_bytes(), 1, 10**8)
+    assert "gray_jpeg_luma" not in png  # a PNG has no luma plane of its own
     readings = sources.sources((folders["palette"] / "a_coffee_p.png").read_bytes(), 3, 10**8)
     assert list(readings) == ["rgb", "palette_indices"] and readings["palette_indices"].max() <= 255
     rgba = sources.sources((folders["rgba"] / "a_chelsea_rgba.png").read_bytes(), 3, 10**8)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from gapcheck.findings import Finding, Subject
+from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
 from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.rows import pair_label
@@ -157,9 +157,12 @@ class Pair:
     def label(self) -> str:
         return pair_label(self.ref, self.cand)
 
-    def finding(self, code: "Code", message: str, sample: str | None = None, **evidence: Any) -> Finding:
-        """A finding about this pair (``Subject.stage`` is the pair, ``sample`` the evidence sample)."""
-        return code.finding(message, subject=Subject(stage=self.label, sample=sample), evidence=evidence)
+    def finding(self, code: "Code", message: str, sample: str | None = None, severity: Severity | None = None,
+                **evidence: Any) -> Finding:
+        """A finding about this pair (``Subject.stage`` is the pair, ``sample`` the evidence sample); ``severity``
+        overrides the code's where its weight depends on the size of the effect."""
+        return code.finding(message, subject=Subject(stage=self.label, sample=sample), evidence=evidence,
+                            severity=severity)
 
     def spec(self, stage: str) -> "StageSpec | None":
         """How ``stage`` is defined (None when the caller did not say)."""

@@ -34,8 +34,9 @@ def determinism_finding(check: DeterminismCheck, augmented: bool) -> Finding | N
     """A gap for a random stage outside training; information only for a stage declared augmented."""
     if check.deterministic:
         return None
-    expected = " (expected: the stage is marked augmented)" if augmented else \
-        ": a random augmentation is active outside training"
+    expected = " (expected: the stage is marked augmented)" if augmented else (
+        ": a random augmentation is active outside training (if this stage is the training one and meant to augment, "
+        f"say so: --augmented {check.stage}, or augmented = true in [preprocess.stages.{check.stage}])")
     return NONDETERMINISTIC.finding(
         f"{check.stage} gave different outputs for the same sample on {len(check.differing_samples)} of "
         f"{check.probed_samples} probed sample(s) over {check.runs_per_sample} runs{expected}",

@@ -7,6 +7,7 @@ import numpy as np
 
 from gapcheck.codes.preprocess import NORMALIZATION
 from gapcheck.findings import Finding
+from gapcheck.preprocess.affine import AffineFit, is_identity
 from gapcheck.preprocess.diagnoses.base import ValueMapDiagnosis
 from gapcheck.preprocess.diagnoses.scale import direct_scale_factor
 from gapcheck.preprocess.diagnoses.value_map import ImpliedNormalization
@@ -15,6 +16,30 @@ if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
 
 IDENTITY_EPS = 1e-3  # a direct fit this close to slope 1, offset 0 maps nothing
+
+
+def same_map_after_swap(fit: AffineFit, value_range: float, rel_tol: float = 0.01) -> bool:
+    """Whether a direct candidate→reference fit with a channel permutation is just the permutation: both stages
+    apply the same per-channel map ``N`` and the candidate's channels came in swapped (``cand = N(P·x)``,
+    ``ref = N(x)``).
+
+    Then the fitted map of output channel ``c`` is ``N_c ∘ N_k⁻¹`` with ``k = perm[c]``: slope ``a_c/a_k``, not 1,
+    which read alone looks like another normalization (BGR under RGB's mean/std gave "mean [0.35, 0, -0.35]").
+    Undoing the permutation, the maps composed around each cycle of it give ``N_c ∘ N_c⁻¹``, the identity; a
+    normalization that really differs leaves a slope ≠ 1 or an offset there.
+    """
+    perm, seen = fit.perm, set()
+    for start in range(len(perm)):
+        if start in seen:
+            continue
+        slope, offset, c = 1.0, 0.0, start
+        while c not in seen:  # compose f_start ∘ f_perm[start] ∘ ... around the cycle
+            seen.add(c)
+            slope, offset = slope * fit.slope[c], slope * fit.offset[c] + offset
+            c = perm[c]
+        if abs(slope - 1.0) > rel_tol or abs(offset) > rel_tol * (value_range or 1.0):
+            return False
+    return True
 
 
 class NormalizationDiagnosis(ValueMapDiagnosis):
@@ -47,6 +72,8 @@ class NormalizationDiagnosis(ValueMapDiagnosis):
         slope, offset = np.asarray(fit.slope), np.asarray(fit.offset)
         if not (np.any(np.abs(slope - 1.0) > IDENTITY_EPS) or np.any(np.abs(offset) > IDENTITY_EPS)):
             return None
+        if not is_identity(fit.perm) and same_map_after_swap(fit, pair.ranges[0]):
+            return None  # one cause: the same normalization on swapped channels (the channel_order finding)
         mean = [round(-b / a, 4) if a else float("nan") for a, b in zip(fit.slope, fit.offset, strict=True)]
         std = [round(1.0 / a, 4) if a else float("inf") for a in fit.slope]
         return pair.finding(self.code, f"(x - mean)/std with mean {mean}, std {std} (in {pair.cand}'s units) maps "

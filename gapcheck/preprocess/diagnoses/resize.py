@@ -98,8 +98,9 @@ class ResizeDiagnosis(ReplayedDiagnosis):
         cand_method = pc.method_label if pc.method_label in cand.candidates else cand.candidates[0]
         ref_method = pr.method_label if pr.method_label in ref.candidates else ref.candidates[0]
         cand_chw = to_chw(ev.cand)
-        with_ref = replay_psnr(ev.raw_rgb, cand_chw, pc.geometry, _METHODS.get(ref_method)) \
-            if ev.raw_rgb is not None and cand_chw is not None else None
+        raw = pc.source if pc.source is not None else ev.raw_rgb  # the picture the candidate was replayed on
+        with_ref = replay_psnr(raw, cand_chw, pc.geometry, _METHODS.get(ref_method)) \
+            if raw is not None and cand_chw is not None else None
         ambiguous = [e.sample for e, _, p in looked if len(p.equivalent_methods) > 1]
         cand_aa, ref_aa = _antialias_of(cand.candidates), _antialias_of(ref.candidates)
         aa_differs = cand_aa is not None and ref_aa is not None and cand_aa != ref_aa

@@ -3,19 +3,19 @@
 Each stage is replayed (geometry, resize method, channel order, value map) against every reading of
 the raw file that applies to it (:mod:`gapcheck.preprocess.sources`): the stored pixels, the
 EXIF-oriented picture, transparency composited on white or black, the palette indices, grayscale
-with RGB or with BGR weights. A stage's reading is the first one (the default first) that
-reproduces it within 1 dB of its best; when the two stages' readings differ, that is the cause,
-named with the stage that reads the file the other way.
+with PIL's or OpenCV's luma, a JPEG's own luma plane, or with BGR weights. A stage's reading is the
+first one (the default first) that reproduces it within 1 dB of its best; when the two stages'
+readings differ, that is the cause, named with the stage that reads the file the other way.
 """
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gapcheck.codes.preprocess import ALPHA_COMPOSITE, CHANNEL_ORDER, ORIENTATION, PALETTE_INDICES
-from gapcheck.findings import Finding
+from gapcheck.codes.preprocess import ALPHA_COMPOSITE, CHANNEL_ORDER, GRAYSCALE_CONVERSION, ORIENTATION, PALETTE_INDICES
+from gapcheck.findings import Finding, Severity
 from gapcheck.preprocess import sources as src
 from gapcheck.preprocess.diagnoses.base import first_found
 from gapcheck.preprocess.layout import to_chw
@@ -31,7 +31,13 @@ _WHAT = {
     src.ALPHA_WHITE: "composites transparent pixels on white",
     src.ALPHA_BLACK: "composites transparent pixels on black",
     src.PALETTE: "reads the palette image's colour indices, not its colours (mode P without .convert('RGB'))",
-    src.GRAY_RGB: "converts to grayscale with RGB weights",
+    src.GRAY_RGB: "decodes to RGB and converts to grayscale with PIL's ITU-R 601-2 luma (convert('L'): 16-bit integer "
+                  "weights)",
+    src.GRAY_CV2: ("decodes to RGB and converts to grayscale with OpenCV's luma (cv2.cvtColor ..._2GRAY: 14-bit "
+                   "fixed-point weights, rounding differently from PIL's convert('L') by one level on some pixels)"),
+    src.GRAY_LUMA: ("reads the JPEG's luma (Y) plane without decoding to RGB (cv2.imread(p, cv2.IMREAD_GRAYSCALE), "
+                    "PIL draft('L')): where colours are saturated, a decode to RGB clips and the luma computed from "
+                    "it differs by several levels"),
     src.GRAY_BGR: ("converts to grayscale with the red and blue weights swapped (cv2.COLOR_BGR2GRAY applied to an "
                    "RGB array: a channel-order mistake before the colour conversion)"),
 }
@@ -42,7 +48,11 @@ _DEFAULT_WHAT = {
     PALETTE_INDICES: {**_WHAT, src.DEFAULT: "looks the indices up in the palette (.convert('RGB'))"},
 }
 _CODES = {src.EXIF: ORIENTATION, src.ALPHA_WHITE: ALPHA_COMPOSITE, src.ALPHA_BLACK: ALPHA_COMPOSITE,
-          src.PALETTE: PALETTE_INDICES, src.GRAY_BGR: CHANNEL_ORDER}
+          src.PALETTE: PALETTE_INDICES, src.GRAY_BGR: CHANNEL_ORDER, src.GRAY_CV2: GRAYSCALE_CONVERSION,
+          src.GRAY_LUMA: GRAYSCALE_CONVERSION}
+# Two 8-bit levels of the reference's range: a grayscale conversion that moves the outputs no more than this is a
+# warning (PIL's and OpenCV's luma round one level apart); beyond it, a gap (the JPEG luma plane: several levels).
+GRAY_GAP_LEVELS = 2.0 / 255.0
 
 
 def reading_of(readings: dict[str, np.ndarray], stage_chw: np.ndarray) -> tuple[str, float]:
@@ -59,8 +69,8 @@ def reading_of(readings: dict[str, np.ndarray], stage_chw: np.ndarray) -> tuple[
 class SourceDiagnosis:
     """The two stages' outputs are reproduced by different readings of the same raw file."""
 
-    code = ORIENTATION  # also emits alpha_composite, palette_indices and channel_order (grayscale weights)
-    codes = (ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES, CHANNEL_ORDER)
+    code = ORIENTATION  # also emits alpha_composite, palette_indices, channel_order and grayscale_conversion
+    codes = (ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES, CHANNEL_ORDER, GRAYSCALE_CONVERSION)
     reads_values = True
 
     def applies(self, pair: "Pair") -> bool:
@@ -86,7 +96,7 @@ class SourceDiagnosis:
         odd_name, other_name = (cand_name, ref_name) if odd == pair.cand else (ref_name, cand_name)
         code = _CODES.get(odd_name) or _CODES[other_name]
         message = f"{odd} {_WHAT[odd_name]}, {other} {_DEFAULT_WHAT.get(code, _WHAT)[other_name]}"
-        evidence: dict[str, object] = {"ref_reading": ref_name, "cand_reading": cand_name, "ref_replay_psnr_db": ref_db,
+        evidence: dict[str, Any] = {"ref_reading": ref_name, "cand_reading": cand_name, "ref_replay_psnr_db": ref_db,
                                        "cand_replay_psnr_db": cand_db}
         if code is ORIENTATION:
             tag = ev.orientation
@@ -98,4 +108,19 @@ class SourceDiagnosis:
                             not_applied_by=other, tagged_differing_samples=tagged)
         elif code is CHANNEL_ORDER:
             evidence.update(conversion="grayscale", swapped_weights_in=odd)
+        elif code is GRAYSCALE_CONVERSION:
+            return self._gray(pair, ev, message, evidence)
         return pair.finding(code, message, sample=ev.sample, **evidence)
+
+    @staticmethod
+    def _gray(pair: "Pair", ev: "Evidence", message: str, evidence: dict[str, Any]) -> Finding:
+        """Severity per effect: the largest difference of the outputs, in 8-bit levels of the reference's range."""
+        ref = to_chw(ev.ref)
+        value_range = float(np.ptp(ref)) if ref is not None and ref.size else 0.0
+        effect = pair.observed_max_abs / (value_range or 1.0)
+        severity = Severity.GAP if effect > GRAY_GAP_LEVELS else Severity.WARNING
+        message += (f"; the outputs differ by up to {effect * 255:.2g}/255 of {pair.ref}'s value range "
+                    + ("(more than two levels: a gap)" if severity is Severity.GAP else
+                       "(two levels or less: a warning)"))
+        return pair.finding(GRAYSCALE_CONVERSION, message, sample=ev.sample, severity=severity,
+                            effect_levels=round(effect * 255, 3), **evidence)

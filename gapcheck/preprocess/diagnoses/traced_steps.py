@@ -23,6 +23,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gapcheck.codes.preprocess import (
+    ALPHA_COMPOSITE,
+    CHANNEL_ORDER,
+    CROP,
+    NORMALIZATION,
+    ORIENTATION,
+    PALETTE_INDICES,
+    RESIZE,
+    SCALE,
+    SIZE_ROUNDING,
+)
 from gapcheck.errors import one_line
 from gapcheck.preprocess.diagnoses.base import rel_max_abs
 from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
@@ -34,6 +45,18 @@ if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
 
 logger = logging.getLogger(__name__)
+
+SMALL_STEP_VALUES = 64  # a step with fewer values than this (and than the stage's output) is not on the image
+# What a diagnosed cause's step is called (lower-case parts of step labels: declared ops, torchvision and timm
+# transforms, torch calls, the runtime boundary), in the order preferred.
+_DECODE_WORDS = ("decode", "load", "open", "imread", "color", "boundary")
+CAUSE_STEP_WORDS: dict[str, tuple[str, ...]] = {
+    **{str(code): _DECODE_WORDS for code in (CHANNEL_ORDER, ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES)},
+    **{str(code): ("resize", "interpolate") for code in (RESIZE, SIZE_ROUNDING)},
+    str(CROP): ("resize", "interpolate", "crop"),
+    str(SCALE): ("scale", "totensor", "todtype", "to_dtype", "div", "mul"),
+    str(NORMALIZATION): ("normalize", "sub", "div"),
+}
 
 
 def _canonical(output: np.ndarray) -> np.ndarray:
@@ -52,9 +75,14 @@ def _agree(cand: np.ndarray, ref: np.ndarray, tolerance: float) -> bool:
 
 
 def _distinct(trace: StageTrace, tolerance: float) -> list[tuple[TracedStep, np.ndarray]]:
-    """The steps that change the canonical values (copies, permutes, dtype casts fold into the step before)."""
+    """The steps that change the canonical values (copies, permutes, dtype casts fold into the step before), on the
+    image: a step with a handful of values (a mean, a flag) when the stage's output has many is no anchor, since
+    two stages agree on such constants whatever they do to the image."""
     kept: list[tuple[TracedStep, np.ndarray]] = []
+    small = min(SMALL_STEP_VALUES, trace.steps[-1].output.size) if trace.steps else 0
     for step in trace.steps:
+        if step.output.size < small:
+            continue
         view = _canonical(step.output)
         if kept and _agree(view, kept[-1][1], tolerance * 1e-3):
             continue
@@ -62,11 +90,34 @@ def _distinct(trace: StageTrace, tolerance: float) -> list[tuple[TracedStep, np.
     return kept
 
 
-def align(ref: StageTrace, cand: StageTrace, tolerance: float
+def _by_cause(ref_steps: list[tuple[TracedStep, np.ndarray]], start: int, cand_view: np.ndarray,
+              causes: tuple[str, ...]) -> tuple[TracedStep, np.ndarray] | None:
+    """The reference step that a diagnosed cause names, among the steps the candidate's next step spans.
+
+    When the candidate's next step has another shape than the reference's next one, the candidate did several
+    reference steps at once, out of sight (PIL/OpenCV before its first torch call, or its whole body): from
+    ``start`` up to the last reference step of the candidate's shape. Which of those differs cannot be seen by
+    value; the pair's diagnosed cause says (a resize finding names the resize step, a channel order the decode).
+    None when the shapes agree or no cause names a step there."""
+    if start >= len(ref_steps) or ref_steps[start][1].shape == cand_view.shape:
+        return None
+    same = [k for k in range(start, len(ref_steps)) if ref_steps[k][1].shape == cand_view.shape]
+    span = ref_steps[start:(same[-1] + 1 if same else len(ref_steps))]
+    for cause in causes:
+        words = CAUSE_STEP_WORDS.get(cause, ())
+        found = next((step for step in span if any(w in step[0].label.lower() for w in words)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def align(ref: StageTrace, cand: StageTrace, tolerance: float, causes: tuple[str, ...] = ()
           ) -> tuple[TracedStep | None, TracedStep | None, float | None] | None:
     """(candidate step, reference step, max |Δ| there) at the first divergence; None when the stages agree.
 
-    A None step means that stage ended there ("(end)").
+    A None step means that stage ended there ("(end)"). ``causes``: the pair's finding codes, in the order
+    diagnosed, to name the reference step inside a part of the candidate that is observed only at its end
+    (:func:`_by_cause`).
     """
     ref_steps, cand_steps = _distinct(ref, tolerance), _distinct(cand, tolerance)
     matched, last = -1, -1  # the reference and candidate positions of the last agreement
@@ -78,6 +129,8 @@ def align(ref: StageTrace, cand: StageTrace, tolerance: float
         return None
     cand_next = cand_steps[last + 1] if last + 1 < len(cand_steps) else None
     ref_next = ref_steps[matched + 1] if matched + 1 < len(ref_steps) else None
+    if cand_next is not None and ref_next is not None:
+        ref_next = _by_cause(ref_steps, matched + 1, cand_next[1], causes) or ref_next
     if cand_next is None and cand.truncated:
         return None  # the candidate did not end there: it stopped being recorded (memory cap); the rest is unknown
     unrecorded = ref_next is None and ref.truncated
@@ -88,7 +141,9 @@ def align(ref: StageTrace, cand: StageTrace, tolerance: float
             return None
         ref_next = (TracedStep(len(ref.steps) + 1, unrecorded_label(ref), np.empty(0)), np.empty(0))
     max_abs = None
-    if cand_next is not None and ref_next is not None and not unrecorded and cand_next[1].shape == ref_next[1].shape:
+    # a difference only between values of one kind: uint8 pixels against a normalized float output is no size
+    if cand_next is not None and ref_next is not None and not unrecorded and cand_next[1].shape == ref_next[1].shape \
+            and cand_next[0].output.dtype == ref_next[0].output.dtype:
         with np.errstate(invalid="ignore", over="ignore"):
             max_abs = float(np.max(np.abs(cand_next[1] - ref_next[1]))) if cand_next[1].size else 0.0
     return (cand_next[0] if cand_next else None, ref_next[0] if ref_next else None, max_abs)
@@ -130,7 +185,7 @@ class TracedSteps:
         except Exception as exc:  # noqa: BLE001 - the stage worked in a worker; no step is named, the finding stays
             logger.warning("could not trace the steps of %s on %s: %s", pair.label, sample, one_line(exc))
             return None
-        found = align(ref, cand, pair.tolerance)
+        found = align(ref, cand, pair.tolerance, tuple(str(f.code) for f in pair.found))
         if found is None:
             capped = [name for name, trace in ((pair.ref, ref), (pair.cand, cand)) if trace.truncated]
             if capped:

@@ -8,6 +8,7 @@ from gapcheck.codes.preprocess import (
     CHANNEL_ORDER,
     CROP,
     DTYPE,
+    GRAYSCALE_CONVERSION,
     LAYOUT,
     NORMALIZATION,
     ORIENTATION,
@@ -23,8 +24,8 @@ from gapcheck.findings import Finding
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Pair
 
-VALUE_CODES = (CHANNEL_ORDER, SCALE, NORMALIZATION, RESIZE, CROP, ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES,
-               SIZE_ROUNDING)
+SOURCE_CODES = (ORIENTATION, ALPHA_COMPOSITE, PALETTE_INDICES, GRAYSCALE_CONVERSION)  # the file read another way
+VALUE_CODES = (CHANNEL_ORDER, SCALE, NORMALIZATION, RESIZE, CROP, SIZE_ROUNDING, *SOURCE_CODES)
 STRUCTURE_CODES = (SHAPE, LAYOUT, DTYPE)
 
 
@@ -59,7 +60,9 @@ class UnexplainedDiagnosis:
         index, pr, pc = pair.replay
         sample = pair.evidence[index].sample
         residual = pair.replay_residual
-        if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP, SIZE_ROUNDING):
+        # the replay reads the file the default way: a stage that reads it another way leaves a residual there
+        if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP, SIZE_ROUNDING,
+                                                                               *SOURCE_CODES):
             return pair.finding(self.code, f"after undoing the named causes, {pair.cand} still differs from {pair.ref} "
                                 f"by {residual:.3g} of the value range", sample=sample, residual_max_abs_rel=residual,
                                 max_abs=pair.observed_max_abs)
