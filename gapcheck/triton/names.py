@@ -142,5 +142,6 @@ def _problem(kind: str, graph: list[Any], served: list[Any]) -> str:
     if len(graph) != len(served):
         return f"{sides} differ in number: {len(graph)} against {len(served)}"
     example = ",".join(f"{g.name}={s.name}" for g, s in zip(graph, served, strict=True))
-    return (f"{sides} cannot be paired by data type and shape alone (more than one fits): name the pairing with "
-            f"{FLAGS[kind]} GRAPH=SERVED[,...], e.g. {shown_names([example], 1)}")
+    why = ("cannot be paired by data type and shape alone (more than one fits, or none)" if kind == "input" else
+           "cannot be paired by position (their data types or shapes differ in order)")
+    return f"{sides} {why}: name the pairing with {FLAGS[kind]} GRAPH=SERVED[,...], e.g. {shown_names([example], 1)}"
