@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from gapcheck.data.columns import column_plan
 from gapcheck.data.common import (
     SideSummary,
     bad_input_findings,
@@ -84,6 +85,8 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
              "current": plan(as_spec(current, "current", options.columns), shard_size)}
     if plans["reference"].kind is not plans["current"].kind and all(p.payloads for p in plans.values()):
         raise UsageError(f"cannot compare {plans['reference'].kind.value} with {plans['current'].kind.value}")
+    if not options.columns:  # two tables sharing no column: exit 2 before work (one-sided columns are bad_input)
+        column_plan(list(plans.values()), min_shared=0.0)
     wrapped = [({"side": side, "source": payload, "columns": list(options.columns) if options.columns else None,
                  "seed": options.seed, "k": options.sample_size}, payload)
                for side, p in plans.items() for payload in p.payloads]
@@ -185,7 +188,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
     ``search_threshold`` hash pairs (the same pairs either way)."""
     from gapcheck.data import leakage as job
-    from gapcheck.data.columns import column_plan, columns_finding
+    from gapcheck.data.columns import columns_finding
     from gapcheck.data.leakage_checks import (
         exact_pairs,
         group_findings,

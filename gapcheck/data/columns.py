@@ -71,9 +71,10 @@ def _parquet_columns(url: str) -> tuple[str, ...]:
     return tuple(name for name in schema.names if name not in index)  # a pandas index is not a column to_pandas gives
 
 
-def column_plan(plans: Sequence[SourcePlan], skip: Sequence[str | None] = (), keyed: bool = False) -> ColumnPlan:
+def column_plan(plans: Sequence[SourcePlan], skip: Sequence[str | None] = (), keyed: bool = False,
+                min_shared: float = MIN_SHARED) -> ColumnPlan:
     """The common columns of the table splits (``skip``: label and group columns, never hashed), or refuse: none in
-    common, or (without key columns, ``keyed``) under half of some split's columns."""
+    common, or (without key columns, ``keyed``) under ``min_shared`` of some split's columns."""
     from gapcheck.errors import InputError
 
     per_split: dict[str, set[str]] = {}
@@ -82,8 +83,8 @@ def column_plan(plans: Sequence[SourcePlan], skip: Sequence[str | None] = (), ke
     for p in plans:
         if p.kind is not SourceKind.table:
             continue
-        files = {payload["url"]: payload for payload in p.payloads}
-        found = [file_columns(payload) for payload in files.values()]
+        files = {payload.get("url"): payload for payload in p.payloads}
+        found = [file_columns(payload) if url else None for url, payload in files.items()]
         if not found or any(columns is None for columns in found):
             return ColumnPlan(None)  # a split known only once read: compared on everything, as before
         order = order or list(found[0] or ())
@@ -95,7 +96,7 @@ def column_plan(plans: Sequence[SourcePlan], skip: Sequence[str | None] = (), ke
     listed = "; ".join(f"{name}: {_names(columns)}" for name, columns in per_split.items())
     if not common:
         raise InputError(f"the table splits have no column in common ({listed}): their rows cannot be compared")
-    if not keyed and any(len(common) < MIN_SHARED * len(columns) for columns in per_split.values()):
+    if not keyed and any(len(common) < min_shared * len(columns) for columns in per_split.values()):
         # wine against iris share only `target`: rows "equal" on it alone would be a flood of false duplicates
         raise InputError(f"the table splits share only {_names(common)} of their columns ({listed}): not the same "
                          f"table; compare the same columns, or name the key columns with --key")

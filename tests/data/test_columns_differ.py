@@ -69,3 +69,11 @@ def test_same_columns_say_which_and_warn_nothing(tmp_path, capsys):
     assert _leak([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.parquet'}"]) == 0
     out = capsys.readouterr().out
     assert "table rows compared on 14 column(s): alcohol, malic_acid" in out and "columns_differ" not in out
+
+
+def test_drift_between_tables_without_a_common_column_is_refused(tmp_path, capsys):
+    _frame("wine").to_csv(tmp_path / "wine.csv", index=False)
+    _frame("iris").drop(columns="target").to_csv(tmp_path / "iris.csv", index=False)  # used to pass with exit 0
+    assert main(["drift", "--reference", str(tmp_path / "wine.csv"), "--current", str(tmp_path / "iris.csv"),
+                 "--engine", "serial"]) == 2
+    assert "no column in common" in capsys.readouterr().err
