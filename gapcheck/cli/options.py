@@ -15,6 +15,7 @@ from gapcheck.groups.tolerance import parse_overrides  # noqa: F401 - its old ho
 #: The flag of each library parameter a GapcheckError may name (``parameter=``); the CLI boundary adds it.
 PARAMETER_FLAGS: dict[str, str] = {
     "checkpoint": "--checkpoint", "factory": "--model", "unsafe_pickle": "--unsafe-pickle", "strict": "--non-strict",
+    "state_dict_key": "--state-dict-key",
     "input_specs": "--input", "inputs_file": "--inputs", "num_samples": "--num-samples", "seed": "--seed",
     "rtol": "--rtol", "atol": "--atol", "overrides": "--tolerance", "batch_sizes": "--batch-sizes",
     "onnx_file": "--onnx", "exporter": "--exporter", "opset": "--opset", "precision": "--precision",

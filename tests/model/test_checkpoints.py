@@ -104,6 +104,7 @@ def test_unknown_state_dict_key_is_exit_2_listing_the_keys(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "no key 'ema'" in err and "'state_dict_ema'" in err and "'args'" in err
+    assert "--state-dict-key" in err  # the boundary names the flag (cli/options.PARAMETER_FLAGS)
 
 
 def test_state_dict_key_names_are_neutralized_and_cut(tmp_path):
