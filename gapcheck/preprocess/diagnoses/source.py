@@ -19,11 +19,12 @@ from gapcheck.findings import Finding, Severity
 from gapcheck.preprocess import sources as src
 from gapcheck.preprocess.diagnoses.base import first_found
 from gapcheck.preprocess.layout import to_chw
-from gapcheck.preprocess.replay import EQUIVALENT_WITHIN_DB, MIN_PROFILE_PSNR_DB, fit_profile
+from gapcheck.preprocess.replay import EQUIVALENT_WITHIN_DB, MIN_PROFILE_PSNR_DB, REFERENCE_METHOD, fit_profile, render
 from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+    from gapcheck.preprocess.replay import StageProfile
 
 _WHAT = {
     src.DEFAULT: "reads the stored pixels as RGB (PIL .convert('RGB'): no EXIF orientation, alpha dropped)",
@@ -50,20 +51,27 @@ _DEFAULT_WHAT = {
 _CODES = {src.EXIF: ORIENTATION, src.ALPHA_WHITE: ALPHA_COMPOSITE, src.ALPHA_BLACK: ALPHA_COMPOSITE,
           src.PALETTE: PALETTE_INDICES, src.GRAY_BGR: CHANNEL_ORDER, src.GRAY_CV2: GRAYSCALE_CONVERSION,
           src.GRAY_LUMA: GRAYSCALE_CONVERSION}
-# Two 8-bit levels of the reference's range: a grayscale conversion that moves the outputs no more than this is a
+# Two 8-bit levels: a grayscale conversion that moves the outputs no more than this is a
 # warning (PIL's and OpenCV's luma round one level apart); beyond it, a gap (the JPEG luma plane: several levels).
-GRAY_GAP_LEVELS = 2.0 / 255.0
+GRAY_GAP_LEVELS = 2.0
 
 
-def reading_of(readings: dict[str, np.ndarray], stage_chw: np.ndarray) -> tuple[str, float]:
-    """The first reading (in order) that reproduces the stage within 1 dB of the best one, and its PSNR."""
-    scores = {}
-    for name, array in readings.items():
-        profile = fit_profile(array, stage_chw)
-        scores[name] = profile.psnr_db if profile is not None else -math.inf
+def reading_of(readings: dict[str, np.ndarray], stage_chw: np.ndarray) -> tuple[str, float, "StageProfile | None"]:
+    """The first reading (in order) that reproduces the stage within 1 dB of the best one, its PSNR and profile."""
+    profiles = {name: fit_profile(array, stage_chw) for name, array in readings.items()}
+    scores = {name: p.psnr_db if p is not None else -math.inf for name, p in profiles.items()}
     best = max(scores.values(), default=-math.inf)
     name = next((n for n, s in scores.items() if s >= best - EQUIVALENT_WITHIN_DB), src.DEFAULT)
-    return name, scores.get(name, -math.inf)
+    return name, scores.get(name, -math.inf), profiles.get(name)
+
+
+def conversion_effect(readings: dict[str, np.ndarray], profile: "StageProfile", own: str, other: str) -> float:
+    """What reading the file ``other``'s way instead of ``own`` changes in the stage's output, in 8-bit levels:
+    the stage's geometry and resize method replayed on both readings (its value map is affine, so levels before
+    it say the same). Not the pair's whole max |Δ|, which also holds any other difference between the stages."""
+    method = profile.method or REFERENCE_METHOD
+    mine, theirs = (render(readings[name], profile.geometry, method) for name in (own, other))
+    return float(np.max(np.abs(mine - theirs))) if mine.size else 0.0
 
 
 class SourceDiagnosis:
@@ -89,7 +97,8 @@ class SourceDiagnosis:
             return None
         if len(readings) < 2:
             return None
-        (ref_name, ref_db), (cand_name, cand_db) = reading_of(readings, ref), reading_of(readings, cand)
+        (ref_name, ref_db, ref_profile), (cand_name, cand_db, cand_profile) = \
+            reading_of(readings, ref), reading_of(readings, cand)
         if ref_name == cand_name or min(ref_db, cand_db) < MIN_PROFILE_PSNR_DB:
             return None
         odd, other = (pair.cand, pair.ref) if cand_name in _CODES else (pair.ref, pair.cand)
@@ -109,18 +118,22 @@ class SourceDiagnosis:
         elif code is CHANNEL_ORDER:
             evidence.update(conversion="grayscale", swapped_weights_in=odd)
         elif code is GRAYSCALE_CONVERSION:
-            return self._gray(pair, ev, message, evidence)
+            profile = cand_profile if odd == pair.cand else ref_profile
+            effect = conversion_effect(readings, profile, odd_name, other_name) if profile is not None else None
+            return self._gray(pair, ev, message, evidence, effect)
         return pair.finding(code, message, sample=ev.sample, **evidence)
 
     @staticmethod
-    def _gray(pair: "Pair", ev: "Evidence", message: str, evidence: dict[str, Any]) -> Finding:
-        """Severity per effect: the largest difference of the outputs, in 8-bit levels of the reference's range."""
-        ref = to_chw(ev.ref)
-        value_range = float(np.ptp(ref)) if ref is not None and ref.size else 0.0
-        effect = pair.observed_max_abs / (value_range or 1.0)
+    def _gray(pair: "Pair", ev: "Evidence", message: str, evidence: dict[str, Any], effect: float | None) -> Finding:
+        """Severity per effect: the 8-bit levels the conversion alone moves the output by (else the pair's largest
+        difference, in levels of the reference's range)."""
+        if effect is None:
+            ref = to_chw(ev.ref)
+            effect = 255.0 * pair.observed_max_abs / ((float(np.ptp(ref)) if ref is not None and ref.size else 0.0)
+                                                      or 1.0)
         severity = Severity.GAP if effect > GRAY_GAP_LEVELS else Severity.WARNING
-        message += (f"; the outputs differ by up to {effect * 255:.2g}/255 of {pair.ref}'s value range "
+        message += (f"; this alone moves the output by up to {effect:.2g} of 255 levels "
                     + ("(more than two levels: a gap)" if severity is Severity.GAP else
                        "(two levels or less: a warning)"))
         return pair.finding(GRAYSCALE_CONVERSION, message, sample=ev.sample, severity=severity,
-                            effect_levels=round(effect * 255, 3), **evidence)
+                            effect_levels=round(effect, 3), **evidence)
