@@ -9,7 +9,8 @@ A rebinding to ``.detach()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``.detac
 was never given to ``backward`` is summed on purpose for one later backward (sentence-transformers'
 cached losses: ``if with_backward: loss.backward(); loss = loss.detach()`` then ``losses.append(loss)``),
 unless its backward comes later in the same iteration. Paths are joined at the end of each branch, so a
-detach on only one of two paths still leaves the other one reported.
+detach on only one of two paths still leaves the other one reported; a path that leaves by ``continue``,
+``break``, ``return`` or ``raise`` reaches nothing after it.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ _LOSS_TAKERS = frozenset({"accelerator", "fabric", "autograd", "engine", "model_
 _Path = tuple[bool, bool]
 _State = dict[str, frozenset[_Path]]
 _FRESH: frozenset[_Path] = frozenset({(False, False)})
+_LEAVING = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _TRIES: tuple[type, ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except* from Python 3.11
 
 
@@ -118,9 +120,13 @@ def _no_grad(item: ast.withitem) -> bool:
     return last in _NO_GRAD or last.endswith(tuple("_" + word for word in _NO_GRAD))
 
 
-def _join(*states: _State) -> _State:
+def _join(*states: _State | None) -> _State | None:
+    """The states of the paths that reach one point (None: a path that left by continue/break/return/raise)."""
+    reaching = [state for state in states if state is not None]
+    if not reaching:
+        return None
     joined: _State = {}
-    for state in states:
+    for state in reaching:
         for name, paths in state.items():
             joined[name] = joined.get(name, frozenset()) | paths
     return joined
@@ -164,12 +170,16 @@ class _Flow:
         self.skip = skip  # accumulators summed on purpose before one backward, or reset every step
         self.found: list[Accumulation] = []
 
-    def block(self, body: list[ast.stmt], state: _State, no_grad: bool) -> _State:
+    def block(self, body: list[ast.stmt], state: _State | None, no_grad: bool) -> _State | None:
         for stmt in body:
+            if state is None:
+                break  # after continue/break/return/raise: no path goes on to the rest of the block
             state = self.statement(stmt, state, no_grad)
         return state
 
-    def statement(self, stmt: ast.stmt, state: _State, no_grad: bool) -> _State:
+    def statement(self, stmt: ast.stmt, state: _State, no_grad: bool) -> _State | None:
+        if isinstance(stmt, _LEAVING):
+            return None  # `if not model.training: continue` keeps the un-detached path away from the sum below
         if isinstance(stmt, ast.If):
             return _join(self.block(stmt.body, state, no_grad), self.block(stmt.orelse, state, no_grad))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):  # run zero times or once
@@ -186,7 +196,7 @@ class _Flow:
             self._check(stmt, state)
         return self._bind(stmt, state, no_grad)
 
-    def _try(self, stmt: ast.Try, state: _State, no_grad: bool) -> _State:
+    def _try(self, stmt: ast.Try, state: _State, no_grad: bool) -> _State | None:
         body = self.block(stmt.body, state, no_grad)
         handled = [self.block(h.body, _join(state, body), no_grad) for h in stmt.handlers]
         return self.block(stmt.finalbody, _join(self.block(stmt.orelse, body, no_grad), *handled), no_grad)
