@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from gapcheck.codes.export_diff import CHECKPOINT_KEYS, DEPLOYMENT_NOT_COMPARED, FP16_FILE, PRECISION_NOT_THE_FILES
+from gapcheck.codes.export_diff import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_WEIGHTS,
+    DEPLOYMENT_NOT_COMPARED,
+    FP16_FILE,
+    PRECISION_NOT_THE_FILES,
+)
 from gapcheck.errors import UsageError
 from gapcheck.export_diff.result import ExportDiffResult
 from gapcheck.export_diff.runner import (
@@ -143,6 +149,10 @@ def run_export_diff(request: ExportDiffRequest, *, progress: ProgressReporter | 
         where = str(request.model.checkpoint)
         extra.append(CHECKPOINT_KEYS.finding(f"loaded non-strict: {loaded.keys.describe()}", where=where,
                                              subject=Subject(path=where)))
+    weights = loaded.describe_weights()
+    if weights is not None:  # which key of the file, the other sets it holds, a stripped prefix: never silently
+        where = str(request.model.checkpoint)
+        extra.append(CHECKPOINT_WEIGHTS.finding(weights, where=where, subject=Subject(path=where)))
     onnx_model = load_onnx(request.onnx_file) if request.onnx_file else None
     served = onnx_model  # the file as written: what a deployment's config is audited against
     if onnx_model is not None and computes_in_fp16(onnx_model):

@@ -387,7 +387,7 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
         return real_export(module, *args, **kwargs)
 
     class ServedByOrt(OnnxRuntimeBackend):  # the served model, run locally: a context manager as TritonBackend is
-        def __init__(self, endpoint, model, version=None, output_map=None):
+        def __init__(self, endpoint, model, version=None, output_map=None, input_map=None):
             super().__init__(audited[0], name="triton")
 
         def __enter__(self):
@@ -398,7 +398,8 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
 
     def fake_audit(endpoint, model, *, onnx_model, version=None, torch_module=None):
         audited.append(onnx_model)
-        return SimpleNamespace(findings=(), served=None, onnx_outputs=(), onnx_inputs=(), model=model)
+        return SimpleNamespace(findings=(), served=None, onnx_outputs=(), onnx_inputs=(), model=model,
+                               input_map={})
 
     monkeypatch.setattr(model_export, "export_onnx", counting_export)  # ExportSpec.obtain's: the one export path
     monkeypatch.setattr(audit, "audit_deployment", fake_audit)
@@ -407,7 +408,8 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
 
     module = build_train_mode().train()
     monkeypatch.setattr("gapcheck.model.loading.load_model",  # what ModelSource.load calls
-                        lambda *a, **k: SimpleNamespace(module=module, keys=None))
+                        lambda *a, **k: SimpleNamespace(module=module, keys=None,
+                                                                        describe_weights=lambda: None))
     request = ExportDiffRequest(factory="unused:unused", input_specs=("x:1x3x16x16:float32",), no_cache=True,
                                 deployment=DeploymentTarget(endpoint=None, model="m"))
     result = run_export_diff(request)
