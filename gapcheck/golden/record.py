@@ -324,6 +324,8 @@ def _manifest(request: RecordRequest, loaded: Any, exported: Any, onnx_bytes: by
     if request.model.checkpoint is not None:
         path = Path(request.model.checkpoint)
         checkpoint = {"file": path.name, "sha256": fmt.file_sha256(path), "kind": loaded.kind}
+        # which weights of the file the answers are (timm's state_dict vs state_dict_ema): null for a plain state dict
+        checkpoint.update(state_dict_key=loaded.state_dict_key, weights=loaded.describe_weights())
     return {
         "kind": fmt.KIND, "format_version": fmt.FORMAT_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -222,3 +222,16 @@ def test_a_bundle_whose_outputs_ignore_the_inputs_is_flagged_at_record_time(tmp_
     varied = record_bundle(RecordRequest(out=tmp_path / "v", factory=FACTORY, input_specs=(INPUT,), num_samples=4,
                                          exporter="torchscript"))
     assert "golden_insensitive" not in [f.code for f in varied.findings]
+
+
+def test_the_manifest_says_which_weights_of_the_checkpoint_it_recorded(tmp_path: Path) -> None:
+    from tests.model.test_checkpoints import timm_checkpoint
+
+    timm_checkpoint(tmp_path / "ckpt.pth.tar")
+    out = tmp_path / "golden"
+    assert main(["golden", "record", "--checkpoint", str(tmp_path / "ckpt.pth.tar"), "--model",
+                 "sample_models.cnn:build_small_resnet", "--input", "x:1x3x32x32:float32", "--num-samples", "2",
+                 "--exporter", "torchscript", "--state-dict-key", "state_dict_ema", "--out", str(out)]) == 0
+    checkpoint = json.loads((out / "manifest.json").read_text())["model"]["checkpoint"]
+    assert checkpoint["state_dict_key"] == "state_dict_ema"
+    assert "'state_dict_ema'" in checkpoint["weights"] and "'state_dict'" in checkpoint["weights"]
