@@ -17,7 +17,9 @@ import numpy as np
 
 from gapcheck.data.sketches import ColumnStats
 
-ID_WORDS = frozenset({"id", "ids", "uuid", "guid", "idx", "index", "key", "pk", "rowid", "row", "unnamed"})
+# a word of the name (``order_no``, ``PatientID``, ``Unnamed: 0``); the values must still be unique integers
+ID_WORDS = frozenset({"id", "ids", "uid", "uuid", "guid", "idx", "index", "key", "pk", "rowid", "row", "unnamed",
+                      "no", "nr", "num", "number", "seq", "serial"})
 MIN_ROWS = 20  # fewer values per side: a real integer feature can be unique by chance
 UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample
 

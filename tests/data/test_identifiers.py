@@ -89,6 +89,9 @@ def test_real_integer_features_are_not_ids():
     assert _reason("row", floats[:200], floats[200:]) is None
     assert _reason("id", np.arange(10), np.arange(10, 15)) is None  # too few rows to tell
     assert _reason("valid", sparse[:200], sparse[200:]) is None  # "valid" is not "id"
+    assert _reason("order_no", sparse[:200], sparse[200:]) is not None  # ... "no" is
+    counts = rng.integers(0, 5, 300)  # a count named like a number: repeats, so a feature
+    assert _reason("number_of_rooms", counts[:200], counts[200:]) is None
 
 
 def test_name_tokens():
