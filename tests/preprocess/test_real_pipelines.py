@@ -79,6 +79,13 @@ def test_timm_eval_transform_replays_to_its_floored_size(pipes, pct):
     assert "PIL bicubic" in profile.equivalent_methods and profile.psnr_db >= 100
 
 
+def test_two_timm_crop_pcts_are_a_crop_finding_naming_both_sizes(photos):
+    result = _audit(photos, "timm_0950", "timm_0900", n=2)
+    assert _codes(result) == ["crop"]  # same method (PIL bicubic), same normalization: only the size differs
+    evidence = _finding(result, "crop").evidence
+    assert "to 248," in evidence["cand_geometry"] and "to 235," in evidence["ref_geometry"]
+
+
 def test_torchvision_256_against_235_is_a_crop_finding(photos):
     result = _audit(photos, "tv_235", "tv_256", n=2)
     assert _codes(result) == ["crop"]
