@@ -87,9 +87,6 @@ class DriftResult(TimedRun, ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
-    # the schema's feature object is closed (gapcheck/schemas/drift.schema.json, not this module's): an identifier
-    # is in the findings (identifier_column, with its reason) until the schema carries the field
-    data.pop("identifier")
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data

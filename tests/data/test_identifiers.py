@@ -5,6 +5,8 @@ breast_cancer split 426/143 in file order with a ``row_id`` (0..425, then 426..5
 out of BH and the verdict; a real shift in a real feature beside them still fails; ``--columns`` tests them."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -54,7 +56,11 @@ def test_integer_and_text_ids_are_info_not_drift(tmp_path, serial):
     assert row_id.ks_d == 1.0 and not row_id.drift and row_id.q_value is None and row_id.identifier
     message = next(f.message for f in result.findings if f.subject.output == "row_id")
     assert "looks like an identifier" in message and "--columns row_id" in message
-    assert main(["drift", "--reference", str(reference), "--current", str(current), "--engine", "serial"]) == 0
+    report = tmp_path / "drift.json"
+    assert main(["drift", "--reference", str(reference), "--current", str(current), "--engine", "serial",
+                 "--json", str(report)]) == 0
+    features = {f["feature"]: f for f in json.loads(report.read_text())["features"]}
+    assert features["row_id"]["identifier"] and features["mean radius"]["identifier"] is None  # the JSON says why
 
 
 def test_a_real_shift_beside_ids_still_fails(tmp_path, serial):
