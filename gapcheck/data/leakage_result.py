@@ -54,6 +54,7 @@ class LeakageResult(TimedRun, ResultBase):
                                 "decode_path": self.decode_path},
             "pairs": [_pair_json(p) for p in (self.exact + self.near)[:MAX_PAIRS]],
             "pair_counts": {"exact": len(across_pairs(self.exact)), "near": len(across_pairs(self.near))},
+            "compared_columns": list(self.compared_columns) if self.compared_columns is not None else None,
             "target_auc": self.auc,
             "bad_items": bad_items_section(self.bad_items),
         }

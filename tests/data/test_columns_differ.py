@@ -6,6 +6,8 @@ every split holds, named in the report; no column in common, or a share under ha
 a partial overlap is a ``columns_differ`` warning."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -59,7 +61,9 @@ def test_extra_id_columns_no_longer_hide_copies(tmp_path):
     assert differ[0].evidence["only_in"] == {"train": ["patient_id", "row_id"]}
     assert len(differ[0].evidence["compared"]) == 30 and "target" not in differ[0].evidence["compared"]
     assert result.compared_columns == tuple(c for c in table.columns if c != "target")
-    assert _leak([f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.parquet'}"]) == 1
+    assert main(["leakage", "--split", f"train={tmp_path / 'train.csv'}", "--split", f"val={tmp_path / 'val.parquet'}",
+                 "--engine", "serial", "--json", str(tmp_path / "r.json")]) == 1
+    assert json.loads((tmp_path / "r.json").read_text())["compared_columns"] == list(table.columns)  # no label here
 
 
 def test_same_columns_say_which_and_warn_nothing(tmp_path, capsys):
