@@ -9,7 +9,9 @@ a recipe does not), so they are aligned by *what they produce*: each output in i
 The candidate's steps are walked in order, each matched to the earliest later reference step with
 the same values; the first divergent step is the candidate step after the last match, named
 against the reference step after it. Layout and dtype conversions compare equal in that view, so
-they never absorb the divergence (the layout and dtype diagnoses name those).
+they never absorb the divergence (the layout and dtype diagnoses name those). When the candidate's
+step covers several reference steps out of sight (PIL/OpenCV before its first torch call, a stage
+in numpy), the pair's diagnosed cause names the reference step among them (:func:`_by_cause`).
 
 The stages run again here, in the auditing process, on one sample (as the other diagnoses'
 re-runs do). What a trace keeps is capped (``traced.MAX_TRACED_STEPS`` / ``MAX_TRACED_BYTES``); a
