@@ -96,9 +96,10 @@ def command(
         "--repeats", min=0, help=f"Extra runs per stage to detect nondeterminism ({_said('repeats')}).")] = None,
     range_tolerance: Annotated[Optional[float], typer.Option(
         "--range-tolerance", help="Pass when max |Δ| <= this fraction of the reference range (images).")] = None,
-    # the old spelling, still accepted and shown (the docs used it); elsewhere --tolerance means PATTERN=RTOL,ATOL
+    # the old spelling, still accepted but hidden: everywhere else --tolerance means PATTERN=RTOL,ATOL (the tolerance
+    # group), so --help shows only --range-tolerance (tests/cli/test_groups_matrix.py LEGACY)
     tolerance: Annotated[Optional[float], typer.Option(
-        "--tolerance", help="The same as --range-tolerance (its older spelling).")] = None,
+        "--tolerance", hidden=True, help="The same as --range-tolerance (its older spelling).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Run the same raw samples through training, validation and inference preprocessing and name what differs."""
