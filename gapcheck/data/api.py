@@ -188,7 +188,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
     ``search_threshold`` hash pairs (the same pairs either way)."""
     from gapcheck.data import leakage as job
-    from gapcheck.data.columns import columns_finding
+    from gapcheck.data.columns import columns_finding, identifier_finding
     from gapcheck.data.leakage_checks import (
         exact_pairs,
         group_findings,
@@ -225,7 +225,8 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     findings = shard_failure_findings(run.failures)
     summaries, bad_all, per_split = _split_checks(plans, records)
     files = _table_files(plans)
-    findings += per_split + columns_finding(columns) + pair_findings(exact, near, files) + group_findings(records)
+    findings += per_split + columns_finding(columns) + identifier_finding(columns, bool(options.key_columns))
+    findings += pair_findings(exact, near, files) + group_findings(records)
     findings += label_findings(records, exact + near, files)
     target, auc = target_leakage(records)
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))

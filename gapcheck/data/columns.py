@@ -122,3 +122,21 @@ def columns_finding(plan: ColumnPlan) -> list[Any]:
         f"not compared: {where}",
         evidence={"compared": list(plan.compared)[:200],
                   "only_in": {name: list(extra)[:200] for name, extra in plan.only_in.items() if extra}})]
+
+
+def identifier_finding(plan: ColumnPlan, keyed: bool) -> list[Any]:
+    """An ``identifier_in_rows`` warning when rows are hashed over a column named like a row identifier (none with
+    ``--key``: the user chose the columns). Said, not dropped from the hash: a name is no proof, and a copy that kept
+    its id is still found."""
+    from gapcheck.codes import data as codes
+    from gapcheck.data.identifiers import named_like_row_id
+
+    if keyed or plan.compared is None:
+        return []
+    ids = [c for c in plan.compared if named_like_row_id(c)]
+    if not ids:
+        return []
+    return [codes.IDENTIFIER_IN_ROWS.finding(
+        f"rows are compared including {_names(ids)}, named like an identifier: a row copied into another split "
+        f"and given a new id there is not found; name the feature columns with --key to leave it out",
+        evidence={"columns": ids[:200]})]

@@ -34,6 +34,17 @@ def named_like_id(name: str) -> bool:
     return bool(ID_WORDS & set(name_tokens(name)))
 
 
+#: a name that ends in one of these words (``row_id``, ``PatientID``, ``index``), or pandas' saved index (``Unnamed: 0``)
+ROW_ID_ENDINGS = frozenset({"id", "uuid", "guid", "idx", "index", "rowid", "pk"})
+
+
+def named_like_row_id(name: str) -> bool:
+    """Stricter than :func:`named_like_id`, for a judgement on the name alone (no values): ``num_rooms`` or
+    ``key_length`` are no identifiers."""
+    tokens = name_tokens(name)
+    return bool(tokens) and (tokens[-1] in ROW_ID_ENDINGS or tokens[0] == "unnamed")
+
+
 def identifier_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
                       cur_sample: np.ndarray) -> str | None:
     """Why ``name`` looks like an identifier (a short phrase for the finding), or None."""

@@ -81,3 +81,32 @@ def test_drift_between_tables_without_a_common_column_is_refused(tmp_path, capsy
     assert main(["drift", "--reference", str(tmp_path / "wine.csv"), "--current", str(tmp_path / "iris.csv"),
                  "--engine", "serial"]) == 2
     assert "no column in common" in capsys.readouterr().err
+
+
+def test_an_identifier_in_the_row_hash_is_said_and_key_finds_the_renumbered_copies(tmp_path):
+    """Both exports number their rows (row_id): a row copied into val and renumbered there hashes differently. Said
+    as a warning (the copies that kept their id are still found); --key over the features finds them."""
+    table = _frame("wine").sample(frac=1.0, random_state=1).reset_index(drop=True)
+    train, val = table.iloc[:130].copy(), table.iloc[130:]
+    val = pd.concat([val, train.iloc[[2, 7]]], ignore_index=True)  # two planted copies, renumbered below
+    train.insert(0, "row_id", np.arange(len(train)))
+    val.insert(0, "row_id", np.arange(1000, 1000 + len(val)))
+    train.to_csv(tmp_path / "train.csv", index=False)
+    val.to_csv(tmp_path / "val.csv", index=False)
+    splits = [f"train={tmp_path / 'train.csv'}", f"val={tmp_path / 'val.csv'}"]
+    with open_engine("serial") as engine:
+        plain = leakage(splits, LeakageOptions(label_column="target"), engine=engine)
+        features = tuple(c for c in table.columns if c != "target")
+        keyed = leakage(splits, LeakageOptions(label_column="target", key_columns=features), engine=engine)
+    validate(plain)
+    (said,) = [f for f in plain.findings if f.code == "identifier_in_rows"]
+    assert said.severity.value == "warning" and said.evidence["columns"] == ["row_id"] and "--key" in said.message
+    assert not plain.exact  # the renumbered copies are not found on whole rows: hence the warning
+    assert len(keyed.exact) == 2 and not [f for f in keyed.findings if f.code == "identifier_in_rows"]
+
+
+def test_names_that_only_contain_id_words_are_no_row_ids():
+    from gapcheck.data.identifiers import named_like_row_id
+
+    assert all(named_like_row_id(n) for n in ("row_id", "PatientID", "index", "Unnamed: 0", "uuid", "sample_idx"))
+    assert not any(named_like_row_id(n) for n in ("num_rooms", "key_length", "idle_time", "number", "width"))
