@@ -386,7 +386,7 @@ def _say_choice(path: Path, trail: tuple[Any, ...], others: tuple[str, ...], *, 
     if not trail:
         return
     if others and not asked:
-        logger.warning("%s holds weights under %s and %s: using %s (choose another with the state dict key option)",
+        logger.warning("%s holds weights under %s and %s: using %s (choose another with --state-dict-key)",
                        path, _shown_key(trail[0]), _name_list(others), _shown_path(trail))
     else:
         logger.info("using the weights under key %s of %s", _shown_path(trail), path)
