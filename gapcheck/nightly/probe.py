@@ -33,7 +33,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.endpoint import RequestRejectedError
-from gapcheck.triton.url import clean_text, redact
+from gapcheck.triton.url import clean_text, redact, secrets_in
 
 if TYPE_CHECKING:
     from gapcheck.compare import Tolerance
@@ -538,7 +538,9 @@ def _rejected(spec: EndpointSpec, exc: RequestRejectedError) -> Finding:
     """The server's "your request is wrong" as a deployment gap, in its own words (one line, secrets redacted)."""
     from gapcheck.codes.nightly import REQUEST_REJECTED
 
-    reason = clean_text(redact(exc.reason, tuple(v for v in spec.headers.values() if v)), 300)
+    # redacted before and after the control characters go (a token split by an escape the server printed)
+    secrets = secrets_in("", spec.headers)
+    reason = redact(clean_text(redact(exc.reason, secrets, fragments=True), 300), secrets, fragments=True)
     sent = ", ".join(f"{g}={s}" for g, s in spec.input_map.items())
     pairing = f"; inputs sent as {sent} (golden=served)" if sent else ""
     return REQUEST_REJECTED.finding(

@@ -194,7 +194,9 @@ class TritonConnection:
         return self.endpoint.display_url
 
     def redact(self, text: str) -> str:
-        return clean_text(redact(text, self._secrets))
+        headers = secrets_in("", self.endpoint.headers)  # credentials: their fragments too (a server's own words)
+        return redact(clean_text(redact(redact(text, self._secrets), headers, fragments=True)), headers,
+                      fragments=True)
 
     # --- the one way every request is made ----------------------------------------------------------
     def call(self, what: str, fn: Callable[[], T], *, retry_if: Callable[[T], bool] | None = None,

@@ -162,8 +162,10 @@ def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
     for value in (headers or {}).values():
         if value:
             values += [value, value.encode("unicode_escape").decode("ascii", "replace"), repr(value)[1:-1]]
-            # A value split over lines by a message still leaks its longer lines.
+            # A value split over lines by a message still leaks its longer lines; a server that says "invalid
+            # token X" quotes the credential without its scheme ("Bearer X", "Basic X").
             values += [line for line in re.split(r"[\r\n]+", value) if len(line) >= 4]
+            values += [part for part in value.split() if len(part) >= 8]
     userinfo = re.match(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?([^/@]+)@", (url or "").strip())
     if userinfo:
         values.append(userinfo.group(1))
@@ -178,10 +180,24 @@ def clean_text(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
+_WORD = re.compile(r"[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str, secrets: tuple[str, ...], *, fragments: bool = False) -> str:
+    """``text`` with every secret replaced. ``fragments`` (for credentials, not for URLs whose host must stay
+    readable): also any word that shares 8 characters in a row with one, whatever its case (a server may echo a
+    token cut short, lower-cased, or split by a control character it printed)."""
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    return text
+    windows = {s.lower()[i:i + 8] for s in secrets for i in range(len(s) - 7)} if fragments else set()
+    if not windows:
+        return text
+
+    def word(match: re.Match[str]) -> str:
+        found = match.group().lower()
+        return REDACTED if any(found[i:i + 8] in windows for i in range(len(found) - 7)) else match.group()
+
+    return _WORD.sub(word, text)
 
 
 _HEADER_KEY = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
