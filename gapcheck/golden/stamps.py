@@ -7,16 +7,19 @@ for the open descriptor (device, inode, size, modification and change times in n
 the bundle's real path and its manifest's SHA256. The next open whose descriptors show the same identities takes
 the stamp for the hashes; any other identity verifies the bundle in full, as before.
 
-Why this is safe. Any write to a file, and any rename or replacement of it, sets its change time (``st_ctime``) to
-the current time; no system call lets a user set it back (``utime`` sets the other two and the change time to now).
-A replaced file also has another inode, or the same number with a new change time. What can still fool it: the
-system clock set back by root, or writes to the raw disk, by someone who can do anything anyway. A file changed
-within the same clock tick as its verification began could keep its change time, so a stamp is written only for
-files whose change time is older than the verification's start by :data:`RACY_NS` (git's "racily clean" rule): a
-bundle recorded a moment ago is verified in full once more. A stamp is itself a hostile file: read only when it is
-a regular file owned by the current user, of bounded size, never through a link; anything else is no stamp.
-``golden verify`` never reads a stamp (it always hashes everything); only the nightly run uses them, and
-``GAPCHECK_VERIFY_STAMPS=0`` turns them off.
+Why this is opt-in (``GAPCHECK_VERIFY_STAMPS=1``; off by default). Any write through ``write(2)``, and any rename or
+replacement of a file, sets its change time (``st_ctime``) to the current time; no system call lets a user set it
+back (``utime`` sets the other two and the change time to now), and a replaced file has another inode or a new
+change time. But a write through a shared writable memory mapping updates the times only when a clean page is first
+written: while the page stays dirty (until the kernel writes it back, ~30 s by default; never on tmpfs), further
+writes through the same mapping change the bytes and neither time. Someone who can write the bundle and holds such a
+mapping across a night's verification can change it after the stamp unseen (the attacker review of issue 23 showed
+it). So the stamps are for bundles only trusted users can write, on a disk filesystem; there a stamp is written only
+for files whose times are older than the verification's start by :data:`RACY_NS` (60 s: past the default writeback
+of a page dirtied when its times were last set, so a later write through a mapping meets a clean page and sets
+them; and git's "racily clean" rule for a change within the clock's tick). A stamp is itself a hostile file: read
+only when it is a regular file owned by the current user, of bounded size, never through a link; anything else is
+no stamp. ``golden verify`` never reads a stamp (it always hashes everything).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "gapcheck-verified/1"
-RACY_NS = 2_000_000_000  # 2 s: coarser than any change-time granularity a bundle's filesystem is likely to have
+RACY_NS = 60_000_000_000  # 60 s: past dirty-page writeback (30 s + 5 s by default) and any timestamp granularity
 _MAX_STAMP_BYTES = 64 * 1024
 
 
@@ -48,9 +51,9 @@ class Stamps:
 
     @classmethod
     def default(cls) -> Stamps | None:
-        """Beside the export cache (``$GAPCHECK_CACHE_DIR/../verified``, else ``~/.cache/gapcheck/verified``);
-        None when ``GAPCHECK_VERIFY_STAMPS=0``."""
-        if os.environ.get("GAPCHECK_VERIFY_STAMPS", "1").strip() == "0":
+        """Beside the export cache (``$GAPCHECK_CACHE_DIR/../verified``, else ``~/.cache/gapcheck/verified``) when
+        ``GAPCHECK_VERIFY_STAMPS=1``; None (every file hashed every night) otherwise: see the module's docstring."""
+        if os.environ.get("GAPCHECK_VERIFY_STAMPS", "0").strip() != "1":
             return None
         from gapcheck.model.cache import default_cache_dir
 

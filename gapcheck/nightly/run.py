@@ -210,8 +210,8 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     bundle is verified: a bad bundle is exit 2 with nothing recorded, whatever the endpoint did."""
     _check_request(request)
     start = time.monotonic()
-    # The manifest is checked now; the files' hashes on a thread, unless a stamp says these very files were verified
-    # before (gapcheck.golden.stamps: a cron's nights after the first hash nothing; GAPCHECK_VERIFY_STAMPS=0: always)
+    # The manifest is checked now; the files' hashes on a thread, unless (opted in: GAPCHECK_VERIFY_STAMPS=1) a stamp
+    # says these very files were verified before (gapcheck.golden.stamps, and why it is not the default)
     pending = open_bundle(request.golden, stamps=Stamps.default())
     _check_output_map(request, pending)
     timings = {"open_golden": time.monotonic() - start}

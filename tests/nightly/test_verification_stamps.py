@@ -27,7 +27,8 @@ def test_nights_after_the_first_take_the_stamp_and_a_changed_bundle_is_refused(
         tiny_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = tmp_path / "golden"
     shutil.copytree(tiny_golden, bundle)
-    # the copy was written a moment ago: the default 2 s window would (rightly) not stamp it yet
+    # opted in (GAPCHECK_VERIFY_STAMPS=1 is what Stamps.default reads); the copy was written a moment ago: the default
+    # 60 s window would (rightly) not stamp it yet
     monkeypatch.setattr(Stamps, "default", classmethod(lambda cls: cls(tmp_path / "verified", racy_ns=0)))
     with FakeTriton(load_bundle(bundle), "ok") as fake:
         first_code, first = _night(bundle, tmp_path, fake.url, "first")
