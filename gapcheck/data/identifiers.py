@@ -22,6 +22,7 @@ ID_WORDS = frozenset({"id", "ids", "uid", "uuid", "guid", "idx", "index", "key",
                       "no", "nr", "num", "number", "seq", "serial"})
 MIN_ROWS = 20  # fewer values per side: a real integer feature can be unique by chance
 UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample
+BEYOND_FLOAT = 2.0 ** 53  # integers from here on are not all distinct as float64
 
 
 def name_tokens(name: str) -> list[str]:
@@ -69,6 +70,10 @@ def _numeric_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     samples = [s[np.isfinite(s)] for s in (ref_sample, cur_sample)]
     if any(len(s) < MIN_ROWS or not np.array_equal(s, np.round(s)) for s in samples):
         return None
+    if all(np.abs(s).max() >= BEYOND_FLOAT for s in samples):
+        # 64-bit ids (Twitter-style snowflakes, ~1.5e18): distinct integers collide as the float64 values the
+        # sketches hold, so "unique" cannot be told; no measured quantity is an integer of 16+ digits on both sides
+        return "integers beyond 2**53 (64-bit identifiers)"
     if any(len(np.unique(s)) < UNIQUE_SHARE * len(s) for s in samples):
         return None
     if named_like_id(name):

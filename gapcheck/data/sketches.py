@@ -240,8 +240,10 @@ def column_stats(values: Any, names: list[str], sketch: np.ndarray | None = None
         categories["<number>"] = len(finite)  # so a column that ends up categorical still counts every cell
     overflow = len(categories) > MAX_CATEGORIES
     bad = [names[i] for i in np.flatnonzero(text_mask)[:10]] if len(text_mask) else []
+    with np.errstate(over="ignore"):  # values near 1e308 square to inf: the moments say so, no numpy warning does
+        total, total_sq = float(finite.sum()), float(np.square(finite).sum())
     return ColumnStats(rows=rows, nulls=nulls, numeric=len(finite), text=int(text_mask.sum()) if len(text_mask) else 0,
-                       total=float(finite.sum()), total_sq=float(np.square(finite).sum()),
+                       total=total, total_sq=total_sq,
                        low=float(finite.min()) if len(finite) else math.inf,
                        high=float(finite.max()) if len(finite) else -math.inf,
                        categories={} if overflow else categories, overflow=overflow,

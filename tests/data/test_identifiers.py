@@ -103,3 +103,15 @@ def test_real_integer_features_are_not_ids():
 def test_name_tokens():
     assert name_tokens("PatientID") == ["patient", "id"] and name_tokens("row-id") == ["row", "id"]
     assert name_tokens("Unnamed: 0") == ["unnamed", "0"] and name_tokens("humidity") == ["humidity"]
+
+
+def test_64_bit_ids_beyond_float_precision_are_ids_not_drift(tmp_path, serial):
+    """Twitter-style user ids (~1.5e18, above 2**53) collapse as float64 values: they were a drift gap (attacker D4)."""
+    rng = np.random.default_rng(0)
+    for name, first in (("train.csv", 0), ("val.csv", 500)):
+        pd.DataFrame({"user_id": [str(1_500_000_000_000_000_000 + 7919 * (first + i)) for i in range(500)],
+                      "score": rng.normal(size=500)}).to_csv(tmp_path / name, index=False)
+    result = drift(str(tmp_path / "train.csv"), str(tmp_path / "val.csv"), engine=serial)
+    assert not any(f.is_gap for f in result.findings), [f.message for f in result.findings if f.is_gap]
+    (said,) = [f for f in result.findings if f.code == "identifier_column"]
+    assert said.subject.output == "user_id" and "2**53" in said.message
