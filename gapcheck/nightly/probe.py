@@ -819,9 +819,14 @@ def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundl
         elif not c.passed:
             worst = ", ".join(f"#{w.sample} (|err| {w.max_abs:.3g}, {w.error_ratio:.3g}x its tolerance)"
                               for w in c.worst if not w.passed)
+            served = spec.served_name(c.output)
+            # a deployment that lists same-shaped outputs in another order fails here when paired by position
+            paired = (f"; compared with served output {served!r}: if that is another output of the model, pair them "
+                      f"with --triton-output-map {c.output}=SERVED") if served != c.output else ""
             found.append(GOLDEN_MISMATCH.finding(
                 f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "
-                f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}",
+                f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}"
+                f"{paired}",
                 subject=Subject(endpoint=spec.name, output=c.output),
                 evidence={"max_abs_error": c.max_abs, "max_rel_error": c.max_rel, "error_ratio": c.error_ratio,
                           "failing_samples": c.failing_samples, "samples": bundle.num_samples,

@@ -71,3 +71,23 @@ def test_a_mapped_name_the_endpoint_does_not_serve_says_so(tiny_golden: Path, tm
         code, report = _run(tiny_golden, tmp_path, fake.url, "--triton-output-map", f"{golden_output}=y")
     assert code == 1
     assert "as 'y' (--triton-output-map)" in json.dumps(report)
+
+
+class ShiftedRenamingTriton(RenamingTriton):
+    """Renamed outputs whose values are off: what a wrong position pairing looks like to the comparison."""
+
+    def answer(self, count: int, first: int) -> list[dict]:
+        return [{**o, "data": [v + 1.0 for v in o["data"]]} for o in super().answer(count, first)]
+
+
+def test_a_mismatch_on_a_paired_output_names_the_served_one_and_the_map(tiny_golden: Path, tmp_path: Path) -> None:
+    """Outputs paired by position (or by the map) that then differ: the message says which served output was
+    compared and how to pair another (a deployment listing same-shaped outputs in another order: attacker D3)."""
+    bundle = load_bundle(tiny_golden)
+    [golden_output] = [o.name for o in bundle.output_infos]
+    with ShiftedRenamingTriton(bundle, "ok") as fake:
+        code, report = _run(tiny_golden, tmp_path, fake.url)
+    assert code == 1, report
+    (mismatch,) = [f for f in report["findings"] if f["code"] == "golden_mismatch"]
+    assert f"served output 'served_{golden_output}'" in mismatch["message"]
+    assert f"--triton-output-map {golden_output}=SERVED" in mismatch["message"]
