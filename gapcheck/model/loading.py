@@ -403,7 +403,14 @@ def _check_stand_ins(standing: StandInLoad, trail: tuple[Any, ...], path: Path) 
     """Refuse a file whose weights are (or hold) objects replaced by stand-ins, naming them and where they are; name
     the others (metadata beside the weights: hyper-parameters, a config object) in a warning and go on. A dict or
     list stand-in holding the weights is no reason to refuse: its items are what torch's unpickler built."""
-    found = standing.found()
+    from gapcheck.model.pickled import TooManyObjects
+
+    try:
+        found = standing.found()
+    except TooManyObjects as exc:
+        raise CheckpointError(f"refusing to unpickle {path}: it names classes the safe (weights-only) loader does not "
+                              f"build, and holds {exc}: too many to make sure none of them is inside the weights. "
+                              f"{_RISK}", hint=_HINT, parameter="unsafe_pickle") from None
     inside = [f for f in found if f.where[: len(trail)] == trail and not f.container]
     under = f"under key {_shown_path(trail)}" if trail else "(the file's object itself)"
     whole = next((f for f in inside if f.where == trail), None)

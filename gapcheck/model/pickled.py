@@ -167,8 +167,14 @@ def unsafe_globals(source: Path, scanned: list[str]) -> list[str]:
     return [name for name in found if name not in {f"{c.__module__}.{c.__qualname__}" for c in INERT_GLOBALS}]
 
 
+class TooManyObjects(Exception):
+    """The checkpoint holds more objects than :data:`_MAX_WALK`: not searched through for stand-ins to the end."""
+
+
 def stand_ins(obj: Any, containers: dict[int, tuple[Any, str]]) -> list[Found]:
-    """Where stand-ins are inside ``obj``, in file order; a dict/list stand-in is named and its items searched too."""
+    """Where stand-ins are inside ``obj``, in file order; a dict/list stand-in is named and its items searched too.
+    :class:`TooManyObjects` when the search would go past :data:`_MAX_WALK` (never a partial answer: a stand-in
+    beyond it could be the weights)."""
     found: list[Found] = []
     seen: set[int] = set()
     todo: list[tuple[tuple[Any, ...], Any]] = [((), obj)]
@@ -189,6 +195,8 @@ def stand_ins(obj: Any, containers: dict[int, tuple[Any, str]]) -> list[Found]:
             todo.extend(reversed([((*where, i), v) for i, v in enumerate(value)]))
         elif isinstance(value, argparse.Namespace):
             todo.extend(reversed([((*where, k), v) for k, v in vars(value).items()]))
+    if todo:
+        raise TooManyObjects(f"more than {_MAX_WALK:,} objects")
     return found
 
 

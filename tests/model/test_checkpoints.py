@@ -203,6 +203,20 @@ def test_unknown_class_inside_the_weights_is_refused_naming_where(tmp_path):
     assert f"'state_dict'/'meta' ({__name__}.Tripwire)" in info.value.message
 
 
+def test_a_stand_in_past_the_search_limit_is_refused_not_missed(tmp_path, monkeypatch):
+    """Many containers before the weights (the attacker review's 2,000,005 empty lists, here past a lowered limit):
+    the search for stand-ins never answers partly; a stand-in it could not reach might be inside the weights."""
+    from gapcheck.model import pickled
+
+    monkeypatch.setattr(pickled, "_MAX_WALK", 50)
+    padding = {f"k{i}": [] for i in range(100)}
+    torch.save({**padding, "state_dict": {**nn.Linear(2, 3).state_dict(), "meta": Tripwire()}}, tmp_path / "c.pt")
+    TRIPPED.clear()
+    with pytest.raises(CheckpointError, match="more than 50 objects") as info:
+        load_model(tmp_path / "c.pt", lambda: nn.Linear(2, 3), strict=False)
+    assert TRIPPED == [] and info.value.parameter == "unsafe_pickle"
+
+
 def test_module_pickled_under_a_key_is_refused_naming_the_key(tmp_path):
     torch.save({"model": nn.Linear(2, 3), "epoch": 1}, tmp_path / "c.pt")
     with pytest.raises(CheckpointError, match="under key 'model' are a pickled torch.nn.modules.linear.Linear") as info:
