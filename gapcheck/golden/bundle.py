@@ -23,6 +23,7 @@ import _thread
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import stat
@@ -49,6 +50,8 @@ from gapcheck.golden.manifest import (  # noqa: F401 - the bundle format's names
 )
 from gapcheck.golden.stamps import Stamps, file_identity
 from gapcheck.reading import ReadRefused, Refusal, open_checked, read_exact_unfilled
+
+logger = logging.getLogger(__name__)
 
 # A manifest is small; anything larger is not ours (checked before parsing).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
@@ -450,12 +453,23 @@ def open_bundle(path: str | Path, *, stamps: Stamps | None = None) -> "PendingBu
         for name, entry in sorted(manifest.files.items()):
             opened[name] = _open_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
         stamping = _Stamping(stamps, folder, bundle_hash, {n: file_identity(fd) for n, (fd, _) in opened.items()},
-                             started_ns) if stamps is not None else None
+                             started_ns) if stamps is not None and _stampable(folder, opened) else None
     except BaseException:
         for fd, _ in opened.values():
             os.close(fd)
         raise
     return PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping)
+
+
+def _stampable(folder: Path, opened: dict[str, tuple[int, int]]) -> bool:
+    """Whether every open file may be taken on a stamp (:meth:`Stamps.refusal`); the first refusal is logged."""
+    for name, (fd, _) in sorted(opened.items()):
+        refusal = Stamps.refusal(fd)
+        if refusal is not None:
+            logger.info("golden bundle %s: every file is hashed, no verification stamp: file %s: %s", folder, name,
+                        refusal)
+            return False
+    return True
 
 
 @dataclass(frozen=True)

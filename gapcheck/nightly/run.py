@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from gapcheck.errors import GapcheckError, UsageError
 from gapcheck.findings import Finding, Subject, Verdict
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, open_bundle
@@ -210,7 +212,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
     bundle is verified: a bad bundle is exit 2 with nothing recorded, whatever the endpoint did."""
     _check_request(request)
     start = time.monotonic()
-    # The manifest is checked now; the files' hashes on a thread, unless (opted in: GAPCHECK_VERIFY_STAMPS=1) a stamp
+    # The manifest is checked now; the files' hashes on a thread, unless a stamp (GAPCHECK_VERIFY_STAMPS=0: never)
     # says these very files were verified before (gapcheck.golden.stamps, and why it is not the default)
     pending = open_bundle(request.golden, stamps=Stamps.default())
     _check_output_map(request, pending)
@@ -233,7 +235,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         opening = _Opening(request, pending, run_id, started_at)  # once the bundle is verified, beside the requests
         try:
             first_outcome = _first_check(first, pending, request)  # beside the hashes; a bad bundle ends it at once
-            bundle = pending.result()
+            bundle = _hashed_before_a_gap(pending.result(), first_outcome, request.golden)
             timings["verify_golden"] = time.monotonic() - start
             golden_findings = _text_check(bundle, request, timings)  # a tokenizer that cannot load: nothing recorded
             # Closed behind this call once the night is committed: its WAL checkpoint is not on the caller's path.
@@ -247,12 +249,31 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
             endpoint_started = _now()
             night.add(spec, _check(spec, bundle, request), endpoint_started)
         timings["total"] = time.monotonic() - start
-        result = NightlyResult(run_id=run_id, started_at=started_at, golden=bundle.summary(),
+        result = NightlyResult(run_id=run_id, started_at=started_at, golden=night.bundle.summary(),
                                history=str(request.history), endpoints=tuple(night.reports),
                                alerts=tuple(night.deliveries), extra_findings=tuple(night.extra),
                                golden_findings=golden_findings, seconds=timings)
         history.finish_run(run_id, _now(), int(result.exit_code))
     return result
+
+
+def _hashed_before_a_gap(bundle: GoldenBundle, outcome: EndpointOutcome, golden: Path) -> GoldenBundle:
+    """``bundle``, or, when it was taken on a verification stamp (not hashed tonight) and ``outcome`` is a gap, the
+    bundle hashed in full now, before the gap is said: a file rotted on the disk keeps its times, and a stamp must
+    never turn a verdict (exit 2 naming the file instead of an alarm). The bytes compared tonight must be the bytes
+    hashed: a bundle that changed in between is exit 2 too."""
+    if bundle.verified_by != "stamp" or not outcome.gap:
+        return bundle
+    from gapcheck.errors import InputError
+    from gapcheck.golden.bundle import load_bundle
+
+    hashed = load_bundle(golden)
+    same = hashed.bundle_hash == bundle.bundle_hash and all(
+        np.array_equal(hashed.inputs[n], bundle.inputs[n]) for n in bundle.inputs) and all(
+        np.array_equal(hashed.reference[n], bundle.reference[n]) for n in bundle.reference)
+    if not same:
+        raise InputError(f"golden bundle {golden} changed while the night ran: run it again")
+    return hashed
 
 
 class _Opening:
@@ -399,6 +420,7 @@ class _Night:
             earlier: list[EndpointRecord] | None = None) -> None:
         from gapcheck.codes.nightly import WEBHOOK_FAILED
 
+        self.bundle = _hashed_before_a_gap(self.bundle, outcome, self.request.golden)
         report = _report(outcome, self.history, self.bundle, self.request.drift, endpoint_started, earlier)
         self.history.add_endpoint_result(_record(report, self.run_id, endpoint_started, self.bundle))
         self.reports.append(report)

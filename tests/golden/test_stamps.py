@@ -12,6 +12,7 @@ import pytest
 
 from gapcheck.errors import InputError
 from gapcheck.golden import bundle as bundle_module
+from gapcheck.golden import stamps as stamps_module
 from gapcheck.golden.bundle import open_bundle
 from gapcheck.golden.manifest import INPUTS_FILE
 from gapcheck.golden.stamps import Stamps
@@ -107,16 +108,69 @@ def test_a_foreign_or_forged_stamp_is_no_stamp(bundle, stamps, monkeypatch) -> N
     assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
 
 
-def test_stamps_are_opt_in(monkeypatch, tmp_path) -> None:
-    # off by default: a write through a shared mapping of a dirty page changes no time (the attacker review)
+def _vm(folder: Path, expire: int = 3000, every: int = 500, laptop: int = 0) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in (("dirty_expire_centisecs", expire), ("dirty_writeback_centisecs", every),
+                        ("laptop_mode", laptop)):
+        (folder / name).write_text(f"{value}\n")
+    return folder
+
+
+def test_stamps_are_on_by_default_where_the_kernel_writes_dirty_pages_back(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache" / "exports"))
     monkeypatch.delenv("GAPCHECK_VERIFY_STAMPS", raising=False)
+    monkeypatch.setattr(stamps_module, "_VM", _vm(tmp_path / "vm"))
+    assert Stamps.default() == Stamps(tmp_path / "cache" / "verified")
+    assert Stamps.default().racy_ns == 60_000_000_000  # past the default dirty-page writeback (30 s + 5 s)
+    monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "0")  # turned off: every file hashed every night
     assert Stamps.default() is None
     monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "1")
-    assert Stamps.default() == Stamps(tmp_path / "cache" / "verified")
-    assert Stamps.default().racy_ns == 60_000_000_000  # past the default dirty-page writeback
-    monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "0")
+    # a slower writeback widens the racy window past it; no writeback at all (or laptop mode): no stamps
+    monkeypatch.setattr(stamps_module, "_VM", _vm(tmp_path / "slow", expire=9000, every=1000))
+    assert Stamps.default().racy_ns == 110_000_000_000
+    for off in ({"expire": 0}, {"every": 0}, {"laptop": 5}):
+        monkeypatch.setattr(stamps_module, "_VM", _vm(tmp_path / f"off-{len(str(off))}-{next(iter(off))}", **off))
+        assert Stamps.default() is None, off
+    monkeypatch.setattr(stamps_module, "_VM", tmp_path / "missing")  # cannot be asked: no stamps
     assert Stamps.default() is None
+
+
+def test_a_file_others_can_write_is_never_taken_on_a_stamp(bundle, stamps, monkeypatch) -> None:
+    # Someone who may write a file may hold a writable mapping of it, whose writes to a dirty page set no time:
+    # a group-writable file, another owner's file, or a filesystem whose pages are not written back is hashed.
+    inputs = bundle / INPUTS_FILE
+    fd = os.open(inputs, os.O_RDONLY)
+    try:
+        assert Stamps.refusal(fd) is None  # the copy: ours, 0644, on this disk
+        os.chmod(inputs, 0o664)
+        assert "group or others" in Stamps.refusal(fd)
+        os.chmod(inputs, 0o644)
+        owner = os.fstat(fd).st_uid
+        if owner == 0:  # root's files are trusted whoever runs: give the file to another user instead
+            os.chown(inputs, 4242, -1)
+        else:
+            monkeypatch.setattr(os, "geteuid", lambda: owner + 1)
+        assert "another user" in Stamps.refusal(fd)
+        monkeypatch.undo()
+        if owner == 0:
+            os.chown(inputs, 0, -1)
+        monkeypatch.setattr(stamps_module, "filesystem_type", lambda _fd: 0x01021994)  # tmpfs
+        assert "local disk filesystem" in Stamps.refusal(fd)
+        monkeypatch.setattr(stamps_module, "filesystem_type", lambda _fd: None)
+        assert "cannot be told" in Stamps.refusal(fd)
+    finally:
+        os.close(fd)
+    monkeypatch.undo()
+    os.chmod(bundle / "model.onnx", 0o666)  # one file is enough
+    assert open_bundle(bundle, stamps=stamps).result().verified_by == "sha256"
+    assert not stamps.folder.exists() or not list(stamps.folder.glob("*.json"))  # nothing stamped
+    os.chmod(bundle / "model.onnx", 0o644)
+    open_bundle(bundle, stamps=stamps).result()
+    assert len(list(stamps.folder.glob("*.json"))) == 1
+    monkeypatch.setattr(stamps_module, "filesystem_type", lambda _fd: 0x01021994)
+    _no_hashing(monkeypatch)
+    with pytest.raises(InputError, match="a stamped bundle is not hashed"):  # it was hashed: the refusal above
+        open_bundle(bundle, stamps=stamps).result()  # the stamp is there, the filesystem is not one to trust
 
 
 def test_without_stamps_nothing_is_written_or_read(bundle, tmp_path) -> None:

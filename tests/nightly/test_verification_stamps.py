@@ -3,6 +3,7 @@ it; the next nights take the stamp instead of hashing the very same files again;
 in full again and refused (exit 2), whatever a stamp said."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.golden import load_bundle
-from gapcheck.golden.manifest import INPUTS_FILE
+from gapcheck.golden.manifest import INPUTS_FILE, TORCH_FILE
 from gapcheck.golden.stamps import Stamps
 from tests.nightly.fake_triton import FakeTriton
 
@@ -45,3 +46,41 @@ def test_nights_after_the_first_take_the_stamp_and_a_changed_bundle_is_refused(
         inputs.write_bytes(bytes(data))
         code, _ = _night(bundle, tmp_path, fake.url, "tampered")
     assert code == 2
+
+
+def _stamped_night(bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setattr(Stamps, "default", classmethod(lambda cls: cls(tmp_path / "verified", racy_ns=0)))
+    code, first = _night(bundle, tmp_path, url, "first")
+    assert code == 0 and first["golden"]["verified_by"] == "sha256", first
+
+
+def test_a_stamped_night_that_finds_a_gap_hashes_the_bundle_before_saying_so(
+        tiny_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real gap on a stamped night: the bundle is hashed in full first, it verifies, and the gap stands.
+    bundle = tmp_path / "golden"
+    shutil.copytree(tiny_golden, bundle)
+    golden = load_bundle(bundle)
+    with FakeTriton(golden, "ok") as fake:
+        _stamped_night(bundle, tmp_path, monkeypatch, fake.url)
+        fake.bundle = dataclasses.replace(golden, reference={k: v + 1.0 for k, v in golden.reference.items()})
+        code, report = _night(bundle, tmp_path, fake.url, "gap")
+    assert code == 1, report
+    assert report["golden"]["verified_by"] == "sha256"  # hashed tonight, before the gap was said
+
+
+def test_a_stamped_bundle_rotted_on_the_disk_is_refused_not_an_alarm(
+        tiny_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sector that rots keeps the file's times: the stamp still holds (forced here), the night compares against the
+    # rotten reference and sees a gap, hashes the bundle before saying so, and refuses it (exit 2), naming the file.
+    bundle = tmp_path / "golden"
+    shutil.copytree(tiny_golden, bundle)
+    with FakeTriton(load_bundle(bundle), "ok") as fake:
+        _stamped_night(bundle, tmp_path, monkeypatch, fake.url)
+        reference = bundle / TORCH_FILE
+        data = bytearray(reference.read_bytes())
+        data[-2] ^= 0x40  # a float32's high byte: a visible change
+        reference.write_bytes(bytes(data))
+        monkeypatch.setattr(Stamps, "holds", lambda *_args: True)
+        code, report = _night(bundle, tmp_path, fake.url, "rotten")
+    assert code == 2, report
+    assert not report  # no report of a night on a bad bundle
