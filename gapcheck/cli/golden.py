@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from gapcheck.cli.groups import Groups, declare, use
+from gapcheck.cli.options import ProgressOpt
 from gapcheck.errors import ExitCode, UsageError
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ReportTargets, ToleranceSpec
 from gapcheck.groups.inputs import RECORD_SAMPLES
@@ -30,6 +31,7 @@ def record(
     stage: Optional[str] = typer.Option(None, "--stage", help="The inference preprocessing: NAME=module:callable."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the golden bundle already in --out (only a "
                                    "folder whose manifest says it is one)."),
+    progress: ProgressOpt = True,
 ) -> None:
     """Record a golden bundle: inputs, torch and ONNX Runtime outputs, hashes, versions, tolerances."""
     from gapcheck.golden import RecordRequest, record_bundle, recorded_result
@@ -41,7 +43,13 @@ def record(
     request = RecordRequest(out=out, model=groups[ModelSource].require(), inputs=groups[InputSource],
                             tolerance=groups[ToleranceSpec], export=groups[ExportSpec], samples=samples, stage=stage,
                             overwrite=overwrite)
-    groups[ReportTargets].emit(recorded_result(record_bundle(request)))
+    from rich.console import Console
+
+    from gapcheck.cli.rich_progress import RichProgress
+
+    with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the same --progress/--no-progress as export-diff
+        outcome = record_bundle(request, progress=bar)
+    groups[ReportTargets].emit(recorded_result(outcome))
     raise typer.Exit(ExitCode.NO_GAP)
 
 

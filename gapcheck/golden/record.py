@@ -32,6 +32,7 @@ from gapcheck.golden import bundle as fmt
 from gapcheck.groups import ExportSpec, InputSource, ModelSource, ToleranceSpec
 from gapcheck.groups.inputs import RECORD_SAMPLES
 from gapcheck.groups.keywords import fill_request
+from gapcheck.progress import NullProgress, ProgressReporter
 from gapcheck.tensors import fingerprint, sha256_bytes, summarize
 
 logger = logging.getLogger(__name__)
@@ -178,12 +179,13 @@ def _inputs(request: RecordRequest) -> tuple[list[dict[str, np.ndarray]], dict, 
 
 
 def _run_batches(run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], stacked: dict[str, np.ndarray],
-                 count: int) -> dict[str, np.ndarray]:
+                 count: int, progress: ProgressReporter) -> dict[str, np.ndarray]:
     parts: dict[str, list[np.ndarray]] = {}
     for start in range(0, count, RECORD_BATCH):
         feeds = {k: v[start:start + RECORD_BATCH] for k, v in stacked.items()}
         for name, value in run(feeds).items():
             parts.setdefault(name, []).append(np.asarray(value))
+        progress.advance(min(RECORD_BATCH, count - start))
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -251,25 +253,31 @@ def _stacked(exported: Any, samples: Sequence[dict[str, np.ndarray]]) -> dict[st
 
 
 def _references(module: Any, exported: Any, stacked: dict[str, np.ndarray], count: int,
-                timings: dict[str, float]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The torch outputs (the reference) and ONNX Runtime's on the same batches."""
+                timings: dict[str, float], progress: ProgressReporter,
+                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The torch outputs (the reference) and ONNX Runtime's on the same batches, each step a progress bar."""
     from gapcheck.backends.onnxruntime import OnnxRuntimeBackend
     from gapcheck.backends.torch_eager import TorchBackend
 
     output_names = [o.name for o in exported.model.graph.output]
     with _timed(timings, "torch"):
-        reference = _run_batches(TorchBackend(module, list(stacked), output_names).infer, stacked, count)
+        progress.start("golden record: torch reference (samples)", count)
+        reference = _run_batches(TorchBackend(module, list(stacked), output_names).infer, stacked, count, progress)
     with _timed(timings, "onnxruntime"):
-        ort = _run_batches(OnnxRuntimeBackend(exported.model).infer, stacked, count)
+        progress.start("golden record: ONNX Runtime (samples)", count)
+        ort = _run_batches(OnnxRuntimeBackend(exported.model).infer, stacked, count, progress)
     return reference, ort
 
 
-def record_bundle(request: RecordRequest) -> RecordOutcome:
-    """Record the bundle described by ``request`` into ``request.out`` (see the module docstring)."""
+def record_bundle(request: RecordRequest, progress: ProgressReporter | None = None) -> RecordOutcome:
+    """Record the bundle described by ``request`` into ``request.out`` (see the module docstring). ``progress`` (a
+    :class:`~gapcheck.progress.ProgressReporter`) is told each step: load and export, torch, ONNX Runtime, write."""
     out = Path(request.out)
     check_out(out, request.overwrite)
     request.model.require()
+    reporter = progress or NullProgress()
     timings: dict[str, float] = {}
+    reporter.start("golden record: load the model and samples, export", None)
     with _timed(timings, "load"):
         samples, source, preprocess = _golden_samples(request)
         loaded = request.model.load()
@@ -277,13 +285,14 @@ def record_bundle(request: RecordRequest) -> RecordOutcome:
     with _timed(timings, "export"):
         exported, _ = request.export.obtain(module, samples[0], cache=request.export.cache(request.model))
     stacked = _stacked(exported, samples)
-    reference, ort = _references(module, exported, stacked, len(samples), timings)
+    reference, ort = _references(module, exported, stacked, len(samples), timings, reporter)
     tolerances = _tolerances(request, reference)
     findings = (_reference_findings(list(reference), reference, ort, tolerances)
                 + _insensitive_outputs(reference, tolerances))
     onnx_bytes = exported.model.SerializeToString()
     manifest = _manifest(request, loaded, exported, onnx_bytes, stacked, reference, samples, source, preprocess,
                          tolerances, findings)
+    reporter.start("golden record: write and verify the bundle", None)
     with _timed(timings, "write"):
         bundle_hash = _write(out, manifest, onnx_bytes, stacked, reference, ort, request.overwrite)
     return RecordOutcome(out, manifest, bundle_hash, tuple(findings), timings)
