@@ -19,6 +19,8 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 3
 DEFAULT_DEADLINE_S = 600.0
 PROTOCOLS = ("grpc", "http")
+#: the most NAME=SERVED pairs one input/output map may hold (refused past it, exit 2, before any work)
+MAX_MAP_ITEMS = 10_000
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,15 @@ def _name_map(items: tuple[str, ...], flag: str, form: str) -> dict[str, str]:
     """NAME=SERVED[,...] items as a dict; control characters, a missing side, a name given twice (either side):
     UsageError (exit 2), before any work. Names are tensor names: no control characters, at most 256 characters."""
     mapping: dict[str, str] = {}
+    served_names: set[str] = set()  # the served side as a set: one look-up per item, not a scan (was quadratic)
     parameter = flag.removeprefix("--").replace("-", "_")
     for item in items:
         for pair in str(item).split(","):
             if not pair.strip():
                 continue
+            if len(mapping) >= MAX_MAP_ITEMS:  # a model has tens of tensors; this many is a generated mistake
+                raise UsageError(f"{flag} holds more than {MAX_MAP_ITEMS} name pairs (the limit): "
+                                 "map only the names the deployment renamed", parameter=parameter)
             if any(ord(c) < 32 or ord(c) == 127 for c in pair):
                 raise UsageError(f"{flag}: a name holds a control character", parameter=parameter)
             name, sep, served = (part.strip() for part in pair.partition("="))
@@ -166,9 +172,10 @@ def _name_map(items: tuple[str, ...], flag: str, form: str) -> dict[str, str]:
                 raise UsageError(f"{flag} takes {form}, got {pair[:120]!r}", parameter=parameter)
             if name in mapping:
                 raise UsageError(f"{flag} names {name!r} twice", parameter=parameter)
-            if served in mapping.values():
+            if served in served_names:
                 raise UsageError(f"{flag} maps two names to served {served!r}", parameter=parameter)
             mapping[name] = served
+            served_names.add(served)
     return mapping
 
 
