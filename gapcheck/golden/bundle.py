@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -540,12 +540,17 @@ class PendingBundle:
         order = sorted(opened, key=lambda name: (name == INPUTS_FILE, name))
         try:
             stamped = self._stamping is not None and self._stamping.holds()
+            taken = []  # the files taken on the stamp
             for name in order:
                 fd, size = opened.pop(name)
-                data = _read_opened(self.path, name, fd, size)
+                data, after = self._read_watched(name, fd, size, stamped)
                 self._contents[name] = data
-                if stamped:
+                # The stamp stands for a file only if the file is still the one stamped once its bytes are in: a
+                # write between the open and the end of the read (a watcher that rewrites it then) changed its
+                # change time, and its bytes are hashed instead.
+                if stamped and after == cast(_Stamping, self._stamping).identities[name]:
                     self._take_stamped(name, data)
+                    taken.append(name)
                 elif name == INPUTS_FILE:
                     self._check_inputs(data)
                 else:
@@ -553,7 +558,7 @@ class PendingBundle:
                 if name == ONNX_FILE:
                     self._onnx_bytes = bytes(data)
                     self._onnx_read.set()
-            if stamped:
+            if taken:
                 self.verified_by = "stamp"
             elif self._stamping is not None and self._verified_in_full():
                 self._stamping.record()
@@ -571,6 +576,17 @@ class PendingBundle:
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback()
+
+    def _read_watched(self, name: str, fd: int, size: int, stamped: bool) -> tuple[memoryview, list[int] | None]:
+        """The file's bytes (its descriptor closed), and, when a stamp may stand for it, its identity once they are
+        read (on a second descriptor of the same open file)."""
+        watch = os.dup(fd) if stamped else None
+        try:
+            data = _read_opened(self.path, name, fd, size)
+            return data, file_identity(watch) if watch is not None else None
+        finally:
+            if watch is not None:
+                os.close(watch)
 
     def _take_stamped(self, name: str, data: memoryview) -> None:
         """A file of a stamped bundle: the very file verified before, so its recorded hashes stand for it."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,8 @@ class Stamps:
         from gapcheck.reading import ReadRefused, read_checked
 
         owners = {os.getuid()} if hasattr(os, "getuid") else None
+        if not _private_folder(self.folder):
+            return False
         try:
             data = read_checked(self._path(bundle, bundle_hash), owners=owners, max_bytes=_MAX_STAMP_BYTES)
             stamp = json.loads(data)
@@ -156,9 +159,23 @@ class Stamps:
         return True
 
 
+def _private_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a folder itself (not a link to one), the current user's, that nobody else may enter:
+    a link or folder someone else planted there is never written into nor read from (the attacker review, D15)."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    owner = os.geteuid() if hasattr(os, "geteuid") else info.st_uid
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == owner and not info.st_mode & 0o077
+
+
 def _write_private(folder: Path, path: Path, text: str) -> None:
-    """``text`` into ``path`` atomically (written beside, then renamed), the folder private to the user."""
+    """``text`` into ``path`` atomically (written beside, then renamed), the folder private to the user (OSError, and
+    nothing written, when the folder is a link or not private)."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _private_folder(folder):
+        raise PermissionError(f"{folder} is not a private folder of the current user")
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:

@@ -14,7 +14,7 @@ from gapcheck.errors import InputError
 from gapcheck.golden import bundle as bundle_module
 from gapcheck.golden import stamps as stamps_module
 from gapcheck.golden.bundle import open_bundle
-from gapcheck.golden.manifest import INPUTS_FILE
+from gapcheck.golden.manifest import INPUTS_FILE, TORCH_FILE
 from gapcheck.golden.stamps import Stamps
 
 
@@ -176,3 +176,43 @@ def test_a_file_others_can_write_is_never_taken_on_a_stamp(bundle, stamps, monke
 def test_without_stamps_nothing_is_written_or_read(bundle, tmp_path) -> None:
     assert open_bundle(bundle).result().verified_by == "sha256"
     assert open_bundle(bundle).result().verified_by == "sha256"
+
+
+def test_a_file_rewritten_between_its_open_and_its_read_is_hashed_not_taken_on_the_stamp(bundle, stamps,
+                                                                                         monkeypatch) -> None:
+    # The attacker review (D4): the stamp is looked at when the files are opened, their bytes read later; a watcher
+    # that rewrites a file in between (same size, bytes changed) must not be taken on the stamp.
+    open_bundle(bundle, stamps=stamps).result()
+    reference = bundle / TORCH_FILE
+    read = bundle_module._read_opened
+
+    def rewritten_first(folder, name, fd, size):
+        if name == TORCH_FILE:
+            data = bytearray(reference.read_bytes())
+            data[-2] ^= 0x40
+            with open(reference, "r+b") as handle:  # in place: the descriptor already open sees the new bytes
+                handle.write(bytes(data))
+        return read(folder, name, fd, size)
+
+    monkeypatch.setattr(bundle_module, "_read_opened", rewritten_first)
+    with pytest.raises(InputError, match=f"{TORCH_FILE} does not match its SHA256"):
+        open_bundle(bundle, stamps=stamps).result()
+
+
+def test_a_stamp_folder_that_is_a_link_or_not_private_is_neither_written_nor_read(bundle, tmp_path) -> None:
+    # The attacker review (D15): a link planted where the stamps live was followed and the stamp written at its target.
+    elsewhere = tmp_path / "planted"
+    elsewhere.mkdir(mode=0o700)
+    link = tmp_path / "verified"
+    link.symlink_to(elsewhere)
+    stamps = Stamps(link, racy_ns=0)
+    open_bundle(bundle, stamps=stamps).result()
+    assert not list(elsewhere.iterdir())  # nothing written through the link
+    link.unlink()
+    shared = Stamps(tmp_path / "shared", racy_ns=0)
+    open_bundle(bundle, stamps=shared).result()
+    (stamp,) = shared.folder.glob("*.json")  # a private folder: stamped
+    os.chmod(shared.folder, 0o755)  # others may now look in (and, were it theirs, plant): no stamp is taken from it
+    assert open_bundle(bundle, stamps=shared).result().verified_by == "sha256"
+    os.chmod(shared.folder, 0o700)
+    assert open_bundle(bundle, stamps=shared).result().verified_by == "stamp"
