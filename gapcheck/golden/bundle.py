@@ -731,6 +731,23 @@ class PendingBundle:
         return self._bundle
 
 
+def refuse_nan_reference(reference: dict[str, np.ndarray], where: str) -> None:
+    """InputError when a reference output holds a NaN: a golden answer of NaN passes a deployment that answers NaN
+    there (comparisons take NaN for NaN), so it can judge nothing (the attacker review: an all-NaN bundle passed a
+    NaN-answering deployment every night). Infinities stay: -inf is a masked logit's honest answer."""
+    for name, array in reference.items():
+        if array.dtype.kind not in "fc":
+            continue
+        nan = np.isnan(array)
+        if nan.any():
+            samples = np.flatnonzero(nan.reshape(len(array), -1).any(axis=1)) if array.ndim else np.array([0])
+            shown = ", ".join(str(int(i)) for i in samples[:5]) + (", ..." if len(samples) > 5 else "")
+            raise InputError(f"{where}: the reference output {name!r} holds NaN ({int(nan.sum())} of {array.size} "
+                             f"values, samples {shown}): a golden answer of NaN passes a deployment that answers NaN",
+                             hint="record from inputs the checkpoint answers with numbers (are the inputs NaN or "
+                                  "infinite? is the checkpoint itself broken?)")
+
+
 def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
               contents: dict[str, memoryview], parsed_inputs: dict[str, np.ndarray],
               fingerprints: list[dict[str, str]] | None) -> GoldenBundle:
@@ -738,10 +755,12 @@ def _assemble(folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash
     outputs = tuple(TensorInfo(e.name, e.dtype, tuple(e.shape)) for e in manifest.outputs)
     tolerances = {k: OutputTolerance(v.rtol, v.atol) for k, v in manifest.tolerances.outputs.items()}
     ort_reference = _load_tensors(folder, ORT_FILE, contents[ORT_FILE], outputs, count) if ORT_FILE in contents else {}
+    reference = _load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count)
+    refuse_nan_reference(reference, f"golden bundle {folder}: file {TORCH_FILE}")
     return GoldenBundle(
         path=folder, manifest=raw, bundle_hash=bundle_hash,
         inputs=parsed_inputs,
-        reference=_load_tensors(folder, TORCH_FILE, contents[TORCH_FILE], outputs, count),
+        reference=reference,
         onnxruntime=ort_reference, tolerances=tolerances, onnx_bytes=bytes(contents[ONNX_FILE]),
         fingerprints=fingerprints,
     )

@@ -286,6 +286,7 @@ def record_bundle(request: RecordRequest, progress: ProgressReporter | None = No
         exported, _ = request.export.obtain(module, samples[0], cache=request.export.cache(request.model))
     stacked = _stacked(exported, samples)
     reference, ort = _references(module, exported, stacked, len(samples), timings, reporter)
+    fmt.refuse_nan_reference(reference, "golden record")  # before anything is written
     tolerances = _tolerances(request, reference)
     findings = (_reference_findings(list(reference), reference, ort, tolerances)
                 + _insensitive_outputs(reference, tolerances))

@@ -235,3 +235,27 @@ def test_the_manifest_says_which_weights_of_the_checkpoint_it_recorded(tmp_path:
     checkpoint = json.loads((out / "manifest.json").read_text())["model"]["checkpoint"]
     assert checkpoint["state_dict_key"] == "state_dict_ema"
     assert "'state_dict_ema'" in checkpoint["weights"] and "'state_dict'" in checkpoint["weights"]
+
+
+def test_a_reference_holding_nan_is_refused_at_record_and_at_load(tmp_path: Path, recorded: Path, capsys) -> None:
+    # The attacker review (D10): all-NaN inputs gave an all-NaN reference, recorded with exit 0; a deployment answering
+    # NaN then passed every night (NaN compares equal to NaN).
+    inputs = tmp_path / "nan.npz"
+    samples = np.random.default_rng(2).random((4, 3, 8, 8), dtype=np.float32)
+    samples[2] = np.nan
+    np.savez(inputs, x=samples)
+    assert main(["golden", "record", "--model", FACTORY, "--inputs", str(inputs), "--input", INPUT,
+                 "--exporter", "torchscript", "--out", str(tmp_path / "g")]) == 2
+    said = capsys.readouterr().err
+    assert "holds NaN" in said and "samples 2" in said
+    assert not (tmp_path / "g").exists()  # nothing written
+    # a bundle made by hand (or by an older gapcheck), every hash in order, whose reference holds NaN: refused at load
+    from gapcheck.golden.record import _write
+
+    good = load_bundle(recorded)
+    reference = {name: array.copy() for name, array in good.reference.items()}
+    next(iter(reference.values()))[1].flat[0] = np.nan
+    _write(tmp_path / "hand", json.loads(json.dumps(good.manifest)), good.onnx_bytes, good.inputs, reference,
+           good.onnxruntime, overwrite=False)
+    with pytest.raises(InputError, match="reference output .* holds NaN .*samples 1"):
+        load_bundle(tmp_path / "hand")
