@@ -123,10 +123,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+_CHANGED = {"golden_hash": "the golden bundle (its manifest's SHA256)"}  # how a change is said; others by their key
+
+
 def _changes_findings(name: str, report_changes) -> list[Finding]:
     from gapcheck.codes.nightly import DEPLOYMENT_CHANGED
 
-    return [DEPLOYMENT_CHANGED.finding(f"{name}: {ch.what} changed from {ch.before} to {ch.after}",
+    return [DEPLOYMENT_CHANGED.finding(f"{name}: {_CHANGED.get(ch.what, ch.what)} changed from {ch.before} to "
+                                       f"{ch.after}",
                                        subject=Subject(endpoint=name, other=ch.what),
                                        evidence={"what": ch.what, "before": ch.before, "after": ch.after})
             for ch in report_changes]
@@ -155,7 +159,10 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
                       "max_abs_error": comparison.max_abs, "baseline_runs": drift.baseline_runs,
                       "slack": drift.slack, "threshold": drift.threshold}))
     if c.status is Status.RECOVERED:
-        findings.append(RECOVERED.finding(f"{name} passes again (last status {c.previous_status})",
+        swapped = any(ch.what == "golden_hash" for ch in c.changes)
+        findings.append(RECOVERED.finding(f"{name} passes again (last status {c.previous_status})" + (
+            "; against another golden bundle than the last night's: the bundle may have changed the verdict, not "
+            "the deployment" if swapped else ""),
                                           subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
     last_pass, since = _since(earlier, c.status, started_at)
     trend = tuple((r.started_at, r.status, {o.output: o.error_ratio for o in r.outputs}) for r in earlier[-TREND_NIGHTS:])

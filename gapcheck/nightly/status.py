@@ -7,7 +7,8 @@ Statuses, in order of precedence (one per endpoint and night):
 ``new_failure``    a gap tonight; the last night with a verdict passed (or there is none)
 ``known_failure``  a gap tonight and on the last night with a verdict
 ``recovered``      passes tonight; the last night was a gap or unreachable
-``changed``        passes; the served version, the config hash or the precision differs from the last night
+``changed``        passes; the served version, the config hash, the precision or the golden bundle differs from the
+                   last night
 ``drifting``       passes, but the one-sided CUSUM of the error has crossed its threshold
 ``pass``           passes, nothing else to say
 =================  ===========================================================================
@@ -75,7 +76,9 @@ class Tonight:
 
 @dataclass(frozen=True)
 class Change:
-    what: str  # "served_version" | "config_hash" | "precision" (fp32 | fp16: the budgets the night was compared with)
+    # "served_version" | "config_hash" | "precision" (fp32 | fp16: the budgets the night was compared with) |
+    # "golden_hash" (another golden bundle: the manifest's SHA256)
+    what: str
     before: str | None
     after: str | None
 
@@ -132,9 +135,13 @@ def classify(tonight: Tonight, history: Sequence[EndpointRecord], params: DriftP
     changes: list[Change] = []
     last_seen = judged[-1] if judged else None
     if tonight.reachable and last_seen is not None:
+        # golden_hash: another golden bundle than the last night's (its tolerances, its samples): a verdict that
+        # turned with it may be the bundle's doing, not the deployment's (the attacker review: a bundle with its
+        # rtol loosened turned a broken deployment into "recovered", the new hash said nowhere but the run line)
         for what, before, after in (("served_version", last_seen.served_version, tonight.served_version),
                                     ("config_hash", last_seen.config_hash, tonight.config_hash),
-                                    ("precision", last_seen.precision, tonight.precision)):
+                                    ("precision", last_seen.precision, tonight.precision),
+                                    ("golden_hash", last_seen.golden_hash, tonight.golden_hash)):
             if before != after and not (before is None or after is None):
                 changes.append(Change(what, before, after))
     previous_status = previous.status if previous else None

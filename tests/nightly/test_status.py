@@ -85,3 +85,15 @@ def test_error_ratios_under_fp16_budgets_are_not_one_drift_series_with_fp32_nigh
     result = classify(half, history)
     assert result.status is Status.CHANGED and result.cusum == {"y": 0.0}
     assert [(c.what, c.before, c.after) for c in result.changes] == [("precision", "fp32", "fp16")]
+
+
+def test_another_golden_bundle_is_a_change_and_said_beside_a_recovery() -> None:
+    # The attacker review (D16): a bundle whose rtol was loosened turned a broken deployment into "recovered", the
+    # new bundle said nowhere but the run line. Another golden bundle is a change like a new served version.
+    other = "h" * 64
+    passing = classify(tonight(), [rec("pass", golden=other)])
+    assert passing.status is Status.CHANGED
+    assert [(c.what, c.before, c.after) for c in passing.changes] == [("golden_hash", other, GOLDEN)]
+    recovered = classify(tonight(), [rec("known_failure", "gap", golden=other)])
+    assert recovered.status is Status.RECOVERED  # the verdict turned: still said as such, with the change beside it
+    assert [c.what for c in recovered.changes] == ["golden_hash"]
