@@ -358,23 +358,24 @@ def _validate(model: type[BaseModel], name: str, table: Any, source: Path | None
     try:
         return model.model_validate(table)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, name, origin, env_keys)) from None
+        raise ConfigError(_describe(exc, name, origin, env_keys, model)) from None
 
 
 # Keys whose values are never echoed in a configuration error (matched anywhere in the dotted key).
 _SECRET_KEY = re.compile(r"header|token|secret|passw|webhook|url|auth|cookie|credential|api_?key", re.IGNORECASE)
 
 
-def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[str, ...]]) -> str:
+def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[str, ...]],
+              model: type[BaseModel] | None = None) -> str:
     """One line per problem: where it came from, the dotted key, what was expected and what was given."""
-    unknown: dict[tuple[str, str], list[str]] = {}  # (where it came from, table) -> keys
+    unknown: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}  # (where it came from, table, its loc) -> keys
     lines = []
     for error in exc.errors():
         loc = [str(part) for part in error["loc"] if not str(part).startswith("function-after")]
         key = ".".join([name, *loc])
         came_from = _came_from((name, *loc), env_keys, origin)
         if error["type"] == "extra_forbidden":
-            unknown.setdefault((came_from, ".".join([name, *loc[:-1]])), []).append(loc[-1])
+            unknown.setdefault((came_from, ".".join([name, *loc[:-1]]), tuple(loc[:-1])), []).append(loc[-1])
             continue
         message = str(error["msg"]).removeprefix("Value error, ")
         value = error.get("input")
@@ -385,6 +386,32 @@ def _describe(exc: ValidationError, name: str, origin: str, env_keys: set[tuple[
         else:
             given = f" (got {value!r})" if "input" in error and not isinstance(value, dict) else ""
         lines.append(f"{came_from}: {key}: {message}{given}")
-    for (came_from, table), keys in unknown.items():
-        lines.insert(0, f"{came_from}: unknown key(s) in [{table}]: {', '.join(keys)}")
+    for (came_from, table, table_loc), keys in unknown.items():
+        known = _known_keys(model, table_loc) if model is not None else []
+        valid = f" (valid keys: {', '.join(known)})" if known else ""
+        lines.insert(0, f"{came_from}: unknown key(s) in [{table}]: {', '.join(keys)}{valid}")
     return "\n".join(lines)
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """The keys the table at ``loc`` inside ``model`` accepts (through nested models, dict values, Optional); [] when
+    that cannot be told. An unknown key is easier to fix beside the valid ones (``target`` in a stage table)."""
+    import types
+    import typing
+
+    def model_of(annotation: Any) -> Any:  # Optional[X] / X | None -> X
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        return model_of(args[0]) if union and len(args) == 1 else annotation
+
+    current: Any = model
+    for part in loc:
+        current = model_of(current)
+        if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            current = current.model_fields[part].annotation
+        elif typing.get_origin(current) is dict and len(typing.get_args(current)) == 2:
+            current = typing.get_args(current)[1]
+        else:
+            return []
+    current = model_of(current)
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
