@@ -69,6 +69,19 @@ def summary(plan_: SourcePlan, used: int, bad: int) -> SideSummary:
                        items=items, used=used, bad=bad, skipped_files=len(plan_.skipped))
 
 
+def refuse_mixed_kinds(plans: Sequence[SourcePlan]) -> None:
+    """Images and tables cannot be compared (exit 2): drift has no common feature, and leakage would pass with
+    nothing compared (a new user's photo folder against a CSV printed "no leakage", exit 0). Splits with nothing
+    listed are left to the empty-split checks."""
+    from gapcheck.errors import UsageError
+
+    listed = [p for p in plans if p.payloads]
+    kinds = list(dict.fromkeys(p.kind for p in listed))
+    if len(kinds) > 1:
+        named = "; ".join(f"{p.spec.name}: {p.kind.value}" for p in listed)
+        raise UsageError(f"cannot compare {kinds[0].value} with {kinds[1].value} ({named})")
+
+
 def drift(reference: str | SourceSpec, current: str | SourceSpec, options: DriftOptions | None = None, *,
           engine: Engine | None = None, progress: ProgressReporter | None = None,
           shard_size: int = DEFAULT_SHARD_SIZE) -> DriftResult:
@@ -83,8 +96,7 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
     started = time.perf_counter()
     plans = {"reference": plan(as_spec(reference, "reference", options.columns), shard_size),
              "current": plan(as_spec(current, "current", options.columns), shard_size)}
-    if plans["reference"].kind is not plans["current"].kind and all(p.payloads for p in plans.values()):
-        raise UsageError(f"cannot compare {plans['reference'].kind.value} with {plans['current'].kind.value}")
+    refuse_mixed_kinds(list(plans.values()))
     if not options.columns:  # two tables sharing no column: exit 2 before work (one-sided columns are bad_input)
         column_plan(list(plans.values()), min_shared=0.0)
     wrapped = [({"side": side, "source": payload, "columns": list(options.columns) if options.columns else None,
@@ -199,19 +211,13 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     )
     from gapcheck.data.leakage_result import LeakageResult
     from gapcheck.data.near import engine_search, max_distance
-    from gapcheck.errors import UsageError
 
     options = options or job.LeakageOptions()
-    specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
-    if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
-        raise UsageError("leakage needs at least two splits with distinct names")
-    unknown = sorted(set(options.within) - {s.name for s in specs}) if isinstance(options.within, (tuple, list)) else []
-    if unknown:  # a typo must not turn the search off silently
-        raise UsageError(f"--within-split names no split: {', '.join(unknown)} "
-                         f"(splits: {', '.join(s.name for s in specs)})")
+    specs = _split_specs(splits, options)
     table = _labels_file(labels_file) if labels_file else None  # checked before any split is listed
     started = time.perf_counter()
     plans = [plan(spec, shard_size) for spec in specs]
+    refuse_mixed_kinds(plans)
     columns = column_plan(plans, (options.label_column, options.group_column), bool(options.key_columns))
     shards = make_shards(_leakage_payloads(plans, options, table, columns.compared))
     planned = time.perf_counter()
@@ -224,8 +230,11 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         near = near_pairs(records, options, exact, search=engine_search(opened, search_threshold))
     findings = shard_failure_findings(run.failures)
     summaries, bad_all, per_split = _split_checks(plans, records)
-    files = _table_files(plans)
-    findings += per_split + columns_finding(columns) + identifier_finding(columns, bool(options.key_columns))
+    files = _item_files(plans, records)
+    keyed = bool(options.key_columns)
+    # with --key the user chose the columns: rows are matched on those (a whole-row match is a key match too), so
+    # neither the common columns nor a column only some splits hold are what was compared
+    findings += per_split + ([] if keyed else columns_finding(columns)) + identifier_finding(columns, keyed)
     findings += pair_findings(exact, near, files) + group_findings(records)
     findings += label_findings(records, exact + near, files)
     target, auc = target_leakage(records)
@@ -235,17 +244,40 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         findings=tuple(findings + target), auc=auc, bad_items=tuple(bad_all),
         decode_path=" | ".join(decoders) if decoders else "", near_max_bits=max_distance(options.near),
         thumbnails=_thumbnails(records, near, thumbnails), engine=run.engine, shards=run.shards,
-        compared_columns=columns.compared,
+        compared_columns=tuple(options.key_columns) if keyed and _tables(plans) else columns.compared,
         run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
                      "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
 
 
-def _table_files(plans: Sequence[SourcePlan]) -> dict[str, dict[str, str]]:
-    """Per split, each table file's item-name prefix → where it is (a finding's path; SARIF's artifact)."""
+def _split_specs(splits: Sequence[str | SourceSpec], options: Any) -> list[SourceSpec]:
+    """The splits as specs: two or more, distinct names, and every split ``--within-split`` names among them."""
+    from gapcheck.errors import UsageError
+
+    specs = [s if isinstance(s, SourceSpec) else parse_split(s) for s in splits]
+    if len(specs) < 2 or len({s.name for s in specs}) != len(specs):
+        raise UsageError("leakage needs at least two splits with distinct names")
+    unknown = sorted(set(options.within) - {s.name for s in specs}) if isinstance(options.within, (tuple, list)) else []
+    if unknown:  # a typo must not turn the search off silently
+        raise UsageError(f"--within-split names no split: {', '.join(unknown)} "
+                         f"(splits: {', '.join(s.name for s in specs)})")
+    return specs
+
+
+def _tables(plans: Sequence[SourcePlan]) -> bool:
+    return any(p.kind.value == "table" for p in plans)
+
+
+def _item_files(plans: Sequence[SourcePlan], records: dict[str, Any]) -> Any:
+    """Where the items are (a finding's path; SARIF's artifact): per table split, each file's item-name prefix →
+    the file; per image, its item name → its file (a Dataset's samples have none and keep their names)."""
+    from gapcheck.data.leakage_checks import Files
     from gapcheck.data.lines import shown_path
 
-    return {p.spec.name: {payload["name"]: shown_path(payload["url"]) for payload in p.payloads if "url" in payload}
-            for p in plans if p.kind.value == "table"}
+    tables = {p.spec.name: {payload["name"]: shown_path(payload["url"]) for payload in p.payloads if "url" in payload}
+              for p in plans if p.kind.value == "table"}
+    images = {name: shown_path(url) for r in records.values() if r.kind == "images"
+              for name, url in zip(r.names, r.urls, strict=True) if url}
+    return Files(tables=tables, images=images)
 
 
 def _leakage_payloads(plans: Sequence[SourcePlan], options: Any, table: dict[str, tuple[Any, Any]] | None,

@@ -179,7 +179,7 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
         if len(a) == 0 or len(b) == 0:
             return moments
         d, p_value, distance = sorted_ks_wasserstein(a, b)
-        scale = ref.std if ref.std and math.isfinite(ref.std) and ref.std > 0 else None
+        scale = ref.std if _resolved(ref) else None  # a constant reference has no spread to measure in
         w = distance / scale if scale else None
         reference_share, current_share = coverage(a, b)
         return dataclasses.replace(moments, kind="numeric", test="ks", statistic=d, p_value=p_value, ks_d=d,
@@ -239,6 +239,17 @@ def coverage(reference: np.ndarray, current: np.ndarray,
     keep = ref_counts > 0
     return (tuple(float(c) / len(reference) for c in ref_counts[keep]),
             tuple(float(c) / len(current) for c in cur_counts[keep]))
+
+
+STD_RESOLUTION = 1e-7  # a std below this share of the values' magnitude is the float sums' rounding, not spread
+
+
+def _resolved(stats: ColumnStats) -> bool:
+    """Whether ``stats``' std is a spread an effect can be scaled by: finite and above the rounding of the sums it
+    comes from (sqrt of float64's epsilon, ~1.5e-8, of the magnitude; a constant column is exactly 0)."""
+    std = stats.std
+    magnitude = max(abs(stats.low), abs(stats.high))
+    return math.isfinite(std) and std > 0 and (not math.isfinite(magnitude) or std > STD_RESOLUTION * magnitude)
 
 
 def _rate(stats: ColumnStats) -> float:
@@ -366,6 +377,8 @@ def null_underpowered_findings(features: list[FeatureDrift], reference: SidePart
 
     groups: dict[tuple[int, int], dict[str, float]] = {}
     for f in features:
+        if f.identifier:  # not a feature (identifier_column says so); never listed as one
+            continue
         ref, cur = reference.columns[f.feature], current.columns[f.feature]
         detectable = min_detectable_null_shift(f.null_rate_reference, ref.rows, cur.rows, options.p_threshold)
         if detectable is not None and detectable > options.min_null_shift:
@@ -394,13 +407,13 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
 
     findings: list[Finding] = underpowered_findings(features, options)
     findings += null_underpowered_findings(features, reference, current, options)
+    findings += orientation_findings(reference, current)
     for f in features:
         subject = Subject(stage="reference→current", output=f.feature)
         if f.identifier:
             findings.append(_identifier_finding(f, subject))
         if f.drift:
-            what = (f"KS D={f.ks_d:.3f}, Wasserstein={_fmt(f.wasserstein_std)} reference std" if f.test == "ks"
-                    else f"Cramér's V={f.cramers_v:.3f}")
+            what = _shift_measures(f)
             findings.append(codes.DRIFT.finding(
                 f"{f.feature} shifted: {what} (q={f.q_value:.2g} < {options.p_threshold}, effect ≥ {options.min_effect})",
                 subject=subject, evidence={"test": f.test, "p_value": f.p_value, "q_value": f.q_value, "ks_d": f.ks_d,
@@ -423,6 +436,32 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
                           "coverage_reference": list(f.coverage_reference)}))
     return findings
+
+
+ORIENTATION_SHARE_SHIFT = 0.05  # the sides' shares of EXIF-turned images differ by this much: said
+
+
+def orientation_findings(reference: SidePartial, current: SidePartial) -> list[Finding]:
+    """``exif_orientation_differs`` when one side's images are stored turned (an EXIF orientation tag) more often
+    than the other's: measured as displayed they agree, but a loader ignoring the tag would not."""
+    from gapcheck.codes import data as codes
+    from gapcheck.findings import Subject
+
+    turned = {"reference": sum(reference.orientations.values()), "current": sum(current.orientations.values())}
+    rows = {"reference": reference.rows, "current": current.rows}
+    if not all(rows.values()) or not any(turned.values()):
+        return []
+    shares = {side: turned[side] / rows[side] for side in rows}
+    if abs(shares["reference"] - shares["current"]) < ORIENTATION_SHARE_SHIFT:
+        return []
+    tags = {side: part.orientations for side, part in (("reference", reference), ("current", current))}
+    said = "; ".join(f"{side}: {turned[side]} of {rows[side]}" + (
+        f" (tag {', '.join(f'{t}: {n}' for t, n in tags[side].items())})" if tags[side] else "") for side in rows)
+    return [codes.EXIF_ORIENTATION_DIFFERS.finding(
+        f"images stored turned with an EXIF orientation tag ({said}); measured as displayed (the tag applied), as a "
+        f"viewer shows them; a loader that ignores the tag sees them turned", subject=Subject(stage="reference→current"),
+        evidence={"turned": turned, "images": rows, "share": {k: round(v, 6) for k, v in shares.items()},
+                  "orientation_tags": {side: {str(t): n for t, n in tags[side].items()} for side in rows}})]
 
 
 def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
@@ -499,6 +538,26 @@ def unusable_columns(reference: SidePartial, current: SidePartial,
 
 def _filled(stats: ColumnStats) -> bool:
     return stats.numeric + stats.text > 0
+
+
+def _shift_measures(f: FeatureDrift) -> str:
+    """The effect sizes a drift finding states: the Wasserstein distance in reference stds, or, where the
+    reference has no spread to scale by, what the values are (a Wasserstein of 16790224 "reference stds" said
+    nothing: the std was the rounding of a constant)."""
+    if f.test != "ks":
+        return f"Cramér's V={f.cramers_v:.3f}"
+    if f.wasserstein_std is not None:
+        return f"KS D={f.ks_d:.3f}, Wasserstein={_fmt(f.wasserstein_std)} reference std"
+    if f.std_reference == 0:
+        current = (_g(f.mean_current) if f.std_current == 0
+                   else f"mean {_g(f.mean_current)}, std {_g(f.std_current)}")
+        return f"KS D={f.ks_d:.3f}; constant in the reference: {_g(f.mean_reference)}, current: {current}"
+    return (f"KS D={f.ks_d:.3f}; the reference's spread is below the sums' precision (std {_g(f.std_reference)}): "
+            f"mean {_g(f.mean_reference)} in the reference, {_g(f.mean_current)} now")
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
 
 
 def _fmt(value: float | None) -> str:

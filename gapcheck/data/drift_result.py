@@ -30,15 +30,17 @@ class DriftResult(TimedRun, ResultBase):
 
     @property
     def headline(self) -> str:
+        # one count of features in both verdicts: identifier columns are not features (left out, said apart)
         drifted = [f.feature for f in self.features if f.drift]
+        ids = sum(1 for f in self.features if f.identifier)
+        left_out = f"; {ids} identifier column(s) left out" if ids else ""
         if drifted:
-            return f"{len(drifted)} of {len(self.features)} feature(s) drifted: {', '.join(drifted[:5])}"
+            return (f"{len(drifted)} of {len(self.features) - ids} feature(s) drifted: {', '.join(drifted[:5])}"
+                    + left_out)
         others = sum(1 for f in self.findings if f.is_gap)
         weak = sum(1 for f in self.features if f.underpowered)
-        ids = sum(1 for f in self.features if f.identifier)
         return (f"no drift in {len(self.features) - ids} feature(s)" + (f"; {others} other gap(s)" if others else "")
-                + (f"; {ids} identifier column(s) left out" if ids else "")
-                + (f"; {weak} too few rows to detect the minimum effect" if weak else ""))
+                + left_out + (f"; {weak} too few rows to detect the minimum effect" if weak else ""))
 
     def sections(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)

@@ -23,41 +23,59 @@ class SidePartial:
     reservoir: Reservoir = field(default_factory=Reservoir)
     rows: int = 0
     bad: list[tuple[str, str]] = field(default_factory=list)
+    # images: how many carry each EXIF orientation tag that turns them (2-8); they are measured as displayed
+    orientations: dict[int, int] = field(default_factory=dict)
 
     def merge(self, other: "SidePartial") -> "SidePartial":
         columns = dict(self.columns)
         for name, stats in other.columns.items():
             columns[name] = columns[name].merge(stats) if name in columns else stats
         order = self.order + [n for n in other.order if n not in self.order]
+        orientations = dict(self.orientations)
+        for tag, count in other.orientations.items():
+            orientations[tag] = orientations.get(tag, 0) + count
         return SidePartial(columns=columns, order=order, reservoir=self.reservoir.merge(other.reservoir),
-                           rows=self.rows + other.rows, bad=self.bad + other.bad)
+                           rows=self.rows + other.rows, bad=self.bad + other.bad,
+                           orientations=dict(sorted(orientations.items())))
 
 
-def image_rows(payload: dict[str, Any]) -> tuple[Any, list[str], list[tuple[str, str]]]:
-    """An image shard as a DataFrame of image properties (per-channel mean/std, brightness, size, aspect)."""
+def image_rows(payload: dict[str, Any]) -> tuple[Any, list[str], list[tuple[str, str]], dict[int, int]]:
+    """An image shard as a DataFrame of image properties (per-channel mean/std, brightness, size, aspect), measured
+    as displayed: EXIF orientation applied, as for the perceptual hashes (a phone photo stored sideways with tag 6
+    is shown upright; its stored width and height would read as a size drift). Also the count of each turning
+    orientation tag met."""
     import pandas as pd
 
+    from gapcheck.data.hashing import orientation, upright
+
     rows, names, bad = [], [], []
+    orientations: dict[int, int] = {}
     for item in iter_images(payload):
         if item.error:
             bad.append((item.name, item.error))
             continue
-        pixels = np.asarray(item.image.convert("RGB"), dtype=np.float32)
-        gray = np.asarray(item.image.convert("L"), dtype=np.float32)
+        tag = orientation(item.image)
+        shown = upright(item.image, item.image) if tag != 1 else item.image
+        if tag != 1:
+            orientations[tag] = orientations.get(tag, 0) + 1
+        pixels = np.asarray(shown.convert("RGB"), dtype=np.float32)
+        gray = np.asarray(shown.convert("L"), dtype=np.float32)
         means = pixels.reshape(-1, 3).mean(axis=0)
         stds = pixels.reshape(-1, 3).std(axis=0)
         height, width = gray.shape
         rows.append((*means.tolist(), *stds.tolist(), float(gray.mean()), width, height, width / height))
         names.append(item.name)
-    return pd.DataFrame(rows, columns=list(IMAGE_FEATURES)), names, bad
+    return pd.DataFrame(rows, columns=list(IMAGE_FEATURES)), names, bad, orientations
 
 
 def side_partial(payload: dict[str, Any], columns: list[str] | None, seed: int, k: int,
                  exclude: tuple[str, ...] = ()) -> SidePartial:
     """Statistics and a row sample of one shard of one side (runs on a worker)."""
     if payload["kind"] == "images" or payload.get("sample_kind") == "images":
-        frame, names, bad = image_rows(payload)
-        return _frame_partial(frame, names, bad, columns, seed, k, exclude)
+        frame, names, bad, orientations = image_rows(payload)
+        partial = _frame_partial(frame, names, bad, columns, seed, k, exclude)
+        partial.orientations = orientations
+        return partial
     if payload["kind"] == "table" and payload.get("format") in ("parquet", "pq") and not exclude:
         return _parquet_partial(payload, columns, seed, k)
     merged = SidePartial(reservoir=Reservoir(k=k))

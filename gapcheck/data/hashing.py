@@ -72,16 +72,22 @@ def _pack(bits: np.ndarray) -> int:
 EXIF_ORIENTATION = 0x0112
 
 
+def orientation(image: Any) -> int:
+    """``image``'s EXIF orientation tag when it turns or mirrors the image (2-8), else 1 (none, upright, unreadable
+    EXIF or a value outside the standard's: the stored orientation is the only one known)."""
+    try:
+        tag = image.getexif().get(EXIF_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - unreadable EXIF
+        return 1
+    return tag if isinstance(tag, int) and tag in range(2, 9) else 1
+
+
 def upright(image: Any, rgb: Any) -> Any:
     """``rgb`` (``image`` converted to RGB) as it is displayed: turned by ``PIL.ImageOps.exif_transpose`` when
     ``image`` carries an EXIF orientation other than 1, else ``rgb`` itself (no copy for the usual image)."""
     from PIL import ImageOps
 
-    try:
-        orientation = image.getexif().get(EXIF_ORIENTATION, 1)
-    except Exception:  # noqa: BLE001 - unreadable EXIF: the stored orientation is the only one known
-        return rgb
-    if orientation not in range(2, 9):
+    if orientation(image) == 1:
         return rgb
     return ImageOps.exif_transpose(image).convert("RGB")
 

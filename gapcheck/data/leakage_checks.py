@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -109,15 +109,25 @@ def near_pairs(splits: dict[str, SplitRecords], options: LeakageOptions, exact: 
     return pairs
 
 
-Files = dict[str, dict[str, str]]  # split → table file display name → location (gapcheck.data.lines.shown_path)
+@dataclass(frozen=True)
+class Files:
+    """Where items are, as :func:`gapcheck.data.lines.shown_path` shows a file: ``tables`` maps split → table file
+    display name → location; ``images`` maps an image's item name (``val:cat.jpg``) → its file."""
+
+    tables: dict[str, dict[str, str]] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
 
 
 def item_subject(item: str, split: str, other: str, files: Files | None) -> Subject:
-    """The subject of a finding about ``item``: a table row at its file and line (CSV) or row index (else), so a
-    SARIF result points at the file with a region; an image (or a Dataset sample) by its name."""
+    """The subject of a finding about ``item``: a table row at its file and line (CSV) or row index (else), an
+    image at its file (the other image's file as ``other``), so a SARIF result points at the file; a Dataset
+    sample by its name. The item names (split-prefixed) stay in the finding's evidence."""
     from gapcheck.data.lines import item_location
 
-    located = item_location(item, (files or {}).get(split, {}))
+    files = files or Files()
+    if item in files.images:
+        return Subject(path=files.images[item], other=files.images.get(other, other))
+    located = item_location(item, files.tables.get(split, {}))
     if located is None:
         return Subject(path=item, other=other)
     path, line, row = located
@@ -147,7 +157,7 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | No
             findings.append(code.finding(
                 _other_named(f"{how} {where}", subject, pair.other), subject=subject,
                 evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
-                          "splits": [pair.split, pair.other_split]}))
+                          "splits": [pair.split, pair.other_split], "items": [pair.item, pair.other]}))
         if len(pairs) > MAX_FINDINGS_PER_CODE:
             findings.append(code.finding(f"{len(pairs) - MAX_FINDINGS_PER_CODE} more pair(s) like these (see the "
                                          f"report's pairs)", subject=Subject(group="more"),
@@ -194,7 +204,8 @@ def label_findings(splits: dict[str, SplitRecords], pairs: Sequence[Pair], files
         findings.append(codes.LABEL_CONFLICT.finding(
             f"{pair.item} is labelled {pair.label!r} but its duplicate {pair.other} is {pair.other_label!r}",
             subject=item_subject(pair.item, pair.split, pair.other, files),
-            evidence={"label": pair.label, "other_label": pair.other_label, "match": pair.kind}))
+            evidence={"label": pair.label, "other_label": pair.other_label, "match": pair.kind,
+                      "splits": [pair.split, pair.other_split], "items": [pair.item, pair.other]}))
     labelled = any(not _missing(label) for r in splits.values() for label in r.labels)
     for split, records in splits.items():
         missing = [n for n, label in zip(records.names, records.labels, strict=True) if _missing(label)]

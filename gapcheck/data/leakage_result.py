@@ -28,7 +28,8 @@ class LeakageResult(TimedRun, ResultBase):
     engine: str = ""
     shards: int = 0
     run_timings: dict[str, float] = field(default_factory=dict)
-    compared_columns: tuple[str, ...] | None = None  # table rows hashed on these (None: images, or every column)
+    # table rows compared on these: the key columns with --key, else the common ones (None: images, or every column)
+    compared_columns: tuple[str, ...] | None = None
     command: str = "leakage"
 
     @property
@@ -62,7 +63,8 @@ class LeakageResult(TimedRun, ResultBase):
     def views(self) -> Sequence[Table | Chart]:
         views: list[Table | Chart] = []  # findings are drawn by every format itself
         compared = self.compared_columns
-        note = (f"table rows compared on {len(compared)} column(s): {', '.join(compared[:20])}"
+        what = "the key column(s)" if self.options.key_columns else f"{len(compared or ())} column(s)"
+        note = (f"table rows compared on {what}: {', '.join(compared[:20])}"
                 + (f" and {len(compared) - 20} more" if len(compared) > 20 else "")) if compared else ""
         views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
                            rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits),

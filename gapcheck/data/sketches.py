@@ -135,6 +135,8 @@ class ColumnStats:
     def std(self) -> float:
         if self.numeric < 2:
             return math.nan
+        if self.low == self.high:  # constant: exactly 0, not the sums' rounding (5.8e-08 for a constant 0.625)
+            return 0.0
         variance = (self.total_sq - self.total * self.total / self.numeric) / (self.numeric - 1)
         return math.sqrt(max(variance, 0.0))
 

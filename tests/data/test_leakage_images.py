@@ -58,7 +58,10 @@ def test_labels_file_conflicts_missing_labels_and_groups(photo_splits, serial, t
                      labels_file=str(labels))
     validate(result)
     conflicts = [f for f in result.findings if f.code == "label_conflict"]
-    assert [(f.subject.path, f.subject.other) for f in conflicts] == [("val:astronaut_copy.png", "train:astronaut.png")]
+    # the images' files as the subject (SARIF's artifact); the split-prefixed item names in the evidence
+    assert [(f.subject.path, f.subject.other) for f in conflicts] == [
+        (str(photo_splits["leaky_val"] / "astronaut_copy.png"), str(photo_splits["train"] / "astronaut.png"))]
+    assert conflicts[0].evidence["items"] == ["val:astronaut_copy.png", "train:astronaut.png"]
     missing = {f.subject.stage: f.evidence["count"] for f in result.findings if f.code == "label_missing"}
     assert missing == {"train": 7, "val": 12}
     overlap = [f for f in result.findings if f.code == "group_overlap"]

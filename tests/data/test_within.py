@@ -94,9 +94,8 @@ def photo_folders(tmp_path_factory):
 def test_photos_within_validation_by_default(photo_folders, serial):
     result = leakage([f"train={photo_folders / 'train'}", f"val={photo_folders / 'val'}"], engine=serial)
     validate(result)
-    exact = [(f.subject.path, f.subject.other) for f in result.findings if f.code == "duplicate_within_split"]
-    near = {frozenset((f.subject.path, f.subject.other)) for f in result.findings
-            if f.code == "near_duplicate_within_split"}
+    exact = [tuple(f.evidence["items"]) for f in result.findings if f.code == "duplicate_within_split"]
+    near = {frozenset(f.evidence["items"]) for f in result.findings if f.code == "near_duplicate_within_split"}
     assert exact == [("val:clock_copy.png", "val:clock.png")]
     assert near == {frozenset(("val:coins_reencoded.jpg", "val:coins.png")),
                     frozenset(("val:brick_90.png", "val:brick.png"))}
@@ -106,7 +105,7 @@ def test_photos_within_validation_by_default(photo_folders, serial):
 def test_photos_within_every_split_when_asked(photo_folders, serial):
     result = leakage([f"train={photo_folders / 'train'}", f"val={photo_folders / 'val'}"],
                      LeakageOptions(within=True), engine=serial)
-    exact = {(f.subject.path, f.subject.other) for f in result.findings if f.code == "duplicate_within_split"}
+    exact = {tuple(f.evidence["items"]) for f in result.findings if f.code == "duplicate_within_split"}
     assert exact == {("val:clock_copy.png", "val:clock.png"), ("train:camera_again.png", "train:camera.png")}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -26,10 +27,14 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 LEVEL = {Severity.GAP: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 INFORMATION_URI = "https://github.com/gapcheck/gapcheck"
 _INDENT_MAX = 10_000
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")  # a scheme of two letters or more: C:/x is a Windows path
 
 
 def _uri(path: str) -> tuple[str, str | None]:
-    """(uri, uriBaseId): relative paths under %SRCROOT%, absolute ones as file:// URIs."""
+    """(uri, uriBaseId): relative paths under %SRCROOT%, absolute ones as file:// URIs, a URL (``s3://b/x.jpg``,
+    as the finding shows it: credentials hidden) as it is."""
+    if _URL.match(path):
+        return path, None
     candidate = Path(path)
     if candidate.is_absolute():
         try:
