@@ -92,13 +92,16 @@ class LoadedModel:
     # where in the checkpoint the weights were ("state_dict", "model/state_dict"); None: the file is the state dict
     state_dict_key: str | None = None
     other_weights: tuple[str, ...] = ()  # other top-level keys holding weights ("'state_dict_ema'"), quoted as shown
+    # state_dict_key as shown to a user: each key quoted, list positions in brackets ("'a/b'", "[0]/'model'"); the
+    # joined key above cannot tell a key holding "/" from two keys, nor the int 0 from the string "0"
+    state_dict_shown: str | None = None
 
     def describe_weights(self) -> str | None:
         """Which weights of the file were loaded, for a report's info line (None: the file is one plain state dict
         whose keys matched as they are)."""
         parts = []
         if self.state_dict_key is not None:
-            shown = _shown_path(tuple(self.state_dict_key.split("/")))
+            shown = self.state_dict_shown or _shown_path(tuple(self.state_dict_key.split("/")))
             also = f" (the file also holds {_name_list(self.other_weights)})" if self.other_weights else ""
             parts.append(f"weights under key {shown}{also}")
         if self.keys is not None and self.keys.stripped_prefix:
@@ -143,9 +146,10 @@ def load_model(
     others: tuple[str, ...] = ()
     if file_format == "safetensors":
         state_dict: Any = _load_safetensors(path)
-        kind, key = "safetensors", None
+        kind, key, shown = "safetensors", None, None
     else:
-        state_dict, key, others = _checkpoint_weights(path, unsafe_pickle, state_dict_key)
+        state_dict, trail, others = _checkpoint_weights(path, unsafe_pickle, state_dict_key)
+        key, shown = "/".join(str(step) for step in trail) or None, _shown_path(trail) or None
         kind = "state_dict"
     if isinstance(state_dict, torch.nn.Module):  # a whole model (or {"model": <module>}) loaded unsafely
         return _pickled_module(state_dict, factory, source)
@@ -159,7 +163,7 @@ def load_model(
         )
     module = _build_model(factory, factory_kwargs)
     report = _load_into(module, state_dict, strict=strict, source=path)
-    return LoadedModel(module, kind, source, report, module.training, key, others)
+    return LoadedModel(module, kind, source, report, module.training, key, others, shown)
 
 
 # --- the factory ---------------------------------------------------------------------------------
@@ -332,9 +336,10 @@ def _weights_only_reason(exc: BaseException) -> str:
 # --- matching keys -------------------------------------------------------------------------------
 
 
-def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tuple[Any, str | None, tuple[str, ...]]:
-    """The weights in a torch.save checkpoint (a mapping, or a module unpickled with ``unsafe_pickle``), the key
-    path they were found under ("state_dict", "model/state_dict"; None: the file's object itself) and the other
+def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None,
+                        ) -> tuple[Any, tuple[Any, ...], tuple[str, ...]]:
+    """The weights in a torch.save checkpoint (a mapping, or a module unpickled with ``unsafe_pickle``), the keys
+    they were found under (("state_dict",), ("model", "state_dict"); (): the file's object itself) and the other
     top-level keys holding weights (timm's "state_dict_ema"), as shown in messages."""
     raw, standing = _torch_load(path, unsafe_pickle)
     trail = _weights_trail(raw, path, key)
@@ -345,7 +350,7 @@ def _checkpoint_weights(path: Path, unsafe_pickle: bool, key: str | None) -> tup
         _check_stand_ins(standing, trail, path)
     others = tuple(name for name in _weight_keys(raw) if name != _shown_key(trail[0])) if trail else ()
     _say_choice(path, trail, others, asked=key is not None)
-    return weights, "/".join(str(step) for step in trail) or None, others
+    return weights, trail, others
 
 
 def _weights_trail(obj: Any, path: Path, key: str | None) -> tuple[Any, ...]:

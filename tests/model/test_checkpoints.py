@@ -89,6 +89,13 @@ def test_describe_weights_says_key_and_prefix(tmp_path):
     assert load_model(tmp_path / "plain.pt", lambda: nn.Linear(2, 3)).describe_weights() is None
 
 
+def test_describe_weights_shows_a_key_holding_a_slash_as_one_key(tmp_path):
+    # The attacker review's nit: --state-dict-key "a/b" (one key) was shown as 'a'/'b', as if two keys
+    torch.save({"a/b": nn.Linear(2, 3).state_dict(), "other": {"x": 1}}, tmp_path / "slash.pt")
+    loaded = load_model(tmp_path / "slash.pt", lambda: nn.Linear(2, 3), state_dict_key="a/b")
+    assert loaded.describe_weights() == "weights under key 'a/b'"
+
+
 def test_timm_checkpoint_end_to_end(tmp_path, capsys):
     timm_checkpoint(tmp_path / "ckpt.pth.tar")
     for extra in ([], ["--state-dict-key", "state_dict_ema"]):
