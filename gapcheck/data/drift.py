@@ -120,6 +120,14 @@ class FeatureDrift:
     # why the column looks like an identifier (gapcheck.data.identifiers): tested and shown, but out of BH and the
     # verdict; None for a feature
     identifier: str | None = None
+    # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order_reason): tested and
+    # shown, said as time_ordered_split, out of BH and the verdict; None otherwise
+    time_order: str | None = None
+
+    @property
+    def left_out(self) -> bool:
+        """Out of the drift verdict: an identifier, or the clock of a time-ordered split."""
+        return bool(self.identifier or self.time_order)
 
 
 def min_detectable_d(n: int, m: int, alpha: float) -> float | None:
@@ -291,7 +299,7 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
     features = [_marked(compare_feature(n, reference.columns[n], current.columns[n], reference.reservoir.columns[n],
                                         current.reservoir.columns[n], options), reference, current, options)
                 for n in names]
-    tested = [i for i, f in enumerate(features) if f.p_value is not None and f.identifier is None]
+    tested = [i for i, f in enumerate(features) if f.p_value is not None and not f.left_out]
     q_values = benjamini_hochberg([features[i].p_value for i in tested])  # type: ignore[misc]
     for i, q in zip(tested, q_values, strict=True):
         f = features[i]
@@ -303,14 +311,17 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
 
 def _marked(feature: FeatureDrift, reference: SidePartial, current: SidePartial, options: DriftOptions) -> FeatureDrift:
     """``feature`` with its identifier reason set when it looks like one and the user did not ask for it by name."""
-    from gapcheck.data.identifiers import identifier_reason
+    from gapcheck.data.identifiers import identifier_reason, time_order_reason
 
     name = feature.feature
     if options.columns and name in options.columns:
         return feature
     reason = identifier_reason(name, reference.columns[name], current.columns[name], reference.reservoir.columns[name],
                                current.reservoir.columns[name])
-    return dataclasses.replace(feature, identifier=reason) if reason else feature
+    if reason:
+        return dataclasses.replace(feature, identifier=reason)
+    clock = time_order_reason(name, reference.columns[name], current.columns[name])
+    return dataclasses.replace(feature, time_order=clock) if clock else feature
 
 
 def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
@@ -377,7 +388,7 @@ def null_underpowered_findings(features: list[FeatureDrift], reference: SidePart
 
     groups: dict[tuple[int, int], dict[str, float]] = {}
     for f in features:
-        if f.identifier:  # not a feature (identifier_column says so); never listed as one
+        if f.left_out:  # not a feature (identifier_column / time_ordered_split says so); never listed as one
             continue
         ref, cur = reference.columns[f.feature], current.columns[f.feature]
         detectable = min_detectable_null_shift(f.null_rate_reference, ref.rows, cur.rows, options.p_threshold)
@@ -412,6 +423,8 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
         subject = Subject(stage="reference→current", output=f.feature)
         if f.identifier:
             findings.append(_identifier_finding(f, subject))
+        if f.time_order:
+            findings.append(_time_order_finding(f, subject))
         if f.drift:
             what = _shift_measures(f)
             findings.append(codes.DRIFT.finding(
@@ -427,7 +440,7 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 f"{f.feature}: missing values {f.null_rate_reference:.1%} in the reference, {f.null_rate_current:.1%} now",
                 subject=subject, evidence={"null_rate_reference": f.null_rate_reference,
                                            "null_rate_current": f.null_rate_current}))
-        gaps = coverage_gaps(f, f.n_current) if not f.identifier else []
+        gaps = coverage_gaps(f, f.n_current) if not f.left_out else []
         if gaps:
             findings.append(codes.COVERAGE_GAP.finding(
                 f"{f.feature}: the current split leaves reference quantile bin(s) "
@@ -474,6 +487,17 @@ def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
         f"({measured}); --columns {feature.feature} to include it",
         subject=subject, evidence={"reason": feature.identifier, "test": feature.test, "ks_d": feature.ks_d,
                                    "cramers_v": feature.cramers_v, "p_value": feature.p_value})
+
+
+def _time_order_finding(feature: FeatureDrift, subject: Any) -> Finding:
+    from gapcheck.codes import data as codes
+
+    return codes.TIME_ORDERED_SPLIT.finding(
+        f"{feature.feature}: {feature.time_order}: a time-ordered split, not drift (KS D={_fmt(feature.ks_d)}); left "
+        f"out of the drift verdict, the other columns tested as ever; a model that reads {feature.feature} sees only "
+        f"values it never trained on; --columns {feature.feature} to include it",
+        subject=subject, evidence={"reason": feature.time_order, "ks_d": feature.ks_d, "p_value": feature.p_value,
+                                   "mean_reference": feature.mean_reference, "mean_current": feature.mean_current})
 
 
 MAX_LISTED_FEATURES = 200  # features named in one underpowered finding's evidence (the count is exact)

@@ -33,13 +33,15 @@ class DriftResult(TimedRun, ResultBase):
         # one count of features in both verdicts: identifier columns are not features (left out, said apart)
         drifted = [f.feature for f in self.features if f.drift]
         ids = sum(1 for f in self.features if f.identifier)
-        left_out = f"; {ids} identifier column(s) left out" if ids else ""
+        clocks = [f.feature for f in self.features if f.time_order]
+        features = len(self.features) - ids - len(clocks)
+        left_out = ((f"; {ids} identifier column(s) left out" if ids else "")
+                    + (f"; time-ordered split by {', '.join(clocks[:3])} (left out)" if clocks else ""))
         if drifted:
-            return (f"{len(drifted)} of {len(self.features) - ids} feature(s) drifted: {', '.join(drifted[:5])}"
-                    + left_out)
+            return f"{len(drifted)} of {features} feature(s) drifted: {', '.join(drifted[:5])}" + left_out
         others = sum(1 for f in self.findings if f.is_gap)
         weak = sum(1 for f in self.features if f.underpowered)
-        return (f"no drift in {len(self.features) - ids} feature(s)" + (f"; {others} other gap(s)" if others else "")
+        return (f"no drift in {features} feature(s)" + (f"; {others} other gap(s)" if others else "")
                 + left_out + (f"; {weak} too few rows to detect the minimum effect" if weak else ""))
 
     def sections(self) -> dict[str, Any]:
@@ -101,7 +103,7 @@ def _coverage_ratios(feature: FeatureDrift) -> tuple[float, ...]:
 
 def _verdict(feature: FeatureDrift) -> str:
     return ("DRIFT" if feature.drift else "identifier" if feature.identifier else
-            "underpowered" if feature.underpowered else "")
+            "time order" if feature.time_order else "underpowered" if feature.underpowered else "")
 
 
 def _n(value: float | None, spec: str) -> str:

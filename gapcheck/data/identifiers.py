@@ -89,3 +89,27 @@ def _numeric_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
 def _contiguous(count: int, low: float, high: float) -> bool:
     """``count`` distinct integers in [low, high] fill it: high − low + 1 == count."""
     return bool(np.isfinite(low) and np.isfinite(high) and count > 0 and high - low + 1 == count)
+
+
+# words of a column that holds a point in time (``timestamp``, ``event_time``, ``created_at``, ``date``), and words
+# of one that holds an amount of time (``time_on_site``, ``duration_s``): an amount that moved is real drift
+TIME_WORDS = frozenset({"time", "timestamp", "ts", "date", "datetime", "dt", "epoch", "created", "updated",
+                        "modified", "when"})
+DURATION_WORDS = frozenset({"duration", "elapsed", "spent", "since", "until", "to", "delta", "span", "length",
+                            "sec", "secs", "seconds", "ms", "min", "mins", "minutes", "hours", "hrs", "days", "age",
+                            "per", "avg", "mean", "total", "diff"})
+
+
+def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats) -> str | None:
+    """Why ``name`` is the clock of a time-ordered split (a short phrase for the finding), or None.
+
+    A column named for a point in time (and not for an amount of time) whose every current value comes after every
+    reference value: a split by time makes that so whatever the data, so its KS D = 1 says how the split was made,
+    not that the data moved. Only this column is set apart (the others are tested as before), and it is said."""
+    tokens = set(name_tokens(name))
+    if not (tokens & TIME_WORDS) or tokens & DURATION_WORDS or not (ref.is_numeric and cur.is_numeric):
+        return None
+    if not all(np.isfinite([ref.low, ref.high, cur.low, cur.high])) or cur.low <= ref.high:
+        return None
+    return (f"every current value ({cur.low:.10g} to {cur.high:.10g}) is after every reference value "
+            f"({ref.low:.10g} to {ref.high:.10g})")

@@ -173,3 +173,29 @@ def test_remote_images_keep_their_url_and_dataset_samples_their_name(photo_split
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     samples = leakage([f"train={photo_splits['train']}", "val=dataset_fixture:val_dataset"], engine=serial)
     assert [f.subject.path for f in samples.findings if f.code == "exact_duplicate"] == ["val:0"]
+
+
+def test_time_ordered_split_is_said_not_called_drift_and_hides_nothing(tmp_path, serial):
+    """A time column of a split by time has KS D = 1 by construction: a warning naming it, out of the verdict. A
+    column named for an amount of time with the same disjoint ranges, and a real shift elsewhere, still drift."""
+    table = datasets.load_diabetes(as_frame=True).frame
+    table["timestamp"] = 1_704_067 + 4 * pd.RangeIndex(len(table))  # seconds / 1000, increasing with the rows
+    table["created_at"] = pd.date_range("2024-01-01", periods=len(table), freq="h")  # parquet datetime
+    past, recent = table.iloc[:330], table.iloc[330:].copy()
+    past.to_parquet(tmp_path / "past.parquet")
+    recent.to_parquet(tmp_path / "recent.parquet")
+    clean = drift(str(tmp_path / "past.parquet"), str(tmp_path / "recent.parquet"), engine=serial)
+    validate(clean)
+    said = {f.subject.output: f for f in clean.findings if f.code == "time_ordered_split"}
+    assert set(said) == {"timestamp", "created_at"} and not any(f.is_gap for f in clean.findings)
+    assert said["timestamp"].severity.value == "warning" and "after every reference value" in said["timestamp"].message
+    assert "time-ordered split by timestamp, created_at" in clean.headline
+    assert clean.headline.startswith(f"no drift in {len(table.columns) - 2} feature(s)")
+    recent["session_time_seconds"] = recent["timestamp"]  # an amount of time that moved: real drift
+    recent["bmi"] = recent["bmi"] + 0.05
+    (tmp_path / "recent.parquet").unlink()
+    recent.to_parquet(tmp_path / "recent.parquet")
+    past.assign(session_time_seconds=past["timestamp"]).to_parquet(tmp_path / "past.parquet")
+    shifted = drift(str(tmp_path / "past.parquet"), str(tmp_path / "recent.parquet"), engine=serial)
+    assert {f.feature for f in shifted.features if f.drift} == {"bmi", "session_time_seconds"}
+    assert {f.subject.output for f in shifted.findings if f.code == "time_ordered_split"} == {"timestamp", "created_at"}
