@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -112,6 +113,17 @@ def _describe(exc: BaseException) -> str:
     return one_line(exc)
 
 
+def _answer_names(result: Any) -> list[str]:
+    """The output names an inference answer carries, in order (HTTP: a JSON dict; gRPC: a protobuf message)."""
+    response = result.get_response()
+    entries = response.get("outputs") if isinstance(response, dict) else getattr(response, "outputs", None)
+    try:
+        entries = list(entries or [])  # protobuf's repeated fields iterate without an __iter__ attribute
+    except TypeError:
+        return []  # not a list of outputs: tritonclient's own reading says what is wrong with it
+    return [str(e.get("name")) if isinstance(e, dict) else str(getattr(e, "name", "")) for e in entries]
+
+
 def _ints(values: Any) -> list[int]:
     # gRPC's JSON renders int64 dims as strings.
     return [int(v) for v in values or []]
@@ -137,6 +149,7 @@ class TritonConnection:
         self.protocol: str = self.endpoint.protocol or "grpc"
         self.address = self.endpoint.address
         self._secrets = self.endpoint.secrets
+        self._credentials = secrets_in("", self.endpoint.headers)  # their fragments too (a server's own words)
         self._headers = self._request_headers(self.endpoint.headers)
         self.timeout_s = float(self.endpoint.timeout_s)
         self._attempt_timeout_s = self.timeout_s  # the endpoint's own; self.timeout_s is capped per attempt
@@ -194,9 +207,25 @@ class TritonConnection:
         return self.endpoint.display_url
 
     def redact(self, text: str) -> str:
-        headers = secrets_in("", self.endpoint.headers)  # credentials: their fragments too (a server's own words)
-        return redact(clean_text(redact(redact(text, self._secrets), headers, fragments=True)), headers,
-                      fragments=True)
+        """A server's message as one safe line: secrets hidden (:meth:`hide`), control characters gone, bounded."""
+        return redact(clean_text(self.hide(text)), self._credentials, fragments=True)
+
+    def hide(self, text: str) -> str:
+        """``text`` with every secret of this endpoint replaced: URL credentials and header values whole, and any
+        word sharing 8 characters with a header value (a server's own words may cut or re-case a token). Nothing
+        else changes, so a tensor name keeps its identity (control characters are escaped where it is shown)."""
+        return redact(redact(text, self._secrets), self._credentials, fragments=True)
+
+    def _hidden(self, value: Any) -> Any:
+        """Every string of a server's answer (keys, values, nested lists) passed through :meth:`hide`: metadata,
+        config and the repository index are shown by every command, so they are cleaned once, where they enter."""
+        if isinstance(value, str):
+            return self.hide(value)
+        if isinstance(value, dict):
+            return {self._hidden(k): self._hidden(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._hidden(v) for v in value]
+        return value
 
     # --- the one way every request is made ----------------------------------------------------------
     def call(self, what: str, fn: Callable[[], T], *, retry_if: Callable[[T], bool] | None = None,
@@ -335,7 +364,7 @@ class TritonConnection:
     def server_metadata(self) -> dict[str, Any]:
         answer = self.call("server metadata", lambda: self._client.get_server_metadata(**self._kw()),
                            api="metadata")
-        return self._object(self._as_dict(answer), "server metadata")
+        return self._object(self._hidden(self._as_dict(answer)), "server metadata")
 
     def model_ready(self, model: str, version: str | None = None, *, wait: bool = True) -> bool:
         uri = f"v2/models/{quote(model)}" + (f"/versions/{quote(version)}" if version else "") + "/ready"
@@ -346,16 +375,17 @@ class TritonConnection:
 
     def model_metadata(self, model: str, version: str | None = None) -> dict[str, Any]:
         what = f"metadata of model {model!r}"
-        answer = self._object(self._as_dict(self.call(
-            what, lambda: self._client.get_model_metadata(model, version or "", **self._kw()), api="metadata")), what)
+        answer = self._object(self._hidden(self._as_dict(self.call(
+            what, lambda: self._client.get_model_metadata(model, version or "", **self._kw()), api="metadata"))), what)
         answer["inputs"] = self._io(answer.get("inputs", []), "shape", what)
         answer["outputs"] = self._io(answer.get("outputs", []), "shape", what)
         return answer
 
     def model_config(self, model: str, version: str | None = None) -> dict[str, Any]:
         what = f"config of model {model!r}"
-        answer = self._object(self._as_dict(self.call(
-            what, lambda: self._client.get_model_config(model, version or "", **self._kw()), api="model-config")), what)
+        answer = self._object(self._hidden(self._as_dict(self.call(
+            what, lambda: self._client.get_model_config(model, version or "", **self._kw()), api="model-config"))),
+            what)
         config = self._object(answer.get("config", answer) if self.protocol == "grpc" else answer, what)
         try:
             config["max_batch_size"] = int(config.get("max_batch_size", 0) or 0)
@@ -369,7 +399,7 @@ class TritonConnection:
         """Every model the repository knows: name, version, state, reason (as far as the server says)."""
         answer = self.call("model repository index", lambda: self._client.get_model_repository_index(**self._kw()),
                            api="model-repository")
-        entries = self._as_dict(answer)
+        entries = self._hidden(self._as_dict(answer))
         if isinstance(entries, dict):
             entries = entries.get("models", [])
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -428,12 +458,27 @@ class TritonConnection:
                                       **self._kw())
 
         result = self.call(f"inference on model {model!r}", run, api="inference")
+        return self._arrays(model, result, outputs)
+
+    def _arrays(self, model: str, result: Any, outputs: list[str]) -> dict[str, np.ndarray]:
+        """The asked outputs of an answer as arrays. An answer that names an output twice is refused (tritonclient
+        would read the first copy and drop the other unsaid, whichever of them is right), as is one whose data
+        does not fit its declared shape; each error names the endpoint, the model and the output."""
+        where = f"Triton {self.protocol} endpoint {self.display_url}: model {model!r}"
+        counts = Counter(_answer_names(result))
+        repeated = sorted(name for name, count in counts.items() if count > 1)
+        if repeated:
+            raise EndpointError(self.redact(f"{where} answered output {repeated[0]!r} {counts[repeated[0]]} times "
+                                            "(an answer holds each output once: which copy is the model's?)"))
         arrays = {}
         for name in outputs:
-            array = result.as_numpy(name)
+            try:
+                array = result.as_numpy(name)
+            except Exception as exc:  # noqa: BLE001 - any unreadable answer (sizes, types, dtypes) is the endpoint's
+                raise EndpointError(self.redact(f"{where}: its output {name!r} cannot be read as the array it "
+                                                f"declares ({_describe(exc)})")) from None
             if array is None:
-                raise EndpointError(f"Triton {self.protocol} endpoint {self.display_url}: "
-                                    f"model {model!r} returned no output {name!r}")
+                raise EndpointError(self.redact(f"{where} returned no output {name!r}"))
             arrays[name] = array
         return arrays
 

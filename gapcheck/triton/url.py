@@ -14,7 +14,12 @@ Model names follow :func:`check_model_name`. This module imports nothing heavy.
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gapcheck.errors import UsageError
@@ -157,7 +162,8 @@ def parse_endpoint_url(url: str, *, allow_credentials: bool = False) -> Endpoint
 
 
 def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
-    """Every string that must never be printed: header values (and their escaped forms) and URL userinfo."""
+    """Every string that must never be printed: header values (and their escaped forms), the credentials after an
+    ``Authorization`` scheme (a Bearer token alone; Basic's decoded ``user:password`` and password) and URL userinfo."""
     values: list[str] = []
     for value in (headers or {}).values():
         if value:
@@ -166,12 +172,36 @@ def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
             # token X" quotes the credential without its scheme ("Bearer X", "Basic X").
             values += [line for line in re.split(r"[\r\n]+", value) if len(line) >= 4]
             values += [part for part in value.split() if len(part) >= 8]
+            values += _credentials(value)
     userinfo = re.match(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?([^/@]+)@", (url or "").strip())
     if userinfo:
         values.append(userinfo.group(1))
         values.extend(p for p in userinfo.group(1).split(":") if len(p) >= 3)
     # Longest first so a secret that contains another is replaced whole.
     return tuple(sorted({v for v in values if v}, key=len, reverse=True))
+
+
+_SCHEME_VALUE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.+-]*)\s+(\S+)\s*$")
+
+
+def _credentials(value: str) -> list[str]:
+    """What a server may echo of an ``Authorization``-style ``<scheme> <credentials>`` value: the credentials
+    alone (however short), and for Basic the decoded ``user:password`` and the password, which a server that
+    checked them has in hand (a user name alone is not a secret, and hiding it would blank common words)."""
+    match = _SCHEME_VALUE.match(value)
+    if not match:
+        return []
+    scheme, token = match.groups()
+    found = [token] if len(token) >= 3 else []
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            return found
+        user, sep, password = decoded.partition(":")
+        found += [decoded] if decoded.isprintable() and len(decoded) >= 3 else []
+        found += [password] if sep and password.isprintable() and len(password) >= 3 else []
+    return found
 
 
 def clean_text(text: str, limit: int = 400) -> str:
@@ -181,23 +211,83 @@ def clean_text(text: str, limit: int = 400) -> str:
 
 
 _WORD = re.compile(r"[A-Za-z0-9._~+/=-]{8,}")
+# Characters a terminal, a browser or a JSON viewer shows as nothing (format characters such as U+200B, U+00AD,
+# U+2060, U+FEFF; combining and enclosing marks drawn over their neighbour; control characters but line breaks and
+# tabs): a secret split by them still reads whole.
+_INVISIBLE = frozenset({"Cf", "Mn", "Me", "Cc"})
+_HIDDEN_ASCII = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def _shown(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) not in _INVISIBLE
+
+
+def _view(text: str) -> tuple[str, Sequence[int]]:
+    """``text`` as a reader sees it: invisible characters dropped, every other one NFKC-normalized (fullwidth
+    ``Ｓ`` reads ``S``), with the index in ``text`` of every character of the view (to map matches back)."""
+    if text.isascii() and not _HIDDEN_ASCII.search(text):  # the common case: the text is its own view
+        return text, range(len(text))
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        for normal in unicodedata.normalize("NFKC", char) if _shown(char) else "":
+            if _shown(normal):
+                chars.append(normal)
+                origin.append(index)
+    return "".join(chars), origin
+
+
+def _spans(view: str, secrets: tuple[str, ...], windows: frozenset[str]) -> list[tuple[int, int]]:
+    """Where in ``view`` a secret (or, with ``windows``, a word sharing 8 characters with one) stands."""
+    spans = []
+    for secret in secrets:
+        start = view.find(secret)
+        while start >= 0:
+            spans.append((start, start + len(secret)))
+            start = view.find(secret, start + len(secret))
+    for match in _WORD.finditer(view) if windows else ():
+        found = match.group().lower()
+        if any(found[i:i + 8] in windows for i in range(len(found) - 7)):
+            spans.append(match.span())
+    return spans
+
+
+@functools.lru_cache(maxsize=64)
+def _prepared(secrets: tuple[str, ...], fragments: bool) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The secrets as a reader sees them, longest first, and (``fragments``) their 8-character windows: asked once
+    per set of secrets, since a server's metadata is redacted string by string."""
+    seen = tuple(sorted({_view(s)[0] for s in secrets} - {""}, key=len, reverse=True))
+    return seen, frozenset(s.lower()[i:i + 8] for s in seen for i in range(len(s) - 7)) if fragments else frozenset()
 
 
 def redact(text: str, secrets: tuple[str, ...], *, fragments: bool = False) -> str:
     """``text`` with every secret replaced. ``fragments`` (for credentials, not for URLs whose host must stay
     readable): also any word that shares 8 characters in a row with one, whatever its case (a server may echo a
-    token cut short, lower-cased, or split by a control character it printed)."""
+    token cut short, lower-cased, or split by a control character it printed).
+
+    Secrets are looked for in the text as a reader sees it (:func:`_view`: format characters and combining marks
+    dropped, NFKC applied), so a token split by U+200B or U+00AD, or written in fullwidth letters, is found too;
+    each match is mapped back and the ORIGINAL characters it covers are replaced."""
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    windows = {s.lower()[i:i + 8] for s in secrets for i in range(len(s) - 7)} if fragments else set()
-    if not windows:
+    seen, windows = _prepared(tuple(secrets), fragments)
+    if not seen:
         return text
-
-    def word(match: re.Match[str]) -> str:
-        found = match.group().lower()
-        return REDACTED if any(found[i:i + 8] in windows for i in range(len(found) - 7)) else match.group()
-
-    return _WORD.sub(word, text)
+    view, origin = _view(text)
+    spans = sorted((origin[a], origin[b - 1] + 1) for a, b in _spans(view, seen, windows) if b > a)
+    if not spans:
+        return text
+    merged: list[list[int]] = []
+    for start, end in spans:  # sorted: overlapping matches become one replacement
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    parts, last = [], 0
+    for start, end in merged:
+        parts += [text[last:start], REDACTED]
+        last = end
+    return "".join(parts) + text[last:]
 
 
 _HEADER_KEY = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
