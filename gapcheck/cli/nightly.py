@@ -56,6 +56,7 @@ def command(
 ) -> None:
     """Check deployed endpoints against a golden bundle; record the night; alert on changes."""
     from gapcheck.nightly import NightlyRequest, WebhookSettings, run_nightly
+    from gapcheck.nightly.alerts import check_report_url
     from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option, resolve_paths
     from gapcheck.nightly.status import DriftParameters
 
@@ -71,6 +72,8 @@ def command(
     entries = [parse_endpoint_option(e) for e in endpoint] or list(cfg.endpoints)
     flag_timeout = target.timeout_s if "timeout_s" in groups.flags[TritonTarget] else None
     specs = tuple(endpoint_spec(entry, target, timeout_s=flag_timeout) for entry in entries)
+    check_report_url(report_url)  # before any work: a credential in the link would reach every alert
+    check_report_url(cfg.report_url, "[nightly] report_url")
     link = report_url or cfg.report_url or next(
         (Path(p).resolve().as_uri() for p in (reports.html, reports.json) if p is not None and str(p) != "-"), None)
     webhook_url = webhook or cfg.webhook

@@ -80,6 +80,36 @@ def check_webhook_url(url: str) -> None:
                          hint="the URL itself is never shown: it holds the token")
 
 
+# Query or fragment keys that carry a credential in links people share (signed storage links, OAuth fragments, API keys).
+_SECRET_KEY = re.compile(r"token|secret|passw|pwd|auth(?!or)|sig|credential|api[-_.]?key|access[-_.]?key|session|"
+                         r"^key$|^code$", re.IGNORECASE)
+
+
+def check_report_url(url: str | None, what: str = "--report-url") -> None:
+    """Refuse a report link that carries a credential (UsageError, exit 2, before any work): ``user:password@``
+    (refused as endpoint URLs refuse it) or a query/fragment key such as ``token=`` or ``X-Amz-Signature=``. The
+    link goes verbatim into every alert, read by everyone in the channel; the value is never shown."""
+    if url is None:
+        return
+    if not isinstance(url, str) or not url.isprintable() or not url.strip():
+        raise UsageError(f"{what} must be a URL without control characters")
+    try:
+        parts = urlsplit(url.strip())
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        raise UsageError(f"{what} is not a URL that can be parsed (not shown)") from None
+    if userinfo:
+        raise UsageError(f"{what} holds credentials (user:password@, not shown), which every alert would show to "
+                         "its readers: remove them and link a page that asks for its own login")
+    for section, text in (("query", parts.query), ("fragment", parts.fragment)):
+        for item in re.split(r"[&;]", text):
+            key = unquote(item.partition("=")[0]).strip()
+            if key and _SECRET_KEY.search(key):
+                shown = f" {key!r}" if len(key) <= 40 and key.isprintable() else ""
+                raise UsageError(f"{what} carries a credential in its {section} (key{shown}, value not shown), which "
+                                 "every alert would show to its readers: link the report without it")
+
+
 def payload(alert: Alert, fmt: WebhookFormat) -> dict[str, Any]:
     title = f"gapcheck nightly: {alert.endpoint} is {alert.status.replace('_', ' ')}"
     link = alert.report_url
@@ -169,6 +199,7 @@ def send(alert: Alert, url: str, fmt: WebhookFormat, *, secret: str | None = Non
     target = webhook_target(url)
     try:
         check_webhook_url(url)
+        check_report_url(alert.report_url, "the report link")  # a caller that built the alert by hand
         return _deliver(alert, url, fmt, target, secret=secret, timeout_s=timeout_s, attempts=attempts,
                         backoff_s=backoff_s, deadline_s=deadline_s)
     except Exception as exc:  # noqa: BLE001 - a delivery never raises; what it says is redacted
