@@ -126,7 +126,8 @@ def drift(reference: str | SourceSpec, current: str | SourceSpec, options: Drift
     findings += bad_input_findings("columns", problems)
     features = compare_sides(sides["reference"], sides["current"], options) if all(
         s.rows for s in sides.values()) else []
-    findings += drift_findings(features, sides["reference"], sides["current"], options)
+    findings += drift_findings(features, sides["reference"], sides["current"], options,
+                               images=plans["reference"].kind.value == "images")
     return DriftResult(
         reference=summary(plans["reference"], sides["reference"].rows, len(bad["reference"])),
         current=summary(plans["current"], sides["current"].rows, len(bad["current"])),

@@ -95,6 +95,8 @@ def test_exif_rotated_copies_measured_as_displayed_and_said(tmp_path, serial):
     assert len(said) == 1 and said[0].severity.value == "warning"
     assert said[0].evidence["turned"] == {"reference": 0, "current": 9}
     assert said[0].evidence["orientation_tags"]["current"] == {"6": 9} and "EXIF" in said[0].message
+    # image properties are never missing: no missing-values power note about them
+    assert not [f for f in result.findings if f.evidence.get("test") == "null_rate"]
     width = next(f for f in result.features if f.feature == "width")
     assert width.mean_current == 160 and width.std_reference == 0
 
