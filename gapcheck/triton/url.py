@@ -181,6 +181,9 @@ def secrets_in(url: str, headers: dict[str, str] | None) -> tuple[str, ...]:
     return tuple(sorted({v for v in values if v}, key=len, reverse=True))
 
 
+# Authorization schemes whose second word is the credential itself (RFC 9110 registry and common API gateways).
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "apikey", "api-key", "key", "jwt", "negotiate", "oauth",
+                           "dpop", "sso", "session"})
 _SCHEME_VALUE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.+-]*)\s+(\S+)\s*$")
 
 
@@ -189,8 +192,8 @@ def _credentials(value: str) -> list[str]:
     alone (however short), and for Basic the decoded ``user:password`` and the password, which a server that
     checked them has in hand (a user name alone is not a secret, and hiding it would blank common words)."""
     match = _SCHEME_VALUE.match(value)
-    if not match:
-        return []
+    if not match or match.group(1).lower() not in _AUTH_SCHEMES:
+        return []  # "X-Team: vision research" is not a credential: its words must not vanish from tensor names
     scheme, token = match.groups()
     found = [token] if len(token) >= 3 else []
     if scheme.lower() == "basic":

@@ -114,3 +114,8 @@ def test_an_endpoints_error_text_hides_decoded_basic_credentials() -> None:
     said = _rejected(f"bad auth=Basic {token} decoded=alice:Pw9Xq2 password Pw9Xq2",
                      {"Authorization": f"Basic {token}"})
     assert "Pw9Xq2" not in said and token not in said and "decoded=*** password ***" in said
+
+
+def test_words_of_a_plain_header_value_are_not_credentials_alone() -> None:
+    found = secrets_in("", {"X-Team": "vision lab"})
+    assert "X-Team" not in found and "lab" not in found and "vision" not in found
