@@ -113,15 +113,25 @@ def _describe(exc: BaseException) -> str:
     return one_line(exc)
 
 
-def _answer_names(result: Any) -> list[str]:
-    """The output names an inference answer carries, in order (HTTP: a JSON dict; gRPC: a protobuf message)."""
+def _answer_outputs(result: Any) -> list[tuple[str, list[Any]]]:
+    """The outputs an inference answer carries, in order, as (name, declared shape) (HTTP: a JSON dict; gRPC: a
+    protobuf message)."""
     response = result.get_response()
     entries = response.get("outputs") if isinstance(response, dict) else getattr(response, "outputs", None)
     try:
         entries = list(entries or [])  # protobuf's repeated fields iterate without an __iter__ attribute
     except TypeError:
         return []  # not a list of outputs: tritonclient's own reading says what is wrong with it
-    return [str(e.get("name")) if isinstance(e, dict) else str(getattr(e, "name", "")) for e in entries]
+    outputs = []
+    for entry in entries:
+        name, shape = (entry.get("name"), entry.get("shape")) if isinstance(entry, dict) else (
+            getattr(entry, "name", ""), getattr(entry, "shape", None))
+        try:
+            dims = list(shape or [])
+        except TypeError:
+            dims = []
+        outputs.append((str(name), dims))
+    return outputs
 
 
 def _ints(values: Any) -> list[int]:
@@ -465,11 +475,16 @@ class TritonConnection:
         would read the first copy and drop the other unsaid, whichever of them is right), as is one whose data
         does not fit its declared shape; each error names the endpoint, the model and the output."""
         where = f"Triton {self.protocol} endpoint {self.display_url}: model {model!r}"
-        counts = Counter(_answer_names(result))
+        answered = _answer_outputs(result)
+        counts = Counter(name for name, _ in answered)
         repeated = sorted(name for name, count in counts.items() if count > 1)
         if repeated:
             raise EndpointError(self.redact(f"{where} answered output {repeated[0]!r} {counts[repeated[0]]} times "
                                             "(an answer holds each output once: which copy is the model's?)"))
+        for name, dims in answered:  # numpy reads any negative dimension as "the rest": [n, -5] would pass
+            if not all(isinstance(d, int) and d >= 0 for d in dims):
+                raise EndpointError(self.redact(f"{where}: its output {name!r} declares the shape {dims} "
+                                                "(dimensions must be whole numbers, not negative)"))
         arrays = {}
         for name in outputs:
             try:

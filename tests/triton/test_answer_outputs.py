@@ -110,3 +110,9 @@ def test_grpc_a_short_raw_output_names_the_endpoint_and_the_output() -> None:
 def test_grpc_a_plain_answer_is_read() -> None:
     with _grpc_infer([("y", _good_raw())]) as url, connect(TritonEndpoint(url, retries=0)) as conn:
         assert conn.infer("m", {"x": X}, ["y"])["y"].tolist() == [GOOD]
+
+
+def test_a_negative_declared_dimension_is_refused() -> None:
+    # numpy reshapes [1, -5] as [1, 5]: the right values under a shape no model has would pass unsaid
+    with pytest.raises(EndpointError, match=r"model 'm': its output 'y' declares the shape \[1, -5\]"):
+        _infer_http(lambda: (200, {"model_name": "m", "outputs": [dict(_out(GOOD), shape=[1, -5])]}))
