@@ -3,10 +3,12 @@
 An identifier's distribution says how the rows were numbered, not what they hold: a ``row_id`` of 0..n-1 in
 the reference and n..m in the current split has KS D = 1, a "drift" that is only the split (a new user's first
 table). A column is taken for an identifier when its values are unique and, for numbers, integers, and either
-its name says so (``id``, ``uuid``, ``index``, ``row``, ``PatientID`` ...) or its numbers fill a contiguous
-range (on each side, or both sides together: a sequential numbering split in two). Text is an identifier when
-every value of each side is distinct. Judged on what each side's merged statistics hold: the exact counts,
-min/max and categories, and the seeded row sample (≤ 20k rows) for uniqueness and integrality of numbers.
+its name says so by a whole word (``id``, ``uuid``, ``key``, ``index``, ``row``, ``record``, ``PatientID``,
+``ID_code``; ``no``/``num``/``number`` only as the last word: ``order_no``, not ``price_no_tax``) or its numbers
+fill a contiguous range (on each side, or both sides together: a sequential numbering split in two). How large the
+numbers are never decides (a 64-bit id is an id by these rules; an INT64_MAX sentinel makes nothing one).
+Text is an identifier when every value of each side is distinct. Judged on what each side's merged statistics
+hold: the exact counts, min/max and categories, and the seeded row sample (≤ 20k rows) for uniqueness and integrality of numbers.
 A column the user names with ``--columns`` is always tested.
 """
 from __future__ import annotations
@@ -17,12 +19,15 @@ import numpy as np
 
 from gapcheck.data.sketches import ColumnStats
 
-# a word of the name (``order_no``, ``PatientID``, ``Unnamed: 0``); the values must still be unique integers
-ID_WORDS = frozenset({"id", "ids", "uid", "uuid", "guid", "idx", "index", "key", "pk", "rowid", "row", "unnamed",
-                      "no", "nr", "num", "number", "seq", "serial"})
+# a whole word of the name anywhere in it (``PatientID``, ``ID_code``, ``Unnamed: 0``, ``record``); the values must
+# still be unique integers. Words only, never substrings: ``valid`` holds no ``id``
+ID_WORDS = frozenset({"id", "ids", "uid", "uuid", "guid", "idx", "index", "key", "pk", "rowid", "row", "record",
+                      "unnamed"})
+# words that name a numbering only as the name's last word (``order_no``, ``invoice_number``, ``No``): elsewhere they
+# are a count or a negation (``num_bytes``, ``price_no_tax``, ``number_of_rooms``: features, attacker D5c)
+NUMBERING_WORDS = frozenset({"no", "nr", "num", "number", "seq", "serial"})
 MIN_ROWS = 20  # fewer values per side: a real integer feature can be unique by chance
-UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample
-BEYOND_FLOAT = 2.0 ** 53  # integers from here on are not all distinct as float64
+UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample (64-bit ids may collide as float64)
 
 
 def name_tokens(name: str) -> list[str]:
@@ -32,18 +37,20 @@ def name_tokens(name: str) -> list[str]:
 
 
 def named_like_id(name: str) -> bool:
-    return bool(ID_WORDS & set(name_tokens(name)))
+    tokens = name_tokens(name)
+    return bool(ID_WORDS & set(tokens)) or bool(tokens and tokens[-1] in NUMBERING_WORDS)
 
 
-#: a name that ends in one of these words (``row_id``, ``PatientID``, ``index``), or pandas' saved index (``Unnamed: 0``)
-ROW_ID_ENDINGS = frozenset({"id", "uuid", "guid", "idx", "index", "rowid", "pk"})
+#: a name that ends in one of these words (``row_id``, ``PatientID``, ``index``), starts with ``id`` (``ID_code``),
+#: or pandas' saved index (``Unnamed: 0``)
+ROW_ID_ENDINGS = frozenset({"id", "uid", "uuid", "guid", "idx", "index", "rowid", "pk"})
 
 
 def named_like_row_id(name: str) -> bool:
     """Stricter than :func:`named_like_id`, for a judgement on the name alone (no values): ``num_rooms`` or
     ``key_length`` are no identifiers."""
     tokens = name_tokens(name)
-    return bool(tokens) and (tokens[-1] in ROW_ID_ENDINGS or tokens[0] == "unnamed")
+    return bool(tokens) and (tokens[-1] in ROW_ID_ENDINGS or tokens[0] in ("unnamed", "id", "uuid", "guid"))
 
 
 def identifier_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
@@ -67,13 +74,13 @@ def _unique_text(stats: ColumnStats) -> bool:
 
 def _numeric_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
                     cur_sample: np.ndarray) -> str | None:
+    """Unique integers on each side, AND named like an identifier or numbering a contiguous range. Magnitude never
+    decides: one INT64_MAX "missing" sentinel per side, or rounded byte counts near 1e16, once made any column a
+    "64-bit identifier" and hid a KS D of 1 (attacker D5). A sentinel is one value: it cannot make a column unique,
+    and it breaks a contiguous range rather than making one."""
     samples = [s[np.isfinite(s)] for s in (ref_sample, cur_sample)]
     if any(len(s) < MIN_ROWS or not np.array_equal(s, np.round(s)) for s in samples):
         return None
-    if all(np.abs(s).max() >= BEYOND_FLOAT for s in samples):
-        # 64-bit ids (Twitter-style snowflakes, ~1.5e18): distinct integers collide as the float64 values the
-        # sketches hold, so "unique" cannot be told; no measured quantity is an integer of 16+ digits on both sides
-        return "integers beyond 2**53 (64-bit identifiers)"
     if any(len(np.unique(s)) < UNIQUE_SHARE * len(s) for s in samples):
         return None
     if named_like_id(name):

@@ -79,7 +79,9 @@ def test_columns_names_an_id_to_test_it(tmp_path, serial):
 
 def _reason(name: str, reference, current):
     ref, cur = pd.Series(reference), pd.Series(current)
-    return identifier_reason(name, column_stats(ref, []), column_stats(cur, []), ref.to_numpy(np.float64)
+    names = [f"row {i}" for i in range(max(len(ref), len(cur)))]
+    return identifier_reason(name, column_stats(ref, names[:len(ref)]), column_stats(cur, names[:len(cur)]),
+                             ref.to_numpy(np.float64)
                              if ref.dtype.kind in "biuf" else np.full(len(ref), np.nan),
                              cur.to_numpy(np.float64) if cur.dtype.kind in "biuf" else np.full(len(cur), np.nan))
 
@@ -114,4 +116,63 @@ def test_64_bit_ids_beyond_float_precision_are_ids_not_drift(tmp_path, serial):
     result = drift(str(tmp_path / "train.csv"), str(tmp_path / "val.csv"), engine=serial)
     assert not any(f.is_gap for f in result.findings), [f.message for f in result.findings if f.is_gap]
     (said,) = [f for f in result.findings if f.code == "identifier_column"]
-    assert said.subject.output == "user_id" and "2**53" in said.message
+    assert said.subject.output == "user_id" and "named like an identifier" in said.message
+
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def _wine_by_class(folder, sentinel: bool):
+    """wine's ``proline`` (integers, repeats) split by cultivar: class 0 ~1100, class 1 ~520 — a real shift."""
+    wine = datasets.load_wine(as_frame=True).frame
+    sides = []
+    for name, cls in (("ref.csv", 0), ("cur.csv", 1)):
+        part = wine.loc[wine["target"] == cls, ["proline", "alcohol"]].astype({"proline": "int64"})
+        if sentinel:  # one INT64_MAX "missing" code per side, as exports write it
+            part = pd.concat([part, pd.DataFrame({"proline": [INT64_MAX], "alcohol": [part["alcohol"].iloc[0]]})])
+        part.to_csv(folder / name, index=False)
+        sides.append(str(folder / name))
+    return sides
+
+
+@pytest.mark.parametrize("sentinel", [False, True])
+def test_a_64_bit_sentinel_never_makes_a_feature_an_identifier(tmp_path, serial, sentinel):
+    """Attacker D5a: one value >= 2**53 per side made any integer column a "64-bit identifier" (abs().max(), no
+    uniqueness test): proline's real shift (KS D ~0.9) passed with the sentinel and failed without it."""
+    reference, current = _wine_by_class(tmp_path, sentinel)
+    result = drift(reference, current, engine=serial)
+    assert "identifier_column" not in _codes(result)
+    assert "proline" in _codes(result)["drift"]
+    assert main(["drift", "--reference", reference, "--current", current, "--engine", "serial"]) == 1
+
+
+def test_large_magnitudes_and_numbering_words_inside_names_are_features():
+    """Attacker D5b/c: rounded byte counts near 1e16-1e17 were "64-bit identifiers"; unique integers named
+    ``price_no_tax`` or ``num_bytes`` were identifiers by the substring-like words "no"/"num"."""
+    rng = np.random.default_rng(1)
+    ref_bytes, cur_bytes = np.round(rng.uniform(1e16, 9e16, 300)), np.round(rng.uniform(1e17, 2e17, 300))
+    assert _reason("bytes_sent", ref_bytes, cur_bytes) is None
+    prices = rng.choice(2_000_000, 600, replace=False)  # unique integers, not contiguous
+    for name in ("price_no_tax", "num_bytes", "number_of_items", "no_show_count"):
+        assert _reason(name, prices[:300], prices[300:]) is None, name
+    with_sentinel = np.append(rng.integers(0, 500, 299), INT64_MAX)  # repeats + one sentinel
+    assert _reason("amount_cents", with_sentinel, with_sentinel.copy()) is None
+    assert _reason("amount_id", with_sentinel, with_sentinel.copy()) is None  # not unique: no name rescues it
+
+
+def test_real_identifiers_stay_identifiers():
+    """The earlier true positives: Kaggle's PassengerId / ID_code, Telco's customerID, pandas' Unnamed: 0, a
+    ``record`` numbering, Twitter-style 64-bit ids that are unique, ``order_no`` (numbering word last)."""
+    rng = np.random.default_rng(2)
+    sparse = rng.choice(10_000_000, 600, replace=False)
+    for name in ("PassengerId", "ID_code", "record", "order_no", "row", "user_key", "Unnamed: 0"):
+        assert _reason(name, sparse[:300], sparse[300:]) is not None, name
+    numbered = np.arange(600)  # a contiguous numbering under any name
+    assert _reason("Unnamed: 0", numbered[:300], numbered[300:]) is not None
+    assert _reason("n", numbered[:300], numbered[300:]) is not None
+    snowflakes = (1_500_000_000_000_000_000 + 4_194_304 * np.sort(rng.choice(10**9, 600, replace=False))).astype(float)
+    assert _reason("tweet_id", snowflakes[:300], snowflakes[300:]) is not None
+    assert _reason("tweet", snowflakes[:300], snowflakes[300:]) is None  # magnitude alone: never an identifier
+    letters = rng.choice(list("ABCDEFGH"), 600)
+    customers = pd.Series([f"{i:04d}-{c}" for i, c in enumerate(letters)], dtype=object)
+    assert _reason("customerID", customers[:300], customers[300:].reset_index(drop=True)) is not None
