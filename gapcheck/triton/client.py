@@ -226,15 +226,19 @@ class TritonConnection:
         else changes, so a tensor name keeps its identity (control characters are escaped where it is shown)."""
         return redact(redact(text, self._secrets), self._credentials, fragments=True)
 
-    def _hidden(self, value: Any) -> Any:
+    def _hidden(self, value: Any, seen: dict[str, str] | None = None) -> Any:
         """Every string of a server's answer (keys, values, nested lists) passed through :meth:`hide`: metadata,
-        config and the repository index are shown by every command, so they are cleaned once, where they enter."""
+        config and the repository index are shown by every command, so they are cleaned once, where they enter.
+        ``seen`` remembers each distinct string's answer (keys and data types repeat in every tensor entry)."""
+        seen = {} if seen is None else seen
         if isinstance(value, str):
-            return self.hide(value)
+            if value not in seen:
+                seen[value] = self.hide(value)
+            return seen[value]
         if isinstance(value, dict):
-            return {self._hidden(k): self._hidden(v) for k, v in value.items()}
+            return {self._hidden(k, seen): self._hidden(v, seen) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self._hidden(v) for v in value]
+            return [self._hidden(v, seen) for v in value]
         return value
 
     # --- the one way every request is made ----------------------------------------------------------
