@@ -1,43 +1,26 @@
-"""The deployment's own output names: pair served outputs with the graph's by position, or by an explicit map.
+"""The deployment's own output names: served outputs paired with the graph's as the audit and nightly pair them.
 
 gapcheck's export names outputs after the model (``logits``); the user's deployment names them its own way
-(``b``, ``c``, ``a``). When the served outputs differ from the graph's by name only — same count, and pairwise in
-order the same data type and compatible shapes — they are paired by position, their values compared, and the
-naming reported as a warning that shows the pairing. ``output_map`` (``{graph_name: served_name}``) pairs them
-explicitly when position is not the right rule. A real mismatch (another count, a data type or a shape that
-differs) keeps the Triton audit's gap findings; a served output that holds another tensor fails on its values.
+(``b``, ``c``, ``a``) or lists them in another order. The pairing is :func:`gapcheck.triton.names.pair_tensors`
+(the one triton-audit and nightly use): ``output_map`` (``{graph_name: served_name}``) first, then names, then what
+is left when only one pairing fits (a unique fit by data type and shape; by position only among leftovers that all
+share one data type and shape). A renamed pairing is reported as a warning that shows it, and the values compared;
+a served output that holds another tensor then fails on its values. Graph outputs the deployment does not serve
+are gaps here (``triton_name_mismatch``): export-diff was asked to compare the model's outputs with the
+deployment's, and those cannot be (the audit alone calls them a warning: not exposing an output may be intended).
+A real mismatch (a data type or a shape that differs) keeps the Triton audit's gap findings.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from gapcheck.codes.export_diff import SERVED_OUTPUT_NAMES
-from gapcheck.errors import UsageError
-from gapcheck.findings import Finding, Subject
-from gapcheck.triton.names import compatible_shape
+from gapcheck.codes.triton import NAME_MISMATCH
+from gapcheck.findings import Finding, Severity, Subject
+from gapcheck.triton.names import compatible_shape, pair_tensors, shown_names
 
-_NAME_MISMATCH = "triton_name_mismatch"
 _AUDIT_PAIRING = "triton_served_names"  # the audit's own note of the pairing: this module's warning replaces it
-
-
-def _pairing(onnx_outputs: Sequence[Any], served: Sequence[Any], output_map: Mapping[str, str]) -> dict[str, str]:
-    """graph name -> served name for every graph output, or {} when no pairing holds."""
-    served_names = [t.name for t in served]
-    onnx_names = [o.name for o in onnx_outputs]
-    for graph_name, served_name in output_map.items():
-        if graph_name not in onnx_names or served_name not in served_names:
-            raise UsageError(
-                f"output map {graph_name}={served_name}: the graph's outputs are {', '.join(onnx_names)}, the "
-                f"served ones {', '.join(served_names)}", parameter="triton_output_map")
-    if output_map:
-        rest = [o for o in onnx_names if o not in output_map]
-        free = [t for t in served_names if t not in output_map.values()]
-        pairs = dict(output_map) | {o: o for o in rest if o in free}
-        return pairs if len(pairs) == len(onnx_names) else {}
-    if len(onnx_outputs) != len(served):
-        return {}
-    return {o.name: t.name for o, t in zip(onnx_outputs, served, strict=True)}
 
 
 def _same_type(graph: str, served: str, fp16: bool) -> bool:
@@ -46,36 +29,44 @@ def _same_type(graph: str, served: str, fp16: bool) -> bool:
     return graph == served or (fp16 and (graph, served) == ("TYPE_FP32", "TYPE_FP16"))
 
 
+def _not_served(finding: Finding, names: tuple[str, ...], served: list[str]) -> Finding:
+    """The audit's warning about a graph output the deployment does not serve, as the gap it is for a comparison."""
+    name = finding.evidence.get("onnx")
+    if finding.code != NAME_MISMATCH.code or name not in names or finding.severity is Severity.GAP:
+        return finding
+    message = (f"ONNX output {shown_names([name])} is not served by the deployment (it serves "
+               f"{shown_names(served)}): its values cannot be compared with the model's")
+    return Finding(finding.code, Severity.GAP, message, finding.where, dict(finding.evidence), finding.subject)
+
+
 def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None, *, fp16: bool = False,
                         findings: list[Finding] | None = None) -> tuple[list[Finding], dict[str, str]]:
     """The audit's findings with the output naming resolved, and the pairing for
-    :class:`~gapcheck.backends.triton.TritonBackend`'s ``output_map`` (empty when the names agree or no pairing
-    holds).
+    :class:`~gapcheck.backends.triton.TritonBackend`'s ``output_map`` (empty when the names agree).
 
     ``audit`` is a :class:`~gapcheck.triton.audit_result.TritonAuditResult` (its ``onnx_outputs`` and ``served``);
     ``findings``: its findings as resolved so far (default: the audit's own); ``fp16``: the deployment computes in
-    FP16, so an FP16 output pairs with the graph's FP32 one.
+    FP16, so an FP16 output pairs with the graph's FP32 one. The map's names were checked by the audit (an unknown
+    one is a UsageError there).
     """
     findings = list(audit.findings if findings is None else findings)
-    served = audit.served.outputs if audit.served is not None else ()
+    served = list(audit.served.outputs) if audit.served is not None else []
     onnx_outputs = list(audit.onnx_outputs)
     if not served or not onnx_outputs:
         return findings, {}
-    pairs = _pairing(onnx_outputs, served, output_map or {})
-    renamed = {o: t for o, t in pairs.items() if o != t}
-    if not renamed:
-        return findings, {}
-    by_name = {t.name: t for t in served}
-    for o in onnx_outputs:
-        t = by_name[pairs[o.name]]
-        if not _same_type(o.data_type, t.data_type, fp16) or not compatible_shape(o.shape, t.shape):
-            return findings, {}  # a real mismatch: the audit's findings stand
-    kept = [f for f in findings if not (f.code in (_NAME_MISMATCH, _AUDIT_PAIRING)
-                                        and str(f.subject.output or "").startswith("output "))]
-    how = "as mapped" if output_map else "by position (same count, order, data types and shapes)"
+    pairing = pair_tensors("output", onnx_outputs, served, output_map or {})
+    if pairing.unpaired_graph:
+        findings = [_not_served(f, pairing.unpaired_graph, [t.name for t in served]) for f in findings]
+    renamed = pairing.renamed
+    by_name, graph = {t.name: t for t in served}, {o.name: o for o in onnx_outputs}
+    if not renamed or not all(_same_type(graph[g].data_type, by_name[s].data_type, fp16) and
+                              compatible_shape(graph[g].shape, by_name[s].shape) for g, s in pairing.pairs.items()):
+        return findings, {}  # the names agree, or a real mismatch: the audit's findings stand
+    kept = [f for f in findings if not (f.code == _AUDIT_PAIRING and f.subject.output == "output names")]
     shown = ", ".join(f"{o}={t}" for o, t in renamed.items())
     kept.append(SERVED_OUTPUT_NAMES.finding(
-        f"the deployment names its outputs its own way; paired {how}: {shown} (graph=served); their values are "
-        "compared", where=audit.model, subject=Subject(endpoint=audit.model, group="output names"),
-        evidence={"output_map": renamed, "how": "map" if output_map else "position"}))
+        f"the deployment names its outputs its own way; paired {pairing.how}: {shown_names([shown], 1)} "
+        "(graph=served); their values are compared", where=audit.model,
+        subject=Subject(endpoint=audit.model, group="output names"),
+        evidence={"output_map": renamed, "how": pairing.how}))
     return kept, renamed

@@ -16,6 +16,7 @@ Example (``gapcheck.toml``; in ``pyproject.toml`` under ``[tool.gapcheck.nightly
     version = "3"
     headers = { authorization = "${TRITON_TOKEN}" }   # ${VAR} is read from the environment
     timeout_s = 30
+    triton_output_map = "0=OUTPUT__1,1=OUTPUT__0"   # this endpoint's own names (golden=served): replaces the flag's
 
     text_samples = "data/reviews.jsonl:body"    # a text bundle: the strings it was recorded from,
     tokenizer = "hf:./serving-tokenizer"         # through the tokenizer the service uses today (relative paths too)
@@ -75,6 +76,31 @@ class EndpointConfig(_Strict):
     version: Optional[str] = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: Optional[float] = Field(default=None, gt=0, le=86400, allow_inf_nan=False)  # None: the Triton target's
+    # This endpoint's own tensor names (golden=served), as --triton-output-map / --triton-input-map take them ("a=b,c=d",
+    # a list of such, or a table); they replace the flag's map for this endpoint only (the flags map every endpoint).
+    triton_output_map: dict[str, str] = Field(default_factory=dict)
+    triton_input_map: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("triton_output_map", "triton_input_map", mode="before")
+    @classmethod
+    def _name_map(cls, value: Any, info: Any) -> dict[str, str]:
+        """Checked as the flag is (control characters, a missing side, a name twice on either side: refused)."""
+        if isinstance(value, dict):
+            items = tuple(f"{k}={v}" if isinstance(k, str) and isinstance(v, str) else "" for k, v in value.items())
+        elif isinstance(value, str):
+            items = (value,)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            items = tuple(value)
+        else:
+            raise ValueError("must be GOLDEN=SERVED[,...], a list of them, or a table of golden = served names")
+        if any(not item for item in items):
+            raise ValueError("names must be strings")
+        outputs = info.field_name == "triton_output_map"
+        flag = "--triton-output-map" if outputs else "--triton-input-map"
+        try:  # the flag's own check (the Triton group), worded for this key
+            return TritonTarget(output_map=items).outputs() if outputs else TritonTarget(input_map=items).inputs()
+        except UsageError as exc:
+            raise ValueError(exc.message.replace(flag, info.field_name)) from None
 
     @field_validator("headers")
     @classmethod
@@ -271,9 +297,11 @@ def endpoint_spec(config: EndpointConfig, target: TritonTarget | None = None, *,
     headers.update(target.header_values())
     timeout = timeout_s if timeout_s is not None else config.timeout_s if config.timeout_s is not None else target.timeout_s
     tls = target.tls() if location.ssl or location.protocol is None else None
+    # the endpoint's own map (its config entry) replaces the flag's for this endpoint: the flag maps every endpoint
     return EndpointSpec(name=config.name, address=location.address, protocol=location.protocol, ssl=location.ssl,
                         model=model, version=config.version or location.version, headers=headers,
-                        timeout_s=timeout, tls=tls, output_map=target.outputs(), input_map=target.inputs())
+                        timeout_s=timeout, tls=tls, output_map=dict(config.triton_output_map or target.outputs()),
+                        input_map=dict(config.triton_input_map or target.inputs()))
 
 
 def parse_endpoint_option(text: str, timeout_s: float | None = None) -> EndpointConfig:

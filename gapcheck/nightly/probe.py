@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WORST_SAMPLES = 5
+# How to pair one endpoint's tensors only: the flags map every endpoint of the night.
+PER_ENDPOINT_MAP = ("--triton-output-map / --triton-input-map apply to every endpoint; to map one endpoint only, give "
+                    "triton_output_map / triton_input_map in its [[nightly.endpoints]] entry of the config file")
 _RESTRICTED = ("restricted", "unauthori", "permission", "forbidden", "not allowed")
 
 
@@ -484,10 +487,11 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
         read = ModelRead(facts.metadata, facts.config) if facts is not None else None
         result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version, read=read,
                                   input_map=spec.input_map, output_map=spec.output_map)
-    except UsageError as exc:  # a mapped name this endpoint does not serve: its gap, the other endpoints still run
+    except UsageError as exc:  # a mapped name this endpoint does not serve (paired_names refuses it first: exit 2)
         from gapcheck.codes.triton import NAME_MISMATCH
 
-        return [NAME_MISMATCH.finding(exc.message, subject=Subject(endpoint=spec.name), evidence={"error": exc.message})]
+        return [NAME_MISMATCH.finding(f"{exc.message} ({PER_ENDPOINT_MAP})", subject=Subject(endpoint=spec.name),
+                                      evidence={"error": exc.message})]
     except EndpointError as exc:
         return [AUDIT_LIMITED.finding(f"the deployment audit could not complete: {exc}",
                                       subject=Subject(endpoint=spec.name), evidence={"error": str(exc)})]
@@ -505,8 +509,9 @@ _TRITON_TYPES_OF = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "
 def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts: ServedFacts,
                  findings: list[Finding]) -> EndpointSpec:
     """``spec`` with the names the deployment serves the golden inputs and outputs under, from what readiness read:
-    the user's maps first, then :func:`gapcheck.triton.names.pair_tensors` (one tensor left on each side, outputs by
-    position, inputs each fitting only one); each renaming is a ``triton_served_names`` info in ``findings``. What
+    the user's maps first, then :func:`gapcheck.triton.names.pair_tensors` (names, then what fits only one way);
+    each renaming is a ``triton_served_names`` info in ``findings``. A map naming a served tensor the deployment
+    does not have is a UsageError (exit 2) listing the served names, as a golden name the bundle lacks is. What
     cannot be paired is sent/asked under the golden name: the server's answer (a rejected request) or the missing
     output is the finding."""
     from gapcheck.codes.triton import SERVED_NAMES
@@ -519,8 +524,12 @@ def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts
         return [SimpleNamespace(name=i.name, data_type=_TRITON_TYPES_OF.get(i.dtype, f"TYPE_{i.dtype.upper()}"),
                                 shape=(None, *i.shape[1:]) if i.shape else ()) for i in infos]
 
-    inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map, strict=False)
-    outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map, strict=False)
+    try:  # a mapped served name this deployment lacks (a typo: INPUT_0 for INPUT__0) is the caller's mistake
+        inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map)
+        outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map)
+    except UsageError as exc:
+        raise UsageError(f"endpoint {spec.name!r}: {exc.message}", hint=PER_ENDPOINT_MAP,
+                         parameter=exc.parameter) from None
     input_map, output_map = {**inputs.renamed, **spec.input_map}, {**outputs.renamed, **spec.output_map}
     for kind, pairing in (("input", inputs), ("output", outputs)):
         if pairing.renamed:
@@ -601,8 +610,10 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         handed = spare if spare[0].protocol == "grpc" else []
         outputs, requests = _audited_inference(spec, endpoint, bundle, (facts.max_batch_size or 1, max_in_flight),
                                                facts, declared, findings, handed, timings, audit and asked)
-    except BadBundle:
-        raise  # the golden bundle itself is wrong (its ONNX export, read for the audit): exit 2, not the endpoint's fault
+    except (BadBundle, UsageError):
+        # the golden bundle itself is wrong (its ONNX export, read for the audit), or a map names a served tensor the
+        # deployment lacks: exit 2, not the endpoint's fault
+        raise
     except Exception as exc:  # noqa: BLE001 - whatever fails on this endpoint, the others still run
         timings["total"] = time.monotonic() - start
         verified(bundle)  # nothing about this endpoint is reported on an unverified bundle
@@ -822,7 +833,9 @@ def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundl
             served = spec.served_name(c.output)
             # a deployment that lists same-shaped outputs in another order fails here when paired by position
             paired = (f"; compared with served output {served!r}: if that is another output of the model, pair them "
-                      f"with --triton-output-map {c.output}=SERVED") if served != c.output else ""
+                      f"for this endpoint only with triton_output_map = \"{c.output}=SERVED\" in its "
+                      f"[[nightly.endpoints]] entry (--triton-output-map {c.output}=SERVED maps every endpoint)"
+                      ) if served != c.output else ""
             found.append(GOLDEN_MISMATCH.finding(
                 f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "
                 f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}"

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gapcheck.codes.nightly import GOLDEN_MISMATCH, OUTPUT_TYPE
 from gapcheck.errors import ExitCode
 from gapcheck.findings import Finding, Severity, Verdict
 from gapcheck.nightly.alerts import Delivery
@@ -194,22 +195,44 @@ class NightlyResult(ResultBase):
         return views
 
     def checks(self) -> Sequence[Check]:
-        cases = []
+        """Every endpoint is at least one case: one per compared output, and one failing case per gap finding that no
+        failing output case already shows, whatever its code (a deployment gap such as ``golden_output_missing`` or
+        ``triton_name_mismatch`` fails in CI's JUnit view as the exit code does); an endpoint with neither is one case
+        of its own."""
+        cases: list[Check] = []
         for e in self.endpoints:
-            classname = f"nightly.{e.name}"
-            if not e.outcome.reachable:
-                cases.append(Check(name=f"{e.name} reachable", classname=classname,
-                                   failure=f"unreachable: {e.outcome.error}", details=e.outcome.spec.display_url))
-                continue
-            for c in e.outcome.outputs:
-                failure = None if c.passed else (f"{c.failing_samples} samples beyond tolerance, max |err| "
-                                                 f"{c.max_abs:.3g}")
-                cases.append(Check(name=f"{e.name} / {c.output}", classname=classname, failure=failure,
-                                   details=f"status {e.status.value}; max |err| {c.max_abs:.3g}; "
-                                           f"{_share(c.error_ratio)} of tolerance"))
-            for f in e.findings:
-                if f.is_gap and f.subject.output is None:
-                    cases.append(Check(name=f"{e.name} {f.code}", classname=classname, failure=f.message))
+            cases += _endpoint_checks(e)
         cases += [Check(name=f"golden {f.code}", classname="nightly.golden", failure=f.message)
                   for f in self.golden_findings if f.is_gap]
         return cases
+
+
+def _endpoint_checks(e: EndpointReport) -> list[Check]:
+    classname = f"nightly.{e.name}"
+    if not e.outcome.reachable:
+        return [Check(name=f"{e.name} reachable", classname=classname, failure=f"unreachable: {e.outcome.error}",
+                      details=e.outcome.spec.display_url)]
+    cases, failing = [], set()
+    for c in e.outcome.outputs:
+        failure = None if c.passed else f"{c.failing_samples} samples beyond tolerance, max |err| {c.max_abs:.3g}"
+        if failure is not None:
+            failing.add(c.output)
+        cases.append(Check(name=f"{e.name} / {c.output}", classname=classname, failure=failure,
+                           details=f"status {e.status.value}; max |err| {c.max_abs:.3g}; "
+                                   f"{_share(c.error_ratio)} of tolerance"))
+    names = {c.name for c in cases}
+    for f in e.findings:
+        if not f.is_gap or (f.subject.output in failing and f.code in _SHOWN_BY_OUTPUT):
+            continue
+        name = f"{e.name} {f.code}" + (f" {f.subject.output}" if f.subject.output else "")
+        while name in names:  # CI tools merge cases that share a name
+            name += " (again)"
+        names.add(name)
+        cases.append(Check(name=name, classname=classname, failure=f.message))
+    if not cases:  # nothing compared and nothing found: still one case, so the endpoint shows in the suite
+        cases.append(Check(name=e.name, classname=classname, details=f"status {e.status.value}; no output compared"))
+    return cases
+
+
+# Gap codes whose failing output case already says the failure (the output's values or type)
+_SHOWN_BY_OUTPUT = (GOLDEN_MISMATCH.code, OUTPUT_TYPE.code)

@@ -1,18 +1,24 @@
 """Which served tensor is which graph tensor, when a deployment names them its own way.
 
 A TorchScript/PyTorch-backend deployment calls its inputs ``INPUT__0``, an Ultralytics one ``images``; the export
-(and the golden bundle) calls the same tensor ``x``. Tensors are paired by name first; what is left is paired
-when it can only be one way, else by an explicit map (``--triton-input-map`` / ``--triton-output-map``,
-graph name = served name):
+(and the golden bundle) calls the same tensor ``x``. Tensors are paired by an explicit map first
+(``--triton-input-map`` / ``--triton-output-map``, graph name = served name), then by name, and what is left only
+when it can be paired one way (inputs and outputs alike; the one pairing used by triton-audit, export-diff and
+nightly):
 
+- a tensor that fits only one tensor left on the other side by data type and shape (or is the only one that fits
+  it) is that one's partner; this repeats, so a deployment listing its outputs in another order under other names
+  (ONet's ``[4]``, ``[10]``, ``[2]`` served as ``prob``, ``box``, ``landmarks``) is paired by their shapes;
 - one tensor left on each side: those two (their data types and shapes are still checked, as any pair's);
-- outputs: the same count, and pairwise in order compatible data types and shapes (the served config's order);
-- inputs: every graph input fits exactly one served input by data type and shape, and the other way round
-  (position is not trusted for inputs: ``input_ids`` and ``attention_mask`` have the same type and shape).
+- outputs only: what is still left, when every one of them fits every other (the same data type and shape), by
+  position, the served config's order (said so: a deployment listing two same-shaped heads in another order is
+  then caught by the values, and the message names the map that pairs them).
 
-What cannot be paired so (another count, an ambiguous match) is :attr:`Pairing.problem`: the audit keeps it a
-``triton_name_mismatch`` gap whose message names both sides and the option that settles it. Names are the
-server's: every name shown goes through :func:`~gapcheck.triton.url.clean_text` and a list is truncated.
+Inputs are never paired by position (``input_ids`` and ``attention_mask`` have the same type and shape: a request
+with them swapped is not an error the server would show). What cannot be paired so (another count, an ambiguous
+match) is :attr:`Pairing.problem`: the audit keeps it a ``triton_name_mismatch`` whose message names both sides and
+the option that settles it, with an example only when one pairing fits. Names are the server's: every name shown
+goes through :func:`~gapcheck.triton.url.clean_text` and a list is truncated.
 """
 from __future__ import annotations
 
@@ -92,26 +98,44 @@ def _checked_map(kind: str, mapping: Mapping[str, str], graph: list[str], served
     return kept
 
 
-def _unique_matching(graph: list[Any], served: list[Any]) -> dict[str, str] | None:
-    """graph -> served when every graph tensor fits exactly one served tensor and each served one exactly one."""
-    fits = {g.name: [s.name for s in served if _fits(g, s)] for g in graph}
-    backs = {s.name: [g.name for g in graph if _fits(g, s)] for s in served}
-    if all(len(c) == 1 for c in fits.values()) and all(len(c) == 1 for c in backs.values()):
-        return {g: c[0] for g, c in fits.items()}
-    return None
+def _forced(graph: list[Any], served: list[Any]) -> dict[str, str]:
+    """graph -> served for the tensors that can only be each other's partner: a tensor that fits exactly one tensor
+    left on the other side (in any pairing of every tensor, those two go together); repeated until none is.
+    Only for sides of one size (otherwise a served tensor may be one the graph lacks)."""
+    pairs: dict[str, str] = {}
+    left_graph, left_served = list(graph), list(served)
+    changed = True
+    while changed and left_graph:
+        changed = False
+        for g in list(left_graph):
+            fits = [s for s in left_served if _fits(g, s)]
+            backs = [[h for h in left_graph if _fits(h, s)] for s in fits]
+            only = fits[0] if len(fits) == 1 else next((s for s, b in zip(fits, backs, strict=True) if b == [g]), None)
+            if only is not None:
+                pairs[g.name] = only.name
+                left_graph.remove(g)
+                left_served.remove(only)
+                changed = True
+    return pairs
 
 
-def _leftovers(kind: str, graph: list[Any], served: list[Any]) -> tuple[dict[str, str], str] | None:
-    """The leftovers paired, and how; None when they cannot be paired without a map."""
+def _leftovers(kind: str, graph: list[Any], served: list[Any]) -> tuple[dict[str, str], list[str]]:
+    """The leftovers that can be paired one way only, and how (each way used, in order)."""
     if len(graph) != len(served) or not graph:
-        return None
+        return {}, []
     if len(graph) == 1:
-        return {graph[0].name: served[0].name}, f"the only {kind} left on each side"
-    if kind == "output" and all(_fits(g, s) for g, s in zip(graph, served, strict=True)):
-        return ({g.name: s.name for g, s in zip(graph, served, strict=True)},
-                "by position (same count, order, data types and shapes)")
-    matched = _unique_matching(graph, served) if kind == "input" else None
-    return (matched, "by data type and shape (each fits only one)") if matched is not None else None
+        return {graph[0].name: served[0].name}, [f"the only {kind} left on each side"]
+    pairs = _forced(graph, served)
+    how = ["by data type and shape (each fits only one)"] if pairs else []
+    rest_graph = [g for g in graph if g.name not in pairs]
+    rest_served = [s for s in served if s.name not in pairs.values()]
+    if len(rest_graph) == 1:
+        pairs[rest_graph[0].name] = rest_served[0].name
+        how.append(f"the only {kind} left on each side")
+    elif kind == "output" and rest_graph and all(_fits(g, s) for g in rest_graph for s in rest_served):
+        pairs.update((g.name, s.name) for g, s in zip(rest_graph, rest_served, strict=True))
+        how.append("by position (the same data type and shape: the served config's order)")
+    return pairs, how
 
 
 def pair_tensors(kind: str, graph: Sequence[Any], served: Sequence[Any], mapping: Mapping[str, str] | None = None,
@@ -129,19 +153,64 @@ def pair_tensors(kind: str, graph: Sequence[Any], served: Sequence[Any], mapping
     how = "as mapped" if mapped else "name"
     if not left_graph and not left_served:
         return Pairing(kind, pairs, how, mapped=mapped)
-    paired = _leftovers(kind, left_graph, left_served)
-    if paired is not None:
-        return Pairing(kind, pairs | paired[0], paired[1], mapped=mapped)
+    paired, ways = _leftovers(kind, left_graph, left_served)
+    pairs |= paired
+    how = ", then ".join(ways) if ways else how
+    left_graph = [g for g in left_graph if g.name not in pairs]
+    left_served = [s for s in left_served if s.name not in pairs.values()]
+    if not left_graph and not left_served:
+        return Pairing(kind, pairs, how, mapped=mapped)
     return Pairing(kind, pairs, how, _problem(kind, left_graph, left_served),
                    tuple(g.name for g in left_graph), tuple(s.name for s in left_served), mapped=mapped)
 
 
+_EXAMPLE_MAX = 64  # tensors left beyond which no example pairing is searched (a hostile server may declare thousands)
+
+
+def _example(graph: list[Any], served: list[Any]) -> dict[str, str] | None:
+    """One pairing in which every tensor of the smaller side fits its partner by data type and shape (augmenting
+    paths), or None when none does."""
+    if not graph or not served or len(graph) + len(served) > _EXAMPLE_MAX:
+        return None
+    in_order = list(zip(graph, served, strict=False))
+    if all(_fits(g, s) for g, s in in_order):  # the listed order, when it fits: the likeliest intent
+        return {g.name: s.name for g, s in in_order}
+    fits = {g.name: [s.name for s in served if _fits(g, s)] for g in graph}
+    partner: dict[str, str] = {}  # served -> graph
+
+    def augment(g: str, seen: set[str]) -> bool:
+        for s in fits[g]:
+            if s not in seen:
+                seen.add(s)
+                if s not in partner or augment(partner[s], seen):
+                    partner[s] = g
+                    return True
+        return False
+
+    matched = sum(augment(g.name, set()) for g in graph)
+    if matched < min(len(graph), len(served)):
+        return None
+    order = {g.name: i for i, g in enumerate(graph)}
+    return dict(sorted(((g, s) for s, g in partner.items()), key=lambda p: order[p[0]]))
+
+
 def _problem(kind: str, graph: list[Any], served: list[Any]) -> str:
+    """Why the leftovers are not paired, and the map that would pair them: an example only when it fits."""
+    if not served:
+        return f"the deployment does not serve them (it serves no other {kind})"
+    if not graph:
+        return f"the graph has no other {kind}"
     sides = (f"the graph's {kind}(s) {shown_names(g.name for g in graph)} and the served {kind}(s) "
              f"{shown_names(s.name for s in served)}")
+    example = _example(graph, served)
     if len(graph) != len(served):
-        return f"{sides} differ in number: {len(graph)} against {len(served)}"
-    example = ",".join(f"{g.name}={s.name}" for g, s in zip(graph, served, strict=True))
-    why = ("cannot be paired by data type and shape alone (more than one fits, or none)" if kind == "input" else
-           "cannot be paired by position (their data types or shapes differ in order)")
-    return f"{sides} {why}: name the pairing with {FLAGS[kind]} GRAPH=SERVED[,...], e.g. {shown_names([example], 1)}"
+        why = f"differ in number ({len(graph)} against {len(served)})"
+    elif example is None:
+        why = "cannot be paired: no pairing fits them by data type and shape"
+    else:
+        why = ("cannot be paired by data type and shape alone (more than one pairing fits" +
+               ("; inputs are never paired by position)" if kind == "input" else ")"))
+    if example is None:
+        return f"{sides} {why}; {FLAGS[kind]} GRAPH=SERVED[,...] names a pairing"
+    shown = shown_names([",".join(f"{g}={s}" for g, s in example.items())], 1)
+    return f"{sides} {why}: name the pairing with {FLAGS[kind]} GRAPH=SERVED[,...], e.g. {shown} (one that fits)"

@@ -1,8 +1,10 @@
-"""A deployment that names its outputs its own way: paired by position (or an explicit map), values compared.
+"""A deployment that names its outputs its own way: paired as the audit and nightly pair them, values compared.
 
 Unit cases on audit values, then a real Triton server serving an ONet-shaped model (and, slow, facenet-pytorch's
-MTCNN ONet with its shipped weights) under the names its owner gave (b, c, a), and a deployment whose first output
-really is the other head.
+MTCNN ONet with its shipped weights) under the names its owner gave (b, c, a), in another order under other names
+(prob, box, landmarks: paired by shape), the graph's own names in another order (paired by name, not position),
+only some outputs (a gap, exit 1, not a backend failure), and a deployment whose first output really is the other
+head.
 """
 from __future__ import annotations
 
@@ -35,17 +37,43 @@ GRAPH = [("0", "TYPE_FP32", (None, 4)), ("1", "TYPE_FP32", (None, 10)), ("2", "T
 SERVED = [("b", "TYPE_FP32", (None, 4)), ("c", "TYPE_FP32", (None, 10)), ("a", "TYPE_FP32", (None, 2))]
 
 
-def test_renamed_outputs_pair_by_position_with_a_warning():
-    findings, mapping = served_output_names(_audit(GRAPH, SERVED, [_name_gap(n) for n in "bca"]))
+def test_renamed_outputs_pair_by_shape_with_a_warning():
+    findings, mapping = served_output_names(_audit(GRAPH, SERVED))
     assert mapping == {"0": "b", "1": "c", "2": "a"}
     assert [f.code for f in findings] == ["served_output_names"]
     assert findings[0].severity == Severity.WARNING and "0=b" in findings[0].message
 
 
+def test_outputs_of_other_shapes_in_another_order_pair_by_shape():  # review D1: ONet served as prob, box, landmarks
+    served = [("prob", "TYPE_FP32", (None, 2)), ("box", "TYPE_FP32", (None, 4)), ("landmarks", "TYPE_FP32", (None, 10))]
+    findings, mapping = served_output_names(_audit(GRAPH, served))
+    assert mapping == {"0": "box", "1": "landmarks", "2": "prob"}
+    assert "by data type and shape" in findings[-1].message
+
+
+@pytest.mark.parametrize("served, renamed", [
+    ([("aux_logits", "TYPE_FP32", (None, 10)), ("logits", "TYPE_FP32", (None, 10))], {}),  # the graph's names
+    ([("aux", "TYPE_FP32", (None, 10)), ("logits", "TYPE_FP32", (None, 10))], {"aux_logits": "aux"}),  # one renamed
+])
+def test_served_names_equal_to_the_graphs_pair_by_name_not_position(served, renamed):  # review D0
+    graph = [("logits", "TYPE_FP32", (None, 10)), ("aux_logits", "TYPE_FP32", (None, 10))]
+    findings, mapping = served_output_names(_audit(graph, served))
+    assert mapping == renamed  # the old position pairing gave {"logits": "aux", ...}: two false deployment_mismatch
+    assert [f.code for f in findings] == (["served_output_names"] if renamed else [])
+
+
+def test_a_graph_output_the_deployment_does_not_serve_is_a_gap():  # review D3: the audit's warning, a gap here
+    missing = [Finding("triton_name_mismatch", Severity.WARNING, f"ONNX output '{n}' is not declared by the server",
+                       subject=Subject(endpoint="x", module="onet", output=f"output {n}"), evidence={"onnx": n})
+               for n in "01"]
+    findings, mapping = served_output_names(_audit(GRAPH, [("2", "TYPE_FP32", (None, 2))], missing))
+    assert mapping == {} and [f.severity for f in findings] == [Severity.GAP, Severity.GAP]
+    assert "not served by the deployment (it serves '2')" in findings[0].message
+
+
 @pytest.mark.parametrize("served", [
-    SERVED[:2],  # another count
     [SERVED[0], ("c", "TYPE_FP16", (None, 10)), SERVED[2]],  # another data type
-    [SERVED[1], SERVED[0], SERVED[2]],  # shapes in another order
+    [SERVED[1], SERVED[0], ("a", "TYPE_FP32", (None, 3))],  # a shape no graph output has
 ])
 def test_a_real_mismatch_keeps_the_audit_gaps(served):
     gaps = [_name_gap(n) for n in "bca"]
@@ -77,6 +105,17 @@ def _owner_export(module, shape, names) -> onnx.ModelProto:
                            dynamic_axes={"x": {0: "batch"}, **{n: {0: "batch"} for n in names}})
 
 
+def _numbered(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The file's outputs renamed "0", "1", ... as gapcheck's export names a tuple's (TorchScript refuses such names)."""
+    names = {o.name: str(i) for i, o in enumerate(model.graph.output)}
+    for node in model.graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names.get(n, n) for n in node.output]
+    for output in model.graph.output:
+        output.name = names[output.name]
+    return model
+
+
 @pytest.fixture(scope="module", params=["in-code"])
 def server(tmp_path_factory, request):
     from gapcheck.triton.local_server import LocalTritonServer
@@ -88,9 +127,19 @@ def server(tmp_path_factory, request):
     if request.param == "real":
         write_python_model(repo, "onet", _config("onet", [("b", 4), ("c", 10), ("a", 2)], "3, 48, 48"),
                            {1: _owner_export(deployed.mtcnn_onet(), (1, 3, 48, 48), ["b", "c", "a"])})
+    # review D1: other names, another order, each output its own shape (the owner's file names them as served)
+    write_python_model(repo, "onet_shuffled", _config("onet_shuffled", [("prob", 2), ("box", 4), ("landmarks", 10)],
+                                                      "3, 48, 48"),
+                       {1: _owner_export(deployed.onet_like(), (1, 3, 48, 48), ["box", "landmarks", "prob"])})
+    # review D3: only the third output served, under the graph's name
+    write_python_model(repo, "onet_probonly", _config("onet_probonly", [("2", 2)], "3, 48, 48"),
+                       {1: _numbered(_owner_export(deployed.onet_like(), (1, 3, 48, 48), ["a", "b", "c"]))})
     heads = deployed.two_heads()
     swapped = _owner_export(heads, (1, 6), ["q", "p"])  # q is the first head, p the second
     write_python_model(repo, "heads_swapped", _config("heads_swapped", [("p", 3), ("q", 3)], "6"), {1: swapped})
+    # review D0: the graph's own names, listed in another order (each served under its name, values right)
+    write_python_model(repo, "heads_reordered", _config("heads_reordered", [("1", 3), ("0", 3)], "6"),
+                       {1: _numbered(_owner_export(heads, (1, 6), ["a", "b"]))})
     triton = LocalTritonServer(repo, workdir=tmp_path_factory.mktemp("served_names_work"))
     with triton.running(timeout_s=90):
         yield triton
@@ -163,3 +212,42 @@ def test_cli_pairs_served_names_and_honours_the_output_map(server, tmp_path):
     assert code == 0, document["headline"]
     found = [f for f in document["findings"] if f["code"] == "served_output_names"]
     assert found and found[0]["evidence"]["output_map"] == {"0": "q", "1": "p"}
+
+
+def _cli(tmp_path, model: str, shape: str, served_model: str, url: str) -> tuple[int, dict]:
+    import json
+
+    from gapcheck.cli.app import main
+
+    report = tmp_path / f"{served_model}.json"
+    code = main(["export-diff", "--model", f"sample_models.deployed:{model}", "--input", f"x:{shape}:float32",
+                 "--num-samples", "2", "--triton-url", url, "--triton-model", served_model, "--json", str(report),
+                 "--no-cache"])
+    return code, json.loads(report.read_text())
+
+
+def test_cli_pairs_the_graphs_own_names_listed_in_another_order_by_name(server, tmp_path):
+    """Review D0: outputs served under the graph's names in another order were paired by position: two false
+    deployment_mismatch (exit 1) where triton-audit and nightly passed."""
+    code, document = _cli(tmp_path, "two_heads", "1x6", "heads_reordered", server.url("grpc"))
+    codes = [f["code"] for f in document["findings"]]
+    assert code == 0 and "deployment_mismatch" not in codes and "served_output_names" not in codes, codes
+
+
+def test_cli_pairs_outputs_of_other_shapes_served_in_another_order(server, tmp_path):
+    """Review D1: ONet's [4], [10], [2] served as prob, box, landmarks: one pairing fits by shape."""
+    code, document = _cli(tmp_path, "onet_like", "1x3x48x48", "onet_shuffled", server.url("http"))
+    assert code == 0, document["findings"]
+    (named,) = [f for f in document["findings"] if f["code"] == "served_output_names"]
+    assert named["evidence"]["output_map"] == {"0": "box", "1": "landmarks", "2": "prob"}
+    assert "triton_name_mismatch" not in [f["code"] for f in document["findings"]]
+
+
+def test_cli_a_deployment_serving_some_outputs_is_a_gap_not_a_backend_failure(server, tmp_path):
+    """Review D3: only output '2' served: export-diff stopped with exit 3 ("returned no output named '0'"); the
+    outputs it lacks are gaps (exit 1), as nightly's golden_output_missing."""
+    code, document = _cli(tmp_path, "onet_like", "1x3x48x48", "onet_probonly", server.url("grpc"))
+    assert code == 1, document["headline"]
+    missing = [f for f in document["findings"] if f["code"] == "triton_name_mismatch"]
+    assert {f["evidence"]["onnx"] for f in missing} == {"0", "1"} and all(f["severity"] == "gap" for f in missing)
+    assert "not served by the deployment (it serves '2')" in missing[0]["message"]

@@ -38,3 +38,21 @@ class TwoHeads(nn.Module):
 def build_two_heads() -> TwoHeads:
     torch.manual_seed(1)
     return TwoHeads()
+
+
+class TwinHeads(nn.Module):
+    """Two outputs of one data type and shape (a mapping): what a deployment can list in another order unseen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = TinyCNN()
+        self.other = nn.Linear(5, 5)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        left = self.body(x)
+        return {"left": left, "right": self.other(left)}
+
+
+def build_twin_heads() -> TwinHeads:
+    torch.manual_seed(2)
+    return TwinHeads()

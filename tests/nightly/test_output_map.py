@@ -64,13 +64,15 @@ def test_a_map_naming_no_golden_output_is_refused_before_any_request(tiny_golden
     assert not (tmp_path / "h.sqlite").exists()
 
 
-def test_a_mapped_name_the_endpoint_does_not_serve_says_so(tiny_golden: Path, tmp_path: Path) -> None:
+def test_a_mapped_name_the_endpoint_does_not_serve_is_exit_2_naming_what_it_serves(
+        tiny_golden: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     bundle = load_bundle(tiny_golden)
     [golden_output] = [o.name for o in bundle.output_infos]
     with FakeTriton(bundle, "ok") as fake:
         code, report = _run(tiny_golden, tmp_path, fake.url, "--triton-output-map", f"{golden_output}=y")
-    assert code == 1
-    assert "as 'y' (--triton-output-map)" in json.dumps(report)
+    err = capsys.readouterr().err
+    assert code == 2 and report == {}
+    assert f"the served ones '{golden_output}'" in err and "endpoint 'prod'" in err
 
 
 class ShiftedRenamingTriton(RenamingTriton):
