@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gapcheck.errors import BackendError, InputError, UsageError
+from gapcheck.errors import BackendError, GapcheckError, InputError, UsageError
 from gapcheck.findings import Finding, Verdict
 from gapcheck.preprocess import aggregate
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck, check_determinism
@@ -27,7 +27,7 @@ from gapcheck.preprocess.pairs import EVIDENCE_SAMPLES, AuditContext
 from gapcheck.preprocess.pool import SupervisedPool, describe_exit
 from gapcheck.preprocess.result import PreprocessAuditResult
 from gapcheck.preprocess.samples import DEFAULT_MAX_PIXELS, SampleEntry, Screening, discover_samples
-from gapcheck.preprocess.stages import StageSpec, check_stages, make_spec, parse_stage_option
+from gapcheck.preprocess.stages import StageSpec, check_stages, given_text, make_spec, parse_stage_option
 from gapcheck.preprocess.worker import SampleRecord, WorkerOptions, WorkItem, init_worker, run_chunk
 from gapcheck.progress import NullProgress, ProgressReporter
 
@@ -170,17 +170,37 @@ def _run(specs: tuple[StageSpec, ...], items: list[WorkItem], options: WorkerOpt
     return records, deaths, cpu, failures
 
 
-def _audited(records: list[SampleRecord], deaths: list[Any]) -> list[SampleRecord]:
-    """The records that went through the stages; InputError / BackendError when nothing could be audited."""
+def _audited(records: list[SampleRecord], deaths: list[Any], specs: tuple[StageSpec, ...] = ()) -> list[SampleRecord]:
+    """The records that went through the stages; InputError / BackendError / UsageError when nothing could be
+    audited (no sample has two stage outputs to compare: no headline may claim that samples were audited)."""
     audited = [r for r in records if r.issue is None or not r.issue.skipped]
     if not audited:
         raise InputError(f"none of the {len(records)} sample(s) could be audited",
                          hint="; ".join(f"{r.path}: {r.issue.code}" for r in records[:5] if r.issue))
-    if deaths and not any(sum(1 for o in r.stages if o.ok) >= 2 for r in audited):
+    if any(sum(1 for o in r.stages if o.ok) >= 2 for r in audited):
+        return audited
+    if deaths:
         first = min(deaths, key=lambda d: d.sample)  # by sample, not by which finished first (same sample: stage order)
         raise BackendError(f"nothing could be audited: stage workers died on every sample; first: stage "
                            f"{first.stage!r} on {first.sample} ({describe_exit(first.exitcode)})")
-    return audited
+    raise _nothing_compared(audited, specs)
+
+
+def _nothing_compared(audited: list[SampleRecord], specs: tuple[StageSpec, ...]) -> GapcheckError:
+    """No sample went through two stages and no worker died: a stage that fails on every sample is a usage error
+    (a stage declared wrongly, e.g. a bytes-taking stage given paths), or the inputs are all unreadable images."""
+    errors = [(o.stage, r.path, o.error) for r in audited for o in r.stages if not o.ok]
+    if errors and all(r.issue is not None for r in audited):  # every sample is a corrupt or truncated file
+        first = audited[0]
+        return InputError(f"nothing could be audited: the stages failed on every one of the {len(audited)} sample(s), "
+                          f"which are all bad inputs; first: {first.path} ({first.issue.detail if first.issue else ''})")
+    failing = [spec for spec in specs if any(stage == spec.name for stage, _, _ in errors)]
+    said = "; ".join(f"stage {spec.name} failed on {sum(1 for s, _, _ in errors if s == spec.name)} of {len(audited)} "
+                     f"sample(s), first on {next(p for s, p, _ in errors if s == spec.name)}: "
+                     f"{next(e for s, _, e in errors if s == spec.name)}" for spec in failing)
+    hints = [given_text(spec) for spec in failing if given_text(spec) not in said]
+    return UsageError(f"nothing could be audited: no sample went through two stages to compare ({said or 'no stage ran'})",
+                      hint="; ".join(hints) or None)
 
 
 def _determinism(specs: tuple[StageSpec, ...], audited: list[SampleRecord]) -> dict[str, DeterminismCheck]:
@@ -233,7 +253,7 @@ def preprocess_audit(
                                                  progress or NullProgress(), engine)
     records = sorted(records + listed, key=lambda r: r.index)
     seconds["stages"] = time.perf_counter() - started - seconds["discover"]
-    audited = _audited(records, deaths)
+    audited = _audited(records, deaths, specs)
     result = _findings_and_result(specs, records, audited, tolerance, max_pixels, p_threshold, min_effect)
     if failures:
         from gapcheck.data.common import shard_failure_findings

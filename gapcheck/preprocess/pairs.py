@@ -21,16 +21,19 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
-from gapcheck.findings import Finding
+from gapcheck.codes.preprocess import SHAPE
+from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.diagnoses.base import Evidence, Pair, Population
 from gapcheck.preprocess.diagnoses.catalog import diagnose_pair, locate_step
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
 from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.result import PairResult
+from gapcheck.preprocess.rows import pair_label
 from gapcheck.preprocess.samples import decode_rgb, local_path, read_regular_file
-from gapcheck.preprocess.sources import EXIF, ORIENTATIONS, sources
+from gapcheck.preprocess.sources import EXIF, GRAY_RGB, ORIENTATIONS, sources
 from gapcheck.preprocess.stages import StageSpec, resolve
 from gapcheck.preprocess.worker import SampleRecord
 from gapcheck.tensors import to_numpy
@@ -112,6 +115,8 @@ class AuditContext:
             found = fit_profile(ev.raw_rgb, chw) if chw is not None and ev.raw_rgb is not None else None
             if found is None and chw is not None:
                 found = self._oriented_profile(ev, chw)
+            if found is None and chw is not None and ev.raw_rgb is not None:
+                found = self._gray_profile(ev.raw_rgb, ev.data, chw)
             self._profiles[key] = found
         return self._profiles[key]
 
@@ -129,13 +134,44 @@ class AuditContext:
         found = fit_profile(oriented, chw) if oriented is not None else None
         return replace(found, source=oriented) if found is not None else None
 
+    def _gray_profile(self, raw_rgb: np.ndarray, data: bytes | None, chw: np.ndarray) -> StageProfile | None:
+        """A grayscale output (one channel, or one repeated in three) replayed on the file's grayscale readings, PIL's
+        convert('L') first, then the others (OpenCV's weights, a JPEG's luma plane): its geometry and resize method can
+        then be compared like a colour stage's (which reading each stage makes is the source diagnosis's)."""
+        channels = chw.shape[0]
+        if channels not in (1, 3) or channels == 3 and not (np.array_equal(chw[0], chw[1]) and np.array_equal(chw[0], chw[2])):
+            return None
+
+        def replayed(gray: np.ndarray) -> StageProfile | None:
+            source = gray if channels == 1 else np.repeat(gray[..., None], 3, axis=-1)
+            found = fit_profile(source, chw)
+            return replace(found, source=source) if found is not None else None
+
+        found = replayed(np.asarray(Image.fromarray(raw_rgb).convert("L")))
+        if found is not None or data is None:
+            return found
+        try:
+            readings = sources(data, 1, self.max_pixels)
+        except Exception as exc:  # noqa: BLE001 - not an image PIL reads: no grayscale replay
+            logger.debug("no grayscale readings for replay: %s", exc)
+            return None
+        for name, gray in readings.items():
+            if name not in (GRAY_RGB, EXIF) and gray.shape == raw_rgb.shape[:2]:
+                found = replayed(gray)
+                if found is not None:
+                    return found
+        return None
+
     def stage_profile(self, stage: str, record: SampleRecord) -> StageProfile | None:
         """One stage's replayed profile on one sample (the stage table's resize column)."""
         key = (stage, record.path)
         if key not in self._profiles:
             output, raw = self.output(stage, record), self.raw(record.path)
             chw = to_chw(output) if output is not None else None
-            self._profiles[key] = fit_profile(raw, chw) if chw is not None and raw is not None else None
+            found = fit_profile(raw, chw) if chw is not None and raw is not None else None
+            if found is None and chw is not None and raw is not None:
+                found = self._gray_profile(raw, self.data(record.path), chw)
+            self._profiles[key] = found
         return self._profiles[key]
 
     def evidence(self, record: SampleRecord, a: str, b: str) -> Evidence | None:
@@ -186,6 +222,8 @@ class AuditContext:
         diagnosed = diagnose and bool(records) and not within and not random
         if diagnosed:
             findings, divergence = self._diagnose(a, b, ranked, len(records), max_abs)
+        if diagnose:
+            findings += _batch_axis_notes(a, b, records)
         if records:
             min_psnr = min(psnrs, default=-math.inf)  # -inf: no sample has outputs of the same shape
             mean_psnr = float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf)
@@ -237,6 +275,33 @@ class AuditContext:
             if (pair.ref, pair.cand) in self.evidence_of:
                 chosen.append((pair, *self.evidence_of[(pair.ref, pair.cand)]))
         return chosen
+
+
+def _batch_axis_notes(a: str, b: str, records: list[SampleRecord]) -> list[Finding]:
+    """An info when one stage adds (or drops) a leading batch axis of size 1 the other has not: serving code batches,
+    so the outputs were compared with that axis squeezed (a real shape difference is the shape diagnosis's gap)."""
+    for record in records:
+        ref, cand = (next(o for o in record.stages if o.stage == s and o.ok) for s in (a, b))
+        if ref.layout is None or cand.layout is None or ref.layout.batch_dims == cand.layout.batch_dims:
+            continue
+        more, fewer = (b, a) if cand.layout.batch_dims > ref.layout.batch_dims else (a, b)
+        verb = "adds" if more == b else "drops"
+        axes = abs(cand.layout.batch_dims - ref.layout.batch_dims)
+        shapes = {a: list(ref.stats.shape), b: list(cand.stats.shape)}
+        count = sum(1 for r in records if _batch_dims(r, a) != _batch_dims(r, b))
+        message = (f"{b} {verb} {'a leading batch axis' if axes == 1 else f'{axes} leading batch axes'} of size 1 "
+                   f"({more}: {shapes[more]}, {fewer}: {shapes[fewer]} on {record.path}); the outputs were compared "
+                   f"with it squeezed, on {count} of {len(records)} sample(s). Not a gap: a server batches its input")
+        return [SHAPE.finding(message, subject=Subject(stage=pair_label(a, b), sample=record.path),
+                              severity=Severity.INFO,
+                              evidence={"batch_axis": verb, "ref_shape": shapes[a], "cand_shape": shapes[b],
+                                        "samples": count, "compared_samples": len(records)})]
+    return []
+
+
+def _batch_dims(record: SampleRecord, stage: str) -> int:
+    observed = next((o for o in record.stages if o.stage == stage and o.ok), None)
+    return observed.layout.batch_dims if observed is not None and observed.layout is not None else 0
 
 
 def _worst_and_typical(ranked: list[SampleRecord]) -> list[SampleRecord]:

@@ -168,17 +168,24 @@ class Recipe:
     def trace(self, sample: str | bytes, rgb: bool = False) -> list[tuple[str, np.ndarray]]:
         """Run every step; return (step label, output) after each one.
 
-        With ``rgb=True`` intermediate BGR images are shown in RGB order, so a cv2 decode
-        followed by a colour conversion is not mistaken for a divergence at the decode.
+        With ``rgb=True`` intermediate BGR images are shown in RGB order (for aligning steps by what they do; never
+        for fingerprints, which are of what the step produced).
+        """
+        return [(step.label, shown if rgb else output) for step, output, shown, _ in self.trace_orders(sample)]
+
+    def trace_orders(self, sample: str | bytes) -> list[tuple[Step, np.ndarray, np.ndarray, str]]:
+        """Per step: the step, its output as produced, that output in RGB channel order (a view), its channel order.
+
+        The RGB view lets a cv2 decode followed by a colour conversion line up with a PIL decode; the order tells a
+        stage that never converts its BGR decode from one that does (their RGB views agree until a per-channel step).
         """
         state: _State | None = None
         outputs = []
         for step in self.steps:
             state = self._apply(step, state, sample)
             image = state.image
-            if rgb and state.color == "bgr":
-                image = np.flip(image, axis=state.channel_axis())
-            outputs.append((step.label, image))
+            shown = np.flip(image, axis=state.channel_axis()) if state.color == "bgr" else image
+            outputs.append((step, image, shown, state.color))
         return outputs
 
     @property

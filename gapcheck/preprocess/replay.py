@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 # Most common first: the first candidate that replays a stage exactly ends the search (the stage table's replay of
 # the reference runs on every audit), and 224/0.875 = 256 is the classic ImageNet evaluation.
-CROP_RATIOS = (0.875, 0.95, 0.9, 1.0, 0.96, 0.8, 0.75)
+CROP_RATIOS = (0.875, 0.95, 0.9, 1.0, 0.96, 0.8, 0.75, 0.94, 0.91)  # 0.94: many timm models; 0.91: timm's NFNet-F1
 # Resize sizes before a center crop that no crop ratio gives, per crop size: the classic ImageNet 256 for 224 (also
 # 224/0.875) and the resize sizes of torchvision's weights presets (ResNet-50 V2, RegNet, Swin: 232; ConvNeXt: 236).
 PRESET_SHORTER_SIDES = {224: (256, 232, 236)}
@@ -33,10 +33,10 @@ EXACT_PSNR_DB = 120.0  # a replay this close reproduces the stage up to float ro
 
 @dataclass(frozen=True)
 class Geometry:
-    kind: str  # "none" | "resize" | "resize_crop" | "crop"
+    kind: str  # "none" | "resize" | "resize_crop" | "squash_crop" | "crop"
     out_height: int
     out_width: int
-    shorter_side: int = 0  # resize_crop only
+    shorter_side: int = 0  # resize_crop: the shorter side's size; squash_crop: both sides' (timm crop_mode='squash')
     rounding: str = "int"  # resize_crop only: how the longer side is rounded ("int" truncates, as torchvision)
 
     @property
@@ -44,6 +44,9 @@ class Geometry:
         if self.kind == "resize_crop":
             rounded = " (longer side rounded with round())" if self.rounding == "round" else ""
             return f"resize shorter side to {self.shorter_side}{rounded}, center crop {self.out_height}x{self.out_width}"
+        if self.kind == "squash_crop":
+            return (f"resize to {self.shorter_side}x{self.shorter_side} (aspect ratio not kept: timm's crop_mode='squash'), "
+                    f"center crop {self.out_height}x{self.out_width}")
         if self.kind == "resize":
             return f"resize to {self.out_height}x{self.out_width}"
         if self.kind == "crop":
@@ -52,7 +55,7 @@ class Geometry:
 
     @property
     def resizes(self) -> bool:
-        return self.kind in ("resize", "resize_crop")
+        return self.kind in ("resize", "resize_crop", "squash_crop")
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ def render(raw_rgb: np.ndarray, geometry: Geometry, method: ResizeMethod, keep_f
     elif geometry.kind == "resize_crop":
         rh, rw = shorter_side_size(h, w, geometry.shorter_side, geometry.rounding)
         image = center_crop(resize(raw_rgb, rh, rw, method, keep_float), geometry.out_height, geometry.out_width)
+    elif geometry.kind == "squash_crop":
+        side = geometry.shorter_side
+        image = center_crop(resize(raw_rgb, side, side, method, keep_float), geometry.out_height, geometry.out_width)
     elif geometry.kind == "crop":
         image = center_crop(raw_rgb, geometry.out_height, geometry.out_width)
     else:
@@ -116,6 +122,11 @@ def candidate_geometries(raw_hw: tuple[int, int], out_hw: tuple[int, int]) -> li
                 continue  # the same size either way: one candidate
             if rh >= oh and rw >= ow and (rh, rw) != (oh, ow):
                 geometries.append(Geometry("resize_crop", oh, ow, shorter, rounding))
+    if oh == ow and h != w:
+        # timm's crop_mode='squash' (NFNets): both sides to floor(crop / crop_pct), then a center crop; timm only, so
+        # floored sizes only. On a square picture it is the shorter-side resize above (nothing to try).
+        floored = dict.fromkeys(math.floor(oh / ratio) for ratio in CROP_RATIOS)
+        geometries += [Geometry("squash_crop", oh, ow, side) for side in floored if side > oh]
     if h >= oh and w >= ow and (h, w) != (oh, ow):
         geometries.append(Geometry("crop", oh, ow))
     return geometries

@@ -72,7 +72,15 @@ class PreprocessAuditResult(ResultBase):
         gaps = [f.code for f in self.findings if f.is_gap]
         return (f"{self.audited_samples}/{len(self.samples)} samples audited through {len(self.stages)} stages, "
                 f"{len(gaps)} gap finding(s)" + (f" ({', '.join(sorted(set(gaps)))})" if gaps else "")
-                + f", {len(self.bad_samples)} bad input(s), {len(self.stage_errors)} stage error(s)")
+                + f", {self._inputs_said()}, {len(self.stage_errors)} stage error(s)")
+
+    def _inputs_said(self) -> str:
+        """Bad inputs are the ones not audited (skipped, or no stage ran on them); a grayscale or RGBA photo that went
+        through the stages is only worth a note (its warning lists it), so it is not counted as bad."""
+        audited = {s.path for s in self.samples if s.stages and any(o.ok for o in s.stages)}
+        bad = sum(1 for b in self.bad_samples if b.skipped or b.path not in audited)
+        noted = len(self.bad_samples) - bad
+        return f"{bad} bad input(s)" + (f" ({noted} unusual one(s) audited, see the warnings)" if noted else "")
 
     @property
     def summary(self) -> str:

@@ -70,6 +70,9 @@ class StageTrace:
     opaque: tuple[str, ...] = ()  # parts observed only at their boundaries
     reason: str = ""  # why fx was not used, when it was not
     truncated: bool = False  # over the memory cap: the steps are only the first ones (see MAX_TRACED_STEPS)
+    # what each step produced, where ``steps`` hold a view made for aligning (a step list's BGR images in RGB order);
+    # summaries and fingerprints are of these. Empty: the steps' outputs are what was produced.
+    produced: tuple[np.ndarray, ...] = ()
 
     def labels(self) -> list[str]:
         return [step.label for step in self.steps]

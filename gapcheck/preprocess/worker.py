@@ -173,7 +173,9 @@ def _ks_positions(plane: tuple[int, ...], points: int) -> tuple[np.ndarray, ...]
 def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str, b: np.ndarray,
                b_summary: ArraySummary | None = None) -> PairDelta:
     if a.shape != b.shape:
-        return PairDelta(a_name, b_name, False, math.inf, -math.inf)
+        a, b = unbatched(a), unbatched(b)  # a leading batch axis of 1 added (or dropped) by one stage: serving code
+        if a.shape != b.shape:
+            return PairDelta(a_name, b_name, False, math.inf, -math.inf)
     if b_summary is not None and a_summary.sha256 == b_summary.sha256 and a_summary.nonfinite == 0:
         # Equal canonical fingerprints mean equal dtype, shape and bytes: |Δ| is exactly 0 everywhere.
         return PairDelta(a_name, b_name, True, 0.0, math.inf)
@@ -194,6 +196,13 @@ def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str,
     peak = peak if peak > 0 else 1.0
     psnr = math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse) if math.isfinite(mse) else -math.inf
     return PairDelta(a_name, b_name, True, max_abs if math.isfinite(max_abs) else math.inf, psnr)
+
+
+def unbatched(array: np.ndarray) -> np.ndarray:
+    """``array`` without its leading batch axes of size 1 (as :func:`~gapcheck.preprocess.layout.detect_layout` counts
+    them: only past three dimensions, so a one-channel CHW image keeps its channel axis); a view, no copy."""
+    batch = detect_layout(array.shape).batch_dims
+    return array.reshape(array.shape[batch:]) if batch else array
 
 
 def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: WorkItem, options: WorkerOptions,

@@ -27,6 +27,8 @@ with zoo.torchvision_models():
     _TO_TENSOR = [T.ToTensor(), T.Normalize(_CONFIG["mean"], _CONFIG["std"])]
     TV_256 = T.Compose([T.Resize(256), T.CenterCrop(224), *_TO_TENSOR])  # torchvision's reference classic
     TV_235 = T.Compose([T.Resize(235), T.CenterCrop(224), *_TO_TENSOR])
+    # timm's crop_mode='squash' (dm_nfnet_f1's pretrained config: crop_pct 0.91): Resize((246, 246)) + CenterCrop(224)
+    TIMM_SQUASH_091 = create_transform(**{**_CONFIG, "crop_pct": 0.91, "crop_mode": "squash"})
 
 MEAN = np.array(_CONFIG["mean"], np.float32)
 STD = np.array(_CONFIG["std"], np.float32)
@@ -155,3 +157,55 @@ def from_bytes(data: bytes) -> torch.Tensor:
 
     with Image.open(io.BytesIO(data)) as image:
         return TIMM_EVAL[0.95](image.convert("RGB"))
+
+
+# --- the second review (D5-D7): a batch axis, a tensor resize, timm's squash, grayscale resized two ways -------------
+
+def timm_0950_batched(path: str) -> torch.Tensor:
+    """timm's transform, then x[None] as a server does before the model: the same values with a batch axis of 1."""
+    return TIMM_EVAL[0.95](_rgb(path))[None]
+
+
+def timm_squash_091(path: str) -> torch.Tensor:
+    return TIMM_SQUASH_091(_rgb(path))
+
+
+def torch_tensor_resize(path: str) -> torch.Tensor:
+    """PIL decode, then F.interpolate on the tensor without antialias (a common serving shortcut), crop, normalize."""
+    x = torch.from_numpy(np.asarray(_rgb(path)).copy()).permute(2, 0, 1).float().div(255.0)
+    h, w = x.shape[1:]
+    size = (235, int(w * 235 / h)) if h <= w else (int(h * 235 / w), 235)
+    x = torch.nn.functional.interpolate(x[None], size=size, mode="bicubic", align_corners=False, antialias=False)[0]
+    top, left = int(round((size[0] - 224) / 2.0)), int(round((size[1] - 224) / 2.0))
+    x = x[:, top:top + 224, left:left + 224]
+    return (x - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)
+
+
+def _gray_l(path: str) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("L"))
+
+
+def gray_l_cv2_linear(path: str) -> np.ndarray:
+    """PIL's grayscale resized with cv2 INTER_LINEAR (gray_pil resizes it with PIL bilinear), one channel."""
+    return (cv2.resize(_gray_l(path), (128, 128), interpolation=cv2.INTER_LINEAR).astype(np.float32) / 255.0)[None]
+
+
+def gray3_pil(path: str) -> np.ndarray:
+    """gray_pil repeated into three channels (a grayscale model fed to an RGB network)."""
+    return np.repeat(gray_pil(path).numpy(), 3, axis=0)
+
+
+def gray3_cv2_linear(path: str) -> np.ndarray:
+    return np.repeat(gray_l_cv2_linear(path), 3, axis=0)
+
+
+def gray_cv2_gray_linear(path: str) -> np.ndarray:
+    """cv2.COLOR_BGR2GRAY, then INTER_LINEAR."""
+    gray = cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2GRAY)
+    return (cv2.resize(gray, (128, 128), interpolation=cv2.INTER_LINEAR).astype(np.float32) / 255.0)[None]
+
+
+def gray_cv2_gray_area(path: str) -> np.ndarray:
+    gray = cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2GRAY)
+    return (cv2.resize(gray, (128, 128), interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0)[None]

@@ -26,6 +26,8 @@ def test_every_bad_input_is_listed_and_good_ones_audited(mixed_inputs):
     warning_codes = {f.code for f in result.findings if f.severity.value == "warning"}
     assert {"grayscale_input", "corrupt_image", "not_image", "decompression_bomb"} <= warning_codes
     assert result.verdict == "pass"  # the clean pipelines agree on every decodable sample
+    # only inputs that were not audited are bad in the headline (review: "PASS 8/8 samples ... 4 bad input(s)")
+    assert "5/9 samples audited" in result.headline and "4 bad input(s) (3 unusual one(s) audited" in result.headline
 
 
 def test_stage_that_raises_is_reported_with_sample_and_error(mixed_inputs):

@@ -52,12 +52,15 @@ def test_html_is_one_file_and_escapes_hostile_stage_names(photos, tmp_path):
 def test_html_escapes_script_in_stage_errors(photos, tmp_path):
     from gapcheck.preprocess.audit import preprocess_audit
     from gapcheck.report.formats import ReportFormat, render
+    from sample_models.preprocessing import train_transform
 
     def hostile(path: str):
-        raise ValueError("<script>alert(1)</script>")
+        if "astronaut" in path:  # on one sample: a stage failing on every sample is a usage error, no report
+            raise ValueError("<script>alert(1)</script>")
+        return train_transform(path)
 
     # Stage names are validated (letters, digits, _ - .), so hostile text arrives through a stage's error.
-    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": hostile}, n=1, workers=1)
+    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": hostile}, n=2, workers=1)
     assert result.settings["in_process"]  # a local function cannot be sent to a worker process
     html = render(ReportFormat.HTML, result)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from gapcheck.errors import UsageError
 from gapcheck.preprocess.affine import AffineFit
 from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.preprocess.diagnoses.normalization import same_map_after_swap
@@ -183,9 +184,24 @@ def test_opencv_luma_rounding_is_a_warning_under_a_tight_tolerance(jpegs):
 # --- 5. a stage that takes bytes ------------------------------------------------------------------------------------
 
 def test_a_bytes_stage_given_a_path_says_what_it_was_given(photos):
-    result = _audit(photos, "timm_0950", "from_bytes", n=2)
-    error = _finding(result, "stage_error").message
-    assert "was given the sample's path (a str)" in error and f"--stage infer={PIPELINES}from_bytes,bytes" in error
+    # failing on every sample, nothing was compared: a usage error naming the stage's error and the ,bytes spelling
+    # (review D9: it was a stage_error gap, exit 1, under "2/2 samples audited")
+    with pytest.raises(UsageError) as info:
+        _audit(photos, "timm_0950", "from_bytes", n=2)
+    said = str(info.value)
+    assert said.startswith("nothing could be audited: no sample went through two stages to compare")
+    assert "stage infer failed on 2 of 2 sample(s)" in said and "TypeError" in said
+    assert "was given the sample's path (a str)" in said and f"--stage infer={PIPELINES}from_bytes,bytes" in said
+
+
+def test_a_stage_failing_on_every_sample_exits_2_without_a_headline(photos, capsys):
+    from gapcheck.cli.app import main
+
+    code = main(["preprocess-audit", "--samples", str(photos), "--stage", f"train={PIPELINES}timm_0950",
+                 "--stage", f"infer={PIPELINES}from_bytes", "--n", "2", "--workers", "1", "--repeats", "0",
+                 "--no-progress"])
+    out = capsys.readouterr()
+    assert code == 2 and "samples audited" not in out.out + out.err and ",bytes" in out.err
 
 
 def test_bytes_suffix_on_the_command_line(photos, capsys):
@@ -196,3 +212,84 @@ def test_bytes_suffix_on_the_command_line(photos, capsys):
                  "--no-progress"])
     assert code == 0 and "PASS" in capsys.readouterr().out
 
+
+
+# --- 6. the second review: batch axis, steps of a declared BGR list, a tensor resize, grayscale, squash -------------
+
+def test_a_leading_batch_axis_of_one_is_compared_squeezed_and_said_as_info(photos):
+    result = _audit(photos, "timm_0950", "timm_0950_batched", n=2)
+    assert result.verdict == "pass" and _codes(result) == []  # was a shape gap, exit 1 (review D5)
+    note = _finding(result, "shape")
+    assert note.severity.value == "info" and "infer adds a leading batch axis of size 1" in note.message
+    assert note.evidence["cand_shape"] == [1, 3, 224, 224] and note.evidence["samples"] == 2
+    assert result.pairs[0].within_tolerance and result.pairs[0].max_abs == 0.0
+
+
+def test_another_size_with_a_batch_axis_is_still_a_shape_gap(photos, pipes):
+    steps = [{**step, "size": 200} if step["op"] == "center_crop" else step for step in pipes.TIMM_095_STEPS]
+    result = _audit(photos, [*steps, {"op": "batch"}], "timm_0950", n=2)
+    finding = _finding(result, "shape")
+    assert finding.is_gap and "infer has 0 leading batch dimension(s), train has 1" in finding.message
+    assert "infer outputs 3 channel(s) of 224x224, train 3 of 200x200" in finding.message
+
+
+def test_pair_deltas_squeeze_only_a_leading_batch_axis():
+    from gapcheck.preprocess.summary import summarize_output
+    from gapcheck.preprocess.worker import pair_delta
+
+    image = np.random.default_rng(0).random((3, 8, 8), dtype=np.float32)
+    same = pair_delta("a", image, summarize_output(image, 0), "b", image[None], summarize_output(image[None], 1))
+    assert same.comparable and same.max_abs == 0.0
+    other = image[:, :, :7].copy()  # another width stays another shape, batched or not
+    assert not pair_delta("a", image, summarize_output(image, 0), "b", other[None], summarize_output(other[None], 1)).comparable
+    gray = image[:1]  # a one-channel CHW image keeps its channel axis: (1, 8, 8) is not (8, 8) with a batch axis
+    assert not pair_delta("a", gray, summarize_output(gray, 0), "b", gray[0], summarize_output(gray[0], None)).comparable
+
+
+def test_declared_steps_without_the_colour_conversion_name_it_and_hash_what_was_produced(photos):
+    from gapcheck.preprocess.diagnoses.steps import first_divergent_step
+    from gapcheck.preprocess.recipe import parse_steps
+
+    tail = [{"op": "resize", "size": 235, "backend": "cv2", "interpolation": "linear"}, {"op": "center_crop", "size": 224},
+            {"op": "scale", "factor": 1 / 255}, {"op": "normalize", "mean": [0.485, 0.456, 0.406],
+                                                  "std": [0.229, 0.224, 0.225]}, {"op": "layout", "to": "chw"}]
+    rgb = parse_steps([{"op": "decode", "backend": "cv2"}, {"op": "color", "order": "rgb"}, *tail])
+    bgr = parse_steps([{"op": "decode", "backend": "cv2"}, *tail])
+    data = (photos / "coffee.png").read_bytes()
+    found = first_divergent_step(rgb, bgr, data, "coffee.png")
+    assert found is not None and found.ref_step == "color(order=rgb)"  # was step 5 normalize (review D6a)
+    assert found.step_index == 2 and found.cand_step.startswith("resize(")
+    # the steps table hashes what each step produced: the BGR decode is not the RGB image (it showed the same SHA256)
+    assert found.ref_steps[0].sha256 != found.ref_steps[1].sha256 and found.cand_steps[0].sha256 == found.ref_steps[0].sha256
+    # a PIL decode against a cv2 decode + conversion still lines up, and a real difference after it is named there
+    pil = parse_steps([{"op": "decode", "backend": "pil"}, {**tail[0], "interpolation": "cubic"}, *tail[1:]])
+    later = first_divergent_step(rgb, pil, data, "coffee.png")
+    assert later is not None and later.step_index == 2 and later.ref_step.startswith("resize(")
+
+
+def test_a_tensor_resize_against_timm_names_the_interpolate_step(photos):
+    result = _audit(photos, "timm_0950", "torch_tensor_resize", n=2)
+    assert _codes(result) == ["resize"]
+    step = _finding(result, "resize").subject.step
+    assert step.startswith("step ") and "interpolate(" in step  # was step 1, the boundary (review D6b)
+
+
+@pytest.mark.parametrize("ref, cand, methods", [
+    ("gray_pil", "gray_l_cv2_linear", ("PIL bilinear", "cv2 INTER_LINEAR")),
+    ("gray3_pil", "gray3_cv2_linear", ("PIL bilinear", "cv2 INTER_LINEAR")),
+    ("gray_cv2_gray_linear", "gray_cv2_gray_area", ("cv2 INTER_LINEAR", "cv2 INTER_AREA")),
+])
+def test_grayscale_outputs_resized_two_ways_are_a_resize_finding(photos, ref, cand, methods):
+    result = _audit(photos, ref, cand, n=2)
+    assert _codes(result) == ["resize"]  # was unexplained (review D7): replayed on the grayscale reading now
+    evidence = _finding(result, "resize").evidence
+    assert (evidence["ref_method"], evidence["cand_method"]) == methods
+
+
+def test_timm_squash_crop_mode_is_replayed_and_named_as_a_crop(photos, pipes):
+    path = SKIMAGE_DATA / "coffee.png"
+    profile = fit_profile(decode_rgb(path.read_bytes()), to_chw(pipes.timm_squash_091(str(path)).numpy()))
+    assert profile is not None and profile.geometry.kind == "squash_crop" and profile.geometry.shorter_side == 246
+    result = _audit(photos, "timm_0950", "timm_squash_091", n=2)
+    assert _codes(result) == ["crop"]  # was unexplained (review D7b)
+    assert "resize to 246x246 (aspect ratio not kept" in _finding(result, "crop").evidence["cand_geometry"]

@@ -12,11 +12,12 @@ conversion after a cv2 decode, are skipped before aligning, so the lists line up
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from gapcheck.preprocess.recipe import Recipe
+from gapcheck.preprocess.recipe import Recipe, Step
 from gapcheck.preprocess.rows import StepDivergence, StepSummary
 from gapcheck.tensors import fingerprint
 
@@ -47,33 +48,76 @@ def summarize(index: int, label: str, output: np.ndarray) -> StepSummary:
                        low, high, mean)
 
 
-def _effective(trace: list) -> list[tuple[int, str, str]]:
-    kept, previous = [], None
-    for index, (label, output) in enumerate(trace):
-        digest = fingerprint(output)
+@dataclass(frozen=True)
+class _Kept:
+    """A step that changes the RGB-ordered image: its 1-based index, step, the view's fingerprint, its channel order."""
+
+    index: int
+    step: Step
+    digest: str
+    color: str
+
+
+def _effective(trace: list[tuple[Step, np.ndarray, np.ndarray, str]]) -> list[_Kept]:
+    kept: list[_Kept] = []
+    previous = None
+    for index, (step, _, shown, color) in enumerate(trace):
+        digest = fingerprint(shown)
         if digest != previous:
-            kept.append((index + 1, label, digest))
+            kept.append(_Kept(index + 1, step, digest, color))
         previous = digest
     return kept
 
 
+def _order_set_by(trace: list[tuple[Step, np.ndarray, np.ndarray, str]], after: int, upto: int) -> Step | None:
+    """The decode or colour step in ``trace`` between 1-based indexes ``after`` (excluded) and ``upto`` (included)."""
+    found = [step for step, *_ in trace[after:upto] if step.op in ("decode", "color")]
+    return found[-1] if found else None
+
+
 def first_divergent_step(ref: Recipe, cand: Recipe, sample: str | bytes, sample_name: str) -> StepDivergence | None:
-    """Compare intermediate outputs step by step; None when both produce the same sequence of outputs."""
-    ref_trace, cand_trace = ref.trace(sample, rgb=True), cand.trace(sample, rgb=True)
-    summaries = (tuple(summarize(i + 1, label, out) for i, (label, out) in enumerate(ref_trace)),
-                 tuple(summarize(i + 1, label, out) for i, (label, out) in enumerate(cand_trace)))
+    """Compare intermediate outputs step by step; None when both produce the same sequence of outputs.
+
+    Steps are aligned on their RGB-ordered images, so a cv2 decode + colour conversion lines up with a PIL decode;
+    when the two stages' channel orders part (one converts its BGR decode, the other never does) and the values
+    diverge later while they are still apart (at the first per-channel step: normalize), the step where they parted
+    is the divergent one. The steps table summarizes what each step produced, never the RGB view.
+    """
+    ref_trace, cand_trace = ref.trace_orders(sample), cand.trace_orders(sample)
+    summaries = (tuple(summarize(i + 1, step.label, out) for i, (step, out, *_) in enumerate(ref_trace)),
+                 tuple(summarize(i + 1, step.label, out) for i, (step, out, *_) in enumerate(cand_trace)))
     ref_steps, cand_steps = _effective(ref_trace), _effective(cand_trace)
-    for (_, ref_label, ref_fp), (cand_index, cand_label, cand_fp) in zip(ref_steps, cand_steps):
-        if ref_fp != cand_fp:
-            return StepDivergence(cand_index, ref_label, cand_label, sample_name, ref_steps=summaries[0],
+    parted: int | None = None  # the aligned position where the channel orders parted (and have not met again)
+    for position, (r, c) in enumerate(zip(ref_steps, cand_steps)):
+        parted = None if r.color == c.color else parted if parted is not None else position
+        if r.digest != c.digest:
+            if parted is not None:
+                r, c = _where_orders_parted(ref_trace, cand_trace, ref_steps, cand_steps, parted)
+            return StepDivergence(c.index, r.step.label, c.step.label, sample_name, ref_steps=summaries[0],
                                   cand_steps=summaries[1])
     if len(ref_steps) != len(cand_steps):
         shorter = min(len(ref_steps), len(cand_steps))
-        ref_label = ref_steps[shorter][1] if shorter < len(ref_steps) else "(end)"
-        cand_index, cand_label = (cand_steps[shorter][0], cand_steps[shorter][1]) if shorter < len(cand_steps) else (len(cand.steps) + 1, "(end)")
+        ref_label = ref_steps[shorter].step.label if shorter < len(ref_steps) else "(end)"
+        cand_index, cand_label = (cand_steps[shorter].index, cand_steps[shorter].step.label) \
+            if shorter < len(cand_steps) else (len(cand.steps) + 1, "(end)")
         return StepDivergence(cand_index, ref_label, cand_label, sample_name, ref_steps=summaries[0],
                               cand_steps=summaries[1])
     return None
+
+
+def _where_orders_parted(ref_trace: list, cand_trace: list, ref_steps: list[_Kept], cand_steps: list[_Kept],
+                         position: int) -> tuple[_Kept, _Kept]:
+    """The steps that set each stage's channel order where the orders parted (a colour conversion one stage does and
+    the other lacks, or two decodes); a stage that changed nothing there is named by its aligned step."""
+    r, c = ref_steps[position], cand_steps[position]
+    ref_after = ref_steps[position - 1].index if position else 0
+    cand_after = cand_steps[position - 1].index if position else 0
+    ref_step, cand_step = _order_set_by(ref_trace, ref_after, r.index), _order_set_by(cand_trace, cand_after, c.index)
+    if ref_step is not None:
+        r = _Kept(ref_trace.index(next(t for t in ref_trace if t[0] is ref_step)) + 1, ref_step, r.digest, r.color)
+    if cand_step is not None:
+        c = _Kept(cand_trace.index(next(t for t in cand_trace if t[0] is cand_step)) + 1, cand_step, c.digest, c.color)
+    return r, c
 
 
 class RecipeSteps:

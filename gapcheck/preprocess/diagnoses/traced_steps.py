@@ -38,7 +38,7 @@ from gapcheck.codes.preprocess import (
 )
 from gapcheck.errors import one_line
 from gapcheck.preprocess.diagnoses.base import rel_max_abs
-from gapcheck.preprocess.diagnoses.steps import StepDivergence, summarize
+from gapcheck.preprocess.diagnoses.steps import StepDivergence, StepSummary, summarize
 from gapcheck.preprocess.layout import to_chw
 from gapcheck.preprocess.samples import local_path, read_regular_file
 from gapcheck.preprocess.traced import StageTrace, TracedStep, trace_stage, unrecorded_label
@@ -94,7 +94,8 @@ def _distinct(trace: StageTrace, tolerance: float) -> list[tuple[TracedStep, np.
 
 def _by_cause(ref_steps: list[tuple[TracedStep, np.ndarray]], start: int, cand_view: np.ndarray,
               causes: tuple[str, ...]) -> tuple[TracedStep, np.ndarray] | None:
-    """The reference step that a diagnosed cause names, among the steps the candidate's next step spans.
+    """The reference step that a diagnosed cause names, among the steps the candidate's next step spans (also used
+    with the stages' roles swapped: the candidate's step among those the reference's next step spans).
 
     When the candidate's next step has another shape than the reference's next one, the candidate did several
     reference steps at once, out of sight (PIL/OpenCV before its first torch call, or its whole body): from
@@ -132,7 +133,12 @@ def align(ref: StageTrace, cand: StageTrace, tolerance: float, causes: tuple[str
     cand_next = cand_steps[last + 1] if last + 1 < len(cand_steps) else None
     ref_next = ref_steps[matched + 1] if matched + 1 < len(ref_steps) else None
     if cand_next is not None and ref_next is not None:
+        # Either side may be the one whose next step covers several of the other's out of sight: a reference that
+        # resizes in PIL before its first torch call against a candidate that interpolates a tensor (the
+        # candidate's resize step is then named), or the other way round.
+        ref_seen = ref_next
         ref_next = _by_cause(ref_steps, matched + 1, cand_next[1], causes) or ref_next
+        cand_next = _by_cause(cand_steps, last + 1, ref_seen[1], causes) or cand_next
     if cand_next is None and cand.truncated:
         return None  # the candidate did not end there: it stopped being recorded (memory cap); the rest is unknown
     unrecorded = ref_next is None and ref.truncated
@@ -172,8 +178,9 @@ class TracedSteps:
         assert spec is not None
         data = read_regular_file(sample)
         if spec.recipe is not None:
-            steps = spec.recipe.trace(data, rgb=True)
-            return StageTrace(tuple(TracedStep(i + 1, label, out) for i, (label, out) in enumerate(steps)), "steps")
+            steps = spec.recipe.trace_orders(data)  # aligned on the RGB-ordered view, summarized as produced
+            return StageTrace(tuple(TracedStep(i + 1, step.label, shown) for i, (step, _, shown, _) in enumerate(steps)),
+                              "steps", produced=tuple(out for _, out, _, _ in steps))
         fn = pair.callable_of(stage)
         if spec.accepts == "bytes":
             return trace_stage(fn, data)
@@ -202,5 +209,10 @@ class TracedSteps:
             ref_step.label if ref_step is not None else "(end)",
             cand_step.label if cand_step is not None else "(end)",
             sample, method=f"{ref.method}/{cand.method}", max_abs=max_abs, opaque=opaque, fallback=fallback,
-            ref_steps=tuple(summarize(s.index, s.label, s.output) for s in ref.steps),
-            cand_steps=tuple(summarize(s.index, s.label, s.output) for s in cand.steps))
+            ref_steps=_summaries(ref), cand_steps=_summaries(cand))
+
+
+def _summaries(trace: StageTrace) -> tuple[StepSummary, ...]:
+    """Every step summarized as it was produced (a step list's BGR image keeps its own SHA256, not its RGB view's)."""
+    outputs = trace.produced or tuple(step.output for step in trace.steps)
+    return tuple(summarize(step.index, step.label, output) for step, output in zip(trace.steps, outputs, strict=True))

@@ -62,7 +62,8 @@ class UnexplainedDiagnosis:
         residual = pair.replay_residual
         # the replay reads the file the default way: a stage that reads it another way leaves a residual there
         if residual is not None and residual > pair.tolerance and not pair.has(RESIZE, CROP, SIZE_ROUNDING,
-                                                                               *SOURCE_CODES):
+                                                                               *SOURCE_CODES) \
+                and not _gray_weights_swapped(pair):
             return pair.finding(self.code, f"after undoing the named causes, {pair.cand} still differs from {pair.ref} "
                                 f"by {residual:.3g} of the value range", sample=sample, residual_max_abs_rel=residual,
                                 max_abs=pair.observed_max_abs)
@@ -71,3 +72,9 @@ class UnexplainedDiagnosis:
         return pair.finding(self.code, f"{pair.cand} differs from {pair.ref} (max |Δ| {pair.observed_max_abs:.4g}) but "
                             "both replay to the same geometry, method, channel order and value map", sample=sample,
                             max_abs=pair.observed_max_abs, ref_psnr_db=pr.psnr_db, cand_psnr_db=pc.psnr_db)
+
+
+def _gray_weights_swapped(pair: "Pair") -> bool:
+    """A grayscale made with BGR weights is a reading of the file too (named channel_order by the source diagnosis):
+    the replay on PIL's grayscale leaves its residual, which that finding explains."""
+    return any(f.code == str(CHANNEL_ORDER) and f.evidence.get("conversion") == "grayscale" for f in pair.found)
