@@ -172,10 +172,14 @@ def _example(graph: list[Any], served: list[Any]) -> dict[str, str] | None:
     paths), or None when none does."""
     if not graph or not served or len(graph) + len(served) > _EXAMPLE_MAX:
         return None
-    in_order = list(zip(graph, served, strict=False))
-    if all(_fits(g, s) for g, s in in_order):  # the listed order, when it fits: the likeliest intent
-        return {g.name: s.name for g, s in in_order}
     fits = {g.name: [s.name for s in served if _fits(g, s)] for g in graph}
+    greedy: dict[str, str] = {}  # each in the listed order takes the first free one that fits: the likeliest intent
+    for g in graph:
+        free = next((s for s in fits[g.name] if s not in greedy.values()), None)
+        if free is not None:
+            greedy[g.name] = free
+    if len(greedy) == min(len(graph), len(served)):
+        return greedy
     partner: dict[str, str] = {}  # served -> graph
 
     def augment(g: str, seen: set[str]) -> bool:

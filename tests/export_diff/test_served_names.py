@@ -251,3 +251,23 @@ def test_cli_a_deployment_serving_some_outputs_is_a_gap_not_a_backend_failure(se
     missing = [f for f in document["findings"] if f["code"] == "triton_name_mismatch"]
     assert {f["evidence"]["onnx"] for f in missing} == {"0", "1"} and all(f["severity"] == "gap" for f in missing)
     assert "not served by the deployment (it serves '2')" in missing[0]["message"]
+
+
+def test_triton_audit_pairs_outputs_of_other_shapes_served_in_another_order(server, tmp_path, capsys):
+    """Review D1 in triton-audit: three triton_name_mismatch gaps and a suggested map that did not fit
+    ('0=prob,1=box,2=landmarks'); now paired by shape, said as info."""
+    import json
+
+    from gapcheck.cli.app import main
+
+    graph = tmp_path / "onet.onnx"
+    onnx.save_model(_numbered(_owner_export(deployed.onet_like(), (1, 3, 48, 48), ["a", "b", "c"])), str(graph))
+    report = tmp_path / "audit.json"
+    code = main(["triton-audit", "--onnx", str(graph), "--triton-url", server.url("grpc"), "--triton-model",
+                 "onet_shuffled", "--json", str(report)])
+    capsys.readouterr()
+    findings = json.loads(report.read_text())["findings"]
+    assert code == 0, findings
+    assert "triton_name_mismatch" not in [f["code"] for f in findings]
+    (named,) = [f for f in findings if f["code"] == "triton_served_names" and f["evidence"]["pairs"].get("0")]
+    assert named["evidence"]["pairs"] == {"0": "box", "1": "landmarks", "2": "prob"}

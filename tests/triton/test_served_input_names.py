@@ -196,3 +196,48 @@ def test_only_a_request_the_server_calls_wrong_is_rejected(status, rejected):
     assert isinstance(caught.value, RequestRejectedError) is rejected
     if rejected:
         assert caught.value.reason == "unexpected inference input 'x'" and caught.value.status == status
+
+
+# --- outputs paired like inputs (review D1): a unique fit first, position only among same-shaped leftovers ---------
+
+ONET = [_t("0", shape=(None, 4)), _t("1", shape=(None, 10)), _t("2", shape=(None, 2))]
+
+
+def test_outputs_of_other_shapes_in_another_order_are_paired_by_shape():
+    served = [_t("prob", shape=(None, 2)), _t("box", shape=(None, 4)), _t("landmarks", shape=(None, 10))]
+    pairing = pair_tensors("output", ONET, served)
+    assert pairing.pairs == {"0": "box", "1": "landmarks", "2": "prob"} and pairing.problem is None
+    assert "data type and shape" in pairing.how
+
+
+def test_same_shaped_outputs_left_over_are_paired_by_position_and_said_so():
+    graph = [_t("0", shape=(None, 10)), _t("1", shape=(None, 10)), _t("2", shape=(None, 2))]
+    served = [_t("p", shape=(None, 2)), _t("OUTPUT__0", shape=(None, 10)), _t("OUTPUT__1", shape=(None, 10))]
+    pairing = pair_tensors("output", graph, served)
+    assert pairing.pairs == {"2": "p", "0": "OUTPUT__0", "1": "OUTPUT__1"}
+    assert "by position" in pairing.how and "data type and shape" in pairing.how
+
+
+def test_outputs_with_the_graphs_names_in_another_order_are_paired_by_name():  # review D0
+    graph = [_t("logits", shape=(None, 10)), _t("aux_logits", shape=(None, 10))]
+    pairing = pair_tensors("output", graph, [_t("aux_logits", shape=(None, 10)), _t("logits", shape=(None, 10))])
+    assert pairing.pairs == {"logits": "logits", "aux_logits": "aux_logits"} and not pairing.renamed
+
+
+def test_the_hints_example_is_a_pairing_that_fits():
+    """The example was the positional one whatever the shapes ('0=prob,1=box,2=landmarks' for ONet): now one that
+    fits, or none."""
+    graph = [_t("p", shape=(None, 4)), _t("q", shape=(None, 4)), _t("r", shape=(None, 10)), _t("t", shape=(None, 10))]
+    served = [_t("A", shape=(None, 10)), _t("B", shape=(None, 4)), _t("C", shape=(None, 10)), _t("D", shape=(None, 4))]
+    pairing = pair_tensors("output", graph, served)
+    assert pairing.problem is not None and "e.g. 'p=B,q=D,r=A,t=C'" in pairing.problem
+    shapes = {t.name: t.shape for t in graph + served}
+    example = pairing.problem.split("e.g. '")[1].split("'")[0]
+    assert all(shapes[g] == shapes[s] for g, s in (pair.split("=") for pair in example.split(",")))
+    none_fits = pair_tensors("output", ONET[:2], [_t("a", shape=(None, 3)), _t("b", shape=(None, 7))])
+    assert none_fits.problem is not None and "no pairing fits" in none_fits.problem and "e.g." not in none_fits.problem
+
+
+def test_a_graph_output_not_served_says_so():  # review D3: the audit's warning names what is served
+    pairing = pair_tensors("output", ONET, [_t("2", shape=(None, 2))])
+    assert pairing.unpaired_graph == ("0", "1") and "does not serve them" in (pairing.problem or "")
