@@ -11,6 +11,8 @@ shard order; the tests below run once on the merged value.
   so a million rows do not flag noise;
 - ``missing_values_shift``: the null rate moved by at least ``min_null_shift`` (and a two-proportion
   test agrees);
+- ±inf values are set aside from the tests above and compared as their own share of the rows, like the
+  nulls (``infinite_values_shift``; a steady share is ``infinite_values``, info, with the counts);
 - coverage: the current split's share in each decile of the reference (``coverage_gap`` when a bin
   holds under a fifth of its expected share) — visible even when KS is quiet.
 Image folders are compared on per-image properties (per-channel mean/std, brightness, size, aspect).
@@ -123,6 +125,12 @@ class FeatureDrift:
     # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order_reason): tested and
     # shown, said as time_ordered_split, out of BH and the verdict; None otherwise
     time_order: str | None = None
+    # ±inf values per side: set aside from the tests above (n_reference / n_current count finite values only) and
+    # compared as their own share of the rows, like the missing values (infinite_values_shift)
+    infinite_reference: int = 0
+    infinite_current: int = 0
+    infinite_rate_reference: float = 0.0
+    infinite_rate_current: float = 0.0
 
     @property
     def left_out(self) -> bool:
@@ -177,9 +185,12 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     """The test, effect sizes and coverage of one feature (q-value and verdict are filled in after BH)."""
     from scipy import stats
 
-    base = FeatureDrift(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur))
+    base = FeatureDrift(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur),
+                        infinite_reference=ref.infinite, infinite_current=cur.infinite,
+                        infinite_rate_reference=ref.infinite / ref.rows if ref.rows else 0.0,
+                        infinite_rate_current=cur.infinite / cur.rows if cur.rows else 0.0)
     if ref.numeric + ref.text == 0 or cur.numeric + cur.text == 0:
-        return base  # all-null on a side: reported as bad input, nothing to test
+        return base  # all-null or all-infinite on a side: reported as bad input, nothing to test
     if ref.is_numeric and cur.is_numeric:
         a, b = np.sort(ref_sample[np.isfinite(ref_sample)]), np.sort(cur_sample[np.isfinite(cur_sample)])
         moments = dataclasses.replace(base, n_reference=len(a), n_current=len(b), mean_reference=ref.mean,
@@ -443,6 +454,7 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 f"{f.feature}: missing values {f.null_rate_reference:.1%} in the reference, {f.null_rate_current:.1%} now",
                 subject=subject, evidence={"null_rate_reference": f.null_rate_reference,
                                            "null_rate_current": f.null_rate_current}))
+        findings += infinite_findings(f, ref, cur, subject, options)
         gaps = coverage_gaps(f, f.n_current) if not f.left_out else []
         if gaps:
             findings.append(codes.COVERAGE_GAP.finding(
@@ -452,6 +464,33 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
                           "coverage_reference": list(f.coverage_reference)}))
     return findings
+
+
+def infinite_findings(f: FeatureDrift, ref: ColumnStats, cur: ColumnStats, subject: Any,
+                      options: DriftOptions) -> list[Finding]:
+    """±inf values, never dropped unsaid: ``infinite_values_shift`` (a gap) when their share of the rows moved as a
+    missing-values shift would have to (at least ``min_null_shift``, and significant), else ``infinite_values``
+    (info) saying how many were set aside from the tests."""
+    from types import SimpleNamespace
+
+    from gapcheck.codes import data as codes
+
+    if not (ref.infinite or cur.infinite):
+        return []
+    said = (f"{ref.infinite} of {ref.rows} reference and {cur.infinite} of {cur.rows} current value(s) are ±inf "
+            f"({f.infinite_rate_reference:.1%} → {f.infinite_rate_current:.1%}), set aside from the tests"
+            + (f" (the {f.test} test compared {f.n_reference} and {f.n_current} finite value(s))" if f.test != "none"
+               else " (no finite values to test on a side)"))
+    evidence = {"infinite_reference": ref.infinite, "infinite_current": cur.infinite, "rows_reference": ref.rows,
+                "rows_current": cur.rows, "infinite_rate_reference": f.infinite_rate_reference,
+                "infinite_rate_current": f.infinite_rate_current, "n_reference": f.n_reference,
+                "n_current": f.n_current}
+    shift = abs(f.infinite_rate_current - f.infinite_rate_reference)
+    counts = [SimpleNamespace(rows=s.rows, nulls=s.infinite) for s in (ref, cur)]
+    if shift >= options.min_null_shift and null_shift_p(*counts) < options.p_threshold:  # type: ignore[arg-type]
+        return [codes.INFINITE_VALUES_SHIFT.finding(f"{f.feature}: the share of infinite values moved: {said}",
+                                                    subject=subject, evidence=evidence)]
+    return [codes.INFINITE_VALUES.finding(f"{f.feature}: {said}", subject=subject, evidence=evidence)]
 
 
 ORIENTATION_SHARE_SHIFT = 0.05  # the sides' shares of EXIF-turned images differ by this much: said
@@ -550,6 +589,9 @@ def unusable_columns(reference: SidePartial, current: SidePartial,
             stats = part.columns[name]
             if stats.rows and stats.nulls == stats.rows:
                 problems.append((f"{side}:{name}", "all values are missing (all-NaN column)"))
+            elif stats.rows and stats.infinite and stats.nulls + stats.infinite == stats.rows:
+                problems.append((f"{side}:{name}", f"no finite value: {stats.infinite} of {stats.rows} value(s) are "
+                                 f"±inf" + (f", {stats.nulls} missing" if stats.nulls else " (all-infinite column)")))
             elif stats.is_numeric and stats.text:
                 problems.append((f"{side}:{name}", f"mixed column types: {stats.text} text cell(s) in a numeric "
                                  f"column, e.g. {', '.join(stats.bad_cells[:3])}"))

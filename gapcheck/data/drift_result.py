@@ -62,11 +62,10 @@ class DriftResult(TimedRun, ResultBase):
         rows = tuple((f.feature, f.test, _n(f.p_value, ".2g"), _n(f.q_value, ".2g"), _n(f.ks_d, ".3f"),
                       _sketch(f.ks_d_sketch, self.sketch_rank_error), _n(f.wasserstein_std, ".3f"),
                       _n(f.cramers_v, ".3f"), _n(f.min_detectable_effect, ".3f"),
-                      f"{f.null_rate_reference:.1%} → {f.null_rate_current:.1%}",
-                      _verdict(f)) for f in self.features)
+                      _missing(f), _verdict(f)) for f in self.features)
         views.append(Table(
             title="Drift per feature", columns=("feature", "test", "p", "q (BH)", "KS D", "KS D (KLL sketch)",
-                                                "Wasserstein / ref std", "Cramér's V", "detectable ≥", "missing",
+                                                "Wasserstein / ref std", "Cramér's V", "detectable ≥", "missing (±inf)",
                                                 "verdict"),
             rows=rows, highlight=tuple(i for i, f in enumerate(self.features) if f.drift),
             note=f"p-values and KS D from a seeded sample of ≤ {self.options.sample_size} rows per side "
@@ -99,6 +98,14 @@ def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
 def _coverage_ratios(feature: FeatureDrift) -> tuple[float, ...]:
     return tuple(min(current / reference, 2.0) if reference else 0.0
                  for current, reference in zip(feature.coverage, feature.coverage_reference, strict=True))
+
+
+def _missing(feature: FeatureDrift) -> str:
+    """The missing-values cell, with the ±inf share beside it when a side holds any (set aside from the tests)."""
+    cell = f"{feature.null_rate_reference:.1%} → {feature.null_rate_current:.1%}"
+    if feature.infinite_reference or feature.infinite_current:
+        cell += f"; ±inf {feature.infinite_rate_reference:.1%} → {feature.infinite_rate_current:.1%}"
+    return cell
 
 
 def _verdict(feature: FeatureDrift) -> str:
