@@ -88,8 +88,10 @@ def _checked_map(kind: str, mapping: Mapping[str, str], graph: list[str], served
     kept = {}
     for graph_name, served_name in mapping.items():
         if graph_name not in graph or (strict and served_name not in served):
-            raise UsageError(f"{flag} {shown_names([graph_name])}={shown_names([served_name])}: the graph's "
-                             f"{kind}s are {shown_names(graph)}, the served ones {shown_names(served)}",
+            unknown = (f"the graph has no {kind} {shown_names([graph_name])}" if graph_name not in graph else
+                       f"the deployment serves no {kind} {shown_names([served_name])}")
+            raise UsageError(f"{flag} {shown_names([graph_name])}={shown_names([served_name])}: {unknown}; the "
+                             f"graph's {kind}s are {shown_names(graph)}, the served ones {shown_names(served)}",
                              parameter=flag.removeprefix("--").replace("-", "_"))
         if served_name in served:
             kept[graph_name] = served_name
@@ -201,7 +203,7 @@ def _example(graph: list[Any], served: list[Any]) -> dict[str, str] | None:
 def _problem(kind: str, graph: list[Any], served: list[Any]) -> str:
     """Why the leftovers are not paired, and the map that would pair them: an example only when it fits."""
     if not served:
-        return f"the deployment does not serve them (it serves no other {kind})"
+        return f"the deployment serves no other {kind}"
     if not graph:
         return f"the graph has no other {kind}"
     sides = (f"the graph's {kind}(s) {shown_names(g.name for g in graph)} and the served {kind}(s) "

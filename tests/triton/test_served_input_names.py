@@ -240,4 +240,4 @@ def test_the_hints_example_is_a_pairing_that_fits():
 
 def test_a_graph_output_not_served_says_so():  # review D3: the audit's warning names what is served
     pairing = pair_tensors("output", ONET, [_t("2", shape=(None, 2))])
-    assert pairing.unpaired_graph == ("0", "1") and "does not serve them" in (pairing.problem or "")
+    assert pairing.unpaired_graph == ("0", "1") and "serves no other output" in (pairing.problem or "")
