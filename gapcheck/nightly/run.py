@@ -65,6 +65,8 @@ class WebhookSettings:
 
     def __post_init__(self) -> None:
         check_webhook_url(self.url)  # before any work: exit 2, nothing recorded, the URL's path never shown
+        if self.report_url is not None:  # a link that carries a credential would post it in every alert
+            webhook.check_report_url(self.report_url, "report_url")
 
     @property
     def secret(self) -> str | None:

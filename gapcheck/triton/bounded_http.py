@@ -30,6 +30,12 @@ class _BoundedResponse:
         declared = getattr(response, "content_length", None)
         if isinstance(declared, int) and declared > limit:
             raise ResponseTooLargeError(_too_large(limit, f"declares {declared} bytes"))
+        # tritonclient inflates a gzip/deflate answer whole, unbounded (_infer_result.py: gzip.decompress of the
+        # body): a few kilobytes could become gigabytes. gapcheck never asks for compression, so none is taken.
+        encoding = str(response.get("Content-Encoding", "") or "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise ResponseTooLargeError(f"the answer is compressed (Content-Encoding: {encoding[:40]!r}), which "
+                                        "gapcheck never asks for: refused, its size once inflated is unbounded")
 
     def read(self, length: int | None = None) -> bytes:
         if length is not None:

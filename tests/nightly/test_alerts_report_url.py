@@ -65,3 +65,13 @@ def test_an_alert_with_such_a_link_is_never_posted(webhook_server) -> None:
     assert not delivery.delivered and webhook_server.received == []
     assert "the report link carries a credential" in str(delivery.error) and TOKEN not in str(delivery.error)
     assert send(ALERT, webhook_server.url, WebhookFormat.generic).delivered  # a plain link still goes out
+
+
+def test_the_library_refuses_a_report_link_with_a_credential_when_the_settings_are_made() -> None:
+    # The Python API refuses at construction, as the command line does before any work (exit 2).
+    from gapcheck.errors import UsageError
+    from gapcheck.nightly.run import WebhookSettings
+
+    with pytest.raises(UsageError):
+        WebhookSettings(url="https://hooks.example.com/x", report_url="https://ci.example.com/r/1?token=abc123secret")
+    assert WebhookSettings(url="https://hooks.example.com/x", report_url="https://ci.example.com/r/1").report_url
