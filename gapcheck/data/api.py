@@ -201,7 +201,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     The near-duplicate search runs on the driver, or as a second job on the engine once it compares more than
     ``search_threshold`` hash pairs (the same pairs either way)."""
     from gapcheck.data import leakage as job
-    from gapcheck.data.columns import columns_finding, identifier_finding
+    from gapcheck.data.columns import columns_finding, identifier_columns, identifier_finding
     from gapcheck.data.leakage_checks import (
         exact_pairs,
         group_findings,
@@ -220,7 +220,8 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     plans = [plan(spec, shard_size) for spec in specs]
     refuse_mixed_kinds(plans)
     columns = column_plan(plans, (options.label_column, options.group_column), bool(options.key_columns))
-    shards = make_shards(_leakage_payloads(plans, options, table, columns.compared))
+    set_aside = identifier_columns(columns, bool(options.key_columns))
+    shards = make_shards(_leakage_payloads(plans, options, table, columns.compared, set_aside))
     planned = time.perf_counter()
     with _engine_scope(engine) as opened:
         run = run_job(opened, job.leakage_task, shards, empty=job.empty_partial, merge=job.merge_partials,
@@ -235,8 +236,8 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     keyed = bool(options.key_columns)
     # with --key the user chose the columns: rows are matched on those (a whole-row match is a key match too), so
     # neither the common columns nor a column only some splits hold are what was compared
-    findings += per_split + ([] if keyed else columns_finding(columns)) + identifier_finding(columns, keyed)
-    findings += pair_findings(exact, near, files) + group_findings(records)
+    findings += per_split + ([] if keyed else columns_finding(columns)) + identifier_finding(set_aside)
+    findings += pair_findings(exact, near, files, set_aside) + group_findings(records)
     findings += label_findings(records, exact + near, files)
     target, auc = target_leakage(records)
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))
@@ -246,6 +247,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         decode_path=" | ".join(decoders) if decoders else "", near_max_bits=max_distance(options.near),
         thumbnails=_thumbnails(records, near, thumbnails), engine=run.engine, shards=run.shards,
         compared_columns=tuple(options.key_columns) if keyed and _tables(plans) else columns.compared,
+        set_aside_columns=set_aside,
         run_timings={"plan_s": planned - started, "job_s": merged_at - planned,
                      "checks_s": time.perf_counter() - merged_at, "total_s": time.perf_counter() - started})
 
@@ -282,13 +284,16 @@ def _item_files(plans: Sequence[SourcePlan], records: dict[str, Any]) -> Any:
 
 
 def _leakage_payloads(plans: Sequence[SourcePlan], options: Any, table: dict[str, tuple[Any, Any]] | None,
-                      compared: tuple[str, ...] | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+                      compared: tuple[str, ...] | None = None,
+                      set_aside: tuple[str, ...] = ()) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(job payload, source payload) per planned shard, with the labels file's labels and groups for image shards;
-    ``compared``: the columns table rows are hashed on (None: all)."""
+    ``compared``: the columns table rows are hashed on (None: all); ``set_aside``: identifier-like ones among them,
+    left out of a second row hash."""
     import dataclasses
 
     job_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()}
     job_options["compare_columns"] = list(compared) if compared is not None else None
+    job_options["feature_columns"] = [c for c in compared if c not in set_aside] if compared and set_aside else None
     wrapped = []
     for p in plans:
         for payload in p.payloads:

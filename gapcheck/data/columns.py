@@ -124,19 +124,27 @@ def columns_finding(plan: ColumnPlan) -> list[Any]:
                   "only_in": {name: list(extra)[:200] for name, extra in plan.only_in.items() if extra}})]
 
 
-def identifier_finding(plan: ColumnPlan, keyed: bool) -> list[Any]:
-    """An ``identifier_in_rows`` warning when rows are hashed over a column named like a row identifier (none with
-    ``--key``: the user chose the columns). Said, not dropped from the hash: a name is no proof, and a copy that kept
-    its id is still found."""
-    from gapcheck.codes import data as codes
+def identifier_columns(plan: ColumnPlan, keyed: bool) -> tuple[str, ...]:
+    """The compared columns named like a row identifier, set aside for a second row hash (none with ``--key``: the
+    user chose the columns; none when nothing else would be left to compare)."""
     from gapcheck.data.identifiers import named_like_row_id
 
     if keyed or plan.compared is None:
-        return []
-    ids = [c for c in plan.compared if named_like_row_id(c)]
+        return ()
+    ids = tuple(c for c in plan.compared if named_like_row_id(c))
+    return ids if len(ids) < len(plan.compared) else ()
+
+
+def identifier_finding(ids: Sequence[str]) -> list[Any]:
+    """An ``identifier_in_rows`` note when rows are hashed over a column named like a row identifier: rows are then
+    compared twice, with it (a copy that kept its id) and without it (a copy renumbered in its new split, which no
+    hash over the id can find: attacker D7); copies found only without it are ``exact_duplicate`` gaps too."""
+    from gapcheck.codes import data as codes
+
     if not ids:
         return []
     return [codes.IDENTIFIER_IN_ROWS.finding(
-        f"rows are compared including {_names(ids)}, named like an identifier: a row copied into another split "
-        f"and given a new id there is not found; name the feature columns with --key to leave it out",
-        evidence={"columns": ids[:200]})]
+        f"rows are compared with and without {_names(ids)}, named like an identifier: a row copied into another "
+        f"split and given a new id there is found by the comparison without it (match "
+        f"'row_without_identifiers'); --key names the compared columns explicitly",
+        evidence={"columns": list(ids)[:200]})]

@@ -106,7 +106,7 @@ class SplitRecords:
     groups: list[Any] = field(default_factory=list)
     file_sha: list[str | None] = field(default_factory=list)
     pixel_sha: list[str] = field(default_factory=list)
-    chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)  # phash, dhash, row_hash, key_hash
+    chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)  # phash, dhash, row/feature/key_hash
     sample: Reservoir = field(default_factory=Reservoir)
     bad: list[tuple[str, str]] = field(default_factory=list)
     decode_paths: set[str] = field(default_factory=set)  # what the workers decoded with (must be one)
@@ -153,6 +153,11 @@ class SplitRecords:
     @property
     def key_hash(self) -> np.ndarray:
         return self.array("key_hash")
+
+    @property
+    def feature_hash(self) -> np.ndarray:
+        """Row hashes over the compared columns without the identifier-like ones (empty when none was set aside)."""
+        return self.array("feature_hash")
 
 
 def leakage_task(payload: dict[str, Any]) -> dict[str, SplitRecords]:
@@ -214,6 +219,9 @@ def _frame_records(shard: Any, source: dict[str, Any], options: dict[str, Any]) 
     compared = options.get("compare_columns")  # the columns every split holds (gapcheck.data.columns)
     out.chunks = {"row_hash": [row_hashes(features if compared is None else
                                           features[[c for c in compared if c in features.columns]])]}
+    without_ids = options.get("feature_columns")  # the compared columns but identifier-like ones (a renumbered copy)
+    if without_ids:
+        out.chunks["feature_hash"] = [row_hashes(features[[c for c in without_ids if c in features.columns]])]
     if keys:
         out.chunks["key_hash"] = [row_hashes(frame[list(keys)])]
     if label:

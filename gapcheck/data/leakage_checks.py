@@ -21,7 +21,7 @@ MAX_PAIRS = 10_000
 class Pair:
     """Two items of different splits that are the same (exact) or nearly the same (near)."""
 
-    kind: str  # "file_bytes" | "pixels" | "row" | "key" | "near"
+    kind: str  # "file_bytes" | "pixels" | "row" | "row_without_identifiers" | "key" | "near"
     item: str
     other: str
     split: str
@@ -37,15 +37,17 @@ def _missing(label: Any) -> bool:
 
 
 def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
-    """Items with the same content hash (strongest hash first: bytes, pixels, row, key): across two different
-    splits, and inside one split where that split is searched within (``SplitRecords.within``).
+    """Items with the same content hash (strongest hash first: bytes, pixels, row, row without its identifier-like
+    columns, key): across two different splits, and inside one split where that split is searched within
+    (``SplitRecords.within``). A pair found by a stronger hash is not repeated by a weaker one.
 
     Each copy is paired with the first item holding its hash in another split (across) and with the first
     item of its own split (within), so n copies give n - 1 pairs, not n²."""
     pairs: list[Pair] = []
     found: set[tuple[str, str]] = set()
     names = list(splits)
-    for kind, column in (("file_bytes", "file_sha"), ("pixels", "pixel_sha"), ("row", "row_hash"), ("key", "key_hash")):
+    for kind, column in (("file_bytes", "file_sha"), ("pixels", "pixel_sha"), ("row", "row_hash"),
+                         ("row_without_identifiers", "feature_hash"), ("key", "key_hash")):
         owners: dict[Any, list[tuple[str, int]]] = {}
         for split in names:
             values = getattr(splits[split], column)
@@ -139,8 +141,13 @@ def _other_named(message: str, subject: Subject, other: str) -> str:
     return f"{message} ({other})" if subject.line is not None else message
 
 
-def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | None = None) -> list[Finding]:
+def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | None = None,
+                  set_aside: Sequence[str] = ()) -> list[Finding]:
+    """The duplicate pairs as findings; ``set_aside``: the identifier-like columns a ``row_without_identifiers``
+    match left out (named in its message and evidence)."""
     from gapcheck.codes import data as codes
+
+    but = f"identical row apart from {', '.join(list(set_aside)[:5])} (identifier-like, set aside)"
 
     findings: list[Finding] = []
     across_exact, within_exact = _by_scope(exact)
@@ -150,14 +157,16 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | No
         for pair in pairs[:MAX_FINDINGS_PER_CODE]:
             how = (f"pHash distance {pair.distance}/64 (dHash {pair.dhash_distance})" if pair.kind == "near"
                    else {"file_bytes": "identical file bytes", "pixels": "identical decoded pixels",
-                         "row": "identical row", "key": "identical key columns"}[pair.kind])
+                         "row": "identical row", "row_without_identifiers": but,
+                         "key": "identical key columns"}[pair.kind])
             where = (f"within {pair.split}" if pair.split == pair.other_split
                      else f"across {pair.split} and {pair.other_split}")
             subject = item_subject(pair.item, pair.split, pair.other, files)
             findings.append(code.finding(
                 _other_named(f"{how} {where}", subject, pair.other), subject=subject,
                 evidence={"match": pair.kind, "hamming": pair.distance, "dhash_hamming": pair.dhash_distance,
-                          "splits": [pair.split, pair.other_split], "items": [pair.item, pair.other]}))
+                          "splits": [pair.split, pair.other_split], "items": [pair.item, pair.other],
+                          **({"set_aside": list(set_aside)} if pair.kind == "row_without_identifiers" else {})}))
         if len(pairs) > MAX_FINDINGS_PER_CODE:
             findings.append(code.finding(f"{len(pairs) - MAX_FINDINGS_PER_CODE} more pair(s) like these (see the "
                                          f"report's pairs)", subject=Subject(group="more"),

@@ -30,6 +30,8 @@ class LeakageResult(TimedRun, ResultBase):
     run_timings: dict[str, float] = field(default_factory=dict)
     # table rows compared on these: the key columns with --key, else the common ones (None: images, or every column)
     compared_columns: tuple[str, ...] | None = None
+    # identifier-like columns among them, left out of a second row comparison (row_without_identifiers pairs)
+    set_aside_columns: tuple[str, ...] = ()
     command: str = "leakage"
 
     @property
@@ -56,6 +58,7 @@ class LeakageResult(TimedRun, ResultBase):
             "pairs": [_pair_json(p) for p in (self.exact + self.near)[:MAX_PAIRS]],
             "pair_counts": {"exact": len(across_pairs(self.exact)), "near": len(across_pairs(self.near))},
             "compared_columns": list(self.compared_columns) if self.compared_columns is not None else None,
+            "set_aside_columns": list(self.set_aside_columns),
             "target_auc": self.auc,
             "bad_items": bad_items_section(self.bad_items),
         }
@@ -66,6 +69,9 @@ class LeakageResult(TimedRun, ResultBase):
         what = "the key column(s)" if self.options.key_columns else f"{len(compared or ())} column(s)"
         note = (f"table rows compared on {what}: {', '.join(compared[:20])}"
                 + (f" and {len(compared) - 20} more" if len(compared) > 20 else "")) if compared else ""
+        if self.set_aside_columns:
+            note += (f"; and again without {', '.join(self.set_aside_columns[:20])} (named like an identifier: a "
+                     f"renumbered copy is found)")
         views.append(Table(title="Splits", columns=("split", "kind", "items", "used", "bad", "skipped files"),
                            rows=tuple((s.name, s.kind, s.items, s.used, s.bad, s.skipped_files) for s in self.splits),
                            note=note))

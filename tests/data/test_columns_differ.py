@@ -84,9 +84,9 @@ def test_drift_between_tables_without_a_common_column_is_refused(tmp_path, capsy
 
 
 def test_an_identifier_in_the_row_hash_is_said_and_key_finds_the_renumbered_copies(tmp_path):
-    """Both exports number their rows (row_id): a row copied into val and renumbered there hashes differently. Said
-    as info (a caveat of a clean run, not a problem found: a warning on every numbered table was noise to a new
-    user; the copies that kept their id are still found); --key over the features finds them."""
+    """Both exports number their rows (row_id): a row copied into val and renumbered there hashes differently over
+    every column. Rows are now compared again without row_id (attacker D7: the copies were missed, exit 0, with only
+    this info), and the copies are exact_duplicate gaps; said as info; --key over the features finds them too."""
     table = _frame("wine").sample(frac=1.0, random_state=1).reset_index(drop=True)
     train, val = table.iloc[:130].copy(), table.iloc[130:]
     val = pd.concat([val, train.iloc[[2, 7]]], ignore_index=True)  # two planted copies, renumbered below
@@ -102,7 +102,8 @@ def test_an_identifier_in_the_row_hash_is_said_and_key_finds_the_renumbered_copi
     validate(plain)
     (said,) = [f for f in plain.findings if f.code == "identifier_in_rows"]
     assert said.severity.value == "info" and said.evidence["columns"] == ["row_id"] and "--key" in said.message
-    assert not plain.exact  # the renumbered copies are not found on whole rows: hence the warning
+    assert [p.kind for p in plain.exact] == ["row_without_identifiers"] * 2 and plain.set_aside_columns == ("row_id",)
+    assert [f.code for f in plain.findings if f.is_gap] == ["exact_duplicate"] * 2
     assert len(keyed.exact) == 2 and not [f for f in keyed.findings if f.code == "identifier_in_rows"]
 
 
