@@ -48,18 +48,43 @@ def exact_pairs(splits: dict[str, SplitRecords]) -> list[Pair]:
     names = list(splits)
     for kind, column in (("file_bytes", "file_sha"), ("pixels", "pixel_sha"), ("row", "row_hash"),
                          ("row_without_identifiers", "feature_hash"), ("key", "key_hash")):
-        owners: dict[Any, list[tuple[str, int]]] = {}
-        for split in names:
-            values = getattr(splits[split], column)
-            if isinstance(values, np.ndarray):
-                values = [tuple(v) for v in values.tolist()] if values.ndim == 2 else values.tolist()
-            for i, value in enumerate(values):
-                if value is not None:
-                    owners.setdefault(value, []).append((split, i))
-        for items in owners.values():
-            if len(items) > 1:
-                pairs += _hash_pairs(kind, items, splits, found)
+        columns = [getattr(splits[split], column) for split in names]
+        if all(isinstance(v, np.ndarray) and v.ndim == 2 for v in columns):
+            groups = _repeated_rows(names, columns)
+        else:
+            owners: dict[Any, list[tuple[str, int]]] = {}
+            for split, values in zip(names, columns, strict=True):
+                if isinstance(values, np.ndarray):
+                    values = values.tolist()
+                for i, value in enumerate(values):
+                    if value is not None:
+                        owners.setdefault(value, []).append((split, i))
+            groups = [items for items in owners.values() if len(items) > 1]
+        for items in groups:
+            pairs += _hash_pairs(kind, items, splits, found)
     return pairs
+
+
+def _repeated_rows(names: list[str], arrays: list[np.ndarray]) -> list[list[tuple[str, int]]]:
+    """The (split, row) holders of each 128-bit row hash held more than once, in the order a dict filled split by
+    split would give (groups by their first holder, holders in split then row order), found with one stable sort
+    instead of a Python tuple per row (a table's rows are mostly unique: building 600k tuples was the cost)."""
+    sizes = [len(a) for a in arrays]
+    if sum(sizes) < 2:
+        return []
+    both = np.concatenate([a.reshape(-1, 2) for a in arrays])
+    order = np.lexsort((both[:, 1], both[:, 0]))  # stable: equal hashes keep split-then-row order
+    ranked = both[order]
+    same = np.all(ranked[1:] == ranked[:-1], axis=1)
+    if not same.any():
+        return []
+    starts = np.flatnonzero(np.diff(np.concatenate([[False], same, [False]]).astype(np.int8)) == 1)
+    ends = np.flatnonzero(np.diff(np.concatenate([[False], same, [False]]).astype(np.int8)) == -1)
+    offsets = np.cumsum([0, *sizes])
+    splits = np.searchsorted(offsets, order, side="right") - 1
+    groups = [[(names[splits[k]], int(order[k] - offsets[splits[k]])) for k in range(a, b + 1)]
+              for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return sorted(groups, key=lambda g: (names.index(g[0][0]), g[0][1]))
 
 
 def _hash_pairs(kind: str, items: list[tuple[str, int]], splits: dict[str, SplitRecords],
