@@ -293,3 +293,15 @@ def test_timm_squash_crop_mode_is_replayed_and_named_as_a_crop(photos, pipes):
     result = _audit(photos, "timm_0950", "timm_squash_091", n=2)
     assert _codes(result) == ["crop"]  # was unexplained (review D7b)
     assert "resize to 246x246 (aspect ratio not kept" in _finding(result, "crop").evidence["cand_geometry"]
+
+
+def test_each_cause_names_its_own_step_inside_an_opaque_part(photos, pipes):
+    # timm resizes in PIL before its first torch call; a declared cv2 list never converts its BGR decode and resizes
+    # with INTER_LINEAR: two causes, each at its own step (both were "step 1 decode" before the review)
+    steps = [{"op": "decode", "backend": "cv2"},
+             {"op": "resize", "size": 235, "backend": "cv2", "interpolation": "linear"},
+             *[step for step in pipes.TIMM_095_STEPS if step["op"] not in ("decode", "resize")]]
+    result = preprocess_audit(photos, {"train": PIPELINES + "timm_0950", "infer": steps}, n=2, workers=1, repeats=0)
+    assert _codes(result) == ["channel_order", "resize"]
+    assert _finding(result, "resize").subject.step.startswith("step 2: resize(")
+    assert _finding(result, "channel_order").subject.step.startswith("step 1: decode(backend=cv2)")

@@ -151,6 +151,7 @@ class Pair:
         self._callable_of = callable_of
         self.population = population or Population(tuple(e.sample for e in evidence), len(evidence))
         self.found: list[Finding] = []
+        self.memo: dict[str, Any] = {}  # what a step locator computed once for this pair (the stages' traces)
 
     # --- naming ------------------------------------------------------------------------------------
     @property

@@ -47,12 +47,23 @@ STEP_LOCATORS: tuple[StepLocator, ...] = (
 
 def locate_step(pair: Pair, findings: list[Finding], locators: tuple[StepLocator, ...] | None = None
                 ) -> tuple[list[Finding], StepDivergence | None]:
-    """The pair's findings with the first divergent step in ``Subject.step``, message and evidence."""
+    """The pair's findings with the first divergent step in ``Subject.step``, message and evidence.
+
+    The pair's divergence (its steps table) is the first cause's; a finding of another cause is annotated with the
+    step its own cause names when a stage's part is observed only at its end (a BGR decode and a cv2 resize inside
+    one opaque part: the channel order at the decode, the resize at the resize)."""
     chosen = STEP_LOCATORS if locators is None else locators
     locator = next((loc for loc in chosen if loc.applies(pair)), None)
     divergence = locator.locate(pair) if locator is not None and findings else None
-    if divergence is None:
+    if locator is None or divergence is None:
         return findings, None
+    first = str(pair.found[0].code) if pair.found else None
+    own = {str(f.code): locator.locate(pair, first_cause=str(f.code)) for f in findings
+           if locator.names_by_cause and str(f.code) != first}
+    return [_annotated(pair, f, own.get(str(f.code)) or divergence) for f in findings], divergence
+
+
+def _annotated(pair: Pair, finding: Finding, divergence: StepDivergence) -> Finding:
     step = f"step {divergence.step_index}: {divergence.cand_step}"
     said = (f" First divergent step: step {divergence.step_index} `{divergence.cand_step}` in {pair.cand} vs "
             f"`{divergence.ref_step}` in {pair.ref}")
@@ -65,9 +76,8 @@ def locate_step(pair: Pair, findings: list[Finding], locators: tuple[StepLocator
         evidence["opaque_parts"] = list(divergence.opaque)
     if divergence.fallback:
         evidence["fx_fallback"] = list(divergence.fallback)
-    annotated = [replace(f, subject=replace(f.subject, step=step), where="", message=_joined(f.message, said),
-                         evidence={**f.evidence, **evidence}) for f in findings]
-    return annotated, divergence
+    return replace(finding, subject=replace(finding.subject, step=step), where="", message=_joined(finding.message, said),
+                   evidence={**finding.evidence, **evidence})
 
 
 def _joined(message: str, said: str) -> str:

@@ -28,9 +28,13 @@ if TYPE_CHECKING:
 class StepLocator(Protocol):
     """Finds the first divergent step of a failing pair (see the module docstring)."""
 
+    names_by_cause: bool  # True: a step inside an opaque part is named by a cause, so each finding may get its own
+
     def applies(self, pair: "Pair") -> bool: ...
 
-    def locate(self, pair: "Pair") -> StepDivergence | None: ...
+    def locate(self, pair: "Pair", first_cause: str | None = None) -> StepDivergence | None:
+        """``first_cause``: a finding's code, tried first where a cause names the step (``names_by_cause``)."""
+        ...
 
 
 def _number(value: Any) -> float:
@@ -69,9 +73,11 @@ def _effective(trace: list[tuple[Step, np.ndarray, np.ndarray, str]]) -> list[_K
     return kept
 
 
-def _order_set_by(trace: list[tuple[Step, np.ndarray, np.ndarray, str]], after: int, upto: int) -> Step | None:
-    """The decode or colour step in ``trace`` between 1-based indexes ``after`` (excluded) and ``upto`` (included)."""
-    found = [step for step, *_ in trace[after:upto] if step.op in ("decode", "color")]
+def _order_set_by(trace: list[tuple[Step, np.ndarray, np.ndarray, str]], after: int, upto: int
+                  ) -> tuple[int, Step] | None:
+    """The last decode or colour step (1-based index, step) in ``trace`` after index ``after``, up to ``upto``."""
+    found = [(index + 1, step) for index, (step, *_) in enumerate(trace) if after <= index < upto
+             and step.op in ("decode", "color")]
     return found[-1] if found else None
 
 
@@ -112,23 +118,26 @@ def _where_orders_parted(ref_trace: list, cand_trace: list, ref_steps: list[_Kep
     r, c = ref_steps[position], cand_steps[position]
     ref_after = ref_steps[position - 1].index if position else 0
     cand_after = cand_steps[position - 1].index if position else 0
-    ref_step, cand_step = _order_set_by(ref_trace, ref_after, r.index), _order_set_by(cand_trace, cand_after, c.index)
-    if ref_step is not None:
-        r = _Kept(ref_trace.index(next(t for t in ref_trace if t[0] is ref_step)) + 1, ref_step, r.digest, r.color)
-    if cand_step is not None:
-        c = _Kept(cand_trace.index(next(t for t in cand_trace if t[0] is cand_step)) + 1, cand_step, c.digest, c.color)
+    ref_set, cand_set = _order_set_by(ref_trace, ref_after, r.index), _order_set_by(cand_trace, cand_after, c.index)
+    if ref_set is not None:
+        r = _Kept(ref_set[0], ref_set[1], r.digest, r.color)
+    if cand_set is not None:
+        c = _Kept(cand_set[0], cand_set[1], c.digest, c.color)
     return r, c
 
 
 class RecipeSteps:
     """Two declared step lists: replay both on the first evidence sample and compare step by step."""
 
+    names_by_cause = False  # every step of both lists is seen
+
     def applies(self, pair: "Pair") -> bool:
         ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
         return bool(pair.evidence) and ref is not None and cand is not None \
             and ref.recipe is not None and cand.recipe is not None
 
-    def locate(self, pair: "Pair") -> StepDivergence | None:
+    def locate(self, pair: "Pair", first_cause: str | None = None) -> StepDivergence | None:
+        """Every step of both lists is seen, so no cause is needed to name one (``first_cause`` is not read)."""
         ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
         assert ref is not None and cand is not None and ref.recipe is not None and cand.recipe is not None
         from gapcheck.preprocess.samples import read_regular_file

@@ -168,6 +168,8 @@ def _showing_difference(pair: "Pair") -> "Evidence":
 class TracedSteps:
     """At least one stage of the pair is a callable: trace both and align their steps by value."""
 
+    names_by_cause = True  # parts observed only at their end: the step of each finding's cause is named in them
+
     def applies(self, pair: "Pair") -> bool:
         ref, cand = pair.spec(pair.ref), pair.spec(pair.cand)
         return bool(pair.evidence) and ref is not None and cand is not None \
@@ -187,14 +189,28 @@ class TracedSteps:
         with local_path(sample, data) as path:
             return trace_stage(fn, path)
 
-    def locate(self, pair: "Pair") -> StepDivergence | None:
-        sample = _showing_difference(pair).sample
-        try:
-            ref, cand = self.trace(pair, pair.ref, sample), self.trace(pair, pair.cand, sample)
-        except Exception as exc:  # noqa: BLE001 - the stage worked in a worker; no step is named, the finding stays
-            logger.warning("could not trace the steps of %s on %s: %s", pair.label, sample, one_line(exc))
+    def traces(self, pair: "Pair") -> tuple[str, StageTrace, StageTrace] | None:
+        """Both stages traced on the sample that shows the difference, once per pair (kept in ``pair.memo``)."""
+        if "traces" not in pair.memo:
+            sample = _showing_difference(pair).sample
+            try:
+                pair.memo["traces"] = (sample, self.trace(pair, pair.ref, sample), self.trace(pair, pair.cand, sample))
+            except Exception as exc:  # noqa: BLE001 - the stage worked in a worker; no step is named, the finding stays
+                logger.warning("could not trace the steps of %s on %s: %s", pair.label, sample, one_line(exc))
+                pair.memo["traces"] = None
+        return pair.memo["traces"]
+
+    def locate(self, pair: "Pair", first_cause: str | None = None) -> StepDivergence | None:
+        """The first divergent step; ``first_cause`` (a finding's code) is tried first to name a step inside a part
+        observed only at its end (else the pair's causes in the order diagnosed)."""
+        traced = self.traces(pair)
+        if traced is None:
             return None
-        found = align(ref, cand, pair.tolerance, tuple(str(f.code) for f in pair.found))
+        sample, ref, cand = traced
+        causes = tuple(str(f.code) for f in pair.found)
+        if first_cause is not None:
+            causes = (first_cause, *(c for c in causes if c != first_cause))
+        found = align(ref, cand, pair.tolerance, causes)
         if found is None:
             capped = [name for name, trace in ((pair.ref, ref), (pair.cand, cand)) if trace.truncated]
             if capped:
