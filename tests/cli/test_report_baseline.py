@@ -41,16 +41,19 @@ CHANGED_ON_PURPOSE = {
     # issue 17 (1510b46): the history stores the precision each endpoint was compared in (history v3); the JSON
     # reports carry it as a new optional field (issue 23 atk5 #10: new keys are allowed)
     "history": {"history_schema_version"},
-    # the data checks' headline says where the pairs are ("across splits")
-    "leakage": {"headline"},
+    # the data checks' headline says where the pairs are ("across splits"); issue 23 review D10 (81dd0a9): an image
+    # finding names its files (subject.path/other, where), not "split:name"
+    "leakage": {"headline", "subject", "where"},
     # issue 23 item 17: a clean run skips the float64 noise forward (it cannot change any verdict), so no floor is
     # reported (null) and the budget shown is the dtype default without the floor's ceiling
     "export_diff_clean": {"noise_floor", "budget_abs"},
 }
 
 #: report -> keys whose values depend on where the test's files are: preprocess-audit's finding fingerprints hash the
-#: sample's absolute path (here a pytest temporary folder), so they differ from run to run
-WHERE_DEPENDENT = {"preprocess_audit_planted": {"fingerprint"}}
+#: sample's absolute path (here a pytest temporary folder), so they differ from run to run; so do leakage's
+WHERE_DEPENDENT = {"preprocess_audit_planted": {"fingerprint"},
+                   # an image leakage finding's fingerprint hashes its subject, now the files' paths (D10 above)
+                   "leakage": {"fingerprint"}}
 
 
 def _normalized(value: Any, tmp: str) -> Any:
