@@ -8,11 +8,16 @@ from tests.preprocess.conftest import photos, stage  # noqa: F401 - the session 
 
 
 def _hostile(path: str):
-    raise ValueError("<script>alert(1)</script>")
+    # fails on one photo only: a stage that fails on every sample is a usage error (exit 2), not a report
+    if str(path).endswith("astronaut.png"):
+        raise ValueError("<script>alert(1)</script>")
+    from sample_models.preprocessing import train_transform
+
+    return train_transform(path)
 
 
 def test_hostile_text_is_escaped(photos):  # noqa: F811
-    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": _hostile}, n=1, workers=1)
+    result = preprocess_audit(photos, {"train": stage("train_transform"), "infer": _hostile}, n=4, workers=1)
     html = render(ReportFormat.HTML, result)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 

@@ -47,6 +47,16 @@ def test_junit_default_checks_label_evidence_and_strip_control_characters(tmp_pa
     assert case.find("failure").text == "max abs: 0.5\nrows: 1, 2"
 
 
+def test_junit_escapes_8_bit_controls_and_bidi_overrides_as_the_console_does(tmp_path):
+    # The attacker review (D14): U+009B (8-bit CSI) and U+202E (right-to-left override) stayed raw in the XML.
+    finding = LAYER_DIVERGENCE.finding("served \x9b31m red \u202e txt.exe", subject=Subject(module="m\u202e"))
+    path = write_report(ReportFormat.JUNIT, tmp_path / "r.xml", SimpleResult(command="demo", findings=(finding,)))
+    text = path.read_text(encoding="utf-8")
+    assert "\x9b" not in text and "\u202e" not in text
+    case = ET.parse(path).getroot().find("testsuite").find("testcase")
+    assert case.find("failure").get("message") == "served \\x9b31m red \\u202e txt.exe"
+
+
 def test_verdict_of_only_counts_gaps():
     warning = TRAINING_MODE.finding("w")
     info = Finding("x", Severity.INFO, "i")

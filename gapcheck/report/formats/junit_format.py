@@ -4,13 +4,17 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from gapcheck.report.text import safe_text
+
 if TYPE_CHECKING:
     from gapcheck.report.contract import CommandResult
 
 
 def _clean(text: str) -> str:
-    # XML 1.0 forbids most control characters; they come from outside (file names, server messages).
-    return "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 else f"\\x{ord(ch):02x}" for ch in text)
+    # XML 1.0 forbids most control characters; they come from outside (file names, server messages). The rest of
+    # Unicode's category C (8-bit CSI U+009B, bidi overrides U+202E, ...) is escaped as the console escapes it: a CI
+    # page that shows the XML must not have its text repainted or reordered (the attacker review, D14).
+    return safe_text(text)
 
 
 def render(result: "CommandResult") -> str:
