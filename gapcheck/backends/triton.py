@@ -43,7 +43,7 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
 
     def __init__(self, endpoint: TritonEndpoint, model: str, *, version: str | int | None = None,
                  output_map: dict[str, str] | None = None, input_dtypes: dict[str, str] | None = None,
-                 input_map: dict[str, str] | None = None) -> None:
+                 input_map: dict[str, str] | None = None, not_served: tuple[str, ...] = ()) -> None:
         self.model = model
         # served input -> the dtype a float sample is sent as (FP16 for a deployment that takes FP16)
         self.input_dtypes = {name: np.dtype(dtype) for name, dtype in (input_dtypes or {}).items()}
@@ -53,6 +53,9 @@ class TritonBackend(AbstractContextManager["TritonBackend"]):
         # graph input name -> served input name (INPUT__0, images, ...): infer() sends each feed under the name the
         # deployment takes (gapcheck.triton.names pairs them); fingerprints stay keyed by the graph's names
         self.input_map = dict(input_map or {})
+        # graph outputs the deployment does not serve (the caller's audit paired none with them): infer() does not
+        # return them, and a comparison skips them (each is reported as its own gap by whoever audited)
+        self.not_served = tuple(not_served)
         self.last_input_fingerprints: dict[str, str] = {}
         self.version = None if version in (None, "") else str(version)
         self.restricted: list[str] = []  # "what was not checked: API restricted", for reports

@@ -299,21 +299,24 @@ def _open_deployment(request, stack: ExitStack, module, onnx_model, samples, pro
     audit = audit_deployment(target.endpoint, target.model, onnx_model=reference, version=target.version,
                              torch_module=module, **maps)
     progress.finish()
-    from gapcheck.export_diff.served_names import served_output_names
+    from gapcheck.export_diff.served_names import blocks_comparison, not_served_outputs, served_output_names
     from gapcheck.export_diff.served_precision import served_precision
 
     # FP16 declared where gapcheck's export has FP32 is the deployment's precision, not a gap (served_precision).
     precision = served_precision(audit, list(audit.findings), own_export=onnx_model is None, budgets=asked or "fp16")
     # A deployment that names its outputs its own way (same count, order, shapes, dtypes) is paired by position or by
     # the group's output map and compared by value; the naming is a warning, a real mismatch stays the audit's gap.
-    findings, output_map = served_output_names(audit, request.triton.outputs() if request.triton else None,
-                                               fp16=precision.fp16, findings=precision.findings)
-    if any(f.is_gap for f in findings):
+    mapped = request.triton.outputs() if request.triton else None
+    findings, output_map = served_output_names(audit, mapped, fp16=precision.fp16, findings=precision.findings)
+    # Outputs it does not serve are gaps of their own; the ones it serves are still compared.
+    not_served = not_served_outputs(audit, mapped)
+    if any(blocks_comparison(f, not_served, len(audit.onnx_outputs)) for f in findings):
         findings.append(DEPLOYMENT_NOT_COMPARED.finding(
             "outputs of the deployment were not compared: fix the config gaps above first", where=target.model,
             subject=Subject(endpoint=target.model)))
         return [], findings, exported, False
     casts = {"input_dtypes": precision.input_dtypes} if precision.input_dtypes else {}  # only an FP16 deployment's
     backend = stack.enter_context(TritonBackend(target.endpoint, target.model, version=target.version,
-                                                output_map=output_map, input_map=dict(audit.input_map), **casts))
+                                                output_map=output_map, input_map=dict(audit.input_map),
+                                                not_served=not_served, **casts))
     return [backend], findings, exported, precision.fp16

@@ -8,6 +8,8 @@ share one data type and shape). A renamed pairing is reported as a warning that 
 a served output that holds another tensor then fails on its values. Graph outputs the deployment does not serve
 are gaps here (``triton_name_mismatch``): export-diff was asked to compare the model's outputs with the
 deployment's, and those cannot be (the audit alone calls them a warning: not exposing an output may be intended).
+They do not stop the comparison of the outputs it does serve (:func:`not_served_outputs`,
+:func:`blocks_comparison`): a deployment of ONet that serves only its probabilities is compared on them.
 A real mismatch (a data type or a shape that differs) keeps the Triton audit's gap findings.
 """
 from __future__ import annotations
@@ -70,3 +72,25 @@ def served_output_names(audit: Any, output_map: Mapping[str, str] | None = None,
         subject=Subject(endpoint=audit.model, group="output names"),
         evidence={"output_map": renamed, "how": pairing.how}))
     return kept, renamed
+
+
+def not_served_outputs(audit: Any, output_map: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The graph outputs no served output pairs with (the same pairing as :func:`served_output_names`): the ones
+    :class:`~gapcheck.backends.triton.TritonBackend` is told it does not serve. Empty when the audit read no served
+    outputs (a restricted API: nothing is known to be missing)."""
+    served = list(audit.served.outputs) if audit.served is not None else []
+    onnx_outputs = list(audit.onnx_outputs)
+    if not served or not onnx_outputs:
+        return ()
+    return pair_tensors("output", onnx_outputs, served, output_map or {}).unpaired_graph
+
+
+def blocks_comparison(finding: Finding, not_served: tuple[str, ...], graph_outputs: int) -> bool:
+    """Whether a gap stops the deployment's outputs from being compared at all. A graph output the deployment does
+    not serve does not, as long as it serves some other graph output: that one is still compared (the missing ones
+    stay their own gaps). Any other gap (a data type, a shape, an input, a served output the graph lacks) does."""
+    if not finding.is_gap:
+        return False
+    missing = (finding.code == NAME_MISMATCH.code and finding.evidence.get("served", "") is None
+               and finding.evidence.get("onnx") in not_served)
+    return not missing or len(not_served) >= graph_outputs

@@ -134,6 +134,10 @@ def server(tmp_path_factory, request):
     # review D3: only the third output served, under the graph's name
     write_python_model(repo, "onet_probonly", _config("onet_probonly", [("2", 2)], "3, 48, 48"),
                        {1: _numbered(_owner_export(deployed.onet_like(), (1, 3, 48, 48), ["a", "b", "c"]))})
+    # the same, its input fed channel-swapped (a planted BGR deployment): the one output it serves is wrong
+    write_python_model(repo, "onet_probonly_bgr", _config("onet_probonly_bgr", [("2", 2)], "3, 48, 48") +
+                       'parameters { key: "channel_swap" value: { string_value: "1" } }\n',
+                       {1: _numbered(_owner_export(deployed.onet_like(), (1, 3, 48, 48), ["a", "b", "c"]))})
     heads = deployed.two_heads()
     swapped = _owner_export(heads, (1, 6), ["q", "p"])  # q is the first head, p the second
     write_python_model(repo, "heads_swapped", _config("heads_swapped", [("p", 3), ("q", 3)], "6"), {1: swapped})
@@ -243,14 +247,30 @@ def test_cli_pairs_outputs_of_other_shapes_served_in_another_order(server, tmp_p
     assert "triton_name_mismatch" not in [f["code"] for f in document["findings"]]
 
 
-def test_cli_a_deployment_serving_some_outputs_is_a_gap_not_a_backend_failure(server, tmp_path):
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_cli_a_deployment_serving_some_outputs_is_a_gap_not_a_backend_failure(server, tmp_path, protocol):
     """Review D3: only output '2' served: export-diff stopped with exit 3 ("returned no output named '0'"); the
-    outputs it lacks are gaps (exit 1), as nightly's golden_output_missing."""
-    code, document = _cli(tmp_path, "onet_like", "1x3x48x48", "onet_probonly", server.url("grpc"))
+    outputs it lacks are gaps (exit 1), as nightly's golden_output_missing. And the output it serves is compared
+    (it was skipped with the whole deployment, ``deployment_not_compared``)."""
+    code, document = _cli(tmp_path, "onet_like", "1x3x48x48", "onet_probonly", server.url(protocol))
     assert code == 1, document["headline"]
     missing = [f for f in document["findings"] if f["code"] == "triton_name_mismatch"]
     assert {f["evidence"]["onnx"] for f in missing} == {"0", "1"} and all(f["severity"] == "gap" for f in missing)
     assert "not served by the deployment (it serves '2')" in missing[0]["message"]
+    codes = [f["code"] for f in document["findings"]]
+    assert "deployment_not_compared" not in codes and "deployment_mismatch" not in codes, codes
+    served = [o for o in document["outputs"] if o["backend"] == f"triton-{protocol}"]
+    assert [(o["name"], o["status"]) for o in served] == [("2", "pass")], document["outputs"]
+
+
+def test_cli_the_one_output_served_is_still_a_gap_when_its_values_differ(server, tmp_path):
+    """Served '2' only, from channel-swapped inputs: the not-served outputs are gaps and '2' fails on its values."""
+    code, document = _cli(tmp_path, "onet_like", "1x3x48x48", "onet_probonly_bgr", server.url("grpc"))
+    assert code == 1, document["headline"]
+    mismatched = [f for f in document["findings"] if f["code"] == "deployment_mismatch"]
+    assert mismatched and all("2" in (f["subject"].get("output") or f["message"]) for f in mismatched), mismatched
+    served = [o for o in document["outputs"] if o["backend"] == "triton-grpc"]
+    assert [(o["name"], o["status"]) for o in served] == [("2", "fail")], document["outputs"]
 
 
 def test_triton_audit_pairs_outputs_of_other_shapes_served_in_another_order(server, tmp_path, capsys):
@@ -271,3 +291,18 @@ def test_triton_audit_pairs_outputs_of_other_shapes_served_in_another_order(serv
     assert "triton_name_mismatch" not in [f["code"] for f in findings]
     (named,) = [f for f in findings if f["code"] == "triton_served_names" and f["evidence"]["pairs"].get("0")]
     assert named["evidence"]["pairs"] == {"0": "box", "1": "landmarks", "2": "prob"}
+
+
+def test_only_not_served_outputs_do_not_stop_the_comparison():
+    from gapcheck.export_diff.served_names import blocks_comparison, not_served_outputs
+
+    missing = [Finding("triton_name_mismatch", Severity.WARNING, f"ONNX output '{n}' is not declared by the server",
+                       subject=Subject(endpoint="x", module="onet", output=f"output {n}"),
+                       evidence={"onnx": n, "served": None}) for n in "01"]
+    audit = _audit(GRAPH, [("2", "TYPE_FP32", (None, 2))], missing)
+    findings, _ = served_output_names(audit)
+    not_served = not_served_outputs(audit)
+    assert not_served == ("0", "1")
+    assert not any(blocks_comparison(f, not_served, len(GRAPH)) for f in findings)  # '2' is compared
+    assert all(blocks_comparison(f, ("0", "1", "2"), len(GRAPH)) for f in findings)  # nothing served: not compared
+    assert blocks_comparison(_name_gap("b"), not_served, len(GRAPH))  # a served output the graph lacks still blocks
