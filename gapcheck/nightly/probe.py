@@ -33,6 +33,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
 from gapcheck.triton.endpoint import RequestRejectedError
+from gapcheck.triton.names import shown_name, shown_names
 from gapcheck.triton.url import clean_text, redact, secrets_in
 
 if TYPE_CHECKING:
@@ -47,6 +48,26 @@ WORST_SAMPLES = 5
 PER_ENDPOINT_MAP = ("--triton-output-map / --triton-input-map apply to every endpoint; to map one endpoint only, give "
                     "triton_output_map / triton_input_map in its [[nightly.endpoints]] entry of the config file")
 _RESTRICTED = ("restricted", "unauthori", "permission", "forbidden", "not allowed")
+_GOLDEN = "golden bundle"  # what pairing messages call the side the deployment is compared with
+
+
+class MalformedAnswerError(EndpointError):
+    """The endpoint answered an inference request with a response that cannot be read as the outputs it declares (an
+    output named twice, data that does not fit its declared shape, a negative dimension, an asked output missing):
+    the deployment answered, wrongly: a gap (``endpoint_malformed_answer``, exit 1), not an outage (exit 3)."""
+
+
+def _reading_answer(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised where the client reads an answer it received (``TritonConnection._arrays``), not
+    while asking (connection, timeout, a server error). The client raises a plain EndpointError for both; the frame
+    it came from is what tells them apart."""
+    from gapcheck.triton.client import TritonConnection
+
+    reader = getattr(TritonConnection, "_arrays", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return reader is not None and tb is not None and tb.tb_frame.f_code is reader.__code__
 
 
 class BadBundle(InputError):
@@ -91,6 +112,16 @@ class OutputComparison:
     worst: tuple[SampleError, ...]
     shape_mismatch: bool = False
     type_problem: str | None = None  # another dtype kind or shape than the golden output: no value compares
+    served_nan: int = 0  # NaN among the served values compared (an all-NaN answer shows as max |err| inf)
+    served_inf: int = 0  # +-inf among them
+    served_values: int = 0  # the served values compared
+
+    def nonfinite(self) -> str:
+        """How many served values were NaN or inf, as a message says it ("" when none were)."""
+        if not (self.served_nan or self.served_inf):
+            return ""
+        said = [f"{count} {what}" for count, what in ((self.served_nan, "NaN"), (self.served_inf, "inf")) if count]
+        return f"{' and '.join(said)} of {self.served_values} served values"
 
 
 @dataclass(frozen=True)
@@ -202,6 +233,7 @@ class _Accumulator:
         self.shape_mismatch = False
         self.type_problem: str | None = None
         self.width_change: str | None = None  # same kind, other width (float16 served for float32): compared
+        self.served_nan = self.served_inf = self.served_values = 0
 
     def add(self, first: int, served: np.ndarray, golden: np.ndarray) -> None:
         problem = _type_problem(served, golden)
@@ -209,13 +241,22 @@ class _Accumulator:
             self.shape_mismatch = self.shape_mismatch or served.shape != golden.shape
             self.type_problem = self.type_problem or problem
             served = np.broadcast_to(np.float32(np.nan), golden.shape)  # every sample of the batch fails on it
-        elif served.dtype != golden.dtype and self.width_change is None and not (
-                self.half and served.dtype == np.float16):
-            self.width_change = f"served {served.dtype}, golden {golden.dtype}"
+        else:
+            if served.dtype != golden.dtype and self.width_change is None and not (
+                    self.half and served.dtype == np.float16):
+                self.width_change = f"served {served.dtype}, golden {golden.dtype}"
+            self._count_nonfinite(served)
         self._pending.append((first, served, golden))
         self._pending_elements += golden.size
         if self._pending_elements >= FLUSH_ELEMENTS:
             self._flush()
+
+    def _count_nonfinite(self, served: np.ndarray) -> None:
+        """NaN and inf among the served values (one pass when every value is finite, the usual case)."""
+        self.served_values += served.size
+        if served.dtype.kind in "fc" and not np.isfinite(served).all():
+            self.served_nan += int(np.count_nonzero(np.isnan(served)))
+            self.served_inf += int(np.count_nonzero(np.isinf(served)))
 
     def _flush(self) -> None:
         from gapcheck.compare import per_sample, per_sample_vectorized
@@ -251,7 +292,8 @@ class _Accumulator:
             max_abs=float(max_abs.max(initial=0.0)), max_rel=float(max_rel.max(initial=0.0)),
             mean_abs=float(mean_abs.sum()) / count, mismatch_fraction=float(mismatch.sum()) / count,
             error_ratio=float(ratio.max(initial=0.0)), failing_samples=int((~passed).sum()), rtol=self.rtol,
-            atol=self.atol, worst=worst, shape_mismatch=self.shape_mismatch, type_problem=self.type_problem)
+            atol=self.atol, worst=worst, shape_mismatch=self.shape_mismatch, type_problem=self.type_problem,
+            served_nan=self.served_nan, served_inf=self.served_inf, served_values=self.served_values)
 
 
 def _kind(dtype: np.dtype) -> str:
@@ -350,7 +392,12 @@ class _Inference:
         for name, array in feeds.items():  # under the name the deployment takes (its own, when it renames inputs)
             served = self.spec.sent_name(name)
             sent[served] = np.ascontiguousarray(as_sent(array, self.casts.get(served, self.casts.get(name))))
-        return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
+        try:
+            return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
+        except EndpointError as exc:
+            if not _reading_answer(exc):
+                raise
+            raise MalformedAnswerError(exc.message, hint=exc.hint) from None
 
     def close(self) -> None:
         for conn in self._connections:
@@ -486,7 +533,7 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
     try:
         read = ModelRead(facts.metadata, facts.config) if facts is not None else None
         result = audit_deployment(endpoint, spec.model, onnx_model=onnx_model, version=spec.version, read=read,
-                                  input_map=spec.input_map, output_map=spec.output_map)
+                                  input_map=spec.input_map, output_map=spec.output_map, side=_GOLDEN)
     except UsageError as exc:  # a mapped name this endpoint does not serve (paired_names refuses it first: exit 2)
         from gapcheck.codes.triton import NAME_MISMATCH
 
@@ -525,8 +572,8 @@ def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts
                                 shape=(None, *i.shape[1:]) if i.shape else ()) for i in infos]
 
     try:  # a mapped served name this deployment lacks (a typo: INPUT_0 for INPUT__0) is the caller's mistake
-        inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map)
-        outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map)
+        inputs = pair_tensors("input", sides(bundle.input_infos), served.inputs, spec.input_map, side=_GOLDEN)
+        outputs = pair_tensors("output", sides(bundle.output_infos), served.outputs, spec.output_map, side=_GOLDEN)
     except UsageError as exc:
         raise UsageError(f"endpoint {spec.name!r}: {exc.message}", hint=PER_ENDPOINT_MAP,
                          parameter=exc.parameter) from None
@@ -535,7 +582,7 @@ def paired_names(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, facts
         if pairing.renamed:
             shown = ", ".join(f"{g}={s}" for g, s in pairing.renamed.items())
             findings.append(SERVED_NAMES.finding(
-                f"{spec.name} names its {kind}s its own way; paired {pairing.how}: {clean_text(shown, 300)} "
+                f"{spec.name} names its {kind}s its own way; paired {pairing.how}: {shown_names([shown], 1)} "
                 "(golden=served)", subject=Subject(endpoint=spec.name, output=f"{kind} names"),
                 evidence={"pairs": pairing.renamed, "how": pairing.how}))
     if input_map == spec.input_map and output_map == spec.output_map:
@@ -551,12 +598,22 @@ def _rejected(spec: EndpointSpec, exc: RequestRejectedError) -> Finding:
     secrets = secrets_in("", spec.headers)
     reason = redact(clean_text(redact(exc.reason, secrets, fragments=True), 300), secrets, fragments=True)
     sent = ", ".join(f"{g}={s}" for g, s in spec.input_map.items())
-    pairing = f"; inputs sent as {sent} (golden=served)" if sent else ""
+    pairing = f"; inputs sent as {shown_names([sent], 1)} (golden=served)" if sent else ""
     return REQUEST_REJECTED.finding(
         f"{spec.name} ({spec.display_url}) refused the golden inputs as a wrong request [{exc.status}]: {reason}"
         f"{pairing}; fix the served config or pass --triton-input-map GOLDEN=SERVED",
         subject=Subject(endpoint=spec.name), evidence={"status": exc.status, "reason": reason,
                                                        "input_map": dict(spec.input_map)})
+
+
+def _malformed(spec: EndpointSpec, exc: MalformedAnswerError) -> Finding:
+    """An answer the client refused to read, as the deployment gap it is (one line, header values redacted)."""
+    from gapcheck.codes.nightly import MALFORMED_ANSWER
+
+    message = redact(_unreachable_message(exc), tuple(v for v in spec.headers.values() if v))
+    return MALFORMED_ANSWER.finding(
+        f"{spec.name} ({spec.display_url}) answered the golden inputs with a malformed response: {message}; no "
+        "output was compared", subject=Subject(endpoint=spec.name), evidence={"error": message})
 
 
 def _unreachable_message(exc: BaseException) -> str:
@@ -637,6 +694,9 @@ def _failed(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc: Excep
     if isinstance(exc, RequestRejectedError):  # the server is up and says the request is wrong: not an outage
         return EndpointOutcome(spec, True, None, *served, (), (*findings, _rejected(spec, exc)), (),
                                bundle.num_samples, timings, precision)
+    if isinstance(exc, MalformedAnswerError):  # the server is up and answered, wrongly: the deployment's gap
+        return EndpointOutcome(spec, True, None, *served, (), (*findings, _malformed(spec, exc)), (),
+                               bundle.num_samples, timings, precision)
     message = _unreachable_message(exc)
     # The last attempt, capped at the time left, fails as a plain timeout ("Deadline Exceeded" on gRPC):
     # say which deadline it was. (Timers fire within a few milliseconds of it, either side.)
@@ -711,10 +771,10 @@ def _missing_outputs(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle,
     for info in bundle.output_infos:
         served_as = spec.served_name(info.name)
         if served_as not in served_outputs:
-            mapped = f" as {served_as!r} (--triton-output-map)" if served_as != info.name else ""
+            mapped = f" as {shown_name(served_as)} (--triton-output-map)" if served_as != info.name else ""
             missing.append(OUTPUT_MISSING.finding(
-                f"{spec.name} does not serve golden output {info.name!r}{mapped} (it serves "
-                f"{', '.join(served_outputs) or 'none'})",
+                f"{spec.name} does not serve golden output {shown_name(info.name)}{mapped} (it serves "
+                f"{shown_names(served_outputs)})",
                 subject=Subject(endpoint=spec.name, output=info.name), evidence={"served_outputs": served_outputs}))
     return missing
 
@@ -818,13 +878,13 @@ def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundl
     for acc in accumulators:
         if acc.width_change is not None and acc.type_problem is None:
             found.append(OUTPUT_TYPE.finding(
-                f"{spec.name} output {acc.name}: {acc.width_change} (values compared with the bundle's tolerances)",
+                f"{spec.name} output {shown_name(acc.name)}: {acc.width_change} (values compared with the bundle's tolerances)",
                 subject=Subject(endpoint=spec.name, output=acc.name), severity=Severity.WARNING,
                 evidence={"problem": acc.width_change}))
     for c in comparisons:
         if c.type_problem is not None:
             found.append(OUTPUT_TYPE.finding(
-                f"{spec.name} output {c.output}: {c.type_problem}: no sample can be compared",
+                f"{spec.name} output {shown_name(c.output)}: {c.type_problem}: no sample can be compared",
                 subject=Subject(endpoint=spec.name, output=c.output),
                 evidence={"problem": c.type_problem, "samples": bundle.num_samples}))
         elif not c.passed:
@@ -832,16 +892,18 @@ def _comparison_findings(spec: EndpointSpec, bundle: GoldenBundle | PendingBundl
                               for w in c.worst if not w.passed)
             served = spec.served_name(c.output)
             # a deployment that lists same-shaped outputs in another order fails here when paired by position
-            paired = (f"; compared with served output {served!r}: if that is another output of the model, pair them "
+            paired = (f"; compared with served output {shown_name(served)}: if that is another output of the model, pair them "
                       f"for this endpoint only with triton_output_map = \"{c.output}=SERVED\" in its "
                       f"[[nightly.endpoints]] entry (--triton-output-map {c.output}=SERVED maps every endpoint)"
                       ) if served != c.output else ""
+            nonfinite = c.nonfinite()  # an all-NaN answer is "max |err| inf": say what the server sent
             found.append(GOLDEN_MISMATCH.finding(
-                f"{spec.name} output {c.output}: {c.failing_samples}/{bundle.num_samples} samples differ from the "
-                f"golden reference, max |err| {c.max_abs:.3g} (rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}"
-                f"{paired}",
+                f"{spec.name} output {shown_name(c.output)}: {c.failing_samples}/{bundle.num_samples} samples differ "
+                f"from the golden reference, max |err| {c.max_abs:.3g}{f' ({nonfinite})' if nonfinite else ''} "
+                f"(rtol {c.rtol:g}, atol {c.atol:g}); worst {worst}{paired}",
                 subject=Subject(endpoint=spec.name, output=c.output),
                 evidence={"max_abs_error": c.max_abs, "max_rel_error": c.max_rel, "error_ratio": c.error_ratio,
                           "failing_samples": c.failing_samples, "samples": bundle.num_samples,
-                          "worst_samples": [w.as_dict() for w in c.worst], "rtol": c.rtol, "atol": c.atol}))
+                          "worst_samples": [w.as_dict() for w in c.worst], "rtol": c.rtol, "atol": c.atol,
+                          "served_nan": c.served_nan, "served_inf": c.served_inf, "served_values": c.served_values}))
     return found

@@ -23,6 +23,12 @@ def _g(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _nonfinite(comparison: Any) -> str:
+    """", 12 NaN of 12 served values" when the server sent NaN or inf (an all-NaN answer reads max |err| inf)."""
+    said = comparison.nonfinite() if hasattr(comparison, "nonfinite") else ""
+    return f", {said}" if said else ""
+
+
 def _share(ratio: float | None) -> str:
     """An error as a share of its tolerance: "42%" up to 10x, then "3.5e+03x" (a percentage would be unreadable)."""
     if ratio is None:
@@ -84,8 +90,10 @@ class EndpointReport:
         failing = [c for c in o.outputs if not c.passed]
         if failing or self.verdict is Verdict.GAP:
             outputs = ", ".join(f"{c.output} ({c.type_problem})" if c.type_problem else
-                                f"{c.output} (max |err| {c.max_abs:.3g}, {c.failing_samples} samples)" for c in failing)
-            return f"{self.name}: {self.status.value}{since}: {outputs or 'deployment gap (see findings)'}"
+                                f"{c.output} (max |err| {c.max_abs:.3g}{_nonfinite(c)}, {c.failing_samples} samples)"
+                                for c in failing)
+            gaps = ", ".join(dict.fromkeys(f.code for f in self.findings if f.is_gap))
+            return f"{self.name}: {self.status.value}{since}: {outputs or f'deployment gap: {gaps} (see findings)'}"
         worst = max((c.error_ratio for c in o.outputs), default=0.0)
         return f"{self.name}: {self.status.value}: {len(o.outputs)} outputs within tolerance (worst at {_share(worst)} of it)"
 

@@ -30,7 +30,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.triton.audit_result import ServedModel, ServedTensor, TensorSide, TritonAuditResult, fmt_shape
 from gapcheck.triton.client import RestrictedApiError, TritonConnection, TritonEndpoint, connect
 from gapcheck.triton.endpoint import ModelNotFoundError, RequestRejectedError
-from gapcheck.triton.names import Pairing, pair_tensors, shown_names
+from gapcheck.triton.names import Pairing, pair_tensors, shown_name, shown_names
 from gapcheck.triton.repository import OnnxIo, load_onnx, onnx_inputs, onnx_outputs
 from gapcheck.triton.url import clean_text
 
@@ -125,6 +125,7 @@ class _Auditor:
         self.max_batch_size = max_batch_size  # None: unknown (model config restricted)
         self.findings: list[Finding] = []
         self.pairings: dict[str, Pairing] = {}  # "input"/"output": how the served tensors were paired
+        self.side = "graph"  # what pairing messages call the graph's side (nightly: the golden bundle)
 
     def add(self, code: Code, message: str, where: str = "", *, severity: Severity | None = None,
             tensor: str | None = None, **evidence: Any) -> None:
@@ -136,7 +137,7 @@ class _Auditor:
               mapping: Mapping[str, str] | None = None) -> list[tuple[OnnxIo, ServedTensor]]:
         """Pair tensors (:func:`gapcheck.triton.names.pair_tensors`: by map, by name, then the leftovers when only one
         pairing fits); a renaming is said once (info), what cannot be paired stays a name gap."""
-        pairing = pair_tensors(kind, onnx_side, served, mapping)
+        pairing = pair_tensors(kind, onnx_side, served, mapping, side=self.side)
         self.pairings[kind] = pairing
         by_graph, by_served = {o.name: o for o in onnx_side}, {t.name: t for t in served}
         pairs = [(by_graph[g], by_served[s]) for g, s in pairing.pairs.items()]
@@ -155,12 +156,12 @@ class _Auditor:
         problem = pairing.problem or ""
         for name in pairing.unpaired_graph:
             self.add(codes.NAME_MISMATCH, f"ONNX {kind} {shown_names([name])} is not declared by the server ({problem})",
-                     f"{self.where} {kind} '{name}'", severity=Severity.GAP if kind == "input" else Severity.WARNING,
+                     f"{self.where} {kind} {shown_name(name)}", severity=Severity.GAP if kind == "input" else Severity.WARNING,
                      tensor=f"{kind} {name}", onnx=name, served=None, served_names=list(pairing.unpaired_served))
         for name in pairing.unpaired_served:
             self.add(codes.NAME_MISMATCH, f"served {kind} {shown_names([name])} does not exist in the ONNX graph "
                      f"({problem})",
-                     f"{self.where} {kind} '{name}'", tensor=f"{kind} {name}", onnx=None, served=name,
+                     f"{self.where} {kind} {shown_name(name)}", tensor=f"{kind} {name}", onnx=None, served=name,
                      onnx_names=list(pairing.unpaired_graph))
 
     def dtype(self, kind: str, o: OnnxIo, t: ServedTensor, torch_dtype: str | None) -> None:
@@ -170,10 +171,10 @@ class _Auditor:
                 evidence["torch"] = torch_dtype
             self.add(codes.DTYPE_MISMATCH,
                      f"{kind} {_named(o, t)} is declared {t.data_type} on the server but the ONNX graph uses {o.triton_type}",
-                     f"{self.where} {kind} '{t.name}'", tensor=f"{kind} {t.name}", **evidence)
+                     f"{self.where} {kind} {shown_name(t.name)}", tensor=f"{kind} {t.name}", **evidence)
 
     def shape(self, kind: str, o: OnnxIo, t: ServedTensor) -> None:
-        where, tensor = f"{self.where} {kind} '{t.name}'", f"{kind} {t.name}"
+        where, tensor = f"{self.where} {kind} {shown_name(t.name)}", f"{kind} {t.name}"
         evidence: dict[str, Any] = {"served": fmt_shape(t.shape), "onnx": fmt_shape(o.shape),
                                     "max_batch_size": self.max_batch_size,
                     "served_dims": list(t.dims)}
@@ -214,7 +215,7 @@ class _Auditor:
 
 def _named(o: OnnxIo, t: ServedTensor) -> str:
     """A served tensor as findings name it; a renamed one with the graph's name too (both sides of the pair)."""
-    return f"'{t.name}'" if o.name == t.name else f"'{t.name}' (the graph's '{o.name}')"
+    return shown_name(t.name) if o.name == t.name else f"{shown_name(t.name)} (the graph's {shown_name(o.name)})"
 
 
 def _torch_dtype(torch_module: Any) -> str | None:
@@ -249,6 +250,7 @@ def audit_deployment(
     read: ModelRead | None = None,
     input_map: Mapping[str, str] | None = None,
     output_map: Mapping[str, str] | None = None,
+    side: str = "graph",
 ) -> TritonAuditResult:
     """Diff what ``endpoint`` serves as ``model`` against ``onnx_model``.
 
@@ -258,6 +260,7 @@ def audit_deployment(
     only when neither the model metadata nor the model config may be read. ``input_map`` / ``output_map``: graph
     name -> served name (``--triton-input-map`` / ``--triton-output-map``), for tensors the deployment names its own
     way and that cannot be paired otherwise (:mod:`gapcheck.triton.names`); an unknown name is a UsageError.
+    ``side``: what pairing messages call the graph's side (nightly: "golden bundle").
     """
     started = time.perf_counter()
     graph = load_onnx(onnx_model)
@@ -265,6 +268,7 @@ def audit_deployment(
     with connect(endpoint) as conn:
         audit = _Audit(conn, model, requested, graph, _torch_dtype(torch_module), read)
         audit.maps = {"input": dict(input_map or {}), "output": dict(output_map or {})}
+        audit.auditor.side = side
         result = audit.run()
     pairings = audit.auditor.pairings
     return TritonAuditResult(**result, protocol_detected=conn.detected, duration_s=time.perf_counter() - started,

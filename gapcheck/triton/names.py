@@ -28,19 +28,26 @@ from typing import Any
 
 from gapcheck.errors import UsageError
 
-__all__ = ["FLAGS", "Pairing", "compatible_shape", "pair_tensors", "shown_names"]
+__all__ = ["FLAGS", "Pairing", "compatible_shape", "pair_tensors", "shown_name", "shown_names"]
 
 FLAGS = {"input": "--triton-input-map", "output": "--triton-output-map"}
 _FLOATS = {"TYPE_FP32", "TYPE_FP16", "TYPE_BF16", "TYPE_FP64"}
 _SHOWN = 12  # names listed before "... and N more"
 
 
-def shown_names(names: Iterable[str], limit: int = _SHOWN) -> str:
-    """Names as safe one-line text, at most ``limit`` of them (a hostile server may declare thousands)."""
+def shown_name(name: object) -> str:
+    """One name quoted as safe one-line text. A name that is not plain ASCII is shown with ``ascii()`` escapes, so a
+    lookalike reads apart from the name it imitates (``'INPU\\u0422__0'``, a Cyrillic Te, beside ``'INPUT__0'``)."""
     from gapcheck.triton.url import clean_text
 
+    return ascii(clean_text(str(name))[:80])
+
+
+def shown_names(names: Iterable[str], limit: int = _SHOWN) -> str:
+    """Names as safe one-line text (:func:`shown_name`), at most ``limit`` of them (a hostile server may declare
+    thousands)."""
     items = list(names)
-    text = ", ".join(repr(clean_text(str(n))[:80]) for n in items[:limit])
+    text = ", ".join(shown_name(n) for n in items[:limit])
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
     return (text + more) or "none"
 
@@ -81,22 +88,22 @@ class Pairing:
 
 
 def _checked_map(kind: str, mapping: Mapping[str, str], graph: list[str], served: list[str],
-                 strict: bool) -> dict[str, str]:
+                 strict: bool, side: str = "graph") -> dict[str, str]:
     """The map's entries whose both names exist; an unknown graph name is always a usage error (exit 2), an unknown
     served name too when ``strict`` (else it is left out, and the tensor reported as unpaired)."""
     flag = FLAGS[kind]
     kept = {}
     for graph_name, served_name in mapping.items():
         if graph_name not in graph or (strict and served_name not in served):
-            unknown = (f"the graph has no {kind} {shown_names([graph_name])}" if graph_name not in graph else
+            unknown = (f"the {side} has no {kind} {shown_names([graph_name])}" if graph_name not in graph else
                        f"the deployment serves no {kind} {shown_names([served_name])}")
             raise UsageError(f"{flag} {shown_names([graph_name])}={shown_names([served_name])}: {unknown}; the "
-                             f"graph's {kind}s are {shown_names(graph)}, the served ones {shown_names(served)}",
+                             f"{side}'s {kind}s are {shown_names(graph)}, the served ones {shown_names(served)}",
                              parameter=flag.removeprefix("--").replace("-", "_"))
         if served_name in served:
             kept[graph_name] = served_name
     if len(set(kept.values())) != len(kept):
-        raise UsageError(f"{flag} maps two graph {kind}s to one served {kind}")
+        raise UsageError(f"{flag} maps two {side} {kind}s to one served {kind}")
     return kept
 
 
@@ -141,11 +148,12 @@ def _leftovers(kind: str, graph: list[Any], served: list[Any]) -> tuple[dict[str
 
 
 def pair_tensors(kind: str, graph: Sequence[Any], served: Sequence[Any], mapping: Mapping[str, str] | None = None,
-                 *, strict: bool = True) -> Pairing:
+                 *, strict: bool = True, side: str = "graph") -> Pairing:
     """Pair ``graph``'s tensors (name, data_type or triton_type, shape) with ``served``'s: by ``mapping``, then by name, then the
-    leftovers when only one pairing fits (see the module docstring)."""
+    leftovers when only one pairing fits (see the module docstring). ``side`` is what messages call the graph's side
+    (nightly: "golden bundle", whose tensors are the recorded ones)."""
     graph_names, served_names = [g.name for g in graph], [s.name for s in served]
-    mapped = _checked_map(kind, mapping or {}, graph_names, served_names, strict)
+    mapped = _checked_map(kind, mapping or {}, graph_names, served_names, strict, side)
     pairs = dict(mapped)
     for name in graph_names:
         if name not in pairs and name in served_names and name not in pairs.values():
@@ -162,7 +170,7 @@ def pair_tensors(kind: str, graph: Sequence[Any], served: Sequence[Any], mapping
     left_served = [s for s in left_served if s.name not in pairs.values()]
     if not left_graph and not left_served:
         return Pairing(kind, pairs, how, mapped=mapped)
-    return Pairing(kind, pairs, how, _problem(kind, left_graph, left_served),
+    return Pairing(kind, pairs, how, _problem(kind, left_graph, left_served, side),
                    tuple(g.name for g in left_graph), tuple(s.name for s in left_served), mapped=mapped)
 
 
@@ -200,13 +208,14 @@ def _example(graph: list[Any], served: list[Any]) -> dict[str, str] | None:
     return dict(sorted(((g, s) for s, g in partner.items()), key=lambda p: order[p[0]]))
 
 
-def _problem(kind: str, graph: list[Any], served: list[Any]) -> str:
+def _problem(kind: str, graph: list[Any], served: list[Any], side: str = "graph") -> str:
     """Why the leftovers are not paired, and the map that would pair them: an example only when it fits."""
     if not served:
         return f"the deployment serves no other {kind}"
     if not graph:
-        return f"the graph has no other {kind}"
-    sides = (f"the graph's {kind}(s) {shown_names(g.name for g in graph)} and the served {kind}(s) "
+        return f"the {side} has no other {kind}"
+    placeholder = "GRAPH" if side == "graph" else side.split()[0].upper()  # GOLDEN=SERVED in nightly
+    sides = (f"the {side}'s {kind}(s) {shown_names(g.name for g in graph)} and the served {kind}(s) "
              f"{shown_names(s.name for s in served)}")
     example = _example(graph, served)
     if len(graph) != len(served):
@@ -217,6 +226,6 @@ def _problem(kind: str, graph: list[Any], served: list[Any]) -> str:
         why = ("cannot be paired by data type and shape alone (more than one pairing fits" +
                ("; inputs are never paired by position)" if kind == "input" else ")"))
     if example is None:
-        return f"{sides} {why}; {FLAGS[kind]} GRAPH=SERVED[,...] names a pairing"
+        return f"{sides} {why}; {FLAGS[kind]} {placeholder}=SERVED[,...] names a pairing"
     shown = shown_names([",".join(f"{g}={s}" for g, s in example.items())], 1)
-    return f"{sides} {why}: name the pairing with {FLAGS[kind]} GRAPH=SERVED[,...], e.g. {shown} (one that fits)"
+    return f"{sides} {why}: name the pairing with {FLAGS[kind]} {placeholder}=SERVED[,...], e.g. {shown} (one that fits)"

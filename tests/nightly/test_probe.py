@@ -185,6 +185,9 @@ def test_a_correct_answer_from_the_fake_server_passes(tiny_golden: Path, tmp_pat
 @pytest.mark.parametrize("mode", ["garbage", "huge", "hang"])
 def test_garbage_or_a_hang_mid_answer_is_unreachable_and_recorded(tiny_golden: Path, tmp_path: Path,
                                                                  mode: str) -> None:
+    """Not JSON, or half an answer then silence: unreachable (exit 3). A JSON answer that claims a gigantic output
+    is read as far as its header, never allocated, and refused as malformed: the server answered, wrongly (a gap,
+    exit 1, ``endpoint_malformed_answer``)."""
     from gapcheck.golden import load_bundle
     from gapcheck.nightly.history import History
     from tests.nightly.fake_triton import FakeTriton
@@ -193,10 +196,13 @@ def test_garbage_or_a_hang_mid_answer_is_unreachable_and_recorded(tiny_golden: P
     with FakeTriton(load_bundle(tiny_golden), mode) as fake:
         result = _one_night(tiny_golden, fake.url, tmp_path / "h.sqlite")
     assert time.monotonic() - start < 30  # the 2 s request timeout, not the server's 60 s silence
-    assert result.exit_code == 3 and result.endpoints[0].status.value == "unreachable"
+    status = "new_failure" if mode == "huge" else "unreachable"
+    assert result.exit_code == (1 if mode == "huge" else 3) and result.endpoints[0].status.value == status
+    if mode == "huge":
+        assert [f.code for f in result.endpoints[0].findings if f.is_gap] == ["endpoint_malformed_answer"]
     with History(tmp_path / "h.sqlite", readonly=True) as history:
         (record,) = history.endpoint_history("ep")
-    assert record.status == "unreachable" and record.verdict == "gap"
+    assert record.status == status and record.verdict == "gap"
 
 
 def test_the_config_hash_is_the_same_over_grpc_and_http() -> None:

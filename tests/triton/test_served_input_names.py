@@ -241,3 +241,16 @@ def test_the_hints_example_is_a_pairing_that_fits():
 def test_a_graph_output_not_served_says_so():  # review D3: the audit's warning names what is served
     pairing = pair_tensors("output", ONET, [_t("2", shape=(None, 2))])
     assert pairing.unpaired_graph == ("0", "1") and "serves no other output" in (pairing.problem or "")
+
+
+def test_names_that_are_not_plain_ascii_are_shown_escaped():
+    """'INPUТ__0' (a Cyrillic Te) beside 'INPUT__0' read the same in every pairing message; now escaped."""
+    from gapcheck.triton.names import shown_names
+
+    assert shown_names(["INPUT__0", "INPU\u0422__0"]) == "'INPUT__0', 'INPU\\u0422__0'"
+    with pytest.raises(UsageError) as caught:  # the user's map names the ASCII one; the server serves the lookalike
+        pair_tensors("input", [_t("x")], [_t("INPU\u0422__0")], {"x": "INPUT__0"})
+    message = caught.value.message
+    assert "'INPUT__0'" in message and "'INPU\\u0422__0'" in message and "\u0422" not in message
+    pairing = pair_tensors("input", [IDS, MASK], [_t("input_id\u0455", "TYPE_INT64", (None, 16))])  # a Cyrillic dze
+    assert pairing.problem is not None and "'input_id\\u0455'" in pairing.problem
