@@ -26,6 +26,10 @@ MAX_IMAGE_PIXELS = 89_478_485
 #: Largest file read whole into memory (inputs, checkpoints).
 MAX_FILE_BYTES = 8 * 2**30
 
+#: Largest raw sample (an image file given to preprocessing stages) read whole into memory, local or remote:
+#: a photo is a few MB, and every worker holds one sample (more while stages copy it) at a time.
+MAX_SAMPLE_BYTES = 512 * 2**20
+
 _DEFAULT_MAX_ELEMENTS = 2**31  # 8 GiB of float32
 
 

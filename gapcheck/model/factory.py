@@ -27,11 +27,24 @@ logger = logging.getLogger(__name__)
 SPEC_FORMAT = "'pkg.module:callable' or 'path/to/file.py:callable'"
 _MAX_LISTED_NAMES = 10
 _GAPCHECK_ROOT = str(Path(__file__).resolve().parents[1])
+# A file loaded by path lives in sys.modules under an internal name (see _load_module_from_file); messages show
+# the file as the user gave it instead. Internal name -> that file, for the modules loaded in this process.
+_SHOWN_FILES: dict[str, str] = {}
+
+
+def shown_names(text: str) -> str:
+    """``text`` with the internal module name of every file loaded by path (``gapcheck_factory_<stem>_<hash>``)
+    replaced by the file as the user gave it: ``module 'stages.py' has no attribute 'x'``,
+    ``<stages.py:Thing object at ...>``. Messages about a user's code must name their file, not ours."""
+    for name, path in _SHOWN_FILES.items():
+        if name in text:
+            text = text.replace(f"{name}.", f"{path}:").replace(name, path)
+    return text
 
 
 def condense_exception(exc: BaseException) -> str:
     """``Type: first line of message (at file:line)`` — enough to act on, without a traceback."""
-    summary = one_line(exc)
+    summary = shown_names(one_line(exc))
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     # The innermost frame of the user's own code (not gapcheck, importlib, the standard library
     # or an installed package) is the line they need to look at.
@@ -112,6 +125,7 @@ def _load_module_from_file(file_part: str, label: str) -> ModuleType:
     module_name = f"gapcheck_factory_{resolved.stem.replace('-', '_')}_{digest}"
     if module_name in sys.modules:  # loaded before in this process: the same file gives the same module
         return sys.modules[module_name]
+    _SHOWN_FILES.setdefault(module_name, file_part)
     module_spec = importlib.util.spec_from_file_location(module_name, resolved)
     if module_spec is None or module_spec.loader is None:
         raise UsageError(f"{label}: {path} cannot be loaded as a Python module")
@@ -145,11 +159,11 @@ def _walk_attributes(module: ModuleType, attr_path: str, label: str) -> Any:
             target = getattr(target, part)
         except AttributeError:
             raise UsageError(
-                f"{label}: '{walked}' has no attribute '{part}'",
+                shown_names(f"{label}: '{walked}' has no attribute '{part}'"),
                 hint=_available_names_hint(target, part),
             ) from None
         except Exception as exc:  # noqa: BLE001 - properties and module __getattr__ run user code
-            raise UsageError(f"{label}: reading '{walked}.{part}' failed: {condense_exception(exc)}") from None
+            raise UsageError(shown_names(f"{label}: reading '{walked}.{part}' failed: {condense_exception(exc)}")) from None
         walked = f"{walked}.{part}"
     return target
 

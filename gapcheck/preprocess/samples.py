@@ -34,13 +34,14 @@ from gapcheck.codes.preprocess import (
     UNREADABLE,
 )
 from gapcheck.errors import InputError
+from gapcheck.limits import MAX_SAMPLE_BYTES
 from gapcheck.preprocess.sources import orientation_of
+from gapcheck.reading import ReadRefused, Refusal, open_checked
 
 logger = logging.getLogger(__name__)
 
-# PIL's own default; also applied to PIL inside workers so stages that decode with PIL are guarded too.
-MAX_SAMPLE_BYTES = 512 * 2**20  # a remote sample larger than this is refused before it is read
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+# PIL's own default; also applied to PIL inside workers so stages that decode with PIL are guarded too.
 DEFAULT_MAX_PIXELS = 89_478_485
 
 # Codes for samples that are never passed to a stage.
@@ -201,6 +202,22 @@ def _discover_listed(location: str) -> list[SampleEntry]:
     return sorted(entries, key=lambda e: str(e.path))
 
 
+class SampleTooLarge(OSError):
+    """A sample larger than :data:`~gapcheck.limits.MAX_SAMPLE_BYTES` (local or remote), refused before it is read.
+
+    An OSError, so every reader that lists an unreadable sample lists this one; its text is the reason alone
+    ("too large: N bytes, more than the limit of M bytes (512 MiB): not read"), without an errno."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        said = f"{size:,} bytes" if size is not None else "more than that read"
+        super().__init__(errno.EFBIG, f"too large: {said}, more than the limit of {limit:,} bytes "
+                                      f"({limit / 2**20:g} MiB): not read")
+        self.size, self.limit = size, limit
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def _read_url(url: str) -> bytes:
     import fsspec
 
@@ -208,12 +225,12 @@ def _read_url(url: str) -> bytes:
         with fsspec.open(url, "rb") as handle:
             size = getattr(handle, "size", None)
             if size is not None and size > MAX_SAMPLE_BYTES:
-                raise OSError(errno.EFBIG, f"{size} bytes exceeds the limit of {MAX_SAMPLE_BYTES}: not read")
+                raise SampleTooLarge(size, MAX_SAMPLE_BYTES)
             data = handle.read(MAX_SAMPLE_BYTES + 1)
     except (ImportError, ValueError) as exc:  # no backend for the protocol, or a malformed URL
         raise OSError(errno.EINVAL, f"cannot open {url}: {exc}") from exc
     if len(data) > MAX_SAMPLE_BYTES:
-        raise OSError(errno.EFBIG, f"more than {MAX_SAMPLE_BYTES} bytes: not read")
+        raise SampleTooLarge(None, MAX_SAMPLE_BYTES)
     return data
 
 
@@ -235,23 +252,46 @@ def local_path(path: str, data: bytes) -> Iterator[str]:
 
 
 def read_regular_file(path: str) -> bytes:
-    """Read a sample that discovery found to be a regular file, without ever blocking on a FIFO.
+    """Read a sample that discovery found to be a regular file, without ever blocking on a FIFO and never more
+    than :data:`~gapcheck.limits.MAX_SAMPLE_BYTES`.
 
-    ``O_NONBLOCK`` makes opening a FIFO (swapped in since discovery) return at once, and the
-    ``fstat`` on the open descriptor refuses anything that is not a regular file. An fsspec URL is
-    read with fsspec, at most ``MAX_SAMPLE_BYTES``.
+    :func:`~gapcheck.reading.open_checked` opens non-blocking (a FIFO swapped in since discovery returns at once)
+    and checks the open descriptor, so nothing can be swapped between the check and the read: not a regular file
+    is refused (OSError), larger than the limit is :class:`SampleTooLarge`, before a byte is read. Links are
+    followed (discovery lists a link to a regular file as a sample). An fsspec URL is read with fsspec, with the
+    same limit.
     """
     if is_url(path):
         return _read_url(path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"{_special_kind(mode)}, not a regular file: not read")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+        fd, size = open_checked(path, follow_links=True, max_bytes=MAX_SAMPLE_BYTES)
+    except ReadRefused as refused:
+        if refused.reason is Refusal.TOO_LARGE:
+            raise SampleTooLarge(refused.size, MAX_SAMPLE_BYTES) from None
+        raise OSError(errno.EINVAL, f"{_special_kind(refused.mode)}, not a regular file: not read") from None
+    return _read_sized(fd, size)
+
+
+def _read_sized(fd: int, size: int) -> bytes:
+    """The ``size`` bytes of ``fd`` (closed after) as immutable ``bytes``: a stage may not change what the next
+    stage is given (``reading.read_exact``'s bytearray could be, through ``np.frombuffer``), and one ``os.read``
+    of a regular file fills one bytes object, no copy. One byte more is asked for: a file that grew past the size
+    checked is refused, never read further."""
+    chunks: list[bytes] = []
+    wanted = size + 1
+    try:
+        while wanted > 0:
+            block = os.read(fd, wanted)
+            if not block:
+                break
+            chunks.append(block)
+            wanted -= len(block)
     finally:
         os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if len(data) > size:
+        raise OSError(errno.EFBIG, f"grew while read (past the {size:,} bytes it had when opened): not read")
+    return data
 
 
 def _png_bit_depth(data: bytes) -> int | None:

@@ -68,8 +68,10 @@ def parse_stage_option(option: str) -> StageSpec:
 def given_text(spec: StageSpec) -> str:
     """What a stage is called with, and how to say otherwise (for the error of a stage that expected the other)."""
     if spec.accepts == "bytes":
-        return (f"stage {spec.name} was given the file's bytes (it is declared accepts = \"bytes\"); a stage that "
-                "takes a path must not be declared so")
+        target = spec.target or "TARGET"
+        return (f"stage {spec.name} was given the file's bytes (it is declared ,bytes / accepts = \"bytes\"); a stage "
+                f"that takes a path must not be declared so: --stage {spec.name}={target} (without ,bytes), or "
+                f"accepts = \"path\" in [preprocess.stages.{spec.name}]")
     return (f"stage {spec.name} was given the sample's path (a str); a stage that takes the file's bytes must be "
             f"declared so: --stage {spec.name}={spec.target or 'TARGET'},bytes, or accepts = \"bytes\" in "
             f"[preprocess.stages.{spec.name}]")

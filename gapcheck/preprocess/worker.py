@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -17,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from gapcheck.codes.preprocess import UNREADABLE
+from gapcheck.model.factory import shown_names
 from gapcheck.preprocess.layout import LayoutInfo, chw_view, detect_layout, to_chw
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.samples import (
     InputIssue,
+    SampleTooLarge,
     Screening,
     decode_rgb,
     full_decode_issue,
@@ -133,19 +136,42 @@ def _call(spec: StageSpec, fn: Callable[..., Any], path: str, data: bytes) -> np
     return contiguous(output)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
 def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
+    """``Type: message``, reproducible (no object addresses) and naming a stage file loaded by path as the user gave
+    it, not by gapcheck's internal module name (``<stages.py:Thing object>``). A file name that is bytes (the
+    file's bytes given to a stage that opens a path: "File name too long: b'\\x89PNG...'") is said, not dumped."""
+    said = str(exc)
+    if isinstance(exc, OSError) and isinstance(exc.filename, (bytes, bytearray)):
+        said = f"[Errno {exc.errno}] {exc.strerror}: a file name of {len(exc.filename):,} bytes (the file's bytes?)"
+    return shown_names(_ADDRESS.sub(">", f"{type(exc).__name__}: {said}"))[:500]
 
 
 def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
-    """The stage's error; when it is about the argument's type (bytes vs str), also what the stage was given and
-    how to give it the other (``def pre(data: bytes)`` called with a path raised only "a bytes-like object is
-    required, not 'str'")."""
+    """The stage's error; when it says the stage was given the other kind of argument, also what it was given and
+    how to declare it (``def pre(data: bytes)`` called with a path raised only "a bytes-like object is required,
+    not 'str'"; ``Image.open(data)`` given the bytes only "embedded null byte")."""
     text = _error_text(exc)
-    said = str(exc)
-    if isinstance(exc, TypeError) and not said.startswith("stage returned") and ("bytes" in said or "str" in said):
+    if _wrong_argument(spec, exc):
         text = f"{text[:300]} ({given_text(spec)})"
     return text
+
+
+def _wrong_argument(spec: StageSpec, exc: BaseException) -> bool:
+    """Whether ``exc`` looks like a stage given a path (str) when it takes bytes, or the file's bytes when it takes a
+    path: a TypeError about str or bytes either way; for bytes used as a file name, what ``open()`` raises on
+    them: "embedded null byte" (every image format's header has a NUL), or an OSError naming a bytes file (none
+    found, or the name too long)."""
+    said = str(exc)
+    if isinstance(exc, TypeError):
+        return not said.startswith("stage returned") and ("bytes" in said or "str" in said)
+    if spec.accepts != "bytes":
+        return False
+    if isinstance(exc, ValueError) and "null byte" in said:
+        return True
+    return isinstance(exc, OSError) and isinstance(exc.filename, (bytes, bytearray))
 
 
 def ks_subsample(chw: np.ndarray, points: int) -> np.ndarray:
@@ -210,9 +236,9 @@ def process_sample(stages: list[tuple[StageSpec, Callable[..., Any]]], item: Wor
     """Screen one sample and run every stage on it; ``mark(index, stage)`` is called before each stage runs
     (the supervising parent reads it when a stage kills this process)."""
     try:
-        data = read_regular_file(item.path)
+        data = read_regular_file(item.path)  # never more than MAX_SAMPLE_BYTES, for byte and path stages alike
     except OSError as exc:
-        issue = InputIssue(UNREADABLE, _error_text(exc))
+        issue = InputIssue(UNREADABLE, str(exc) if isinstance(exc, SampleTooLarge) else _error_text(exc))
         return SampleRecord(item.index, item.path, "", 0, Screening(issue), issue, (), ())
     raw_sha = sha256_bytes(data)
     screening = screen_bytes(data, options.max_pixels)
