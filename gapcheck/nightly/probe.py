@@ -32,7 +32,7 @@ from gapcheck.errors import EndpointError, GapcheckError, InputError, UsageError
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
-from gapcheck.triton.endpoint import RequestRejectedError
+from gapcheck.triton.endpoint import MalformedAnswerError, RequestRejectedError
 from gapcheck.triton.names import shown_name, shown_names
 from gapcheck.triton.url import clean_text, redact, secrets_in
 
@@ -49,25 +49,6 @@ PER_ENDPOINT_MAP = ("--triton-output-map / --triton-input-map apply to every end
                     "triton_output_map / triton_input_map in its [[nightly.endpoints]] entry of the config file")
 _RESTRICTED = ("restricted", "unauthori", "permission", "forbidden", "not allowed")
 _GOLDEN = "golden bundle"  # what pairing messages call the side the deployment is compared with
-
-
-class MalformedAnswerError(EndpointError):
-    """The endpoint answered an inference request with a response that cannot be read as the outputs it declares (an
-    output named twice, data that does not fit its declared shape, a negative dimension, an asked output missing):
-    the deployment answered, wrongly: a gap (``endpoint_malformed_answer``, exit 1), not an outage (exit 3)."""
-
-
-def _reading_answer(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised where the client reads an answer it received (``TritonConnection._arrays``), not
-    while asking (connection, timeout, a server error). The client raises a plain EndpointError for both; the frame
-    it came from is what tells them apart."""
-    from gapcheck.triton.client import TritonConnection
-
-    reader = getattr(TritonConnection, "_arrays", None)
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return reader is not None and tb is not None and tb.tb_frame.f_code is reader.__code__
 
 
 class BadBundle(InputError):
@@ -392,12 +373,7 @@ class _Inference:
         for name, array in feeds.items():  # under the name the deployment takes (its own, when it renames inputs)
             served = self.spec.sent_name(name)
             sent[served] = np.ascontiguousarray(as_sent(array, self.casts.get(served, self.casts.get(name))))
-        try:
-            return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
-        except EndpointError as exc:
-            if not _reading_answer(exc):
-                raise
-            raise MalformedAnswerError(exc.message, hint=exc.hint) from None
+        return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
 
     def close(self) -> None:
         for conn in self._connections:

@@ -47,6 +47,7 @@ from gapcheck.tensors import contiguous
 from gapcheck.triton.bounded_http import BoundedHttpClient, ResponseTooLargeError
 from gapcheck.triton.endpoint import (
     PROTOCOLS,
+    MalformedAnswerError,
     ProtocolMismatchError,
     RequestRejectedError,
     RestrictedApiError,
@@ -68,9 +69,10 @@ from gapcheck.triton.url import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "ProtocolMismatchError", "RequestRejectedError",
-           "ResponseTooLargeError", "RestrictedApiError", "ServerAddress", "TlsMismatchError", "TlsOptions",
-           "TritonConnection", "TritonEndpoint", "connect", "parse_url", "redact", "secrets_in"]
+__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "MalformedAnswerError",
+           "ProtocolMismatchError", "RequestRejectedError", "ResponseTooLargeError", "RestrictedApiError",
+           "ServerAddress", "TlsMismatchError", "TlsOptions", "TritonConnection", "TritonEndpoint", "connect",
+           "parse_url", "redact", "secrets_in"]
 
 T = TypeVar("T")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
@@ -483,21 +485,21 @@ class TritonConnection:
         counts = Counter(name for name, _ in answered)
         repeated = sorted(name for name, count in counts.items() if count > 1)
         if repeated:
-            raise EndpointError(self.redact(f"{where} answered output {repeated[0]!r} {counts[repeated[0]]} times "
+            raise MalformedAnswerError(self.redact(f"{where} answered output {repeated[0]!r} {counts[repeated[0]]} times "
                                             "(an answer holds each output once: which copy is the model's?)"))
         for name, dims in answered:  # numpy reads any negative dimension as "the rest": [n, -5] would pass
             if not all(isinstance(d, int) and d >= 0 for d in dims):
-                raise EndpointError(self.redact(f"{where}: its output {name!r} declares the shape {dims} "
+                raise MalformedAnswerError(self.redact(f"{where}: its output {name!r} declares the shape {dims} "
                                                 "(dimensions must be whole numbers, not negative)"))
         arrays = {}
         for name in outputs:
             try:
                 array = result.as_numpy(name)
             except Exception as exc:  # noqa: BLE001 - any unreadable answer (sizes, types, dtypes) is the endpoint's
-                raise EndpointError(self.redact(f"{where}: its output {name!r} cannot be read as the array it "
+                raise MalformedAnswerError(self.redact(f"{where}: its output {name!r} cannot be read as the array it "
                                                 f"declares ({_describe(exc)})")) from None
             if array is None:
-                raise EndpointError(self.redact(f"{where} returned no output {name!r}"))
+                raise MalformedAnswerError(self.redact(f"{where} returned no output {name!r}"))
             arrays[name] = array
         return arrays
 

@@ -56,6 +56,13 @@ class RequestRejectedError(EndpointError):
         self.status, self.reason = status, reason
 
 
+class MalformedAnswerError(EndpointError):
+    """The endpoint answered an inference request with a response that cannot be read as the outputs it declares (an
+    output named twice, data that does not fit its declared shape, a negative dimension, an asked output missing):
+    the deployment answered, wrongly. Left alone it is an endpoint failure (exit 3); nightly says it as a gap
+    (``endpoint_malformed_answer``, exit 1)."""
+
+
 class ModelNotFoundError(UsageError):
     """The model asked for is not on the server (a misspelt name): exit 2, naming what the server has."""
 
