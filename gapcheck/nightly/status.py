@@ -3,7 +3,9 @@
 Statuses, in order of precedence (one per endpoint and night):
 
 =================  ===========================================================================
-``unreachable``    down, timing out, not ready, or a request failed: never a pass (exit 3)
+``unreachable``    down, timing out, not ready, or a request failed: never a pass (exit 3). Not so a request
+                   the server refuses as wrong (endpoint_rejected_request) or an answer that cannot be read
+                   as the outputs it declares (endpoint_malformed_answer): the endpoint answered, a gap
 ``new_failure``    a gap tonight; the last night with a verdict passed (or there is none)
 ``known_failure``  a gap tonight and on the last night with a verdict
 ``recovered``      passes tonight; the last night was a gap or unreachable
