@@ -22,9 +22,10 @@ from gapcheck.data.hashing import decode_image, image_from_array
 from gapcheck.data.lines import CsvLines, line_name, row_name
 from gapcheck.data.remote import is_remote, open_file, read_all, shown
 from gapcheck.errors import InputError, UsageError
+from gapcheck.limits import MAX_SAMPLE_BYTES
 from gapcheck.reading import CSV_CHUNK_ROWS, MAX_CSV_LINE, LineGuard, error_text
 
-MAX_FILE_BYTES = 512 * 1024 * 1024  # an "image" larger than this is refused before it is read
+MAX_FILE_BYTES = MAX_SAMPLE_BYTES  # an "image" larger than this is refused before it is read (one limit with preprocess)
 
 
 @dataclass
