@@ -387,8 +387,9 @@ def test_with_a_deployment_the_model_is_exported_once_and_its_training_mode_stil
         return real_export(module, *args, **kwargs)
 
     class ServedByOrt(OnnxRuntimeBackend):  # the served model, run locally: a context manager as TritonBackend is
-        def __init__(self, endpoint, model, version=None, output_map=None, input_map=None):
+        def __init__(self, endpoint, model, version=None, output_map=None, input_map=None, not_served=()):
             super().__init__(audited[0], name="triton")
+            self.not_served = frozenset(not_served)
 
         def __enter__(self):
             return self
