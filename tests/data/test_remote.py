@@ -25,6 +25,7 @@ from gapcheck.data.api import drift, leakage
 from gapcheck.data.remote import RemotePolicy, RemoteReadError
 from gapcheck.engines import open_engine
 from gapcheck.errors import EndpointError, ExitCode, InputError, UsageError
+from tests.loopback import serving
 
 
 @pytest.fixture(autouse=True)
@@ -89,14 +90,8 @@ def file_server(root: Path, failures: int = 0) -> Iterator[tuple[str, list[int]]
             if not self._flaky():
                 super().do_HEAD()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", served
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(functools.partial(Handler, directory=str(root))) as url:
+        yield url, served
 
 
 def _tables(root: Path) -> None:
@@ -190,16 +185,11 @@ def headers_only_server(size: int = 5_000) -> Iterator[str]:
         def do_GET(self) -> None:  # noqa: N802
             stop.wait(30)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        try:
+            yield url
+        finally:
+            stop.set()  # the stalled handlers end before the server is shut down
 
 
 @pytest.mark.parametrize("kind", ["csv", "png"])

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,7 +17,8 @@ import pytest
 
 from gapcheck.cli.app import main
 from gapcheck.golden import RecordRequest, load_bundle, record_bundle
-from tests.nightly.conftest import INPUT, validate_report
+from tests.nightly.conftest import INPUT
+from tests.nightly.nights import night
 
 
 def _config(name: str, outputs: list[tuple[str, int]]) -> str:
@@ -79,19 +79,6 @@ def server(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
         yield triton
 
 
-def _night(bundle: Path, tmp_path: Path, endpoints: list[str], *extra: str) -> tuple[int, dict]:
-    report = tmp_path / "night.json"
-    args = ["nightly", "--golden", str(bundle), "--history", str(tmp_path / "h.sqlite"), "--retries", "1",
-            "--json", str(report), *extra]
-    for endpoint in endpoints:
-        args += ["--endpoint", endpoint]
-    code = main(args)
-    document = json.loads(report.read_text()) if report.exists() else {}
-    if document:
-        validate_report(document, "nightly")
-    return code, document
-
-
 def _codes(document: dict) -> list[str]:
     return [f["code"] for f in document["findings"]]
 
@@ -99,7 +86,7 @@ def _codes(document: dict) -> list[str]:
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_outputs_of_other_shapes_served_in_another_order_are_paired_by_shape(server, bundles, tmp_path, capsys,
                                                                               protocol):
-    code, document = _night(bundles["two_heads"], tmp_path, [f"shuf={protocol}://{server.url(protocol)}/heads_shuffled"])
+    code, document = night(bundles["two_heads"], tmp_path, [f"shuf={protocol}://{server.url(protocol)}/heads_shuffled"])
     capsys.readouterr()
     assert code == 0, document["findings"]
     codes = _codes(document)
@@ -111,7 +98,7 @@ def test_outputs_of_other_shapes_served_in_another_order_are_paired_by_shape(ser
 
 def test_junit_fails_an_endpoint_whose_gap_is_a_deployment_finding(server, bundles, tmp_path, capsys):
     junit = tmp_path / "night.xml"
-    code, document = _night(bundles["two_heads"], tmp_path, [f"partial=grpc://{server.url('grpc')}/heads_logits_only"],
+    code, document = night(bundles["two_heads"], tmp_path, [f"partial=grpc://{server.url('grpc')}/heads_logits_only"],
                             "--junit", str(junit))
     capsys.readouterr()
     assert code == 1 and "golden_output_missing" in _codes(document)
@@ -125,14 +112,14 @@ def test_junit_fails_an_endpoint_whose_gap_is_a_deployment_finding(server, bundl
 def test_a_swapped_endpoint_is_mapped_alone_in_its_config_entry(server, bundles, tmp_path, capsys):
     plain = f"plain=grpc://{server.url('grpc')}/twins_plain"
     swapped = f"swapped=http://{server.url('http')}/twins_swapped"
-    code, document = _night(bundles["twin_heads"], tmp_path / "nomap", [plain, swapped])
+    code, document = night(bundles["twin_heads"], tmp_path / "nomap", [plain, swapped])
     capsys.readouterr()
     assert code == 1 and [e["status"] for e in document["endpoints"]] == ["pass", "new_failure"]
     hints = [f["message"] for f in document["findings"] if f["code"] == "golden_mismatch"]
     assert hints and all('triton_output_map = "' in h and "[[nightly.endpoints]]" in h for h in hints), hints
 
     # the flag maps every endpoint: the plain one has no OUTPUT__1 (exit 2, saying how to map one endpoint)
-    code, _ = _night(bundles["twin_heads"], tmp_path / "flag", [plain, swapped], "--triton-output-map",
+    code, _ = night(bundles["twin_heads"], tmp_path / "flag", [plain, swapped], "--triton-output-map",
                      "left=OUTPUT__1,right=OUTPUT__0")
     err = capsys.readouterr().err
     assert code == 2 and "endpoint 'plain'" in err and "[[nightly.endpoints]]" in err
@@ -141,7 +128,7 @@ def test_a_swapped_endpoint_is_mapped_alone_in_its_config_entry(server, bundles,
     config.write_text(f'[[nightly.endpoints]]\nname = "plain"\nurl = "{plain.partition("=")[2]}"\n\n'
                       f'[[nightly.endpoints]]\nname = "swapped"\nurl = "{swapped.partition("=")[2]}"\n'
                       'triton_output_map = "left=OUTPUT__1,right=OUTPUT__0"\n')
-    code, document = _night(bundles["twin_heads"], tmp_path, [], "--config", str(config))
+    code, document = night(bundles["twin_heads"], tmp_path, [], "--config", str(config))
     capsys.readouterr()
     assert code == 0, document["findings"]
     assert [e["status"] for e in document["endpoints"]] == ["pass", "pass"]

@@ -8,9 +8,6 @@ never an unreachable endpoint (exit 3).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import onnx
 import pytest
 
@@ -18,7 +15,7 @@ from gapcheck.cli.app import main
 from gapcheck.nightly.config import EndpointSpec
 from gapcheck.nightly.probe import _rejected
 from gapcheck.triton.endpoint import RequestRejectedError
-from tests.nightly.conftest import validate_report
+from tests.nightly.nights import night
 
 
 def _config(name: str, graph: onnx.ModelProto, inputs: list[str], outputs: list[str], input_dims: str = "") -> str:
@@ -48,18 +45,6 @@ def renamed(golden_onnx: onnx.ModelProto, tmp_path_factory: pytest.TempPathFacto
         yield server
 
 
-def _night(tiny_golden: Path, tmp_path: Path, *endpoints: str, extra: tuple[str, ...] = ()) -> tuple[int, dict]:
-    report = tmp_path / "night.json"
-    args = ["nightly", "--golden", str(tiny_golden), "--history", str(tmp_path / "h.sqlite"), "--retries", "1",
-            "--json", str(report), *extra]
-    for endpoint in endpoints:
-        args += ["--endpoint", endpoint]
-    code = main(args)
-    document = json.loads(report.read_text())
-    validate_report(document, "nightly")
-    return code, document
-
-
 def _codes(document: dict) -> list[str]:
     return [f["code"] for f in document["findings"]]
 
@@ -69,8 +54,8 @@ def test_golden_output_name_is_output(golden_onnx):  # what the configs above as
 
 
 def test_deployments_with_their_own_names_pass(renamed, tiny_golden, tmp_path, capsys):
-    code, document = _night(tiny_golden, tmp_path, f"ultra=grpc://{renamed.url('grpc')}/ultra",
-                            f"torch=http://{renamed.url('http')}/torchnames")
+    code, document = night(tiny_golden, tmp_path, [f"ultra=grpc://{renamed.url('grpc')}/ultra",
+                                                    f"torch=http://{renamed.url('http')}/torchnames"])
     capsys.readouterr()
     assert code == 0, document["findings"]
     assert [e["status"] for e in document["endpoints"]] == ["pass", "pass"]
@@ -96,8 +81,7 @@ def test_a_map_naming_a_served_input_the_server_lacks_is_exit_2(renamed, tiny_go
 
 
 def test_dims_the_server_refuses_are_a_gap_not_an_outage(renamed, tiny_golden, tmp_path, capsys):
-    code, document = _night(tiny_golden, tmp_path, f"dims=http://{renamed.url('http')}/wrong_dims",
-                            extra=("--no-audit",))
+    code, document = night(tiny_golden, tmp_path, [f"dims=http://{renamed.url('http')}/wrong_dims"], "--no-audit")
     capsys.readouterr()
     assert code == 1
     (finding,) = [f for f in document["findings"] if f["code"] == "endpoint_rejected_request"]
