@@ -195,6 +195,23 @@ def _tolerances(request: RecordRequest, outputs: dict[str, np.ndarray]) -> dict[
             for name, t in ((n, policy.for_name(n, a.dtype)) for n, a in outputs.items())}
 
 
+def _infinite_outputs(reference: dict[str, np.ndarray]) -> list[Finding]:
+    """Outputs holding +-inf: only the same infinity matches one, so a deployment overflowing there passes."""
+    from gapcheck.codes.nightly import INFINITE_REFERENCE
+
+    findings = []
+    for name, values in reference.items():
+        if values.dtype.kind not in "fc":
+            continue
+        count = int(np.isinf(values).sum())
+        if count:
+            findings.append(INFINITE_REFERENCE.finding(
+                f"output {name}: {count} of {values.size} golden values are infinite: a deployment answering the same "
+                "infinity there passes (an overflow, or a masked score?)",
+                subject=Subject(output=name), evidence={"infinite": count, "values": int(values.size)}))
+    return findings
+
+
 def _insensitive_outputs(reference: dict[str, np.ndarray], tolerances: dict[str, dict[str, float]]) -> list[Finding]:
     """Outputs on which every sample agrees with sample 0 within the tolerance: a check they cannot fail on inputs."""
     from gapcheck.codes.nightly import INSENSITIVE
@@ -289,7 +306,7 @@ def record_bundle(request: RecordRequest, progress: ProgressReporter | None = No
     fmt.refuse_nan_reference(reference, "golden record")  # before anything is written
     tolerances = _tolerances(request, reference)
     findings = (_reference_findings(list(reference), reference, ort, tolerances)
-                + _insensitive_outputs(reference, tolerances))
+                + _insensitive_outputs(reference, tolerances) + _infinite_outputs(reference))
     onnx_bytes = exported.model.SerializeToString()
     manifest = _manifest(request, loaded, exported, onnx_bytes, stacked, reference, samples, source, preprocess,
                          tolerances, findings)

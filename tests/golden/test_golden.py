@@ -259,3 +259,27 @@ def test_a_reference_holding_nan_is_refused_at_record_and_at_load(tmp_path: Path
            good.onnxruntime, overwrite=False)
     with pytest.raises(InputError, match="reference output .* holds NaN .*samples 1"):
         load_bundle(tmp_path / "hand")
+
+
+class _Overflows(torch.nn.Module):
+    """Scales its input past float32's range: every value of magnitude over ~0.01 becomes +-inf."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.flatten(1)[:, :5] - 0.5) * 3e38 * 10
+
+
+def build_overflows() -> torch.nn.Module:
+    return _Overflows().eval()
+
+
+def test_a_reference_holding_infinities_is_recorded_with_a_warning(tmp_path: Path) -> None:
+    # The verification review: the NaN refusal did not cover +-inf; a deployment overflowing there passes unsaid.
+    from gapcheck.golden import RecordRequest, record_bundle
+
+    outcome = record_bundle(RecordRequest(out=tmp_path / "g", factory=f"{__name__}:build_overflows",
+                                          input_specs=("x:1x3x8x8:float32",), num_samples=4, exporter="torchscript"))
+    infinite = [f for f in outcome.findings if f.code == "golden_reference_infinite"]
+    assert len(infinite) == 1 and infinite[0].evidence["values"] == 20 and infinite[0].evidence["infinite"] > 10
+    varied = record_bundle(RecordRequest(out=tmp_path / "v", factory=FACTORY, input_specs=(INPUT,), num_samples=4,
+                                         exporter="torchscript"))
+    assert "golden_reference_infinite" not in [f.code for f in varied.findings]

@@ -39,6 +39,22 @@ def test_junit_counts_failures_and_skips(tmp_path):
     assert failed.get("message") == "diverges" and failed.text == "max_abs=1"
 
 
+def test_junit_lists_at_most_a_hundred_failures_per_class_and_says_how_many_more(tmp_path):
+    # The verification review: a server listing 200,000 tensors not in the graph made a 46 MB JUnit file.
+    class Result(SimpleResult):
+        def checks(self):
+            return ([Check(f"t{i}", "endpoint prod", failure="not in the graph") for i in range(250)]
+                    + [Check("ok", "endpoint prod"), Check("other", "endpoint b", failure="differs")])
+
+    path = write_report(ReportFormat.JUNIT, tmp_path / "r.xml", Result(command="demo"))
+    suite = ET.parse(path).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert (suite.get("tests"), suite.get("failures")) == ("103", "102")
+    assert [c.get("name") for c in cases[-1:]] == ["150 more failing checks"]
+    assert cases[-1].get("classname") == "endpoint prod" and cases[-1].find("failure") is not None
+    assert [c.get("name") for c in cases if c.get("classname") == "endpoint b"] == ["other"]
+
+
 def test_junit_default_checks_label_evidence_and_strip_control_characters(tmp_path):
     finding = LAYER_DIVERGENCE.finding("bad\x07 name", subject=Subject(module="m"), evidence={"max_abs": 0.5, "rows": [1, 2]})
     path = write_report(ReportFormat.JUNIT, tmp_path / "r.xml", SimpleResult(command="demo", findings=(finding,)))

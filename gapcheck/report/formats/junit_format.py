@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from gapcheck.report.text import safe_text
 
 if TYPE_CHECKING:
-    from gapcheck.report.contract import CommandResult
+    from gapcheck.report.contract import Check, CommandResult
 
 
 def _clean(text: str) -> str:
@@ -17,8 +18,35 @@ def _clean(text: str) -> str:
     return safe_text(text)
 
 
+#: Failing cases written per class (an endpoint, a module): a server listing 200,000 tensors that are not in the graph
+#: made a 46 MB file of one failure each; past this, one failing case says how many more there are.
+MAX_FAILURES_PER_CLASS = 100
+
+
+def _bounded(cases: list["Check"]) -> list["Check"]:
+    """``cases`` with at most :data:`MAX_FAILURES_PER_CLASS` failing ones per class, and one more failing case per
+    class that had more, saying how many are not listed (the report's other formats keep them all)."""
+    from gapcheck.report.contract import Check
+
+    failing: Counter[str] = Counter()
+    kept = []
+    for case in cases:
+        if case.failure is not None:
+            failing[case.classname] += 1
+            if failing[case.classname] > MAX_FAILURES_PER_CLASS:
+                continue
+        kept.append(case)
+    for classname, count in failing.items():
+        if count > MAX_FAILURES_PER_CLASS:
+            more = count - MAX_FAILURES_PER_CLASS
+            kept.append(Check(f"{more} more failing checks", classname,
+                              failure=f"{more} more failing checks of {classname} are not listed here (the first "
+                                      f"{MAX_FAILURES_PER_CLASS} are): see the JSON or HTML report"))
+    return kept
+
+
 def render(result: "CommandResult") -> str:
-    cases = list(result.checks())
+    cases = _bounded(list(result.checks()))
     failures = sum(1 for c in cases if c.failure is not None)
     skipped = sum(1 for c in cases if c.skipped is not None and c.failure is None)
     suite = ET.Element("testsuite", name=f"gapcheck {result.command}", tests=str(len(cases)), failures=str(failures),
