@@ -94,6 +94,8 @@ class GoldenBundle:
     fingerprints: list[dict[str, str]] | None = field(default=None, repr=False, compare=False)
     # how the files were verified: "sha256" (hashed now) or "stamp" (the very files hashed before: golden/stamps.py)
     verified_by: str = field(default="sha256", compare=False)
+    # why no stamp may stand for these files, when stamps were asked for (a file others may write, tmpfs, ...)
+    stamp_refused: str | None = field(default=None, compare=False)
 
     @property
     def num_samples(self) -> int:
@@ -130,7 +132,8 @@ class GoldenBundle:
                 "onnx_sha256": m["onnx"]["sha256"],
                 "inputs": [i.as_dict() for i in self.input_infos], "outputs": [o.as_dict() for o in self.output_infos],
                 "tolerances": {k: {"rtol": v.rtol, "atol": v.atol} for k, v in self.tolerances.items()},
-                "versions": m["versions"], "verified_by": self.verified_by}
+                "versions": m["versions"], "verified_by": self.verified_by,
+                **({"stamp_refused": self.stamp_refused} if self.stamp_refused else {})}
 
 
 def verified_fingerprints(manifest: dict[str, Any], inputs: dict[str, np.ndarray], count: int, where: str,
@@ -452,24 +455,28 @@ def open_bundle(path: str | Path, *, stamps: Stamps | None = None) -> "PendingBu
     try:
         for name, entry in sorted(manifest.files.items()):
             opened[name] = _open_member(folder, name, MAX_MEMBER_BYTES, entry.bytes)
+        refused = _stamp_refusal(folder, opened) if stamps is not None else None
         stamping = _Stamping(stamps, folder, bundle_hash, {n: file_identity(fd) for n, (fd, _) in opened.items()},
-                             started_ns) if stamps is not None and _stampable(folder, opened) else None
+                             started_ns) if stamps is not None and refused is None else None
     except BaseException:
         for fd, _ in opened.values():
             os.close(fd)
         raise
-    return PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping)
+    pending = PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping)
+    pending.stamp_refused = refused
+    return pending
 
 
-def _stampable(folder: Path, opened: dict[str, tuple[int, int]]) -> bool:
-    """Whether every open file may be taken on a stamp (:meth:`Stamps.refusal`); the first refusal is logged."""
+def _stamp_refusal(folder: Path, opened: dict[str, tuple[int, int]]) -> str | None:
+    """Why a stamp may not stand for the open files (the first file :meth:`Stamps.refusal` refuses), or None; said
+    in the reports (``golden.stamp_refused``) and logged: a user sees why every night hashes the bundle."""
     for name, (fd, _) in sorted(opened.items()):
         refusal = Stamps.refusal(fd)
         if refusal is not None:
             logger.info("golden bundle %s: every file is hashed, no verification stamp: file %s: %s", folder, name,
                         refusal)
-            return False
-    return True
+            return f"file {name}: {refusal}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -527,6 +534,7 @@ class PendingBundle:
         self._onnx_bytes = b""
         self._stamping = stamping
         self.verified_by = "sha256"  # "stamp": these very files were verified before (gapcheck.golden.stamps)
+        self.stamp_refused: str | None = None  # why no stamp may stand for these files (open_bundle sets it)
         self._callbacks: list[Callable[[], None]] = []
         self._callbacks_lock = threading.Lock()
         self._finished = False
@@ -721,7 +729,8 @@ class PendingBundle:
                     assert self._inputs is not None
                     self._bundle = dataclasses.replace(
                         _assemble(self.path, self.manifest, self._checked, self.bundle_hash, self._contents,
-                                  self._inputs, self._fingerprints), verified_by=self.verified_by)
+                                  self._inputs, self._fingerprints), verified_by=self.verified_by,
+                        stamp_refused=self.stamp_refused)
                 except InputError as exc:
                     self._error = exc
                 self._contents = {}

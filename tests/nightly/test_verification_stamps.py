@@ -84,3 +84,19 @@ def test_a_stamped_bundle_rotted_on_the_disk_is_refused_not_an_alarm(
         code, report = _night(bundle, tmp_path, fake.url, "rotten")
     assert code == 2, report
     assert not report  # no report of a night on a bad bundle
+
+
+def test_a_night_says_why_no_stamp_may_stand_for_the_bundle(tiny_golden: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.nightly.conftest import validate_report
+
+    bundle = tmp_path / "golden"
+    shutil.copytree(tiny_golden, bundle)
+    (bundle / INPUTS_FILE).chmod(0o664)  # its group may write it: hashed every night, and the report says why
+    monkeypatch.setattr(Stamps, "default", classmethod(lambda cls: cls(tmp_path / "verified", racy_ns=0)))
+    with FakeTriton(load_bundle(bundle), "ok") as fake:
+        code, report = _night(bundle, tmp_path, fake.url, "refused")
+    assert code == 0
+    validate_report(report, "nightly")
+    assert report["golden"]["verified_by"] == "sha256"
+    assert report["golden"]["stamp_refused"] == f"file {INPUTS_FILE}: its group or others may write it"
