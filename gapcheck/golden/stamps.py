@@ -97,7 +97,7 @@ class Stamps:
 
     @classmethod
     def default(cls) -> Stamps | None:
-        """Beside the export cache (``$GAPCHECK_CACHE_DIR/../verified``, else ``~/.cache/gapcheck/verified``); None
+        """Beside the export cache (``$GAPCHECK_CACHE_DIR/../gapcheck-verified``, else ``~/.cache/gapcheck/verified``); None
         (every file hashed every night) with ``GAPCHECK_VERIFY_STAMPS=0`` or where the kernel does not write dirty
         pages back: see the module's docstring."""
         if os.environ.get("GAPCHECK_VERIFY_STAMPS", "1").strip() == "0":
@@ -107,7 +107,9 @@ class Stamps:
             return None
         from gapcheck.model.cache import default_cache_dir
 
-        return cls(default_cache_dir().parent / "verified", max(RACY_NS, writeback + 10_000_000_000))
+        parent = default_cache_dir().parent  # ~/.cache/gapcheck; beside a GAPCHECK_CACHE_DIR=/tmp/x, /tmp: named ours
+        folder = parent / ("verified" if parent.name == "gapcheck" else "gapcheck-verified")
+        return cls(folder, max(RACY_NS, writeback + 10_000_000_000))
 
     @staticmethod
     def refusal(fd: int) -> str | None:

@@ -120,8 +120,10 @@ def test_stamps_are_on_by_default_where_the_kernel_writes_dirty_pages_back(monke
     monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "cache" / "exports"))
     monkeypatch.delenv("GAPCHECK_VERIFY_STAMPS", raising=False)
     monkeypatch.setattr(stamps_module, "_VM", _vm(tmp_path / "vm"))
-    assert Stamps.default() == Stamps(tmp_path / "cache" / "verified")
+    assert Stamps.default() == Stamps(tmp_path / "cache" / "gapcheck-verified")  # a folder named as gapcheck's
     assert Stamps.default().racy_ns == 60_000_000_000  # past the default dirty-page writeback (30 s + 5 s)
+    monkeypatch.setenv("GAPCHECK_CACHE_DIR", str(tmp_path / "gapcheck" / "exports"))  # the default's layout
+    assert Stamps.default().folder == tmp_path / "gapcheck" / "verified"
     monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "0")  # turned off: every file hashed every night
     assert Stamps.default() is None
     monkeypatch.setenv("GAPCHECK_VERIFY_STAMPS", "1")
