@@ -208,6 +208,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
         label_findings,
         near_pairs,
         pair_findings,
+        repeat_findings,
         target_leakage,
     )
     from gapcheck.data.leakage_result import LeakageResult
@@ -237,7 +238,7 @@ def leakage(splits: Sequence[str | SourceSpec], options: Any = None, *, labels_f
     # with --key the user chose the columns: rows are matched on those (a whole-row match is a key match too), so
     # neither the common columns nor a column only some splits hold are what was compared
     findings += per_split + ([] if keyed else columns_finding(columns)) + identifier_finding(set_aside)
-    findings += pair_findings(exact, near, files, set_aside) + group_findings(records)
+    findings += pair_findings(exact, near, files, set_aside) + repeat_findings(records, exact) + group_findings(records)
     findings += label_findings(records, exact + near, files)
     target, auc = target_leakage(records)
     decoders = sorted(set().union(*(r.decode_paths for r in records.values())))

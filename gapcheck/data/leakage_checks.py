@@ -199,6 +199,36 @@ def pair_findings(exact: Sequence[Pair], near: Sequence[Pair], files: Files | No
     return findings
 
 
+#: A split whose rows repeat inside it this often (share of its rows not the first of their kind) is a table of
+#: natural repeats: its identical rows across splits get a warning beside them.
+REPEATING_ROWS = 0.05
+
+
+def repeat_findings(splits: dict[str, SplitRecords], exact: Sequence[Pair]) -> list[Finding]:
+    """A warning beside table rows found identical across splits when the splits' rows also repeat inside them (a
+    few categorical columns: the reviewer's all-categorical table gave 190 'copies' that were natural repeats).
+    The duplicates stay gaps; the warning says how often each split repeats itself."""
+    from gapcheck.codes import data as codes
+
+    across = [p for p in exact if p.split != p.other_split and p.kind in ("row", "row_without_identifiers")]
+    if not across:
+        return []
+    shares = {}
+    for name, records in splits.items():
+        hashes = records.feature_hash if across[0].kind == "row_without_identifiers" else records.row_hash
+        if isinstance(hashes, np.ndarray) and hashes.ndim == 2 and len(hashes):
+            shares[name] = 1.0 - len(np.unique(hashes, axis=0)) / len(hashes)
+    repeating = {name: share for name, share in shares.items() if share >= REPEATING_ROWS}
+    if not repeating:
+        return []
+    said = ", ".join(f"{name} {share:.0%}" for name, share in repeating.items())
+    return [codes.ROWS_REPEAT.finding(
+        f"rows repeat inside the splits ({said} of their rows are repeats of another row of the same split): some "
+        f"of the {len(across)} row(s) identical across splits may be natural repeats, not copies (--key with a "
+        "sample identifier tells them apart)", subject=Subject(group="rows"),
+        evidence={"repeat_share": shares, "threshold": REPEATING_ROWS, "identical_across": len(across)})]
+
+
 def _by_scope(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Pair]]:
     """(pairs across two splits, pairs inside one split)."""
     return [p for p in pairs if p.split != p.other_split], [p for p in pairs if p.split == p.other_split]

@@ -100,3 +100,33 @@ def test_repeated_row_hashes_group_like_the_dict_they_replace():
             for i, value in enumerate(array.tolist()):
                 owners.setdefault(tuple(value), []).append((name, i))
         assert _repeated_rows(names, arrays) == [g for g in owners.values() if len(g) > 1]
+
+
+def _categorical(folder, with_id: bool) -> list[str]:
+    """A table of three categorical columns (the verification review's case: few distinct rows), split at random."""
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"pclass": rng.integers(1, 4, 400), "sex": rng.choice(["male", "female"], 400),
+                          "embarked": rng.choice(["S", "C", "Q"], 400), "survived": rng.integers(0, 2, 400)})
+    splits = []
+    for name, part in (("train", table.iloc[:300]), ("val", table.iloc[300:])):
+        part = part.reset_index(drop=True)
+        if with_id:
+            part.insert(0, "PassengerId", np.arange(len(part)) + (0 if name == "train" else 300))
+        part.to_csv(folder / f"{name}.csv", index=False)
+        splits.append(f"{name}={folder / f'{name}.csv'}")
+    return splits
+
+
+@pytest.mark.parametrize("with_id", [True, False])
+def test_rows_that_repeat_inside_the_splits_get_a_warning_beside_the_duplicates(tmp_path, serial, with_id):
+    result = leakage(_categorical(tmp_path, with_id), engine=serial)
+    validate(result)
+    duplicates = [f for f in result.findings if f.code == "exact_duplicate"]
+    (repeats,) = [f for f in result.findings if f.code == "rows_repeat_within_splits"]
+    assert duplicates and repeats.severity.value == "warning"  # the duplicates stay gaps; the context is said
+    assert repeats.evidence["repeat_share"]["train"] > 0.5 and "natural repeats" in repeats.message
+
+
+def test_unique_rows_get_no_repeat_warning(tmp_path, serial):
+    result = leakage(_splits(tmp_path, copies=30), engine=serial)
+    assert "rows_repeat_within_splits" not in [f.code for f in result.findings]
