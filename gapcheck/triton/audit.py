@@ -117,6 +117,10 @@ def _metadata_tensors(entries: list[dict[str, Any]]) -> tuple[ServedTensor, ...]
     return tuple(tensors)
 
 
+#: Unpaired tensors named one finding each, per kind and side; the rest are counted in one more finding.
+MAX_NAMED_TENSORS = 100
+
+
 class _Auditor:
     """Collects findings for one model; one method per family of checks."""
 
@@ -154,15 +158,23 @@ class _Auditor:
         """A served tensor the graph lacks, or an ONNX input the server never sends, breaks every request; an ONNX
         output the server does not expose only narrows what can be compared."""
         problem = pairing.problem or ""
-        for name in pairing.unpaired_graph:
+        graph_side, served_side = pairing.unpaired_graph, pairing.unpaired_served
+        for name in graph_side[:MAX_NAMED_TENSORS]:
             self.add(codes.NAME_MISMATCH, f"ONNX {kind} {shown_names([name])} is not declared by the server ({problem})",
                      f"{self.where} {kind} {shown_name(name)}", severity=Severity.GAP if kind == "input" else Severity.WARNING,
-                     tensor=f"{kind} {name}", onnx=name, served=None, served_names=list(pairing.unpaired_served))
-        for name in pairing.unpaired_served:
+                     tensor=f"{kind} {name}", onnx=name, served=None,
+                     served_names=list(served_side[:MAX_NAMED_TENSORS]))
+        for name in served_side[:MAX_NAMED_TENSORS]:
             self.add(codes.NAME_MISMATCH, f"served {kind} {shown_names([name])} does not exist in the ONNX graph "
                      f"({problem})",
                      f"{self.where} {kind} {shown_name(name)}", tensor=f"{kind} {name}", onnx=None, served=name,
-                     onnx_names=list(pairing.unpaired_graph))
+                     onnx_names=list(graph_side[:MAX_NAMED_TENSORS]))
+        more = max(0, len(graph_side) - MAX_NAMED_TENSORS) + max(0, len(served_side) - MAX_NAMED_TENSORS)
+        if more:  # a server listing 200,000 tensors made reports of 100 MB, one finding each (verification review)
+            self.add(codes.NAME_MISMATCH, f"{more} more {kind}(s) unpaired like these, not listed one by one "
+                     f"({len(graph_side)} of the {self.side}'s, {len(served_side)} of the server's)",
+                     f"{self.where} {kind}s", tensor=f"{kind} names", unpaired_graph=len(graph_side),
+                     unpaired_served=len(served_side))
 
     def dtype(self, kind: str, o: OnnxIo, t: ServedTensor, torch_dtype: str | None) -> None:
         if o.triton_type != t.data_type:

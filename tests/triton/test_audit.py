@@ -94,3 +94,16 @@ def test_torch_dtype_is_carried_into_dtype_evidence(triton):
     (finding,) = [f for f in result.findings if f.code == audit.DTYPE_MISMATCH]
     assert finding.evidence["torch"] == "float16"
 
+
+
+def test_a_server_listing_thousands_of_unknown_tensors_is_named_a_hundred_times_then_counted():
+    # The verification review: a server listing 200,000 tensors the graph lacks made 200,000 findings (a 100 MB JSON).
+    from gapcheck.triton.names import Pairing
+
+    auditor = audit._Auditor("grpc://h:1", "m", "m @ grpc://h:1", None)
+    served = tuple(f"extra_{i}" for i in range(250))
+    auditor._unpaired("output", Pairing("output", {"y": "y"}, problem="not in the graph", unpaired_served=served))
+    assert len(auditor.findings) == audit.MAX_NAMED_TENSORS + 1
+    last = auditor.findings[-1]
+    assert last.message.startswith("150 more output(s) unpaired like these")
+    assert last.evidence["unpaired_served"] == 250
