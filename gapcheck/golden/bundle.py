@@ -462,9 +462,7 @@ def open_bundle(path: str | Path, *, stamps: Stamps | None = None) -> "PendingBu
         for fd, _ in opened.values():
             os.close(fd)
         raise
-    pending = PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping)
-    pending.stamp_refused = refused
-    return pending
+    return PendingBundle(folder, raw, manifest, bundle_hash, opened, stamping, refused)
 
 
 def _stamp_refusal(folder: Path, opened: dict[str, tuple[int, int]]) -> str | None:
@@ -512,7 +510,8 @@ class PendingBundle:
     """
 
     def __init__(self, folder: Path, raw: dict[str, Any], manifest: Manifest, bundle_hash: str,
-                 opened: dict[str, tuple[int, int]], stamping: _Stamping | None = None) -> None:
+                 opened: dict[str, tuple[int, int]], stamping: _Stamping | None = None,
+                 stamp_refused: str | None = None) -> None:
         import threading
 
         self.path, self.manifest, self.bundle_hash = folder, raw, bundle_hash
@@ -534,7 +533,7 @@ class PendingBundle:
         self._onnx_bytes = b""
         self._stamping = stamping
         self.verified_by = "sha256"  # "stamp": these very files were verified before (gapcheck.golden.stamps)
-        self.stamp_refused: str | None = None  # why no stamp may stand for these files (open_bundle sets it)
+        self.stamp_refused = stamp_refused  # why no stamp may stand for these files (gapcheck.golden.stamps)
         self._callbacks: list[Callable[[], None]] = []
         self._callbacks_lock = threading.Lock()
         self._finished = False
