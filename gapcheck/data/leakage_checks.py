@@ -215,7 +215,11 @@ def repeat_findings(splits: dict[str, SplitRecords], exact: Sequence[Pair]) -> l
         return []
     shares = {}
     for name, records in splits.items():
-        hashes = records.feature_hash if across[0].kind == "row_without_identifiers" else records.row_hash
+        # over the rows without their identifier-like columns where they were hashed so (an id makes every row
+        # unique, whatever its features repeat), else over the whole rows
+        hashes = records.feature_hash
+        if not (isinstance(hashes, np.ndarray) and hashes.ndim == 2 and len(hashes)):
+            hashes = records.row_hash
         if isinstance(hashes, np.ndarray) and hashes.ndim == 2 and len(hashes):
             shares[name] = 1.0 - len(np.unique(hashes, axis=0)) / len(hashes)
     repeating = {name: share for name, share in shares.items() if share >= REPEATING_ROWS}
