@@ -70,7 +70,6 @@ class DeadlineConnection(TritonConnection):
     def __init__(self, endpoint: DeadlineEndpoint, *, backoff_s: float = 0.2) -> None:
         self._bound = endpoint
         super().__init__(endpoint, backoff_s=backoff_s)
-        self._attempt_timeout_s = self.timeout_s  # the endpoint's own; self.timeout_s is set per attempt
 
     def _within_deadline(self, fn: Callable[[], T]) -> T:
         # The one place every attempt passes through: TritonConnection.call's retries, the HTTP timer and

@@ -339,8 +339,12 @@ def batch_digest(fingerprints: list[str]) -> str:
 
 
 class _Inference:
-    """Sends the bundle's inputs in batches, bounded in flight, one client per thread, within the endpoint's
-    deadline (a :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left)."""
+    """Sends the bundle's inputs in batches, bounded in flight, within the endpoint's deadline (a
+    :class:`gapcheck.nightly.deadline.DeadlineEndpoint`: each request is capped at the time left).
+
+    On gRPC every worker sends on one connection, readiness's when it hands it over: a channel multiplexes
+    concurrent calls (HTTP/2 streams), so a client per thread would only add channels to make and close. HTTP's
+    client (gevent) belongs to the thread that made it: there each worker has its own."""
 
     def __init__(self, spec: EndpointSpec, endpoint: DeadlineEndpoint, outputs: list[str],
                  spare: list[DeadlineConnection], casts: dict[str, np.dtype] | None = None) -> None:
@@ -350,16 +354,24 @@ class _Inference:
         self._connections: list[Any] = []
         self._lock = threading.Lock()
         self._spare = spare  # readiness's connection, already open: the first worker's (one channel less to open)
+        self._shared = endpoint.protocol == "grpc"
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            with self._lock:
-                conn = self._spare.pop() if self._spare else None
-            conn = conn or _connect(self.endpoint)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+            conn = self._local.conn = self._shared_connection() if self._shared else self._own_connection()
+        return conn
+
+    def _shared_connection(self) -> Any:
+        with self._lock:  # made once, under the lock: every worker sends on it
+            if not self._connections:
+                self._connections.append(self._spare.pop() if self._spare else _connect(self.endpoint))
+            return self._connections[0]
+
+    def _own_connection(self) -> Any:
+        conn = _connect(self.endpoint)
+        with self._lock:
+            self._connections.append(conn)
         return conn
 
     def send(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

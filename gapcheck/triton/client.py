@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -163,8 +164,10 @@ class TritonConnection:
         self._secrets = self.endpoint.secrets
         self._credentials = secrets_in("", self.endpoint.headers)  # their fragments too (a server's own words)
         self._headers = self._request_headers(self.endpoint.headers)
-        self.timeout_s = float(self.endpoint.timeout_s)
-        self._attempt_timeout_s = self.timeout_s  # the endpoint's own; self.timeout_s is capped per attempt
+        # The endpoint's own per-attempt timeout; timeout_s is capped per attempt, per thread (one gRPC connection
+        # serves several threads at once: each caps its own attempt, and its call reads its own cap).
+        self._attempt_timeout_s = float(self.endpoint.timeout_s)
+        self._attempt = threading.local()
         self.retries = int(self.endpoint.retries)
         self.max_response_bytes = int(self.endpoint.max_response_bytes)
         self.backoff_s = float(backoff_s)
@@ -213,6 +216,15 @@ class TritonConnection:
                 ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
                 ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
                 ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data)]
+
+    @property
+    def timeout_s(self) -> float:
+        """The timeout of this thread's attempt (the endpoint's, or less once an attempt was capped)."""
+        return float(getattr(self._attempt, "timeout_s", self._attempt_timeout_s))
+
+    @timeout_s.setter
+    def timeout_s(self, value: float) -> None:
+        self._attempt.timeout_s = value
 
     @property
     def display_url(self) -> str:

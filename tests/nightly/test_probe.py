@@ -364,12 +364,12 @@ def test_a_model_that_is_not_ready_is_named_so_on_a_live_server(tiny_golden: Pat
     assert "model 'not-served' is not ready on" in (outcome.error or "")
 
 
-@pytest.mark.parametrize(("protocol", "opened"), [("grpc", 1), ("http", 2)])
+@pytest.mark.parametrize(("protocol", "in_flight", "opened"), [("grpc", 1, 1), ("http", 1, 2), ("grpc", 4, 1)])
 def test_readiness_connection_serves_the_first_worker_and_every_connection_is_closed(
-        served, tiny_golden: Path, monkeypatch: pytest.MonkeyPatch, protocol: str, opened: int) -> None:
-    """Issue 23, item 14: over gRPC the readiness connection is the first inference worker's (one channel less to
-    open per endpoint); an HTTP client stays with the thread that made it. Every connection is closed, the
-    inference's by the pool's worker behind the comparison."""
+        served, tiny_golden: Path, monkeypatch: pytest.MonkeyPatch, protocol: str, in_flight: int, opened: int) -> None:
+    """Issue 23, item 14: over gRPC the readiness connection is the inference's, however many requests are in
+    flight (a channel multiplexes them: no channel per worker to open and close); an HTTP client stays with the
+    thread that made it. Every connection is closed, the inference's by the pool's worker behind the comparison."""
     import threading
     import time
 
@@ -397,8 +397,9 @@ def test_readiness_connection_serves_the_first_worker_and_every_connection_is_cl
 
     monkeypatch.setattr(probe, "_connect", connect)
     spec = endpoint_spec(parse_endpoint_option(f"e={served.url(protocol, 'stable')}"))
-    outcome = probe.check_endpoint(spec, open_bundle(tiny_golden), max_in_flight=1, retries=0, audit=False)
+    outcome = probe.check_endpoint(spec, open_bundle(tiny_golden), max_in_flight=in_flight, retries=0, audit=False)
     assert outcome.reachable and not outcome.gap, outcome.error
+    assert len(outcome.requests) > 1  # several requests (in flight together when in_flight > 1), one channel
     assert len(made) == opened
     for _ in range(500):  # the closes run behind the call: wait for them (bounded), never for a duration
         with lock:
