@@ -32,7 +32,7 @@ from gapcheck.errors import EndpointError, GapcheckError, InputError, UsageError
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.golden.bundle import GoldenBundle, PendingBundle, verified_fingerprints
 from gapcheck.nightly.config import DEFAULT_MAX_IN_FLIGHT, EndpointSpec
-from gapcheck.triton.endpoint import MalformedAnswerError, RequestRejectedError
+from gapcheck.triton.endpoint import MalformedAnswerError, ModelNotFoundError, RequestRejectedError
 from gapcheck.triton.names import shown_name, shown_names
 from gapcheck.triton.url import clean_text, redact, secrets_in
 
@@ -121,6 +121,7 @@ class EndpointOutcome:
     samples: int
     seconds: dict[str, float] = field(default_factory=dict)
     precision: str = "fp32"  # fp16: the deployment declares FP16 (inputs sent as FP16, FP16 budgets)
+    model_unknown: bool = False  # the server is up and does not have the model (endpoint_model_unknown)
 
     @property
     def gap(self) -> bool:
@@ -456,6 +457,9 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
         if not conn.server_live():
             raise EndpointError(f"Triton server {conn.display_url} is not live")
         if not conn.model_ready(spec.model, spec.version, wait=False):
+            missing = _missing_model(conn, spec)  # a misspelt name is not an outage: the night says which
+            if missing is not None:
+                raise missing
             raise EndpointError(f"model {spec.model!r}{' version ' + spec.version if spec.version else ''} is "
                                 f"not ready on {conn.display_url}")
         metadata_asked = config_asked = None  # asked before the model was ready: ask again
@@ -473,6 +477,18 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
             subject=Subject(endpoint=spec.name), evidence={"error": str(exc)}))
         return ServedFacts(served_version, None, None, outputs, metadata, None)
     return ServedFacts(served_version, hashed, int(config.get("max_batch_size", 0)), outputs, metadata, config)
+
+
+def _missing_model(conn: DeadlineConnection, spec: EndpointSpec) -> ModelNotFoundError | None:
+    """Why a model that is not ready is not on the server at all (the names it holds), or None (it is there, only
+    not ready; or the server will not tell). Asked only once the model is found not ready: no cost on a good night."""
+    from gapcheck.triton.audit import missing_model
+
+    try:
+        index = conn.repository_index()
+    except EndpointError:  # restricted (RestrictedApiError is one) or failing: the model's metadata may still tell
+        index = None
+    return missing_model(conn, spec.model, index)
 
 
 def _hashed_config(conn: DeadlineConnection, spec: EndpointSpec) -> tuple[dict[str, Any], str]:
@@ -655,6 +671,10 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
         handed = spare if spare[0].protocol == "grpc" else []
         outputs, requests = _audited_inference(spec, endpoint, bundle, (facts.max_batch_size or 1, max_in_flight),
                                                facts, declared, findings, handed, timings, audit and asked)
+    except ModelNotFoundError as exc:  # the endpoint's own answer (not the bundle's fault): its outcome, not the night's
+        timings["total"] = time.monotonic() - start
+        verified(bundle)
+        return _unknown_model(spec, bundle, exc, timings)
     except (BadBundle, UsageError):
         # the golden bundle itself is wrong (its ONNX export, read for the audit), or a map names a served tensor the
         # deployment lacks: exit 2, not the endpoint's fault
@@ -669,6 +689,19 @@ def check_endpoint(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, *, 
     timings["total"] = time.monotonic() - start
     return EndpointOutcome(spec, True, None, *served, outputs, tuple(findings), requests, bundle.num_samples, timings,
                            precision)
+
+
+def _unknown_model(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc: ModelNotFoundError,
+                   timings: dict[str, float]) -> EndpointOutcome:
+    """An endpoint whose server does not have its model: unreachable tonight; whether that is a misspelt name (exit 2)
+    or a removed model (exit 3) is the history's to say (:func:`gapcheck.nightly.run` knows the earlier nights)."""
+    from gapcheck.codes.nightly import MODEL_UNKNOWN
+
+    message = redact(exc.message, tuple(v for v in spec.headers.values() if v))
+    finding = MODEL_UNKNOWN.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
+                                    subject=Subject(endpoint=spec.name), evidence={"error": message, "hint": exc.hint})
+    return EndpointOutcome(spec, False, message, None, None, None, (), (finding,), (), bundle.num_samples, timings,
+                           model_unknown=True)
 
 
 def _failed(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc: Exception, deadline: tuple[float, float],

@@ -53,6 +53,7 @@ class EndpointReport:
     failing_since: str | None = None  # the first night of the current run of gaps/outages (tonight for a new one)
     # The recent nights and tonight, oldest first: (started_at, status, {output: error ratio}) for the trend chart.
     trend: tuple[tuple[str, str, dict[str, float | None]], ...] = ()
+    misconfigured: bool = False  # the server lacks the model of an endpoint never reachable before: a misspelt name
 
     def trend_charts(self) -> list[Chart]:
         if len(self.trend) < 2:
@@ -144,7 +145,10 @@ class NightlyResult(ResultBase):
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when any endpoint could not be checked (the night is incomplete), else 1 on any gap, else 0."""
+        """2 when an endpoint names a model its server never had (a misspelt name: a retry cannot mend it), 3 when
+        any endpoint could not be checked (the night is incomplete), else 1 on any gap, else 0."""
+        if any(e.misconfigured for e in self.endpoints):
+            return ExitCode.USAGE
         if any(e.status is Status.UNREACHABLE for e in self.endpoints):
             return ExitCode.BACKEND
         return ExitCode.GAP_FOUND if self.verdict is Verdict.GAP else ExitCode.NO_GAP

@@ -12,6 +12,7 @@ row then lacks ``finished_at``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -164,10 +165,30 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
             "; against another golden bundle than the last night's: the bundle may have changed the verdict, not "
             "the deployment" if swapped else ""),
                                           subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
+    misconfigured = _model_unknown(outcome, earlier, findings)
     last_pass, since = _since(earlier, c.status, started_at)
     trend = tuple((r.started_at, r.status, {o.output: o.error_ratio for o in r.outputs}) for r in earlier[-TREND_NIGHTS:])
     trend += ((started_at, c.status.value, {x.output: x.error_ratio for x in outcome.outputs}),)
-    return EndpointReport(outcome, c, tuple(findings), last_pass_at=last_pass, failing_since=since, trend=trend)
+    return EndpointReport(outcome, c, tuple(findings), last_pass_at=last_pass, failing_since=since, trend=trend,
+                          misconfigured=misconfigured)
+
+
+def _model_unknown(outcome: EndpointOutcome, earlier: list[EndpointRecord], findings: list[Finding]) -> bool:
+    """Whether a model the server does not have is a misspelt name in the config (the endpoint was never reachable
+    before: exit 2) rather than a model the deployment removed (it was: an outage, exit 3, said so in its finding)."""
+    from gapcheck.codes.nightly import MODEL_UNKNOWN
+
+    if not outcome.model_unknown:
+        return False
+    reached = [r.started_at for r in earlier if r.status != Status.UNREACHABLE.value]
+    if not reached:
+        return True
+    for i, f in enumerate(findings):
+        if f.code == MODEL_UNKNOWN.code:
+            findings[i] = dataclasses.replace(
+                f, message=f"{f.message}; it was served on {reached[-1]}: the deployment no longer has it",
+                evidence={**f.evidence, "last_reachable_at": reached[-1]})
+    return False
 
 
 def _since(earlier: list[EndpointRecord], status: Status, tonight: str) -> tuple[str | None, str | None]:

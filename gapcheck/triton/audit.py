@@ -290,6 +290,30 @@ def audit_deployment(
                              output_map=pairings["output"].renamed if "output" in pairings else {})
 
 
+def missing_model(conn: TritonConnection, model: str, everything: list[dict[str, Any]] | None
+                  ) -> ModelNotFoundError | None:
+    """Why ``model`` is not on the server (a misspelt name: the caller's mistake, exit 2, naming what the server has),
+    or None when it is there or cannot be told. From the server's repository index (``everything``); when that is
+    restricted (None), the server's 404 / NOT_FOUND for the model's metadata says it."""
+    where = conn.display_url
+    if everything is not None:
+        if any(e.get("name") == model for e in everything):
+            return None
+        names = sorted({str(e.get("name", "")) for e in everything})
+        return ModelNotFoundError(f"model {shown_names([model])} is not in the repository of {where}; it holds "
+                                  f"{shown_names(names)}", hint="check --triton-model (or the URL's /MODEL)")
+    try:
+        conn.model_metadata(model)
+    except RequestRejectedError as exc:
+        if exc.status in ("404", "StatusCode.NOT_FOUND"):
+            return ModelNotFoundError(f"model {shown_names([model])} is not on {where} (the server says: "
+                                      f"{clean_text(exc.reason, 200)}; its repository index is restricted)",
+                                      hint="check --triton-model (or the URL's /MODEL)")
+    except EndpointError:
+        pass
+    return None
+
+
 class _Audit:
     """One audit, in named phases: server, model state, served model, comparison."""
 
@@ -360,25 +384,9 @@ class _Audit:
         return str(state.get("state", "UNKNOWN")), None
 
     def _refuse_unknown_model(self, everything: list[dict[str, Any]] | None) -> None:
-        """A model the server does not have (a misspelt name) is the caller's mistake, not a deployment gap: exit 2,
-        naming what the server has (from its repository index; when that is restricted, the server's 404 / NOT_FOUND
-        for the model's metadata says it)."""
-        model, where = self.model, self.conn.display_url
-        if everything is not None:
-            if any(e.get("name") == model for e in everything):
-                return
-            names = sorted({str(e.get("name", "")) for e in everything})
-            raise ModelNotFoundError(f"model {shown_names([model])} is not in the repository of {where}; it holds "
-                                     f"{shown_names(names)}", hint="check --triton-model (or the URL's /MODEL)")
-        try:
-            self.conn.model_metadata(model)
-        except RequestRejectedError as exc:
-            if exc.status in ("404", "StatusCode.NOT_FOUND"):
-                raise ModelNotFoundError(f"model {shown_names([model])} is not on {where} (the server says: "
-                                         f"{clean_text(exc.reason, 200)}; its repository index is restricted)",
-                                         hint="check --triton-model (or the URL's /MODEL)") from None
-        except EndpointError:
-            return
+        missing = missing_model(self.conn, self.model, everything)
+        if missing is not None:
+            raise missing
 
     def _ready_versions(self, index: list[dict[str, Any]] | None) -> list[str]:
         if index is not None:

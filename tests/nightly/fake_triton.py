@@ -99,6 +99,8 @@ class FakeTriton:
                 base = f"/v2/models/{fake.model}"
                 if self.path == "/v2":
                     self._send(200, json.dumps({"name": "triton", "version": "2.0.0", "extensions": []}).encode())
+                elif fake.mode == "unready" and self.path in (f"{base}/ready", f"{base}/versions/1/ready"):
+                    self._send(400, json.dumps({"error": "model is not ready"}).encode())  # in the repository, loading
                 elif self.path in ("/v2/health/live", "/v2/health/ready", f"{base}/ready", f"{base}/versions/1/ready"):
                     self._send(200, b"")
                 elif self.path in (base, f"{base}/versions/1"):

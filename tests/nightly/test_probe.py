@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gapcheck.errors import EndpointError
 from gapcheck.groups import TritonTarget
+from gapcheck.triton.endpoint import ModelNotFoundError
 
 
 def test_vectorized_per_sample_stats_match_compare_arrays() -> None:
@@ -357,11 +357,27 @@ def test_a_model_that_is_not_ready_is_named_so_on_a_live_server(tiny_golden: Pat
     from gapcheck.nightly.probe import check_endpoint
     from tests.nightly.fake_triton import FakeTriton
 
+    with FakeTriton(load_bundle(tiny_golden), "unready") as fake:  # the server has the model, not ready yet
+        spec = endpoint_spec(parse_endpoint_option(f"e={fake.url}"))
+        outcome = check_endpoint(spec, load_bundle(tiny_golden), retries=0, audit=False)
+    assert not outcome.reachable and not outcome.model_unknown
+    assert "model 'm' is not ready on" in (outcome.error or "")
+
+
+def test_a_model_the_server_does_not_have_is_named_so_with_what_it_has(tiny_golden: Path) -> None:
+    """A misspelt model is not an outage: the server's 404 for its metadata (the repository index is restricted
+    here) says the model is not on the server; the outcome says so (endpoint_model_unknown), not 'not ready'."""
+    from gapcheck.golden.bundle import load_bundle
+    from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option
+    from gapcheck.nightly.probe import check_endpoint
+    from tests.nightly.fake_triton import FakeTriton
+
     with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
         spec = endpoint_spec(parse_endpoint_option(f"e={fake.url.rsplit('/', 1)[0]}/not-served"))
         outcome = check_endpoint(spec, load_bundle(tiny_golden), retries=0, audit=False)
-    assert not outcome.reachable
-    assert "model 'not-served' is not ready on" in (outcome.error or "")
+    assert not outcome.reachable and outcome.model_unknown
+    assert "model 'not-served' is not on http://127.0.0.1:" in (outcome.error or "")
+    assert [f.code for f in outcome.findings] == ["endpoint_model_unknown"]
 
 
 @pytest.mark.parametrize(("protocol", "in_flight", "opened"), [("grpc", 1, 1), ("http", 1, 2), ("grpc", 4, 1)])
@@ -524,5 +540,5 @@ def test_readiness_asks_metadata_and_config_beside_the_model_on_grpc_and_says_ea
     assert got.max_batch_size == 8 and got.outputs == ["output"] and got.config_hash and got.version == "1"
     beside = {name: ident != threading.get_ident() for name, ident in asked.items()}
     assert beside == {"model_metadata": protocol == "grpc", "model_config": protocol == "grpc"}
-    with pytest.raises(EndpointError, match="model 'not-served' is not ready on"):
-        facts("not-served")
+    with pytest.raises(ModelNotFoundError, match="model 'not-served' is not (on|in the repository of) "):
+        facts("not-served")  # not 'not ready': the server does not have it
