@@ -699,7 +699,9 @@ def _unknown_model(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc
 
     message = redact(exc.message, tuple(v for v in spec.headers.values() if v))
     finding = MODEL_UNKNOWN.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
-                                    subject=Subject(endpoint=spec.name), evidence={"error": message, "hint": exc.hint})
+                                    subject=Subject(endpoint=spec.name), evidence={
+                                        "error": message, "hint": "correct the endpoint's model: the URL's /MODEL, or "
+                                                                  "model in [[nightly.endpoints]]"})
     return EndpointOutcome(spec, False, message, None, None, None, (), (finding,), (), bundle.num_samples, timings,
                            model_unknown=True)
 
