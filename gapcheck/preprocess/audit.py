@@ -198,7 +198,8 @@ def _nothing_compared(audited: list[SampleRecord], specs: tuple[StageSpec, ...])
     said = "; ".join(f"stage {spec.name} failed on {sum(1 for s, _, _ in errors if s == spec.name)} of {len(audited)} "
                      f"sample(s), first on {next(p for s, p, _ in errors if s == spec.name)}: "
                      f"{next(e for s, _, e in errors if s == spec.name)}" for spec in failing)
-    hints = [given_text(spec) for spec in failing if given_text(spec) not in said]
+    # what each stage was given, unless its error already says so (the path/bytes and OpenCV hints)
+    hints = [given_text(spec) for spec in failing if f"(stage {spec.name} was given" not in said]
     return UsageError(f"nothing could be audited: no sample went through two stages to compare ({said or 'no stage ran'})",
                       hint="; ".join(hints) or None)
 

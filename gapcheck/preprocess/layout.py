@@ -86,3 +86,19 @@ def spatial_shape(info: LayoutInfo) -> tuple[int, int] | None:
 def channel_count(info: LayoutInfo) -> int | None:
     dims = info.shape[info.batch_dims :]
     return {"CHW": dims[0], "HWC": dims[-1], "HW": 1}.get(info.layout) if info.layout != "unknown" else None
+
+
+def lone_channel_apart(a: LayoutInfo, b: LayoutInfo) -> bool:
+    """One side is an (H, W) image, the other a one-channel image that keeps its channel axis, (1, H, W) or
+    (H, W, 1) (past any batch axes): the same grayscale picture with and without that axis, not another layout.
+    Another channel count (grayscale against RGB) is not this: that is a real shape difference."""
+    return (a.layout == "HW") != (b.layout == "HW") and channel_count(a) == channel_count(b) == 1
+
+
+def without_lone_channel(array: np.ndarray) -> np.ndarray:
+    """``array`` (batch axes already removed) without the channel axis of a one-channel (1, H, W) or (H, W, 1)
+    image, as a view; any other array unchanged."""
+    info = detect_layout(array.shape)
+    if array.ndim != 3 or channel_count(info) != 1:
+        return array
+    return array.reshape(spatial_shape(info) or array.shape)

@@ -28,7 +28,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.diagnoses.base import Evidence, Pair, Population
 from gapcheck.preprocess.diagnoses.catalog import diagnose_pair, locate_step
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
-from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.layout import lone_channel_apart, to_chw
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.result import PairResult
 from gapcheck.preprocess.rows import pair_label
@@ -223,7 +223,7 @@ class AuditContext:
         if diagnosed:
             findings, divergence = self._diagnose(a, b, ranked, len(records), max_abs)
         if diagnose:
-            findings += _batch_axis_notes(a, b, records)
+            findings += _batch_axis_notes(a, b, records) + _channel_axis_notes(a, b, records)
         if records:
             min_psnr = min(psnrs, default=-math.inf)  # -inf: no sample has outputs of the same shape
             mean_psnr = float(np.mean(finite)) if finite else (math.inf if psnrs else -math.inf)
@@ -297,6 +297,37 @@ def _batch_axis_notes(a: str, b: str, records: list[SampleRecord]) -> list[Findi
                               evidence={"batch_axis": verb, "ref_shape": shapes[a], "cand_shape": shapes[b],
                                         "samples": count, "compared_samples": len(records)})]
     return []
+
+
+def _channel_axis_notes(a: str, b: str, records: list[SampleRecord]) -> list[Finding]:
+    """An info when one stage's one-channel output keeps its channel axis, (1, H, W) or (H, W, 1), where the other's is
+    (H, W): the same grayscale picture, so the outputs were compared with that axis squeezed (values that then differ
+    are diagnosed as usual; another channel count or size is the shape diagnosis's gap)."""
+    apart = [r for r in records if _lone_channel_apart(r, a, b)]
+    if not apart:
+        return []
+    record = apart[0]
+    ref, cand = (next(o for o in record.stages if o.stage == s and o.ok) for s in (a, b))
+    ref_info, cand_info = ref.layout, cand.layout
+    assert ref_info is not None and cand_info is not None  # _lone_channel_apart read both
+    extra, plain, extra_info = (b, a, cand_info) if ref_info.layout == "HW" else (a, b, ref_info)
+    where = "leading" if extra_info.layout == "CHW" else "trailing"
+    shapes = {a: list(ref.stats.shape), b: list(cand.stats.shape)}
+    form = "(1, H, W)" if where == "leading" else "(H, W, 1)"
+    message = (f"{extra} keeps a channel axis of size 1 that {plain} has not ({extra}: {shapes[extra]} {form}, "
+               f"{plain}: {shapes[plain]} (H, W) on {record.path}); the one-channel outputs were compared with it "
+               f"squeezed, on {len(apart)} of {len(records)} sample(s). Not a gap by itself: the same grayscale image "
+               f"with and without its channel axis")
+    return [SHAPE.finding(message, subject=Subject(stage=pair_label(a, b), sample=record.path),
+                          severity=Severity.INFO,
+                          evidence={"channel_axis": where, "extra_axis_stage": extra, "ref_shape": shapes[a],
+                                    "cand_shape": shapes[b], "samples": len(apart), "compared_samples": len(records)})]
+
+
+def _lone_channel_apart(record: SampleRecord, a: str, b: str) -> bool:
+    ref, cand = (next((o for o in record.stages if o.stage == s and o.ok), None) for s in (a, b))
+    return (ref is not None and cand is not None and ref.layout is not None and cand.layout is not None
+            and lone_channel_apart(ref.layout, cand.layout))
 
 
 def _batch_dims(record: SampleRecord, stage: str) -> int:

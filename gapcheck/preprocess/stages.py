@@ -77,6 +77,40 @@ def given_text(spec: StageSpec) -> str:
             f"[preprocess.stages.{spec.name}]")
 
 
+_DECODE_BYTES = "cv2.imdecode(np.frombuffer(data, np.uint8), flags)"
+#: the OpenCV symptoms of a wrong argument, as :func:`opencv_given_text` opens its hint
+OPENCV_SYMPTOMS = {
+    "none": "it returned None",  # cv2.imread / cv2.imdecode return None rather than raise
+    "empty": "an OpenCV call got an empty image (None from cv2.imread / cv2.imdecode)",
+    "filename": "an OpenCV call wanted a file name",
+    "array": "an OpenCV call wanted a numpy array",
+}
+
+
+def opencv_given_text(spec: StageSpec, symptom: str) -> str:
+    """What a stage was given, for its error when OpenCV got the wrong kind of argument (``symptom``, a key of
+    :data:`OPENCV_SYMPTOMS`), the likely cause and how to declare the stage's input kind."""
+    target, lead = spec.target or "TARGET", OPENCV_SYMPTOMS[symptom]
+    if spec.accepts == "bytes":
+        given = f"stage {spec.name} was given the file's bytes (a bytes object: it is declared ,bytes / accepts = \"bytes\")"
+        as_path = (f"a stage that reads a path with cv2.imread must not be declared so: --stage {spec.name}={target} "
+                   f"(without ,bytes), or accepts = \"path\" in [preprocess.stages.{spec.name}]")
+        if symptom == "array":
+            return f"{given} and {lead}: decode the bytes with {_DECODE_BYTES}, or {as_path}"
+        return f"{given} and {lead}: cv2.imread takes a path (it returns None for bytes); {as_path}; or decode the " \
+               f"bytes with {_DECODE_BYTES}"
+    given = f"stage {spec.name} was given the sample's path (a str)"
+    as_bytes = (f"a stage that takes the file's bytes must be declared so: --stage {spec.name}={target},bytes, or "
+                f"accepts = \"bytes\" in [preprocess.stages.{spec.name}]")
+    if symptom == "array":
+        return f"{given} and {lead}: read the path with cv2.imread(path), or {as_bytes} and decode them with {_DECODE_BYTES}"
+    if symptom == "filename":
+        return f"{given} and {lead}: pass that str to cv2.imread as given, or {as_bytes}"
+    return (f"{given} and {lead}: cv2.imdecode returns None unless given the file's bytes as a uint8 array, so "
+            f"{as_bytes}; cv2.imread(path) returns None on a file OpenCV cannot decode"
+            + ("; a function without a return statement returns None too" if symptom == "none" else ""))
+
+
 def make_spec(
     name: str,
     *,

@@ -19,7 +19,7 @@ import numpy as np
 
 from gapcheck.codes.preprocess import UNREADABLE
 from gapcheck.model.factory import shown_names
-from gapcheck.preprocess.layout import LayoutInfo, chw_view, detect_layout, to_chw
+from gapcheck.preprocess.layout import LayoutInfo, chw_view, detect_layout, to_chw, without_lone_channel
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.samples import (
     InputIssue,
@@ -32,8 +32,9 @@ from gapcheck.preprocess.samples import (
     read_regular_file,
     screen_bytes,
 )
-from gapcheck.preprocess.stages import StageSpec, given_text, resolve
+from gapcheck.preprocess.stages import StageSpec, given_text, opencv_given_text, resolve
 from gapcheck.preprocess.summary import summarize_output
+from gapcheck.report.text import safe_line
 from gapcheck.tensors import ArraySummary, contiguous, fingerprint, sha256_bytes, to_numpy
 
 logger = logging.getLogger(__name__)
@@ -127,8 +128,16 @@ def run_chunk(specs: tuple[StageSpec, ...], items: tuple[WorkItem, ...], options
     return [process_sample(stages, item, options) for item in items]
 
 
+# OpenCV's cv2.imread and cv2.imdecode return None for what they cannot read (bytes given to imread, a path to
+# imdecode) instead of raising, so a wrongly declared OpenCV stage often ends so; said apart from other outputs.
+RETURNED_NONE = "stage returned None, not an array"
+
+
 def _call(spec: StageSpec, fn: Callable[..., Any], path: str, data: bytes) -> np.ndarray:
-    output = to_numpy(fn(data if spec.accepts == "bytes" else path))
+    value = fn(data if spec.accepts == "bytes" else path)
+    if value is None:
+        raise TypeError(RETURNED_NONE)
+    output = to_numpy(value)
     if output.dtype == object or not (np.issubdtype(output.dtype, np.number) or output.dtype == np.bool_):
         raise TypeError(f"stage returned {type(output).__name__} of dtype {output.dtype}, not a numeric array")
     # One C-order copy of a strided output (a permuted torch tensor is channels-last in memory) serves the
@@ -146,7 +155,18 @@ def _error_text(exc: BaseException) -> str:
     said = str(exc)
     if isinstance(exc, OSError) and isinstance(exc.filename, (bytes, bytearray)):
         said = f"[Errno {exc.errno}] {exc.strerror}: a file name of {len(exc.filename):,} bytes (the file's bytes?)"
-    return shown_names(_ADDRESS.sub(">", f"{type(exc).__name__}: {said}"))[:500]
+    kind = type(exc).__name__
+    if type(exc).__module__ == "cv2":  # "cv2.error: OpenCV(5.1.0) error: ...", not a bare "error: ..."
+        kind, said = "cv2.error", said.replace(" :-1: ", " ")  # OpenCV's "no source line" marker says nothing
+    return shown_names(_ADDRESS.sub(">", f"{kind}: {_one_line(said)}"))[:500]
+
+
+def _one_line(text: str) -> str:
+    """A stage's error text on one line: its lines joined (OpenCV's span several, the fact on a later one, each
+    overload's complaint repeated), control characters shown as escapes (``\\x1b``): a stage's text must not move
+    the cursor or start a line of its own in the console."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return safe_line(" ".join(line for i, line in enumerate(lines) if i == 0 or line != lines[i - 1]))
 
 
 def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
@@ -154,9 +174,42 @@ def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
     how to declare it (``def pre(data: bytes)`` called with a path raised only "a bytes-like object is required,
     not 'str'"; ``Image.open(data)`` given the bytes only "embedded null byte")."""
     text = _error_text(exc)
-    if _wrong_argument(spec, exc):
+    symptom = _opencv_symptom(exc)
+    if symptom is not None:
+        text = f"{text[:300]} ({opencv_given_text(spec, symptom)})"
+    elif _wrong_argument(spec, exc):
         text = f"{text[:300]} ({given_text(spec)})"
     return text
+
+
+# OpenCV's complaints about an argument of the wrong kind (5.x and 4.x bindings; 4.1-4.4 raised them as TypeError),
+# each naming the argument: only the image arguments say the stage was given the wrong kind of input
+# ("Can't parse 'dsize'" is a wrong size, not a wrong input).
+_OPENCV_WRONG_ARGUMENT = re.compile(
+    r"Expected '(?P<a>\w+)' to be a str or path-like|Can't parse '(?P<b>\w+)'"
+    r"|Can't convert object of type '\w+' to '\w+' for '(?P<c>\w+)'"
+    r"|Expected (?:Ptr<)?cv::UMat>? for argument '(?P<d>\w+)'|(?P<e>\w+) is not a numpy array, neither a scalar")
+_OPENCV_IMAGE_ARGUMENTS = {"filename": "filename", "buf": "array", "src": "array", "src1": "array", "img": "array",
+                           "image": "array"}
+_OPENCV_EMPTY = re.compile(r"!\s*\w+\.empty\(\)")  # "(-215:Assertion failed) !_src.empty() in function 'cvtColor'"
+
+
+def _opencv_symptom(exc: BaseException) -> str | None:
+    """How a stage's error says OpenCV got the wrong kind of input (a key of ``stages.OPENCV_SYMPTOMS``), or None:
+    the stage returned None, an OpenCV call got an empty image, or one refused its image argument."""
+    said = str(exc)
+    if isinstance(exc, TypeError) and said == RETURNED_NONE:
+        return "none"
+    opencv = type(exc).__module__ == "cv2"
+    if opencv and _OPENCV_EMPTY.search(said):
+        return "empty"
+    if not (opencv or isinstance(exc, TypeError)):
+        return None
+    for match in _OPENCV_WRONG_ARGUMENT.finditer(said):
+        argument = next(name for name in match.groups() if name)
+        if argument in _OPENCV_IMAGE_ARGUMENTS:
+            return _OPENCV_IMAGE_ARGUMENTS[argument]
+    return None
 
 
 def _wrong_argument(spec: StageSpec, exc: BaseException) -> bool:
@@ -200,6 +253,9 @@ def pair_delta(a_name: str, a: np.ndarray, a_summary: ArraySummary, b_name: str,
                b_summary: ArraySummary | None = None) -> PairDelta:
     if a.shape != b.shape:
         a, b = unbatched(a), unbatched(b)  # a leading batch axis of 1 added (or dropped) by one stage: serving code
+        if a.shape != b.shape and {a.ndim, b.ndim} == {2, 3}:
+            # a grayscale image as (H, W) on one side, (1, H, W) or (H, W, 1) on the other: the same picture
+            a, b = without_lone_channel(a), without_lone_channel(b)
         if a.shape != b.shape:
             return PairDelta(a_name, b_name, False, math.inf, -math.inf)
     if b_summary is not None and a_summary.sha256 == b_summary.sha256 and a_summary.nonfinite == 0:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
 from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
-from gapcheck.preprocess.layout import detect_layout
+from gapcheck.preprocess.layout import detect_layout, lone_channel_apart
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
@@ -31,6 +31,9 @@ class ShapeDiagnosis(FirstSampleDiagnosis):
         reasons = []
         if ri.batch_dims != ci.batch_dims:
             reasons.append(f"{pair.cand} has {ci.batch_dims} leading batch dimension(s), {pair.ref} has {ri.batch_dims}")
+        if lone_channel_apart(ri, ci):
+            extra, plain = (pair.cand, pair.ref) if ri.layout == "HW" else (pair.ref, pair.cand)
+            reasons.append(f"{extra} keeps a channel axis of size 1, {plain} outputs (H, W)")
         if rc is not None and cc is not None:
             reasons.append(f"{pair.cand} outputs {cc.shape[0]} channel(s) of {cc.shape[1]}x{cc.shape[2]}, "
                            f"{pair.ref} {rc.shape[0]} of {rc.shape[1]}x{rc.shape[2]}")

@@ -1,0 +1,68 @@
+"""Stages a user writes with OpenCV and PIL for grayscale models, loaded by path as preprocess-audit loads a user's file.
+
+Grayscale outputs with and without a channel axis of size 1, and OpenCV stages handed the wrong kind of argument (the
+file's bytes to cv2.imread, the path to cv2.imdecode or cv2.cvtColor): what tests/preprocess/test_singleton_channel.py
+and test_opencv_hints.py audit on real scikit-image photos.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from PIL import Image
+
+SIDE = 64
+
+
+def gray_hw(path: str) -> np.ndarray:
+    """PIL grayscale, bilinear to 64x64, in 0..1: (H, W)."""
+    image = Image.open(path).convert("L").resize((SIDE, SIDE), Image.BILINEAR)
+    return np.asarray(image, dtype=np.float32) / 255.0
+
+
+def gray_chw(path: str) -> np.ndarray:
+    """The same picture as a one-channel CHW tensor would be: (1, H, W)."""
+    return gray_hw(path)[None]
+
+
+def gray_hwc(path: str) -> np.ndarray:
+    """The same picture channel-last: (H, W, 1)."""
+    return gray_hw(path)[..., None]
+
+
+def gray_chw_halved(path: str) -> np.ndarray:
+    """(1, H, W) with another value scale: a real value difference on top of the channel axis."""
+    return gray_hw(path)[None] * 0.5
+
+
+def gray_as_rgb(path: str) -> np.ndarray:
+    """The grayscale picture repeated into three channels: (3, H, W), another channel count."""
+    return np.repeat(gray_hw(path)[None], 3, axis=0)
+
+
+def cv2_gray_hwc(path: str) -> np.ndarray:
+    """OpenCV's grayscale read, resized with INTER_LINEAR (no antialias), kept as (H, W, 1)."""
+    image = cv2.resize(cv2.imread(path, cv2.IMREAD_GRAYSCALE), (SIDE, SIDE), interpolation=cv2.INTER_LINEAR)
+    return image[..., None].astype(np.float32) / 255.0
+
+
+# --- OpenCV stages given the wrong kind of argument -----------------------------------------------------------------
+
+def imread_then_gray(path: str) -> np.ndarray:
+    """The usual OpenCV server: takes a path. Declared ,bytes, cv2.imread returns None and cvtColor asserts."""
+    return cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2GRAY)
+
+
+def imread_only(path: str) -> np.ndarray | None:
+    """Returns cv2.imread's result as it is: None when it was given bytes."""
+    return cv2.imread(path)
+
+
+def imdecode_unwrapped(data: bytes) -> np.ndarray:
+    """Bytes straight into cv2.imdecode (it wants np.frombuffer(data, np.uint8)): "Expected Ptr<cv::UMat>"."""
+    return cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)  # type: ignore[call-overload]
+
+
+def gray_of(image: np.ndarray) -> np.ndarray:
+    """A stage that expects a decoded array; given a path, cv2.cvtColor refuses the str."""
+    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+
