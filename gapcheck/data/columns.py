@@ -9,14 +9,24 @@ columns without ``--key`` (wine against iris share only ``target``: every row wo
 partial overlap is compared on the common columns with a ``columns_differ`` warning naming the others. Splits
 whose columns are only known once read (a ``.npy``/``.npz`` matrix, a Dataset) are compared as before, on all
 their columns.
+
+And which table columns hold dates written as text (drift; the section at the end): a CSV has no date type.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from gapcheck.data.sketches import ColumnStats
 from gapcheck.data.sources import SourceKind, SourcePlan
+
+if TYPE_CHECKING:
+    from gapcheck.data.features import SidePartial
 
 MAX_LISTED = 20  # column names listed in a message (the evidence holds up to 200)
 MIN_SHARED = 0.5  # the common columns must be at least this share of every split's: else not the same table
@@ -148,3 +158,136 @@ def identifier_finding(ids: Sequence[str]) -> list[Any]:
         f"split and given a new id there is found by the comparison without it (match "
         f"'row_without_identifiers'); --key names the compared columns explicitly",
         evidence={"columns": list(ids)[:200]})]
+
+
+# ---- dates stored as text (drift) -------------------------------------------------------------------------------
+# A CSV has no date type: a column of "2024-03-01" or "2024-03-01T10:00:00" is read as text, so a split by time
+# was a categorical "drift" (Cramér's V = 1) or, all values distinct, an "identifier", where the same column as a
+# parquet datetime is a time_ordered_split. Text columns whose cells are ISO dates are read as points in time here,
+# on the workers (the values are gone once a column's 1,000 categories overflow): microseconds since 1970-01-01 UTC,
+# the numbers pandas gives a datetime column, so the numeric tests, coverage and time_ordered_split apply.
+
+#: an ISO 8601 date, optionally with a time (``T`` or a space), fractions and a zone: "1" or "3/1/2024" never are
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+DATE_SHARE = 0.9  # a text column whose cells are ≥ 90% ISO dates is dates (as MIXED_NUMERIC_SHARE makes one numeric)
+DATE_PROBE = 100  # the first non-missing cells a column must show one date among, before every cell is parsed
+DATE_CELLS = "<date>"  # the category counting a column's cells read as dates (as "<number>" counts numbers in text)
+NOT_A_DATE = "not a date: "  # the text an unparseable cell of a date column is kept as (never read as a number)
+
+
+def date_cells(stats: ColumnStats) -> int:
+    """How many cells of a numeric column were read from ISO date text (0: not a date column)."""
+    return stats.categories.get(DATE_CELLS, 0) if stats.is_numeric else 0
+
+
+def text_dates(frame: Any, wanted: Sequence[str] | None = None) -> tuple[Any, dict[str, int]]:
+    """``frame`` with its text columns of ISO dates as microseconds since the epoch, and how many cells of each
+    were dates. A cell that is not a date (``unknown``, ``2024-02-30``, ``20240301``) stays text, marked with
+    :data:`NOT_A_DATE` so it is never read as a number: counted and reported, never silently dropped."""
+    parsed: dict[str, int] = {}
+    for name in [c for c in frame.columns if wanted is None or str(c) in wanted]:
+        column = frame[name]
+        if column.dtype.kind in "biufcmM":
+            continue
+        read = _as_dates(column)
+        if read is not None:
+            frame[name], parsed[str(name)] = read
+    return frame, parsed
+
+
+def _as_dates(column: Any) -> tuple[Any, int] | None:
+    import pandas as pd
+
+    filled = column.dropna()
+    if not len(filled) or not filled.iloc[:DATE_PROBE].astype(str).str.strip().str.fullmatch(ISO_DATE).any():
+        return None  # the cheap look first: most text columns are no dates
+    present = column.notna().to_numpy(bool)
+    values = filled.astype(str).str.strip()
+    shaped = values.str.fullmatch(ISO_DATE).to_numpy(bool)
+    if shaped.sum() < DATE_SHARE * len(values):
+        return None
+    micros = np.full(len(values), np.nan)
+    micros[shaped] = _microseconds(values[shaped])
+    dated = ~np.isnan(micros)
+    if dated.sum() < DATE_SHARE * len(values):
+        return None
+    if dated.all():
+        cells = np.full(len(column), np.nan)
+        cells[present] = micros
+    else:
+        cells = np.full(len(column), np.nan, dtype=object)
+        cells[present] = np.where(dated, micros, (NOT_A_DATE + values).to_numpy(object))
+    return pd.Series(cells, index=column.index), int(dated.sum())
+
+
+def _microseconds(values: Any) -> np.ndarray:
+    """ISO date text as microseconds since 1970-01-01 UTC (a naive time taken as UTC; NaN where it is no date).
+    Dates pandas' nanoseconds cannot hold (before 1677, after 2262: an open end written 9999-12-31) are read by
+    numpy at microsecond resolution instead (with no zone: numpy reads none)."""
+    import pandas as pd
+
+    when = pd.to_datetime(values, format="ISO8601", utc=True, errors="coerce")
+    stamps = when.dt.tz_convert(None).dt.as_unit("us").to_numpy()  # datetime64[us]; pandas may read ns or us
+    micros = np.where(np.isnat(stamps), np.nan, stamps.astype(np.int64).astype(np.float64))
+    for i in np.flatnonzero(np.isnan(micros)):
+        try:
+            micros[i] = float(np.datetime64(values.iloc[i].replace(" ", "T"), "us").astype(np.int64))
+        except ValueError:
+            continue
+    return micros
+
+
+def mark_dates(partial: SidePartial, parsed: dict[str, int]) -> SidePartial:
+    """``partial`` with each date column's count of date cells as its :data:`DATE_CELLS` category (its other
+    categories are the cells that were no date; the dates replace the "<number>" count they would repeat)."""
+    for name, count in parsed.items():
+        stats = partial.columns.get(name)
+        if stats is None or not count:
+            continue
+        categories = {k: v for k, v in stats.categories.items() if k != "<number>"}
+        partial.columns[name] = dataclasses.replace(stats, categories={**categories, DATE_CELLS: count})
+    return partial
+
+
+def date_csv_partial(source: dict[str, Any], columns: list[str] | None, seed: int, k: int) -> SidePartial:
+    """A CSV shard's side partial (as :func:`gapcheck.data.features.side_partial` makes it, chunk by chunk) with its
+    text date columns read as dates."""
+    from gapcheck.data.features import SidePartial, _frame_partial
+    from gapcheck.data.readers import iter_frames
+    from gapcheck.data.sketches import Reservoir
+
+    merged = SidePartial(reservoir=Reservoir(k=k))
+    for shard in iter_frames(source):
+        frame, parsed = text_dates(shard.data, columns)
+        merged = merged.merge(mark_dates(_frame_partial(frame, shard.names, list(shard.bad), columns, seed, k, ()),
+                                         parsed))
+    return merged
+
+
+def parquet_dates(partial: SidePartial, source: dict[str, Any], seed: int, k: int) -> SidePartial:
+    """A parquet row group's side partial with its text date columns read again, as dates: only text columns that
+    may hold dates (an ISO date among their categories, or too many to count) are read a second time (one column
+    of a parquet file is read alone), and their sample rows are the partial's own (the same seeded row names)."""
+    from gapcheck.data.features import _frame_partial
+    from gapcheck.data.readers import parquet_file, row_names
+
+    maybe = [n for n in partial.order if _may_hold_dates(partial.columns[n])]
+    if not maybe:
+        return partial
+    with parquet_file(source["url"]) as handle:
+        frame = handle.read_row_group(source["row_group"], columns=maybe).to_pandas()
+    frame, parsed = text_dates(frame.rename(columns=str))
+    if not parsed:
+        return partial
+    dated = _frame_partial(frame[list(parsed)], row_names(source, len(frame)), [], list(parsed), seed, k, ())
+    if not np.array_equal(dated.reservoir.priorities, partial.reservoir.priorities):
+        return partial  # never splice a sample of other rows (both are the k smallest of the same names)
+    for name in parsed:
+        partial.columns[name] = dated.columns[name]
+        partial.reservoir.columns[name] = dated.reservoir.columns[name]
+    return mark_dates(partial, parsed)
+
+
+def _may_hold_dates(stats: ColumnStats) -> bool:
+    return not stats.is_numeric and stats.text > 0 and (
+        stats.overflow or any(ISO_DATE.fullmatch(key.strip()) for key in stats.categories))

@@ -14,7 +14,9 @@ shard order; the tests below run once on the merged value.
 - ±inf values are set aside from the tests above and compared as their own share of the rows, like the
   nulls (``infinite_values_shift``; a steady share is ``infinite_values``, info, with the counts);
 - coverage: the current split's share in each decile of the reference (``coverage_gap`` when a bin
-  holds under a fifth of its expected share) — visible even when KS is quiet.
+  holds under a fifth of its expected share) — visible even when KS is quiet;
+- ISO date text (a CSV has no date type) is read as dates on the workers (:mod:`gapcheck.data.columns`) and tested
+  as numbers: a time-ordered split by it is ``time_ordered_split``, whatever the column's name.
 Image folders are compared on per-image properties (per-channel mean/std, brightness, size, aspect).
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.features import SidePartial, side_partial
+from gapcheck.data.identifiers import IdentifierVerdict, Sentinel
 from gapcheck.data.sketches import SAMPLE_SIZE, ColumnStats, kll_ks_distance
 from gapcheck.findings import Finding
 
@@ -96,7 +99,7 @@ class FeatureDrift:
     feature: str
     null_rate_reference: float
     null_rate_current: float
-    kind: str = "unusable"  # "numeric" | "categorical" | "unusable"
+    kind: str = "unusable"  # "numeric" (ISO date text too: microseconds) | "categorical" | "unusable"
     test: str = "none"  # "ks" | "chi2" | "none"
     n_reference: int = 0
     n_current: int = 0
@@ -122,6 +125,9 @@ class FeatureDrift:
     # why the column looks like an identifier (gapcheck.data.identifiers): tested and shown, but out of BH and the
     # verdict; None for a feature
     identifier: str | None = None
+    # values an identifier's numbering holds apart from its range (-1, 999999999 "unknown"): set aside from its test
+    # and moments, with the rows of each side's sample holding them
+    sentinels: tuple[Sentinel, ...] = ()
     # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order_reason): tested and
     # shown, said as time_ordered_split, out of BH and the verdict; None otherwise
     time_order: str | None = None
@@ -158,9 +164,20 @@ def min_detectable_v(total: float, categories: int, alpha: float) -> float | Non
 
 
 def drift_task(payload: dict[str, Any]) -> dict[str, SidePartial]:
-    """One shard → ``{side: SidePartial}`` (module level: every engine can ship it)."""
-    side = payload["side"]
-    return {side: side_partial(payload["source"], payload["columns"], payload["seed"], payload["k"])}
+    """One shard → ``{side: SidePartial}`` (module level: every engine can ship it). Tables are read with their
+    ISO date text as dates (:func:`gapcheck.data.columns.text_dates`): CSV chunk by chunk, parquet's text columns
+    that may hold dates read once more."""
+    from gapcheck.data.columns import date_csv_partial, parquet_dates
+
+    side, source = payload["side"], payload["source"]
+    args = (payload["columns"], payload["seed"], payload["k"])
+    table = source.get("kind") == "table" and source.get("sample_kind") != "images"
+    if table and source.get("format") == "csv":
+        return {side: date_csv_partial(source, *args)}
+    partial = side_partial(source, *args)
+    if table and source.get("format") in ("parquet", "pq"):
+        partial = parquet_dates(partial, source, payload["seed"], payload["k"])
+    return {side: partial}
 
 
 empty_partial = empty_keyed  # the engines' empty and merge of {key: partial} (gapcheck.data.common)
@@ -321,18 +338,37 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
 
 
 def _marked(feature: FeatureDrift, reference: SidePartial, current: SidePartial, options: DriftOptions) -> FeatureDrift:
-    """``feature`` with its identifier reason set when it looks like one and the user did not ask for it by name."""
-    from gapcheck.data.identifiers import identifier_reason, time_order_reason
+    """``feature`` with its identifier reason set when it looks like one and the user did not ask for it by name,
+    or its time order when it is the clock of a time-ordered split. A column of ISO dates is a point in time
+    whatever its name, and never an identifier (all-distinct timestamps were one, and a time split was hidden)."""
+    from gapcheck.data.columns import date_cells
+    from gapcheck.data.identifiers import identifier_verdict, time_order_reason
 
     name = feature.feature
     if options.columns and name in options.columns:
         return feature
-    reason = identifier_reason(name, reference.columns[name], current.columns[name], reference.reservoir.columns[name],
-                               current.reservoir.columns[name])
-    if reason:
-        return dataclasses.replace(feature, identifier=reason)
-    clock = time_order_reason(name, reference.columns[name], current.columns[name])
+    ref, cur = reference.columns[name], current.columns[name]
+    dates = bool(date_cells(ref) and date_cells(cur))
+    verdict = None if dates else identifier_verdict(name, ref, cur, reference.reservoir.columns[name],
+                                                    current.reservoir.columns[name])
+    if verdict:
+        return _identified(feature, verdict, reference, current, options)
+    clock = time_order_reason(name, ref, cur, dates=dates)
     return dataclasses.replace(feature, time_order=clock) if clock else feature
+
+
+def _identified(feature: FeatureDrift, verdict: IdentifierVerdict, reference: SidePartial, current: SidePartial,
+                options: DriftOptions) -> FeatureDrift:
+    """``feature`` as an identifier; with sentinels, compared again without them (its moments, KS D and
+    Wasserstein are the numbering's, not a 999999999's)."""
+    from gapcheck.data.identifiers import without_sentinels
+
+    name = feature.feature
+    if verdict.sentinels:
+        ref = without_sentinels(reference.columns[name], reference.reservoir.columns[name], verdict.sentinels)
+        cur = without_sentinels(current.columns[name], current.reservoir.columns[name], verdict.sentinels)
+        feature = compare_feature(name, ref[0], cur[0], ref[1], cur[1], options)
+    return dataclasses.replace(feature, identifier=verdict.reason, sentinels=verdict.sentinels)
 
 
 def coverage_gaps(feature: FeatureDrift, n_current: int) -> list[int]:
@@ -438,7 +474,7 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
         if f.identifier:
             findings.append(_identifier_finding(f, subject))
         if f.time_order:
-            findings.append(_time_order_finding(f, subject))
+            findings.append(_time_order_finding(f, subject, reference.columns[f.feature], current.columns[f.feature]))
         if f.drift:
             what = _shift_measures(f)
             findings.append(codes.DRIFT.finding(
@@ -528,18 +564,21 @@ def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
         f"{feature.feature} looks like an identifier ({feature.identifier}); excluded from the drift verdict "
         f"({measured}); --columns {feature.feature} to include it",
         subject=subject, evidence={"reason": feature.identifier, "test": feature.test, "ks_d": feature.ks_d,
-                                   "cramers_v": feature.cramers_v, "p_value": feature.p_value})
+                                   "cramers_v": feature.cramers_v, "p_value": feature.p_value,
+                                   "sentinels": [dataclasses.asdict(s) for s in feature.sentinels]})
 
 
-def _time_order_finding(feature: FeatureDrift, subject: Any) -> Finding:
+def _time_order_finding(feature: FeatureDrift, subject: Any, reference: ColumnStats, current: ColumnStats) -> Finding:
     from gapcheck.codes import data as codes
+    from gapcheck.data.columns import date_cells
 
     return codes.TIME_ORDERED_SPLIT.finding(
         f"{feature.feature}: {feature.time_order}: a time-ordered split, not drift (KS D={_fmt(feature.ks_d)}); left "
         f"out of the drift verdict, the other columns tested as ever; a model that reads {feature.feature} sees only "
         f"values it never trained on; --columns {feature.feature} to include it",
         subject=subject, evidence={"reason": feature.time_order, "ks_d": feature.ks_d, "p_value": feature.p_value,
-                                   "mean_reference": feature.mean_reference, "mean_current": feature.mean_current})
+                                   "mean_reference": feature.mean_reference, "mean_current": feature.mean_current,
+                                   "dates": bool(date_cells(reference) and date_cells(current))})
 
 
 MAX_LISTED_FEATURES = 200  # features named in one underpowered finding's evidence (the count is exact)
@@ -593,20 +632,38 @@ def unusable_columns(reference: SidePartial, current: SidePartial,
                 problems.append((f"{side}:{name}", f"no finite value: {stats.infinite} of {stats.rows} value(s) are "
                                  f"±inf" + (f", {stats.nulls} missing" if stats.nulls else " (all-infinite column)")))
             elif stats.is_numeric and stats.text:
-                problems.append((f"{side}:{name}", f"mixed column types: {stats.text} text cell(s) in a numeric "
-                                 f"column, e.g. {', '.join(stats.bad_cells[:3])}"))
+                problems.append((f"{side}:{name}", _text_cells(stats)))
             if name not in other.columns and other.rows:
                 problems.append((f"{side}:{name}", f"column only in the {side} split"))
             elif side == "reference" and name in other.columns and _filled(stats) and _filled(other.columns[name]) \
                     and stats.is_numeric != other.columns[name].is_numeric:
-                kinds = ("numbers", "text") if stats.is_numeric else ("text", "numbers")
-                problems.append((f"columns:{name}", f"mixed column types: {kinds[0]} in the reference, {kinds[1]} in "
-                                 f"the current split"))
+                problems.append((f"columns:{name}", f"mixed column types: {_holds(stats)} in the reference, "
+                                 f"{_holds(other.columns[name])} in the current split"))
     return problems
 
 
 def _filled(stats: ColumnStats) -> bool:
     return stats.numeric + stats.text > 0
+
+
+def _text_cells(stats: ColumnStats) -> str:
+    """Why a numeric column's text cells are bad input; a date column's are cells that are no ISO date, said with
+    what they hold (set aside from the tests like any text cell of a numeric column, never read as dates)."""
+    from gapcheck.data.columns import NOT_A_DATE, date_cells
+
+    rows = ", ".join(stats.bad_cells[:3])
+    dates = date_cells(stats)
+    if not dates:
+        return f"mixed column types: {stats.text} text cell(s) in a numeric column, e.g. {rows}"
+    held = [repr(k[len(NOT_A_DATE):]) for k in stats.categories if k.startswith(NOT_A_DATE)][:3]
+    return (f"unparseable dates: {stats.text} of {stats.text + dates} cell(s) of a date column are not ISO dates "
+            f"(set aside from the tests), e.g. {', '.join(held) or 'n/a'} (rows {rows})")
+
+
+def _holds(stats: ColumnStats) -> str:
+    from gapcheck.data.columns import date_cells
+
+    return "dates" if date_cells(stats) else "numbers" if stats.is_numeric else "text"
 
 
 def _shift_measures(f: FeatureDrift) -> str:

@@ -90,6 +90,7 @@ class DriftResult(TimedRun, ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
+    data.pop("sentinels")  # an identifier's sentinels are in its identifier_column finding's evidence and reason
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)
     return data

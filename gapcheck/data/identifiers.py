@@ -6,14 +6,18 @@ table). A column is taken for an identifier when its values are unique and, for 
 its name says so by a whole word (``id``, ``uuid``, ``key``, ``index``, ``row``, ``record``, ``PatientID``,
 ``ID_code``; ``no``/``num``/``number`` only as the last word: ``order_no``, not ``price_no_tax``) or its numbers
 fill a contiguous range (on each side, or both sides together: a sequential numbering split in two). How large the
-numbers are never decides (a 64-bit id is an id by these rules; an INT64_MAX sentinel makes nothing one).
+numbers are never decides (a 64-bit id is an id by these rules; an INT64_MAX sentinel makes nothing one), and a few
+typical sentinel codes at a numbering's ends (-1, 999999999, INT32_MAX "unknown") are set aside and said, so they
+do not unmake one either.
 Text is an identifier when every value of each side is distinct. Judged on what each side's merged statistics
 hold: the exact counts, min/max and categories, and the seeded row sample (≤ 20k rows) for uniqueness and integrality of numbers.
 A column the user names with ``--columns`` is always tested.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,14 +60,38 @@ def named_like_row_id(name: str) -> bool:
 def identifier_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
                       cur_sample: np.ndarray) -> str | None:
     """Why ``name`` looks like an identifier (a short phrase for the finding), or None."""
+    verdict = identifier_verdict(name, ref, cur, ref_sample, cur_sample)
+    return verdict.reason if verdict else None
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    """A value set aside from an identifier's numbering (``-1`` "unknown", ``999999999``, INT32_MAX): how many rows
+    of each side's row sample hold it (0: seen only as the side's exact min or max, which every row feeds)."""
+
+    value: float
+    reference: int
+    current: int
+
+
+@dataclass(frozen=True)
+class IdentifierVerdict:
+    reason: str
+    sentinels: tuple[Sentinel, ...] = ()
+
+
+def identifier_verdict(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
+                       cur_sample: np.ndarray) -> IdentifierVerdict | None:
+    """Why ``name`` looks like an identifier and the sentinel values its numbering holds, or None."""
     if ref.is_numeric and cur.is_numeric:
-        return _numeric_reason(name, ref, cur, ref_sample, cur_sample)
+        return _numeric_verdict(name, ref, cur, ref_sample, cur_sample)
     if ref.is_numeric or cur.is_numeric or ref.text + cur.text == 0:
         return None
     if ref.overflow or cur.overflow:  # over 1,000 distinct values (never tested): said so when named like an id
-        return "over 1,000 distinct values and named like an identifier" if named_like_id(name) else None
+        return IdentifierVerdict("over 1,000 distinct values and named like an identifier") if named_like_id(name) \
+            else None
     if all(_unique_text(s) for s in (ref, cur)):
-        return "every value is distinct on both sides"
+        return IdentifierVerdict("every value is distinct on both sides")
     return None
 
 
@@ -72,30 +100,139 @@ def _unique_text(stats: ColumnStats) -> bool:
     return count >= MIN_ROWS and len(stats.categories) >= UNIQUE_SHARE * count
 
 
-def _numeric_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
-                    cur_sample: np.ndarray) -> str | None:
+@dataclass(frozen=True)
+class _Numbering:
+    """What the rules read of one side: its finite sampled values and the range they would number (``count`` values
+    in [low, high]; ``slack``: how far the count may miss ``high - low + 1`` when it is an estimate)."""
+
+    values: np.ndarray
+    count: float
+    low: float
+    high: float
+    slack: float = 0.0
+    sentinels: dict[float, int] = field(default_factory=dict)
+
+
+def _numeric_verdict(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
+                     cur_sample: np.ndarray) -> IdentifierVerdict | None:
     """Unique integers on each side, AND named like an identifier or numbering a contiguous range. Magnitude never
     decides: one INT64_MAX "missing" sentinel per side, or rounded byte counts near 1e16, once made any column a
     "64-bit identifier" and hid a KS D of 1 (attacker D5). A sentinel is one value: it cannot make a column unique,
-    and it breaks a contiguous range rather than making one."""
+    and it breaks a contiguous range rather than making one. So the rules are asked first with a few typical
+    sentinels at the column's ends set aside (:func:`_without_sentinels`), then of the column as it is: row ids
+    0..N-1 plus one -1 or 999999999 "unknown" are an identifier again, and the sentinels are said (and kept out of
+    the moments it shows)."""
     samples = [s[np.isfinite(s)] for s in (ref_sample, cur_sample)]
     if any(len(s) < MIN_ROWS or not np.array_equal(s, np.round(s)) for s in samples):
         return None
-    if any(len(np.unique(s)) < UNIQUE_SHARE * len(s) for s in samples):
+    cores = [_without_sentinels(stats, s) for s, stats in zip(samples, (ref, cur), strict=True)]
+    reason = _numbering_reason(name, cores) if any(c.sentinels for c in cores) else None
+    if not reason:
+        sides = [_Numbering(s, stats.numeric, stats.low, stats.high) for s, stats in zip(samples, (ref, cur),
+                                                                                          strict=True)]
+        reason = _numbering_reason(name, sides)
+        return IdentifierVerdict(reason) if reason else None
+    values = sorted(set(cores[0].sentinels) | set(cores[1].sentinels))
+    sentinels = tuple(Sentinel(v, cores[0].sentinels.get(v, 0), cores[1].sentinels.get(v, 0)) for v in values)
+    said = ", ".join(f"{s.value:.10g} (in {s.reference} reference and {s.current} current row(s))" for s in sentinels)
+    return IdentifierVerdict(f"{reason}, apart from sentinel value(s) {said}", sentinels)
+
+
+def _numbering_reason(name: str, sides: list[_Numbering]) -> str | None:
+    if any(len(np.unique(s.values)) < UNIQUE_SHARE * len(s.values) for s in sides):
         return None
     if named_like_id(name):
         return "unique integers, named like an identifier"
-    if all(_contiguous(s.numeric, s.low, s.high) for s in (ref, cur)):
+    if all(_contiguous(s) for s in sides):
         return "unique integers filling a contiguous range on each side"
-    together = _contiguous(ref.numeric + cur.numeric, min(ref.low, cur.low), max(ref.high, cur.high))
-    if together and len(np.unique(np.concatenate(samples))) >= UNIQUE_SHARE * sum(len(s) for s in samples):
+    together = _Numbering(np.concatenate([s.values for s in sides]), sum(s.count for s in sides),
+                          min(s.low for s in sides), max(s.high for s in sides), sum(s.slack for s in sides))
+    if _contiguous(together) and len(np.unique(together.values)) >= UNIQUE_SHARE * len(together.values):
         return "unique integers numbering both sides from one contiguous range"
     return None
 
 
-def _contiguous(count: int, low: float, high: float) -> bool:
-    """``count`` distinct integers in [low, high] fill it: high − low + 1 == count."""
-    return bool(np.isfinite(low) and np.isfinite(high) and count > 0 and high - low + 1 == count)
+def _contiguous(side: _Numbering) -> bool:
+    """``count`` distinct integers in [low, high] fill it: high − low + 1 == count (within ``slack``)."""
+    return bool(np.isfinite(side.low) and np.isfinite(side.high) and side.count > 0
+                and abs(side.high - side.low + 1 - side.count) <= side.slack)
+
+
+MAX_SENTINELS = 3  # distinct sentinel values a side may hold at its ends
+SENTINEL_ROWS = 5  # ...in at most this many rows, or SENTINEL_SHARE of the side's values when that is more
+SENTINEL_SHARE = 0.01
+# a side the row sample does not hold whole: its numbering's count is estimated from the sample, and its range's
+# ends are the sample's where the exact min/max was a sentinel; a 20k-row sample misses each end by ~1/20k of the
+# range and the count by well under this share
+SAMPLED_SLACK = 0.005
+
+
+def sentinel_like(value: float) -> bool:
+    """The codes exports write for "unknown": 0, -1, all nines (-99, 999999999), and the largest integers of 8- to
+    64-bit types (INT32_MAX, UINT16_MAX, INT64_MAX as float64). Only these are set aside, never any outlier: a real
+    feature with an extreme value stays a feature."""
+    magnitude = abs(value)
+    if value in (0.0, -1.0) or magnitude in _MAX_INTEGERS:
+        return True
+    return 99 <= magnitude < 1e19 and set(str(int(magnitude))) == {"9"}
+
+
+_MAX_INTEGERS = frozenset(float(2 ** bits + d) for bits in (7, 8, 15, 16, 31, 32, 63, 64) for d in (-1, 0))
+
+
+def _without_sentinels(stats: ColumnStats, values: np.ndarray) -> _Numbering:
+    """One side's numbering with the typical sentinels at its ends set aside (a sentinel: :func:`sentinel_like`,
+    and apart from the rest by a gap or repeated; at most :data:`MAX_SENTINELS` values in a handful of rows), or
+    the side as it is (no ``sentinels``) when it holds none or too many."""
+    unique, counts = np.unique(values, return_counts=True)
+    found = _end_sentinels(unique, counts)
+    whole = len(values) == stats.numeric  # the row sample holds every finite value of the side
+    if not whole:  # a rare sentinel the sample missed is still the side's exact min or max
+        found.update({float(v): 0 for v in (stats.low, stats.high)
+                      if np.isfinite(v) and sentinel_like(v) and not np.isin(v, unique)})
+    core = values[~np.isin(values, list(found))]
+    as_is = _Numbering(values, stats.numeric, stats.low, stats.high)
+    if not found or len(found) > MAX_SENTINELS or len(core) < MIN_ROWS \
+            or sum(found.values()) > max(SENTINEL_ROWS, SENTINEL_SHARE * len(values)):
+        return as_is
+    # a row holding a sentinel would have held a number of the range: the range may miss as many as they are
+    holes = sum(found.values())
+    if whole:
+        return _Numbering(core, len(core), float(core.min()), float(core.max()), holes, found)
+    count = stats.numeric * len(core) / len(values)
+    low = float(core.min()) if stats.low in found else stats.low
+    high = float(core.max()) if stats.high in found else stats.high
+    return _Numbering(core, count, low, high, SAMPLED_SLACK * count + holes * stats.numeric / len(values), found)
+
+
+def _end_sentinels(unique: np.ndarray, counts: np.ndarray) -> dict[float, int]:
+    """Sentinel-like values at either end of the sorted ``unique`` values, each apart from the next by a gap or
+    repeated (the -1 before a 0..N-1 numbering counts only when repeated: once, it continues the range)."""
+    found: dict[float, int] = {}
+    low, high = 0, len(unique) - 1
+    while low < high and len(found) <= MAX_SENTINELS and sentinel_like(unique[low]) \
+            and (unique[low + 1] - unique[low] > 1 or counts[low] > 1):
+        found[float(unique[low])] = int(counts[low])
+        low += 1
+    while high > low and len(found) <= MAX_SENTINELS and sentinel_like(unique[high]) \
+            and (unique[high] - unique[high - 1] > 1 or counts[high] > 1):
+        found[float(unique[high])] = int(counts[high])
+        high -= 1
+    return found
+
+
+def without_sentinels(stats: ColumnStats, sample: np.ndarray,
+                      sentinels: tuple[Sentinel, ...]) -> tuple[ColumnStats, np.ndarray]:
+    """``stats`` and ``sample`` with the sentinel values set aside (NaN in the sample; the moments and range from the
+    sample's other values, exact when the sample holds the whole side): an identifier's 999999999 "unknown" no
+    longer inflates the reference std its table row shows."""
+    sample = np.where(np.isin(sample, [s.value for s in sentinels]), np.nan, sample)
+    kept = sample[np.isfinite(sample)]
+    if not len(kept):
+        return stats, sample
+    return dataclasses.replace(stats, numeric=len(kept), total=float(kept.sum()),
+                               total_sq=float(np.square(kept).sum()), low=float(kept.min()),
+                               high=float(kept.max())), sample
 
 
 # words of a column that holds a point in time (``timestamp``, ``event_time``, ``created_at``, ``date``), and words
@@ -107,16 +244,27 @@ DURATION_WORDS = frozenset({"duration", "elapsed", "spent", "since", "until", "t
                             "per", "avg", "mean", "total", "diff"})
 
 
-def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats) -> str | None:
+def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False) -> str | None:
     """Why ``name`` is the clock of a time-ordered split (a short phrase for the finding), or None.
 
     A column named for a point in time (and not for an amount of time) whose every current value comes after every
     reference value: a split by time makes that so whatever the data, so its KS D = 1 says how the split was made,
-    not that the data moved. Only this column is set apart (the others are tested as before), and it is said."""
+    not that the data moved. Only this column is set apart (the others are tested as before), and it is said.
+    ``dates``: the column was ISO date text (microseconds since the epoch here): a point in time by its values,
+    whatever its name (``recorded_at``, ``visit``), and its ranges are said as dates."""
     tokens = set(name_tokens(name))
-    if not (tokens & TIME_WORDS) or tokens & DURATION_WORDS or not (ref.is_numeric and cur.is_numeric):
+    named = bool(tokens & TIME_WORDS) and not tokens & DURATION_WORDS
+    if not (named or dates) or not (ref.is_numeric and cur.is_numeric):
         return None
     if not all(np.isfinite([ref.low, ref.high, cur.low, cur.high])) or cur.low <= ref.high:
         return None
-    return (f"every current value ({cur.low:.10g} to {cur.high:.10g}) is after every reference value "
-            f"({ref.low:.10g} to {ref.high:.10g})")
+    shown = _iso if dates else (lambda value: f"{value:.10g}")
+    return (f"every current value ({shown(cur.low)} to {shown(cur.high)}) is after every reference value "
+            f"({shown(ref.low)} to {shown(ref.high)})")
+
+
+def _iso(micros: float) -> str:
+    """Microseconds since 1970-01-01 UTC as ISO text, as short as the value allows (2024-03-01, 2024-03-01T10:00)."""
+    when = np.datetime64(int(round(micros)), "us")
+    text = str(np.datetime_as_string(when, unit="auto"))
+    return text[:10] if text.endswith("T00:00") or text.endswith("T00:00:00") else text
