@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (``python -m gapcheck`` and the ``gapcheck`` script exit with it)."""
     args = _config_only(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = Console(emoji=False, stderr=True, highlight=False, soft_wrap=True)
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="gapcheck", standalone_mode=False)

@@ -149,7 +149,7 @@ def command(
         request = groups[PrecisionSpec].request(
             model=groups[ModelSource].require(), inputs=groups[InputSource], tolerance=groups[ToleranceSpec],
             export=groups[ExportSpec], precision=comparison.precision)
-        with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the stages, as `gapcheck precision`
+        with RichProgress(Console(emoji=False, stderr=True), enabled=progress) as bar:  # the stages, as `gapcheck precision`
             result = run_precision(request, progress=bar)
         raise typer.Exit(groups[ReportTargets].emit(result))
     request = ExportDiffRequest(
@@ -158,7 +158,7 @@ def command(
         batch_sizes=comparison.batch_sizes, precision=comparison.precision, keep_train_mode=comparison.keep_train_mode,
         max_intermediate_bytes=comparison.max_intermediate_mb * 1024 * 1024, deployment=_deployment(triton),
         server_layers=triton_layers, twin_files=tuple(twin_file), pad_check=padding)
-    with RichProgress(Console(stderr=True), enabled=progress) as bar, triton_errors():
+    with RichProgress(Console(emoji=False, stderr=True), enabled=progress) as bar, triton_errors():
         result = run_export_diff(request, progress=bar)
     raise typer.Exit(groups[ReportTargets].emit(result))
 

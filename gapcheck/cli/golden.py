@@ -47,7 +47,7 @@ def record(
 
     from gapcheck.cli.rich_progress import RichProgress
 
-    with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the same --progress/--no-progress as export-diff
+    with RichProgress(Console(emoji=False, stderr=True), enabled=progress) as bar:  # --progress/--no-progress as export-diff
         outcome = record_bundle(request, progress=bar)
     groups[ReportTargets].emit(recorded_result(outcome))
     raise typer.Exit(ExitCode.NO_GAP)

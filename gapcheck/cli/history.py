@@ -46,4 +46,4 @@ def command(
         raise UsageError(f"no history database at {path}", hint="run `gapcheck nightly` first, or pass --history")
     result = read_history(path, endpoint=endpoint, last=last,
                           lock_wait_s=cfg.read_lock_wait_s if lock_wait is None else lock_wait)
-    raise typer.Exit(groups[ReportTargets].emit(result, Console(highlight=False)))
+    raise typer.Exit(groups[ReportTargets].emit(result, Console(emoji=False, highlight=False)))

@@ -87,8 +87,8 @@ def command(
         drift=DriftParameters(cfg.drift.baseline_runs, cfg.drift.slack, cfg.drift.threshold), audit=not no_audit,
         text=_text(groups, cfg))
     result = run_nightly(request)
-    code = reports.emit(result, Console(highlight=False))
-    err = Console(stderr=True, highlight=False)
+    code = reports.emit(result, Console(emoji=False, highlight=False))
+    err = Console(emoji=False, stderr=True, highlight=False)
     for delivery in result.alerts:
         if not delivery.delivered:
             err.print(f"[yellow]webhook:[/yellow] alert for {escape(delivery.alert.endpoint)} to "

@@ -22,6 +22,6 @@ def command(groups: Groups, progress: ProgressOpt = True) -> None:
 
     request = groups[PrecisionSpec].request(model=groups[ModelSource].require(), inputs=groups[InputSource],
                                             tolerance=groups[ToleranceSpec], export=groups[ExportSpec])
-    with RichProgress(Console(stderr=True), enabled=progress) as bar:  # the same --progress/--no-progress as export-diff
+    with RichProgress(Console(emoji=False, stderr=True), enabled=progress) as bar:  # --progress/--no-progress as export-diff
         result = run_precision(request, progress=bar)
     raise typer.Exit(groups[ReportTargets].emit(result))

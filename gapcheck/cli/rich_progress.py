@@ -17,7 +17,7 @@ class RichProgress:
             BarColumn(),
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
-            console=console or Console(stderr=True),
+            console=console or Console(emoji=False, stderr=True),
             transient=True,
             disable=not enabled,
         )

@@ -29,7 +29,7 @@ def clean_line(text: object) -> str:
 
 def make_console(stderr: bool = False) -> Console:
     """A console for reports: the terminal's width, or a wide page when output goes to a file or a pipe."""
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console = Console(emoji=False, stderr=stderr, highlight=False, soft_wrap=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)
     return console

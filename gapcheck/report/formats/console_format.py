@@ -84,7 +84,7 @@ def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
     """The console report as plain text (no colour codes): for files, pipes and tests; ``max_rows`` as in
     :func:`print_result`."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=_RENDER_WIDTH, highlight=False, soft_wrap=False, color_system=None,
+    console = Console(emoji=False, file=buffer, width=_RENDER_WIDTH, highlight=False, soft_wrap=False, color_system=None,
                       force_terminal=False)
     print_result(console, result, max_rows=max_rows)
     return buffer.getvalue()
