@@ -565,7 +565,8 @@ def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
         f"({measured}); --columns {feature.feature} to include it",
         subject=subject, evidence={"reason": feature.identifier, "test": feature.test, "ks_d": feature.ks_d,
                                    "cramers_v": feature.cramers_v, "p_value": feature.p_value,
-                                   "sentinels": [dataclasses.asdict(s) for s in feature.sentinels]})
+                                   "sentinels": [dataclasses.asdict(s) | {"unsampled": list(s.unsampled)}
+                                                 for s in feature.sentinels]})
 
 
 def _time_order_finding(feature: FeatureDrift, subject: Any, reference: ColumnStats, current: ColumnStats) -> Finding:

@@ -30,6 +30,7 @@ ID_WORDS = frozenset({"id", "ids", "uid", "uuid", "guid", "idx", "index", "key",
 # words that name a numbering only as the name's last word (``order_no``, ``invoice_number``, ``No``): elsewhere they
 # are a count or a negation (``num_bytes``, ``price_no_tax``, ``number_of_rooms``: features, attacker D5c)
 NUMBERING_WORDS = frozenset({"no", "nr", "num", "number", "seq", "serial"})
+SIDES = ("reference", "current")
 MIN_ROWS = 20  # fewer values per side: a real integer feature can be unique by chance
 UNIQUE_SHARE = 0.99  # near-unique: at most 1% repeated values in the sample (64-bit ids may collide as float64)
 
@@ -67,11 +68,17 @@ def identifier_reason(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample:
 @dataclass(frozen=True)
 class Sentinel:
     """A value set aside from an identifier's numbering (``-1`` "unknown", ``999999999``, INT32_MAX): how many rows
-    of each side's row sample hold it (0: seen only as the side's exact min or max, which every row feeds)."""
+    of each side's row sample hold it, and the sides whose exact min or max it is though no sampled row holds it
+    (a side larger than its sample)."""
 
     value: float
     reference: int
     current: int
+    unsampled: tuple[str, ...] = ()
+
+    def said(self) -> str:
+        extreme = "".join(f"; the {side}'s exact min/max, in no sampled row" for side in self.unsampled)
+        return f"{self.value:.10g} (in {self.reference} reference and {self.current} current sampled row(s){extreme})"
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,8 @@ class _Numbering:
     low: float
     high: float
     slack: float = 0.0
-    sentinels: dict[float, int] = field(default_factory=dict)
+    sentinels: dict[float, int] = field(default_factory=dict)  # value: rows of the sample holding it
+    unsampled: frozenset[float] = frozenset()  # sentinels seen only as the side's exact min/max
 
 
 def _numeric_verdict(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: np.ndarray,
@@ -133,8 +141,10 @@ def _numeric_verdict(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: 
         reason = _numbering_reason(name, sides)
         return IdentifierVerdict(reason) if reason else None
     values = sorted(set(cores[0].sentinels) | set(cores[1].sentinels))
-    sentinels = tuple(Sentinel(v, cores[0].sentinels.get(v, 0), cores[1].sentinels.get(v, 0)) for v in values)
-    said = ", ".join(f"{s.value:.10g} (in {s.reference} reference and {s.current} current row(s))" for s in sentinels)
+    sentinels = tuple(Sentinel(v, cores[0].sentinels.get(v, 0), cores[1].sentinels.get(v, 0),
+                               tuple(side for side, c in zip(SIDES, cores, strict=True) if v in c.unsampled))
+                      for v in values)
+    said = ", ".join(s.said() for s in sentinels)
     return IdentifierVerdict(f"{reason}, apart from sentinel value(s) {said}", sentinels)
 
 
@@ -165,6 +175,9 @@ SENTINEL_SHARE = 0.01
 # ends are the sample's where the exact min/max was a sentinel; a 20k-row sample misses each end by ~1/20k of the
 # range and the count by well under this share
 SAMPLED_SLACK = 0.005
+# a sample of n of N values misses a range's end by N/n values on average (geometric): an exact min/max this many
+# times farther from the sample's is no end of the range it missed (e^-20), but a value set apart
+MISSED_END = 20
 
 
 def sentinel_like(value: float) -> bool:
@@ -187,9 +200,11 @@ def _without_sentinels(stats: ColumnStats, values: np.ndarray) -> _Numbering:
     unique, counts = np.unique(values, return_counts=True)
     found = _end_sentinels(unique, counts)
     whole = len(values) == stats.numeric  # the row sample holds every finite value of the side
-    if not whole:  # a rare sentinel the sample missed is still the side's exact min or max
-        found.update({float(v): 0 for v in (stats.low, stats.high)
-                      if np.isfinite(v) and sentinel_like(v) and not np.isin(v, unique)})
+    if not whole and len(unique):  # a rare sentinel the sample missed is still the side's exact min or max
+        reach = MISSED_END * stats.numeric / len(values)  # ...when farther out than a sample's ends fall short
+        found.update({float(v): 0 for v in (stats.low, stats.high) if np.isfinite(v) and sentinel_like(v)
+                      and min(abs(v - unique[0]), abs(v - unique[-1])) > reach})
+    unsampled = frozenset(v for v, rows in found.items() if not rows)
     core = values[~np.isin(values, list(found))]
     as_is = _Numbering(values, stats.numeric, stats.low, stats.high)
     if not found or len(found) > MAX_SENTINELS or len(core) < MIN_ROWS \
@@ -202,7 +217,8 @@ def _without_sentinels(stats: ColumnStats, values: np.ndarray) -> _Numbering:
     count = stats.numeric * len(core) / len(values)
     low = float(core.min()) if stats.low in found else stats.low
     high = float(core.max()) if stats.high in found else stats.high
-    return _Numbering(core, count, low, high, SAMPLED_SLACK * count + holes * stats.numeric / len(values), found)
+    return _Numbering(core, count, low, high, SAMPLED_SLACK * count + holes * stats.numeric / len(values), found,
+                      unsampled)
 
 
 def _end_sentinels(unique: np.ndarray, counts: np.ndarray) -> dict[float, int]:

@@ -47,7 +47,7 @@ def test_a_numbering_with_minus_one_sentinels_is_an_identifier(tmp_path, serial)
     said = {f.subject.output: f for f in result.findings if f.code == "identifier_column"}
     assert set(said) == {"row_id", "sample"} and not any(f.is_gap for f in result.findings)
     assert "contiguous range" in said["sample"].message and "sentinel value(s) -1" in said["sample"].message
-    assert said["sample"].evidence["sentinels"] == [{"value": -1.0, "reference": 2, "current": 1}]
+    assert said["sample"].evidence["sentinels"] == [{"value": -1.0, "reference": 2, "current": 1, "unsampled": []}]
     assert main(["drift", "--reference", train, "--current", val, "--engine", "serial"]) == 0
 
 
@@ -56,7 +56,7 @@ def test_a_sentinel_is_kept_out_of_the_identifier_moments(tmp_path, serial):
     result = drift(train, val, engine=serial)
     document = validate(result)
     said = {f.subject.output: f for f in result.findings if f.code == "identifier_column"}["row_id"]
-    assert said.evidence["sentinels"] == [{"value": 999_999_999.0, "reference": 0, "current": 1}]
+    assert said.evidence["sentinels"] == [{"value": 999_999_999.0, "reference": 0, "current": 1, "unsampled": []}]
     row_id = next(f for f in document["features"] if f["feature"] == "row_id")
     assert row_id["mean_current"] < 600 and row_id["std_current"] < 50  # 0..568 without the 999999999
     assert row_id["wasserstein_std"] < 3  # was 56800.6: the sentinel's std
@@ -68,15 +68,22 @@ def test_a_numbering_read_from_a_sample_with_a_rare_sentinel():
     the exact min/max is a sentinel; an INT32_MAX the sample missed is still seen as the exact max."""
     rng = np.random.default_rng(0)
     ids = np.arange(100_000, dtype=np.float64)
-    ids[rng.choice(100_000, 6, replace=False)] = -1
-    ids[12_345] = 2_147_483_647
+    ids[[0, 7, 5, 10]] = 999_999_999  # rows 0, 5 and 10 in the sample (every fifth row), row 7 not
+    ids[12_346] = 2_147_483_647  # not in the sample
     names = [f"row {i}" for i in range(len(ids))]
     stats = column_stats(pd.Series(ids), names)
-    sample = ids[rng.choice(len(ids), 20_000, replace=False)]
-    sample = sample[sample != 2_147_483_647]  # the sample missed it
+    sample = ids[::5]
     verdict = identifier_verdict("sample", stats, stats, sample, sample)
     assert verdict is not None and "contiguous range" in verdict.reason
-    assert {s.value for s in verdict.sentinels} == {-1.0, 2_147_483_647.0}
+    assert [(s.value, s.reference) for s in verdict.sentinels] == [(999_999_999.0, 3), (2_147_483_647.0, 0)]
+    assert verdict.sentinels[1].unsampled == ("reference", "current") and verdict.sentinels[0].unsampled == ()
+    assert "2147483647 (in 0 reference and 0 current sampled row(s); the reference's exact min/max" in verdict.reason
+    plain = np.arange(100_000, dtype=np.float64)  # no sentinel: the sample's missing the exact 0 makes none
+    stats = column_stats(pd.Series(plain), names)
+    sample = plain[rng.choice(len(plain), 20_000, replace=False)]
+    sample = sample[sample != 0]
+    verdict = identifier_verdict("sample", stats, stats, sample, sample)
+    assert verdict is not None and verdict.sentinels == ()
     sparse = np.sort(rng.choice(10_000_000, 100_000, replace=False)).astype(np.float64)  # unique, not a range
     sparse[:3] = -1
     stats = column_stats(pd.Series(sparse), names)
