@@ -164,11 +164,11 @@ def identifier_finding(ids: Sequence[str]) -> list[Any]:
 # A CSV has no date type: a column of "2024-03-01" or "2024-03-01T10:00:00" is read as text, so a split by time
 # was a categorical "drift" (Cramér's V = 1) or, all values distinct, an "identifier", where the same column as a
 # parquet datetime is a time_ordered_split. Text columns whose cells are ISO dates are read as points in time here,
-# on the workers (the values are gone once a column's 1,000 categories overflow): microseconds since 1970-01-01 UTC,
-# the numbers pandas gives a datetime column, so the numeric tests, coverage and time_ordered_split apply.
+# on the workers (the values are gone once a column's 1,000 categories overflow): as microseconds since 1970-01-01
+# UTC, numbers, so the numeric tests, coverage and time_ordered_split apply.
 
 #: an ISO 8601 date, optionally with a time (``T`` or a space), fractions and a zone: "1" or "3/1/2024" never are
-ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
 DATE_SHARE = 0.9  # a text column whose cells are ≥ 90% ISO dates is dates (as MIXED_NUMERIC_SHARE makes one numeric)
 DATE_PROBE = 100  # the first non-missing cells a column must show one date among, before every cell is parsed
 DATE_CELLS = "<date>"  # the category counting a column's cells read as dates (as "<number>" counts numbers in text)
@@ -229,7 +229,12 @@ def _microseconds(values: Any) -> np.ndarray:
     when = pd.to_datetime(values, format="ISO8601", utc=True, errors="coerce")
     stamps = when.dt.tz_convert(None).dt.as_unit("us").to_numpy()  # datetime64[us]; pandas may read ns or us
     micros = np.where(np.isnat(stamps), np.nan, stamps.astype(np.int64).astype(np.float64))
-    for i in np.flatnonzero(np.isnan(micros)):
+    missed = np.flatnonzero(np.isnan(micros))
+    year, month, day = (values.iloc[missed].str.slice(*span).astype(int).to_numpy() for span in ((0, 4), (5, 7),
+                                                                                                  (8, 10)))
+    # only a plausible day of a year outside pandas' range is worth numpy's look (one at a time): the others are
+    # no date at all (2024-02-30, MySQL's 0000-00-00)
+    for i in missed[((year <= 1677) | (year >= 2262)) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)]:
         try:
             micros[i] = float(np.datetime64(values.iloc[i].replace(" ", "T"), "us").astype(np.int64))
         except ValueError:

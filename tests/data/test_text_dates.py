@@ -140,3 +140,6 @@ def test_only_iso_date_text_is_dates():
     assert read["open_end"].iloc[1] == float(np.datetime64("9999-12-31", "us").astype(np.int64))
     for name in ("numbers_as_text", "free_text", "us_dates", "half_dates"):
         assert read[name].tolist() == frame[name].tolist(), name
+    # MySQL's zero date, an impossible day: no date, kept as text (never NaN, never a number)
+    read, parsed = text_dates(pd.DataFrame({"shipped": ["2024-03-01"] * 9 + ["0000-00-00"]}))
+    assert parsed == {"shipped": 9} and read["shipped"].iloc[9] == "not a date: 0000-00-00"
