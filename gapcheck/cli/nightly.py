@@ -23,6 +23,7 @@ from gapcheck.nightly.config import (
     DEFAULT_MAX_IN_FLIGHT,
     MAX_IN_FLIGHT,
     MAX_LOCK_WAIT_S,
+    MAX_PARALLEL_ENDPOINTS,
     NightlyConfig,
     WebhookFormat,
 )
@@ -43,6 +44,9 @@ def command(
     history: Optional[Path] = typer.Option(None, "--history", help=f"SQLite history (default {DEFAULT_HISTORY})."),
     max_in_flight: Optional[int] = typer.Option(None, "--max-in-flight",
         help=f"Requests in flight per endpoint (default {DEFAULT_MAX_IN_FLIGHT}; [nightly] max_in_flight)."),
+    parallel_endpoints: Optional[int] = typer.Option(None, "--parallel-endpoints",
+        help="Endpoints checked at once, each with its own requests in flight (default 1: one after the other; "
+             "[nightly] parallel_endpoints). Reports and history keep the endpoints' order."),
     lock_wait: Optional[float] = typer.Option(None, "--lock-wait",
         help=f"Seconds to wait for another run's lock (default {DEFAULT_LOCK_WAIT_S:g}; [nightly] lock_wait_s)."),
     webhook: Optional[str] = typer.Option(None, "--webhook",
@@ -62,6 +66,7 @@ def command(
 
     check_number(lock_wait, "--lock-wait", high=MAX_LOCK_WAIT_S)
     check_number(max_in_flight, "--max-in-flight", low=1, high=MAX_IN_FLIGHT)
+    check_number(parallel_endpoints, "--parallel-endpoints", low=1, high=MAX_PARALLEL_ENDPOINTS)
     cfg = groups.config.section("nightly")
     assert isinstance(cfg, NightlyConfig)
     cfg = resolve_paths(cfg, groups.config.source)
@@ -84,6 +89,7 @@ def command(
         golden=golden_path, endpoints=specs, history=history or Path(cfg.history or DEFAULT_HISTORY), target=target,
         webhook=settings, lock_wait_s=cfg.lock_wait_s if lock_wait is None else lock_wait,
         max_in_flight=cfg.max_in_flight if max_in_flight is None else max_in_flight,
+        parallel_endpoints=cfg.parallel_endpoints if parallel_endpoints is None else parallel_endpoints,
         drift=DriftParameters(cfg.drift.baseline_runs, cfg.drift.slack, cfg.drift.threshold), audit=not no_audit,
         text=_text(groups, cfg))
     result = run_nightly(request)

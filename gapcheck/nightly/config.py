@@ -50,6 +50,7 @@ DEFAULT_HISTORY = "gapcheck-history.sqlite"
 DEFAULT_LOCK_WAIT_S = 60.0
 DEFAULT_MAX_IN_FLIGHT = 4  # requests in flight per endpoint
 MAX_IN_FLIGHT = 64
+MAX_PARALLEL_ENDPOINTS = 64  # endpoints checked at once (--parallel-endpoints); each with its own requests in flight
 MAX_LOCK_WAIT_S = 86400.0  # a day: longer than any night; nan and inf are refused (they would wait forever)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -137,6 +138,7 @@ class NightlyConfig(_Strict):
     # gapcheck history's --lock-wait: how long the reader waits for another SQLite writer's lock
     read_lock_wait_s: float = Field(default=READ_LOCK_WAIT_S, ge=0, le=MAX_LOCK_WAIT_S, allow_inf_nan=False)
     max_in_flight: int = Field(default=DEFAULT_MAX_IN_FLIGHT, ge=1, le=MAX_IN_FLIGHT)
+    parallel_endpoints: int = Field(default=1, ge=1, le=MAX_PARALLEL_ENDPOINTS)
     # None: [triton]'s, else the Triton target's default (gapcheck.groups.TritonTarget: 600 s, 3 retries)
     deadline_s: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     retries: Optional[int] = Field(default=None, ge=0, le=20)

@@ -18,8 +18,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,6 +36,7 @@ from gapcheck.nightly.config import (
     DEFAULT_MAX_IN_FLIGHT,
     MAX_IN_FLIGHT,
     MAX_LOCK_WAIT_S,
+    MAX_PARALLEL_ENDPOINTS,
     EndpointSpec,
     WebhookFormat,
     check_webhook_url,
@@ -95,20 +96,23 @@ class NightlyRequest:
     drift: DriftParameters = DriftParameters()
     audit: bool = True
     text: InputSource | None = None
+    parallel_endpoints: int = 1
 
     def __init__(self, golden: Path, endpoints: tuple[EndpointSpec, ...], history: Path, *,
                  target: TritonTarget | None = None, webhook: WebhookSettings | None = None,
                  lock_wait_s: float = DEFAULT_LOCK_WAIT_S, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  drift: DriftParameters = DriftParameters(), audit: bool = True,
-                 text: InputSource | None = None) -> None:
+                 text: InputSource | None = None, parallel_endpoints: int = 1) -> None:
         target = target or TritonTarget()
         check_number(lock_wait_s, "--lock-wait", high=MAX_LOCK_WAIT_S)
         check_number(max_in_flight, "--max-in-flight", low=1, high=MAX_IN_FLIGHT)
+        check_number(parallel_endpoints, "--parallel-endpoints", low=1, high=MAX_PARALLEL_ENDPOINTS)
         if text is not None and text.text_samples is None:
             raise UsageError("the tokenizer check needs --text-samples FILE[:field] and --tokenizer hf:PATH")
         for name, value in (("golden", Path(golden)), ("endpoints", tuple(endpoints)), ("history", Path(history)),
                             ("target", target), ("webhook", webhook), ("lock_wait_s", lock_wait_s),
-                            ("max_in_flight", max_in_flight), ("drift", drift), ("audit", audit), ("text", text)):
+                            ("max_in_flight", max_in_flight), ("drift", drift), ("audit", audit), ("text", text),
+                            ("parallel_endpoints", int(parallel_endpoints))):
             object.__setattr__(self, name, value)
 
     @property
@@ -261,6 +265,7 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
         started_at = _now()
         first = request.endpoints[0]
         opening = _Opening(request, pending, run_id, started_at)  # once the bundle is verified, beside the requests
+        rest = stack.enter_context(_Rest(request, pending))  # with --parallel-endpoints: beside the first, once verified
         try:
             first_outcome = _first_check(first, pending, request)  # beside the hashes; a bad bundle ends it at once
             bundle = _hashed_before_a_gap(pending.result(), first_outcome, request.golden)
@@ -273,9 +278,8 @@ def run_nightly(request: NightlyRequest, *, on_endpoint: Callable[[EndpointRepor
             raise
         night = _Night(request, history, bundle, run_id, on_endpoint)
         night.add(first, first_outcome, started_at, opening.earlier)
-        for spec in request.endpoints[1:]:
-            endpoint_started = _now()
-            night.add(spec, _check(spec, bundle, request), endpoint_started)
+        for spec, outcome, endpoint_started in rest.outcomes(bundle):
+            night.add(spec, outcome, endpoint_started)
         timings["total"] = time.monotonic() - start
         result = NightlyResult(run_id=run_id, started_at=started_at, golden=night.bundle.summary(),
                                history=str(request.history), endpoints=tuple(night.reports),
@@ -303,6 +307,66 @@ def _hashed_before_a_gap(bundle: GoldenBundle, outcome: EndpointOutcome, golden:
     if not same:
         raise InputError(f"golden bundle {golden} changed while the night ran: run it again")
     return hashed
+
+
+class _Rest:
+    """The endpoints after the first, in the config's order. One after the other (``parallel_endpoints`` 1, the
+    default), each started once the one before it is recorded; with more, up to ``parallel_endpoints - 1`` of them at
+    a time beside the first, each started as soon as the bundle is verified (never before: a bad bundle starts none)
+    on a thread of a pool, and their outcomes taken in the config's order, so the history, the alerts and the reports
+    are the same whichever ends first. Leaving the ``with`` block (the night ended, or failed) cancels what has not
+    started; a check in flight starts no further attempt and ends within its deadline."""
+
+    def __init__(self, request: NightlyRequest, pending: PendingBundle) -> None:
+        self.request, self.specs = request, request.endpoints[1:]
+        self.cancelled = threading.Event()
+        self.started: dict[str, Future[tuple[str, EndpointOutcome]]] = {}
+        self.queued = threading.Event()  # set once _start has run (the callback may run after the bundle's result)
+        self.pool: ThreadPoolExecutor | None = None
+        if request.parallel_endpoints > 1 and self.specs:
+            self.pool = ThreadPoolExecutor(max_workers=min(request.parallel_endpoints - 1, len(self.specs)),
+                                           thread_name_prefix="nightly-endpoint")
+            self._lock = threading.Lock()
+            pending.when_checked(lambda: self._start(pending))
+
+    def _start(self, pending: PendingBundle) -> None:
+        """On the bundle's checking thread once it is done: every check queued, on the verified bundle only."""
+        try:
+            bundle = pending.result()
+            with self._lock:
+                if not self.cancelled.is_set() and self.pool is not None:
+                    for spec in self.specs:
+                        self.started[spec.name] = self.pool.submit(self._timed, spec, bundle)
+        except BaseException:  # noqa: BLE001 - a bad bundle: the night raises it itself; nothing is started
+            return
+        finally:
+            self.queued.set()
+
+    def _timed(self, spec: EndpointSpec, bundle: GoldenBundle) -> tuple[str, EndpointOutcome]:
+        started = _now()
+        return started, _check(spec, bundle, self.request, self.cancelled)
+
+    def outcomes(self, bundle: GoldenBundle) -> Iterator[tuple[EndpointSpec, EndpointOutcome, str]]:
+        """Each endpoint after the first, its outcome and when its check started; called once the bundle verified."""
+        if self.pool is not None:
+            self.queued.wait()  # the bundle verified: _start runs (on its thread) if it has not yet
+        for spec in self.specs:
+            future = self.started.get(spec.name)
+            if future is None:  # one after the other
+                started = _now()
+                yield spec, _check(spec, bundle, self.request), started
+            else:
+                started, outcome = future.result()
+                yield spec, outcome, started
+
+    def __enter__(self) -> _Rest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            with self._lock:
+                self.cancelled.set()
+                self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Opening:

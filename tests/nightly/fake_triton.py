@@ -32,6 +32,8 @@ def _triton_dtype(dtype: str) -> str:
 class FakeTriton:
     def __init__(self, bundle: GoldenBundle, mode: str = "ok", model: str = "m", max_batch_size: int = 4) -> None:
         self.bundle, self.mode, self.model, self.max_batch_size = bundle, mode, model, max_batch_size
+        self.gate: threading.Barrier | None = None  # every inference answer waits here (other servers' requests too)
+        self.inferences = 0  # inference requests received
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -116,6 +118,13 @@ class FakeTriton:
                 if not self.path.endswith("/infer"):  # repository index, model control: hardened away
                     self._send(403, json.dumps({"error": "This API is restricted"}).encode())
                     return
+                fake.inferences += 1
+                if fake.gate is not None:
+                    try:
+                        fake.gate.wait()
+                    except threading.BrokenBarrierError:
+                        self._send(500, json.dumps({"error": "gate broken: the requests did not meet"}).encode())
+                        return
                 if fake.mode == "restricted_infer":  # Triton's own words for a restricted API without its header
                     self._send(403, json.dumps({"error": "This API is restricted, expecting header "
                                                          "'triton-access-token'"}).encode())
