@@ -13,13 +13,14 @@ row then lacks ``finished_at``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -312,43 +313,43 @@ def _hashed_before_a_gap(bundle: GoldenBundle, outcome: EndpointOutcome, golden:
 class _Rest:
     """The endpoints after the first, in the config's order. One after the other (``parallel_endpoints`` 1, the
     default), each started once the one before it is recorded; with more, up to ``parallel_endpoints - 1`` of them at
-    a time beside the first, each started as soon as the bundle is verified (never before: a bad bundle starts none)
-    on a thread of a pool, and their outcomes taken in the config's order, so the history, the alerts and the reports
-    are the same whichever ends first. Leaving the ``with`` block (the night ended, or failed) cancels what has not
-    started; a check in flight starts no further attempt and ends within its deadline."""
+    a time beside the first, started as soon as the bundle is verified (never before: a bad bundle starts none), and
+    their outcomes taken in the config's order, so the history, the alerts and the reports are the same whichever
+    ends first. Each runs on a thread nothing joins (:func:`gapcheck.nightly.probe.on_thread`): leaving the ``with``
+    block (the night ended, or failed) cancels the checks not yet started, one in flight starts no further attempt
+    and ends within its deadline, and nobody waits for it (neither the caller nor the interpreter at exit)."""
 
     def __init__(self, request: NightlyRequest, pending: PendingBundle) -> None:
         self.request, self.specs = request, request.endpoints[1:]
         self.cancelled = threading.Event()
         self.started: dict[str, Future[tuple[str, EndpointOutcome]]] = {}
         self.queued = threading.Event()  # set once _start has run (the callback may run after the bundle's result)
-        self.pool: ThreadPoolExecutor | None = None
-        if request.parallel_endpoints > 1 and self.specs:
-            self.pool = ThreadPoolExecutor(max_workers=min(request.parallel_endpoints - 1, len(self.specs)),
-                                           thread_name_prefix="nightly-endpoint")
-            self._lock = threading.Lock()
+        self.parallel = request.parallel_endpoints > 1 and bool(self.specs)
+        self.slots = threading.BoundedSemaphore(max(1, request.parallel_endpoints - 1))
+        if self.parallel:
             pending.when_checked(lambda: self._start(pending))
 
     def _start(self, pending: PendingBundle) -> None:
-        """On the bundle's checking thread once it is done: every check queued, on the verified bundle only."""
+        """On the bundle's checking thread once it is done: every check started, on the verified bundle only."""
         try:
             bundle = pending.result()
-            with self._lock:
-                if not self.cancelled.is_set() and self.pool is not None:
-                    for spec in self.specs:
-                        self.started[spec.name] = self.pool.submit(self._timed, spec, bundle)
+            for spec in self.specs:
+                self.started[spec.name] = on_thread(functools.partial(self._check, spec, bundle))
         except BaseException:  # noqa: BLE001 - a bad bundle: the night raises it itself; nothing is started
             return
         finally:
             self.queued.set()
 
-    def _timed(self, spec: EndpointSpec, bundle: GoldenBundle) -> tuple[str, EndpointOutcome]:
-        started = _now()
-        return started, _check(spec, bundle, self.request, self.cancelled)
+    def _check(self, spec: EndpointSpec, bundle: GoldenBundle) -> tuple[str, EndpointOutcome]:
+        with self.slots:  # at most parallel_endpoints - 1 beside the first
+            if self.cancelled.is_set():
+                raise GapcheckError(f"{spec.name}: not checked (the night ended first)")
+            started = _now()
+            return started, _check(spec, bundle, self.request, self.cancelled)
 
     def outcomes(self, bundle: GoldenBundle) -> Iterator[tuple[EndpointSpec, EndpointOutcome, str]]:
         """Each endpoint after the first, its outcome and when its check started; called once the bundle verified."""
-        if self.pool is not None:
+        if self.parallel:
             self.queued.wait()  # the bundle verified: _start runs (on its thread) if it has not yet
         for spec in self.specs:
             future = self.started.get(spec.name)
@@ -363,10 +364,7 @@ class _Rest:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            with self._lock:
-                self.cancelled.set()
-                self.pool.shutdown(wait=False, cancel_futures=True)
+        self.cancelled.set()
 
 
 class _Opening:

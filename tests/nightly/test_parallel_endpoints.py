@@ -66,3 +66,29 @@ def test_the_config_key_is_checked_too(tiny_golden: Path, tmp_path: Path) -> Non
     config.write_text("[nightly]\nparallel_endpoints = 0\n")
     code, report = night(tiny_golden, tmp_path, ["a=http://127.0.0.1:1/m"], "--config", str(config))
     assert code == 2 and report == {}
+
+
+def test_a_night_that_fails_does_not_wait_for_the_endpoints_beside_it(tiny_golden: Path, tmp_path: Path) -> None:
+    """The first endpoint's map names a tensor its server lacks (exit 2) while the second, checked beside it, hangs
+    on a server that accepts and never answers (a 120 s deadline): the process ends with the first's error at once,
+    not after the second's deadline (neither the night nor the interpreter at exit waits for the check left in
+    flight, which starts no further attempt)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with FakeTriton(load_bundle(tiny_golden)) as fake, socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        args = [sys.executable, "-m", "gapcheck", "nightly", "--golden", str(tiny_golden), "--history",
+                str(tmp_path / "h.sqlite"), "--endpoint", f"a={fake.url}", "--endpoint",
+                f"hung=http://127.0.0.1:{silent.getsockname()[1]}/m", "--parallel-endpoints", "2", "--no-audit",
+                "--triton-output-map", "output=nosuch", "--triton-deadline", "120", "--triton-timeout", "60",
+                "--triton-retries", "1"]
+        start = time.monotonic()
+        done = subprocess.run(args, capture_output=True, text=True, timeout=110)
+        elapsed = time.monotonic() - start
+    assert done.returncode == 2, done.stderr
+    assert "nosuch" in done.stderr
+    assert elapsed < 60, elapsed  # start-up included; the second endpoint's deadline was 120 s
