@@ -58,7 +58,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gapcheck.golden import RecordRequest, load_bundle, record_bundle  # noqa: E402
+from gapcheck.golden import GoldenBundle, RecordRequest, load_bundle, record_bundle  # noqa: E402
 from gapcheck.golden.bundle import open_bundle  # noqa: E402
 from gapcheck.nightly import NightlyRequest, run_nightly  # noqa: E402
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option  # noqa: E402
@@ -214,6 +214,23 @@ def endpoint_with_verification(golden: Path, spec, in_flight: int, pipelined_fir
         return sequential(), p
     s = sequential()
     return s, pipelined()
+
+
+def served_bundle(prefix: str, samples: int, batch: int, models: tuple[str, ...] = ("cnn",)) -> tuple[Path, GoldenBundle]:
+    """A work folder (the export cache, and the stamps beside it, inside it: never the user's) holding a golden bundle of
+    ``samples`` inputs (``golden/``) and a model repository (``repo/``) serving its export as each of ``models``."""
+    import onnx
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["GAPCHECK_CACHE_DIR"] = str(work / "export-cache")
+    record_bundle(RecordRequest(out=work / "golden", factory=FACTORY, input_specs=(INPUT,), num_samples=samples,
+                                exporter="dynamo", cache_dir=work / "export-cache"))
+    bundle = load_bundle(work / "golden")
+    graph = onnx.load(str(bundle.onnx_path))
+    for name in models:
+        write_model(work / "repo", name, graph)
+        (work / "repo" / name / "config.pbtxt").write_text(model_config(name, graph, max_batch_size=batch))
+    return work, bundle
 
 
 def pin_apart(server_pid: int | None) -> None:

@@ -17,7 +17,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,14 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_nightly import FACTORY, INPUT  # noqa: E402
+from bench_nightly import INPUT, served_bundle  # noqa: E402
 
-from gapcheck.golden import RecordRequest, load_bundle, record_bundle  # noqa: E402
 from gapcheck.nightly import NightlyRequest, run_nightly  # noqa: E402
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option  # noqa: E402
 from gapcheck.nightly.history import wait_for_closes  # noqa: E402
 from gapcheck.triton.local_server import LocalTritonServer  # noqa: E402
-from tests.nightly.conftest import model_config, write_model  # noqa: E402
 
 
 def main() -> None:
@@ -42,17 +39,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-nightly-endpoints-"))
-    os.environ["GAPCHECK_CACHE_DIR"] = str(work / "export-cache")
-    record_bundle(RecordRequest(out=work / "golden", factory=FACTORY, input_specs=(INPUT,), num_samples=args.samples,
-                                exporter="dynamo", cache_dir=work / "export-cache"))
-    import onnx
-
-    graph = onnx.load(str(load_bundle(work / "golden").onnx_path))
     names = [f"cnn{i}" for i in range(args.endpoints)]
-    for name in names:
-        write_model(work / "repo", name, graph)
-        (work / "repo" / name / "config.pbtxt").write_text(model_config(name, graph, max_batch_size=args.batch))
+    work, _ = served_bundle("bench-nightly-endpoints-", args.samples, args.batch, tuple(names))
     times: dict[int, list[float]] = {1: [], args.endpoints: []}
     with LocalTritonServer(work / "repo", workdir=work / "server") as server:
         specs = tuple(endpoint_spec(parse_endpoint_option(f"{n}=grpc://{server.grpc_url}/{n}")) for n in names)

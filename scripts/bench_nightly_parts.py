@@ -25,7 +25,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,13 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_nightly import FACTORY, INPUT, bare_loop  # noqa: E402
+from bench_nightly import INPUT, bare_loop, served_bundle  # noqa: E402
 
-from gapcheck.golden import RecordRequest, load_bundle, record_bundle  # noqa: E402
 from gapcheck.nightly import probe  # noqa: E402
 from gapcheck.nightly.config import endpoint_spec, parse_endpoint_option  # noqa: E402
 from gapcheck.triton.local_server import LocalTritonServer  # noqa: E402
-from tests.nightly.conftest import model_config, write_model  # noqa: E402
 
 
 def _raw_send(outputs: list[str]) -> Callable[..., dict[str, np.ndarray]]:
@@ -92,16 +89,7 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-nightly-parts-"))
-    os.environ["GAPCHECK_CACHE_DIR"] = str(work / "export-cache")
-    record_bundle(RecordRequest(out=work / "golden", factory=FACTORY, input_specs=(INPUT,), num_samples=args.samples,
-                                exporter="dynamo", cache_dir=work / "export-cache"))
-    bundle = load_bundle(work / "golden")
-    import onnx
-
-    graph = onnx.load(str(bundle.onnx_path))
-    write_model(work / "repo", "cnn", graph)
-    (work / "repo" / "cnn" / "config.pbtxt").write_text(model_config("cnn", graph, max_batch_size=args.batch))
+    work, bundle = served_bundle("bench-nightly-parts-", args.samples, args.batch)
     outputs = [o.name for o in bundle.output_infos]
     with LocalTritonServer(work / "repo", workdir=work / "server") as server:
         spec = endpoint_spec(parse_endpoint_option(f"bench=grpc://{server.grpc_url}/cnn"))
