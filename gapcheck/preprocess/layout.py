@@ -102,3 +102,11 @@ def without_lone_channel(array: np.ndarray) -> np.ndarray:
     if array.ndim != 3 or channel_count(info) != 1:
         return array
     return array.reshape(spatial_shape(info) or array.shape)
+
+
+def colour_apart(a: LayoutInfo, b: LayoutInfo) -> bool:
+    """One side is a one-channel (grayscale) image in any layout ((H, W), (1, H, W), (H, W, 1)), the other a colour one
+    (3 channels, or 4 with alpha): one stage converted to grayscale. Its layout and channel order cannot be compared
+    with the other's (a lone plane has neither), so only the channel count is a difference."""
+    counts = (channel_count(a), channel_count(b))
+    return 1 in counts and any(c in (3, 4) for c in counts)

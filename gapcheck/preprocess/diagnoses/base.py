@@ -24,7 +24,7 @@ import numpy as np
 
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
-from gapcheck.preprocess.layout import to_chw
+from gapcheck.preprocess.layout import colour_apart, detect_layout, to_chw
 from gapcheck.preprocess.rows import pair_label
 
 if TYPE_CHECKING:
@@ -186,6 +186,13 @@ class Pair:
     @cached_property
     def chw(self) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
         return [(to_chw(e.ref), to_chw(e.cand)) for e in self.evidence]
+
+    @cached_property
+    def colour_apart(self) -> bool:
+        """One stage outputs grayscale (one channel), the other colour (3 or 4), on the first evidence sample: the
+        conversion is the cause (``shape`` says it); layout and channel order have nothing to compare on a lone plane."""
+        first = self.first
+        return first is not None and colour_apart(detect_layout(first.ref.shape), detect_layout(first.cand.shape))
 
     @cached_property
     def ranges(self) -> list[float]:

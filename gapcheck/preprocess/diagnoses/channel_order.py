@@ -19,7 +19,8 @@ class ChannelOrderDiagnosis:
     reads_values = True
 
     def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and (pair.replay is not None or pair.direct_fit is not None)
+        # a grayscale output has no channel order to compare with a colour one (shape names the conversion)
+        return pair.values_differ and not pair.colour_apart and (pair.replay is not None or pair.direct_fit is not None)
 
     def diagnose(self, pair: "Pair") -> "Finding | None":
         if pair.replay is not None:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from gapcheck.codes.preprocess import LAYOUT
 from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
-from gapcheck.preprocess.layout import detect_layout, lone_channel_apart
+from gapcheck.preprocess.layout import colour_apart, detect_layout, lone_channel_apart
 
 if TYPE_CHECKING:
     from gapcheck.findings import Finding
@@ -21,6 +21,8 @@ class LayoutDiagnosis(FirstSampleDiagnosis):
         ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
         if ri.layout == ci.layout or "unknown" in (ri.layout, ci.layout) or lone_channel_apart(ri, ci):
             return None  # (H, W) against (1, H, W) / (H, W, 1): compared squeezed, the pair's info says so
+        if colour_apart(ri, ci):
+            return None  # grayscale against colour: a lone plane has no layout to transpose; shape names the conversion
         return pair.finding(self.code, f"{pair.cand} is {ci.layout}, {pair.ref} is {ri.layout}; transposing "
                             f"{pair.cand} to {ri.layout} lines the channels up", sample=ev.sample,
                             ref_layout=ri.layout, cand_layout=ci.layout, ref_shape=list(ev.ref.shape),

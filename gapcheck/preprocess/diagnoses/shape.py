@@ -1,12 +1,18 @@
-"""Shape: the stages hand the model tensors of different shapes (an extra batch dimension, another size)."""
+"""Shape: the stages hand the model tensors of different shapes (an extra batch dimension, another size, grayscale
+against colour)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
+from gapcheck.preprocess.affine import describe_perm
 from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
-from gapcheck.preprocess.layout import detect_layout, lone_channel_apart
+from gapcheck.preprocess.layout import LayoutInfo, channel_count, colour_apart, detect_layout, lone_channel_apart
+from gapcheck.preprocess.luminance import LUMAS, REPEATED, LumaMatch, luminance_match
 
 if TYPE_CHECKING:
     from gapcheck.preprocess.diagnoses.base import Evidence, Pair
@@ -19,7 +25,8 @@ class ShapeDiagnosis(FirstSampleDiagnosis):
 
     def on_first(self, pair: "Pair", ev: "Evidence") -> Finding | None:
         """Another (C, H, W) is a gap; a leading batch axis of size 1 on one side only is not (the outputs are then
-        compared with it squeezed, and the pair says so in an info), so it is only named next to a real difference."""
+        compared with it squeezed, and the pair says so in an info), so it is only named next to a real difference.
+        Grayscale against colour is said as what it is: one stage converts to grayscale."""
         ri, ci = detect_layout(ev.ref.shape), detect_layout(ev.cand.shape)
         rc, cc = pair.chw[0]
         if rc is None or cc is None:
@@ -28,9 +35,9 @@ class ShapeDiagnosis(FirstSampleDiagnosis):
             same = rc.shape == cc.shape
         if same:
             return None
-        reasons = []
-        if ri.batch_dims != ci.batch_dims:
-            reasons.append(f"{pair.cand} has {ci.batch_dims} leading batch dimension(s), {pair.ref} has {ri.batch_dims}")
+        if colour_apart(ri, ci):
+            return _grayscale_against_colour(pair, ev, ri, ci)
+        reasons = _batch_reasons(pair, ri, ci)
         if lone_channel_apart(ri, ci):
             extra, plain = (pair.cand, pair.ref) if ri.layout == "HW" else (pair.ref, pair.cand)
             reasons.append(f"{extra} keeps a channel axis of size 1, {plain} outputs (H, W)")
@@ -39,5 +46,103 @@ class ShapeDiagnosis(FirstSampleDiagnosis):
                            f"{pair.ref} {rc.shape[0]} of {rc.shape[1]}x{rc.shape[2]}")
         reasons = reasons or [f"{pair.cand} and {pair.ref} output arrays of other shapes"]
         return pair.finding(self.code, f"{'; '.join(reasons)}: shapes {list(ev.cand.shape)} vs {list(ev.ref.shape)}",
-                            sample=ev.sample, ref_shape=list(ev.ref.shape), cand_shape=list(ev.cand.shape),
-                            ref_batch_dims=ri.batch_dims, cand_batch_dims=ci.batch_dims)
+                            **_shapes(ev, ri, ci))
+
+
+def _batch_reasons(pair: "Pair", ri: LayoutInfo, ci: LayoutInfo) -> list[str]:
+    if ri.batch_dims == ci.batch_dims:
+        return []
+    return [f"{pair.cand} has {ci.batch_dims} leading batch dimension(s), {pair.ref} has {ri.batch_dims}"]
+
+
+def _shapes(ev: "Evidence", ri: LayoutInfo, ci: LayoutInfo) -> dict[str, Any]:
+    return {"sample": ev.sample, "ref_shape": list(ev.ref.shape), "cand_shape": list(ev.cand.shape),
+            "ref_batch_dims": ri.batch_dims, "cand_batch_dims": ci.batch_dims}
+
+
+@dataclass(frozen=True)
+class _Luminance:
+    """What the evidence samples say about the grayscale output being a luminance of the colour one: ``match`` (the
+    worst sample's fit) when every compared sample is one, None when one is not; ``compared`` samples of equal size."""
+
+    match: LumaMatch | None
+    compared: int
+
+
+def _luminance(pair: "Pair", gray_is_cand: bool) -> _Luminance:
+    worst: LumaMatch | None = None
+    compared = 0
+    for rc, cc in pair.chw:
+        gray, colour = (cc, rc) if gray_is_cand else (rc, cc)
+        if gray is None or colour is None or gray.shape[1:] != colour.shape[1:] \
+                or not (np.isfinite(gray).all() and np.isfinite(colour).all()):
+            continue  # another size (a resize or crop difference, named apart) or NaN: nothing to weigh
+        compared += 1
+        match = luminance_match(gray[0], colour)
+        if match is None:
+            return _Luminance(None, compared)
+        worst = match if worst is None or match.max_abs_rel > worst.max_abs_rel else worst
+    return _Luminance(worst, compared)
+
+
+def _grayscale_against_colour(pair: "Pair", ev: "Evidence", ri: LayoutInfo, ci: LayoutInfo) -> Finding:
+    """One stage outputs one channel (any layout), the other 3 or 4: the grayscale conversion is the cause, said with
+    whether the grayscale values are a standard luminance of the colour ones (then it is the only difference)."""
+    gray_is_cand = channel_count(ci) == 1
+    gray, colour = (pair.cand, pair.ref) if gray_is_cand else (pair.ref, pair.cand)
+    colours = channel_count(ri if gray_is_cand else ci) or 3
+    luminance = _luminance(pair, gray_is_cand)
+    repeated = luminance.match is not None and luminance.match.luma is REPEATED
+    if repeated:
+        said = [f"{gray} gives 1 channel (grayscale), {colour} {colours} (one grayscale plane repeated): both are "
+                f"grayscale, {colour} repeats its plane into {colours} channels"]
+    else:
+        kind = "RGBA" if colours == 4 else _colour_order(pair, ev, luminance.match, gray_is_cand)
+        said = [f"{gray} gives 1 channel (grayscale), {colour} {colours} ({kind}): {gray} converts the picture to "
+                f"grayscale and {colour} keeps its colour"]
+    said += _batch_reasons(pair, ri, ci)
+    rs, cs = pair.chw[0]
+    if rs is not None and cs is not None:
+        said.append(f"{pair.cand} outputs {cs.shape[0]} channel(s) of {cs.shape[1]}x{cs.shape[2]}, "
+                    f"{pair.ref} {rs.shape[0]} of {rs.shape[1]}x{rs.shape[2]}")
+    said.append(_luminance_said(gray, colour, luminance))
+    message = "; ".join(s for s in said if s) + f": shapes {list(ev.cand.shape)} vs {list(ev.ref.shape)}"
+    return pair.finding(SHAPE, message, **_shapes(ev, ri, ci), grayscale_stage=gray, colour_stage=colour,
+                        colour_channels=colours, **_luminance_evidence(luminance))
+
+
+def _colour_order(pair: "Pair", ev: "Evidence", match: LumaMatch | None, gray_is_cand: bool) -> str:
+    """The colour stage's channel order: the one its channels were weighted in, else its replayed order, else
+    'colour' (not guessed)."""
+    if match is not None:
+        return match.order
+    if not pair.finite:
+        return "colour"
+    profile = pair.profiles(ev)[0 if gray_is_cand else 1]
+    return describe_perm(profile.fit.perm) if profile is not None and len(profile.fit.perm) == 3 else "colour"
+
+
+def _luminance_said(gray: str, colour: str, luminance: _Luminance) -> str:
+    match = luminance.match
+    if match is None:
+        if not luminance.compared:
+            return ""
+        names = ", ".join(luma.name.split(" (")[0] for luma in LUMAS)
+        return (f"{gray}'s values are not a standard luminance of {colour}'s ({names}, in RGB or BGR order, up to a "
+                "value map), so more than the conversion differs")
+    if match.luma is REPEATED:
+        mapped = "" if match.same_values else f" up to a value map ({gray} ≈ {match.slope:.4g}·plane + {match.offset:.4g})"
+        return f"{gray}'s values are that plane{mapped}; max |Δ| {match.max_abs_rel:.2g} of the range"
+    how = match.luma.name + (f", of {colour}'s channels read as BGR" if match.order == "BGR" else "")
+    mapped = "" if match.same_values else f" up to a value map ({gray} ≈ {match.slope:.4g}·luma + {match.offset:.4g})"
+    return (f"{gray}'s values are the luminance of {colour}'s{mapped}: {how}; max |Δ| {match.max_abs_rel:.2g} of the "
+            f"range on {luminance.compared} sample(s)")
+
+
+def _luminance_evidence(luminance: _Luminance) -> dict[str, Any]:
+    match = luminance.match
+    if match is None:
+        return {"luminance": None, "luminance_samples": luminance.compared}
+    return {"luminance": match.luma.name, "luminance_order": match.order, "luminance_slope": match.slope,
+            "luminance_offset": match.offset, "luminance_max_abs_rel": match.max_abs_rel,
+            "luminance_samples": luminance.compared}

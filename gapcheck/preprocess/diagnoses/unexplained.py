@@ -47,6 +47,8 @@ class UnexplainedDiagnosis:
             return None if pair.found else pair.finding(
                 self.code, f"{pair.cand} and {pair.ref} differ only below the canonical (C, H, W) view",
                 sample=pair.evidence[0].sample, max_abs=size)
+        if pair.colour_apart:
+            return None  # grayscale against colour: the shape finding names the conversion and weighs the luminance
         if pair.replay is not None:
             return self._after_replay(pair)
         if pair.has(*VALUE_CODES):
