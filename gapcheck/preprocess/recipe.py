@@ -5,7 +5,7 @@ Example (gapcheck.toml)::
     [preprocess.stages.infer]
     steps = [
       {op = "decode", backend = "cv2"},          # cv2 gives BGR, PIL gives RGB
-      {op = "color", order = "rgb"},
+      {op = "color", order = "rgb"},            # or "gray": ITU-R 601 luma, as PIL's convert('L')
       {op = "resize", size = 256, backend = "cv2", interpolation = "linear"},
       {op = "center_crop", size = 224},
       {op = "scale", factor = 0.00392156862745098},
@@ -133,8 +133,8 @@ def _check_normalize(step: Step, where: str) -> None:
 def _check_values(step: Step, where: str) -> None:
     if step.op == "decode" and step.get("backend", "pil") not in ("pil", "cv2"):
         raise ValueError(f"{where} (decode): backend must be 'pil' or 'cv2'")
-    if step.op == "color" and step.get("order") not in ("rgb", "bgr"):
-        raise ValueError(f"{where} (color): order must be 'rgb' or 'bgr'")
+    if step.op == "color" and step.get("order") not in ("rgb", "bgr", "gray"):
+        raise ValueError(f"{where} (color): order must be 'rgb', 'bgr' or 'gray'")
     if step.op == "layout" and step.get("to") not in ("chw", "hwc"):
         raise ValueError(f"{where} (layout): to must be 'chw' or 'hwc'")
     if step.op == "dtype":
@@ -213,23 +213,9 @@ class Recipe:
         assert state is not None  # parse_steps guarantees a decode first
         image, axis = state.image, state.channel_axis()
         if step.op == "color":
-            order = step.get("order")
-            if order != state.color:
-                image = np.flip(image, axis=axis).copy()
-            return _State(image, order, state.layout, state.batched)
+            return _convert_color(step.get("order"), state)
         if step.op in ("resize", "center_crop"):
-            if state.layout != "hwc" or state.batched:
-                raise ValueError(f"{step.op} needs an unbatched HWC image; put it before layout/batch steps")
-            h, w = image.shape[:2]
-            if step.op == "resize":
-                size = step.get("size")
-                target = shorter_side_size(h, w, size) if isinstance(size, int) else _size_pair(size)
-                if target[0] * target[1] > MAX_SIDE * MAX_SIDE:
-                    raise ValueError(f"resize to {target[0]}x{target[1]} pixels is larger than {MAX_SIDE}x{MAX_SIDE}")
-                image = resize(image, target[0], target[1], _resize_method(step))
-            else:
-                image = center_crop(image, *_size_pair(step.get("size")))
-            return _State(np.ascontiguousarray(image), state.color, state.layout, state.batched)
+            return _resize_or_crop(step, state)
         if step.op == "scale":
             return _State(image.astype(np.float32) * np.float32(step.get("factor")), state.color, state.layout, state.batched)
         if step.op == "normalize":
@@ -242,7 +228,9 @@ class Recipe:
             to = step.get("to")
             if state.batched:
                 raise ValueError("layout needs an unbatched image; put it before the batch step")
-            if to != state.layout:
+            if image.ndim == 2:  # a grayscale plane gets its channel axis where the layout puts it
+                image = image[None] if to == "chw" else image[..., None]
+            elif to != state.layout:
                 image = np.ascontiguousarray(np.moveaxis(image, -1, 0) if to == "chw" else np.moveaxis(image, 0, -1))
             return _State(image, state.color, to, state.batched)
         if step.op == "dtype":
@@ -250,3 +238,48 @@ class Recipe:
         if step.op == "batch":
             return _State(image[None], state.color, state.layout, True)
         raise ValueError(f"unknown op {step.op}")
+
+
+def _convert_color(order: str, state: _State) -> _State:
+    """Reorder the channels (rgb, bgr) or make one grayscale plane (H, W) from a colour HWC image."""
+    if state.color == "gray":
+        if order != "gray":
+            raise ValueError(f"color: a grayscale image has no channels to put in {order} order")
+        return state
+    if order == "gray":
+        if state.layout != "hwc" or state.batched:
+            raise ValueError("color (gray) needs an unbatched HWC image; put it before layout/batch steps")
+        return _State(_luma(state.image, state.color), "gray", state.layout, state.batched)
+    image = state.image
+    if order != state.color:
+        image = np.flip(image, axis=state.channel_axis()).copy()
+    return _State(image, order, state.layout, state.batched)
+
+
+def _luma(image: np.ndarray, color: str) -> np.ndarray:
+    """ITU-R 601 luma of an HWC colour image, as PIL's convert('L') makes it: on 8-bit images its 16-bit fixed-point
+    weights, rounded (so a declared step list replays a PIL grayscale stage bit for bit); in float32 otherwise."""
+    rgb = image[..., 2::-1] if color == "bgr" else image[..., :3]
+    if image.dtype == np.uint8:
+        weighted = rgb.astype(np.uint32) @ np.array([19595, 38470, 7471], np.uint32) + 0x8000
+        return (weighted >> 16).astype(np.uint8)
+    return rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def _resize_or_crop(step: Step, state: _State) -> _State:
+    if state.layout != "hwc" or state.batched:
+        raise ValueError(f"{step.op} needs an unbatched HWC image; put it before layout/batch steps")
+    image = state.image
+    h, w = image.shape[:2]
+    if step.op == "resize":
+        size = step.get("size")
+        target = shorter_side_size(h, w, size) if isinstance(size, int) else _size_pair(size)
+        if target[0] * target[1] > MAX_SIDE * MAX_SIDE:
+            raise ValueError(f"resize to {target[0]}x{target[1]} pixels is larger than {MAX_SIDE}x{MAX_SIDE}")
+        if image.ndim == 3 and image.shape[-1] == 1:  # a grayscale (H, W, 1): PIL cannot hold it, cv2 drops the axis
+            image = resize(image[..., 0], target[0], target[1], _resize_method(step))[..., None]
+        else:
+            image = resize(image, target[0], target[1], _resize_method(step))
+    else:
+        image = center_crop(image, *_size_pair(step.get("size")))
+    return _State(np.ascontiguousarray(image), state.color, state.layout, state.batched)

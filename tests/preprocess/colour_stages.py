@@ -81,3 +81,9 @@ def torch_gray(path: str) -> torch.Tensor:
     """The same, then grayscale by the ITU-R 601 weights in torch: (1, H, W)."""
     x = torch_rgb(path)
     return (x[0] * 0.299 + x[1] * 0.587 + x[2] * 0.114)[None]
+
+
+def pil_gray_after_resize(path: str) -> np.ndarray:
+    """Colour resized first, then convert('L'): the grayscale of train's very pixels (H, W)."""
+    image = Image.open(path).convert("RGB").resize((SIDE, SIDE), Image.BILINEAR).convert("L")
+    return np.asarray(image, dtype=np.float32) / 255.0

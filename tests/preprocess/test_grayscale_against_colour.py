@@ -1,6 +1,7 @@
-"""One stage converts photos to grayscale, the other keeps colour: one `shape` gap that says so, names the stage (and
-the step, for traced stages) and whether the grayscale values are a standard luminance of the colour ones; no `layout`
-or `channel_order` gap next to it (a lone plane has neither to compare). Real scikit-image photos."""
+"""One stage converts photos to grayscale, the other keeps colour: one `shape` gap that says so, names the stage
+(and the step, for declared step lists and traced stages) and whether the grayscale values are a standard luminance of
+the colour ones; no `layout` or `channel_order` gap next to it (a lone plane has neither to compare). Real
+scikit-image photos."""
 from __future__ import annotations
 
 import json
@@ -10,10 +11,13 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
+from PIL import Image
 
 from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.preprocess.layout import colour_apart, detect_layout
 from gapcheck.preprocess.luminance import luminance_match
+from gapcheck.preprocess.recipe import parse_steps
+from gapcheck.preprocess.stages import make_spec
 from tests.preprocess.conftest import SKIMAGE_DATA, report_json
 
 STAGES = str(Path(__file__).with_name("colour_stages.py")) + ":"
@@ -154,3 +158,54 @@ def test_luminance_match_picks_the_weights_and_order_and_refuses_others():
     assert luminance_match(gray[:8], rgb) is None  # another size is not weighed
     with_alpha = np.concatenate([rgb, np.ones((1, 16, 16))])
     assert luminance_match(gray, with_alpha) is not None  # the alpha channel is not weighted
+
+
+# --- declared step lists: {op = "color", order = "gray"} --------------------------------------------------------------
+
+TAIL = [{"op": "resize", "size": [64, 64]}, {"op": "scale", "factor": 1 / 255}, {"op": "layout", "to": "chw"}]
+
+
+def _audit_steps(samples: Path, ref: list, cand: list):
+    return preprocess_audit(samples, [make_spec("train", steps=ref), make_spec("infer", steps=cand)], n=3, workers=1,
+                            repeats=0)
+
+
+@pytest.mark.parametrize("decode, ref_step", [({"op": "decode"}, "resize(size=(64, 64))"),
+                                              ({"op": "decode", "backend": "cv2"}, "color(order=rgb)")])
+def test_declared_step_lists_name_the_step_that_drops_the_colour(colour_photos, decode, ref_step):
+    colour = [decode, {"op": "color", "order": "rgb"}] if decode.get("backend") == "cv2" else [decode]
+    result = _audit_steps(colour_photos, colour + TAIL, [decode, {"op": "color", "order": "gray"}, *TAIL])
+    assert _gaps(result) == {"shape"}, [f.message for f in result.findings]
+    finding = _shape(result)
+    assert finding.subject.step == "step 2: color(order=gray)"
+    assert f"First divergent step: step 2 `color(order=gray)` in infer vs `{ref_step}` in train" in finding.message
+    assert "infer's values are the luminance of train's: ITU-R 601 luma" in finding.message
+
+
+def test_grayscale_made_after_the_resize_is_no_resize_gap(colour_photos):
+    """The grayscale stage replays on the file's own grayscale (converted before resizing) only a few levels off, and
+    a torch resize fitted that better than PIL's: a luminance of the colour output has the colour output's geometry."""
+    after = [{"op": "decode"}, TAIL[0], {"op": "color", "order": "gray"}, *TAIL[1:]]
+    result = _audit_steps(colour_photos, [{"op": "decode"}, *TAIL], after)
+    assert _gaps(result) == {"shape"}, [f.message for f in result.findings]  # was shape + resize (torch bilinear)
+    assert _shape(result).subject.step == "step 3: color(order=gray)"
+    callable_result = _audit(colour_photos, "pil_rgb_chw", "pil_gray_after_resize")
+    assert _gaps(callable_result) == {"shape"}, [f.message for f in callable_result.findings]
+
+
+def test_the_gray_step_is_pils_convert_l_and_keeps_a_channel_axis_where_the_layout_puts_it():
+    path = str(SKIMAGE_DATA / "coffee.png")
+    pil_l = np.asarray(Image.open(path).convert("L"))
+    for backend in ("pil", "cv2"):  # OpenCV's BGR decode is weighed in its own order
+        gray = parse_steps([{"op": "decode", "backend": backend}, {"op": "color", "order": "gray"}])(path)
+        assert gray.dtype == np.uint8 and np.array_equal(gray, pil_l)  # bit for bit
+    chw = parse_steps([{"op": "decode"}, {"op": "color", "order": "gray"}, *TAIL])(path)
+    assert chw.shape == (1, 64, 64)
+    for backend in ("pil", "cv2", "torch"):  # PIL cannot hold (H, W, 1) and cv2.resize drops its axis: kept here
+        hwc = parse_steps([{"op": "decode"}, {"op": "color", "order": "gray"}, {"op": "layout", "to": "hwc"},
+                           {"op": "resize", "size": [32, 32], "backend": backend}])(path)
+        assert hwc.shape == (32, 32, 1)
+    with pytest.raises(ValueError, match="a grayscale image has no channels to put in rgb order"):
+        parse_steps([{"op": "decode"}, {"op": "color", "order": "gray"}, {"op": "color", "order": "rgb"}])(path)
+    with pytest.raises(ValueError, match="order must be 'rgb', 'bgr' or 'gray'"):
+        parse_steps([{"op": "decode"}, {"op": "color", "order": "grey"}])

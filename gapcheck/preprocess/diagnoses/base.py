@@ -24,7 +24,8 @@ import numpy as np
 
 from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.affine import AffineFit, fit_permuted_affine
-from gapcheck.preprocess.layout import colour_apart, detect_layout, to_chw
+from gapcheck.preprocess.layout import channel_count, colour_apart, detect_layout, to_chw
+from gapcheck.preprocess.luminance import LumaMatch, luminance_match
 from gapcheck.preprocess.rows import pair_label
 
 if TYPE_CHECKING:
@@ -45,6 +46,16 @@ class Evidence:
     cand: np.ndarray
     data: bytes | None = None
     orientation: int = 0  # EXIF orientation tag of an image file (0: none)
+
+
+@dataclass(frozen=True)
+class GrayLuminance:
+    """Whether a grayscale output is a standard luminance of the colour one on the evidence samples: ``match`` (the
+    worst sample's fit) when every compared sample is one, None when one is not; ``compared``: samples of equal size."""
+
+    match: LumaMatch | None
+    compared: int
+    gray_is_cand: bool
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,7 @@ class ReplayedDiagnosis:
     reads_values = True
 
     def applies(self, pair: "Pair") -> bool:
-        return pair.values_differ and pair.replay is not None
+        return pair.values_differ and pair.replay is not None and not pair.gray_of_colour
 
 
 class ValueMapDiagnosis:
@@ -193,6 +204,34 @@ class Pair:
         conversion is the cause (``shape`` says it); layout and channel order have nothing to compare on a lone plane."""
         first = self.first
         return first is not None and colour_apart(detect_layout(first.ref.shape), detect_layout(first.cand.shape))
+
+    @cached_property
+    def gray_luminance(self) -> GrayLuminance | None:
+        """For a grayscale-against-colour pair, whether the grayscale values are a luminance of the colour ones (then
+        the geometry and the reading of the file are the same: a luminance is computed pixel by pixel)."""
+        if not self.colour_apart:
+            return None
+        assert self.first is not None
+        gray_is_cand = channel_count(detect_layout(self.first.cand.shape)) == 1
+        worst: LumaMatch | None = None
+        compared = 0
+        for rc, cc in self.chw:
+            gray, colour = (cc, rc) if gray_is_cand else (rc, cc)
+            if gray is None or colour is None or gray.shape[1:] != colour.shape[1:] \
+                    or not (np.isfinite(gray).all() and np.isfinite(colour).all()):
+                continue  # another size (a resize or crop difference, named apart) or NaN: nothing to weigh
+            compared += 1
+            match = luminance_match(gray[0], colour)
+            if match is None:
+                return GrayLuminance(None, compared, gray_is_cand)
+            worst = match if worst is None or match.max_abs_rel > worst.max_abs_rel else worst
+        return GrayLuminance(worst, compared, gray_is_cand)
+
+    @property
+    def gray_of_colour(self) -> bool:
+        """The grayscale output is a luminance of the colour one (up to a value map): no resize, crop or reading of
+        the file differs, whatever replaying the grayscale stage on the file's own grayscale suggests."""
+        return self.gray_luminance is not None and self.gray_luminance.match is not None
 
     @cached_property
     def ranges(self) -> list[float]:

@@ -2,20 +2,17 @@
 against colour)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
 from gapcheck.preprocess.affine import describe_perm
 from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
 from gapcheck.preprocess.layout import LayoutInfo, channel_count, colour_apart, detect_layout, lone_channel_apart
-from gapcheck.preprocess.luminance import LUMAS, REPEATED, LumaMatch, luminance_match
+from gapcheck.preprocess.luminance import LUMAS, REPEATED, LumaMatch
 
 if TYPE_CHECKING:
-    from gapcheck.preprocess.diagnoses.base import Evidence, Pair
+    from gapcheck.preprocess.diagnoses.base import Evidence, GrayLuminance, Pair
 
 
 class ShapeDiagnosis(FirstSampleDiagnosis):
@@ -60,38 +57,14 @@ def _shapes(ev: "Evidence", ri: LayoutInfo, ci: LayoutInfo) -> dict[str, Any]:
             "ref_batch_dims": ri.batch_dims, "cand_batch_dims": ci.batch_dims}
 
 
-@dataclass(frozen=True)
-class _Luminance:
-    """What the evidence samples say about the grayscale output being a luminance of the colour one: ``match`` (the
-    worst sample's fit) when every compared sample is one, None when one is not; ``compared`` samples of equal size."""
-
-    match: LumaMatch | None
-    compared: int
-
-
-def _luminance(pair: "Pair", gray_is_cand: bool) -> _Luminance:
-    worst: LumaMatch | None = None
-    compared = 0
-    for rc, cc in pair.chw:
-        gray, colour = (cc, rc) if gray_is_cand else (rc, cc)
-        if gray is None or colour is None or gray.shape[1:] != colour.shape[1:] \
-                or not (np.isfinite(gray).all() and np.isfinite(colour).all()):
-            continue  # another size (a resize or crop difference, named apart) or NaN: nothing to weigh
-        compared += 1
-        match = luminance_match(gray[0], colour)
-        if match is None:
-            return _Luminance(None, compared)
-        worst = match if worst is None or match.max_abs_rel > worst.max_abs_rel else worst
-    return _Luminance(worst, compared)
-
-
 def _grayscale_against_colour(pair: "Pair", ev: "Evidence", ri: LayoutInfo, ci: LayoutInfo) -> Finding:
     """One stage outputs one channel (any layout), the other 3 or 4: the grayscale conversion is the cause, said with
     whether the grayscale values are a standard luminance of the colour ones (then it is the only difference)."""
-    gray_is_cand = channel_count(ci) == 1
+    luminance = pair.gray_luminance
+    assert luminance is not None  # a grayscale-against-colour pair
+    gray_is_cand = luminance.gray_is_cand
     gray, colour = (pair.cand, pair.ref) if gray_is_cand else (pair.ref, pair.cand)
     colours = channel_count(ri if gray_is_cand else ci) or 3
-    luminance = _luminance(pair, gray_is_cand)
     repeated = luminance.match is not None and luminance.match.luma is REPEATED
     if repeated:
         said = [f"{gray} gives 1 channel (grayscale), {colour} {colours} (one grayscale plane repeated): both are "
@@ -122,7 +95,7 @@ def _colour_order(pair: "Pair", ev: "Evidence", match: LumaMatch | None, gray_is
     return describe_perm(profile.fit.perm) if profile is not None and len(profile.fit.perm) == 3 else "colour"
 
 
-def _luminance_said(gray: str, colour: str, luminance: _Luminance) -> str:
+def _luminance_said(gray: str, colour: str, luminance: "GrayLuminance") -> str:
     match = luminance.match
     if match is None:
         if not luminance.compared:
@@ -139,7 +112,7 @@ def _luminance_said(gray: str, colour: str, luminance: _Luminance) -> str:
             f"range on {luminance.compared} sample(s)")
 
 
-def _luminance_evidence(luminance: _Luminance) -> dict[str, Any]:
+def _luminance_evidence(luminance: "GrayLuminance") -> dict[str, Any]:
     match = luminance.match
     if match is None:
         return {"luminance": None, "luminance_samples": luminance.compared}

@@ -82,7 +82,9 @@ class SourceDiagnosis:
     reads_values = True
 
     def applies(self, pair: "Pair") -> bool:
-        return bool(pair.evidence) and not pair.structure_only
+        # a grayscale that is the luminance of the colour output read the file the same way (its replay on the file's
+        # own grayscale, made before resizing, is a few levels off and proves nothing)
+        return bool(pair.evidence) and not pair.structure_only and not pair.gray_of_colour
 
     def diagnose(self, pair: "Pair") -> Finding | None:
         return first_found(pair.evidence, lambda ev: self._on(pair, ev))
