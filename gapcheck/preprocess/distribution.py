@@ -37,7 +37,12 @@ def ks_per_channel(
     p_threshold: float,
     min_effect: float,
 ) -> list[KSResult]:
-    """``*_values``: (channels, values). Channels are compared by position; extra channels are ignored."""
+    """``*_values``: (channels, values). Channels are compared by position; extra channels are ignored.
+
+    Nothing is compared between one channel and 3 or 4 (grayscale against colour): the grayscale plane is no
+    distribution of the red (or blue) channel, and the ``shape`` finding already names the conversion."""
+    if 1 in (ref_values.shape[0], cand_values.shape[0]) and max(ref_values.shape[0], cand_values.shape[0]) in (3, 4):
+        return []
     results = []
     for channel in range(min(ref_values.shape[0], cand_values.shape[0])):
         a, b = ref_values[channel], cand_values[channel]

@@ -60,6 +60,7 @@ def test_grayscale_against_rgb_is_one_shape_gap_that_names_the_conversion(colour
     assert finding.evidence["luminance"].startswith("ITU-R 601") and finding.evidence["luminance_order"] == "RGB"
     assert finding.evidence["luminance_samples"] == 2 and finding.evidence["luminance_max_abs_rel"] < 3 / 255
     assert finding.subject.stage == "train→infer" and result.verdict == "gap"
+    assert not result.ks and [f.code for f in result.findings] == ["shape"]  # no KS of the gray plane against red
 
 
 def test_the_reference_can_be_the_grayscale_stage(colour_photos):
