@@ -168,9 +168,14 @@ def identifier_finding(ids: Sequence[str]) -> list[Any]:
 # UTC, numbers, so the numeric tests, coverage and time_ordered_split apply.
 
 #: an ISO 8601 date, optionally with a time (``T`` or a space), fractions and a zone: "1" or "3/1/2024" never are
-ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
-DATE_SHARE = 0.9  # a text column whose cells are ≥ 90% ISO dates is dates (as MIXED_NUMERIC_SHARE makes one numeric)
-DATE_PROBE = 100  # the first non-missing cells a column must show one date among, before every cell is parsed
+#: (the zone as ``+02:00``, ``+0200`` or hours alone, ``+02``: PostgreSQL's text of a timestamptz, ``... 10:00:00+00``)
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?")
+# A text column is dates when ≥ 90% of its cells over the whole side are (ColumnStats.is_numeric: the dates are its
+# numbers, MIXED_NUMERIC_SHARE): decided on the merged statistics, never per chunk. A chunk reads its date cells as
+# dates as soon as it shows one among the cells probed (DATE_PROBE first and DATE_PROBE spread over it), so a chunk
+# that is mostly 'unknown' counts the same cells as one where they are spread thin (a chunk that was under 90%
+# dates stayed text, and its 6% of the side made the whole column "mixed column types", untested).
+DATE_PROBE = 100
 DATE_CELLS = "<date>"  # the category counting a column's cells read as dates (as "<number>" counts numbers in text)
 NOT_A_DATE = "not a date: "  # the text an unparseable cell of a date column is kept as (never read as a number)
 
@@ -199,17 +204,15 @@ def _as_dates(column: Any) -> tuple[Any, int] | None:
     import pandas as pd
 
     filled = column.dropna()
-    if not len(filled) or not filled.iloc[:DATE_PROBE].astype(str).str.strip().str.fullmatch(ISO_DATE).any():
+    if not len(filled) or not _probe(filled).astype(str).str.strip().str.fullmatch(ISO_DATE).any():
         return None  # the cheap look first: most text columns are no dates
     present = column.notna().to_numpy(bool)
     values = filled.astype(str).str.strip()
     shaped = values.str.fullmatch(ISO_DATE).to_numpy(bool)
-    if shaped.sum() < DATE_SHARE * len(values):
-        return None
     micros = np.full(len(values), np.nan)
     micros[shaped] = _microseconds(values[shaped])
     dated = ~np.isnan(micros)
-    if dated.sum() < DATE_SHARE * len(values):
+    if not dated.any():
         return None
     if dated.all():
         cells = np.full(len(column), np.nan)
@@ -220,6 +223,13 @@ def _as_dates(column: Any) -> tuple[Any, int] | None:
     return pd.Series(cells, index=column.index), int(dated.sum())
 
 
+def _probe(filled: Any) -> Any:
+    """The cells a column must show one date among before all are parsed: the first and some spread over it."""
+    step = max(1, len(filled) // DATE_PROBE)
+    return filled.iloc[np.unique(np.concatenate([np.arange(min(DATE_PROBE, len(filled))),
+                                                 np.arange(0, len(filled), step)[:DATE_PROBE]]))]
+
+
 def _microseconds(values: Any) -> np.ndarray:
     """ISO date text as microseconds since 1970-01-01 UTC (a naive time taken as UTC; NaN where it is no date).
     Dates pandas' nanoseconds cannot hold (before 1677, after 2262: an open end written 9999-12-31) are read by
@@ -228,13 +238,17 @@ def _microseconds(values: Any) -> np.ndarray:
 
     when = pd.to_datetime(values, format="ISO8601", utc=True, errors="coerce")
     stamps = when.dt.tz_convert(None).dt.as_unit("us").to_numpy()  # datetime64[us]; pandas may read ns or us
-    micros = np.where(np.isnat(stamps), np.nan, stamps.astype(np.int64).astype(np.float64))
+    # year 0 is ISO 8601's only by agreement and an export's "no date" (0000-01-01): pandas' microseconds read it
+    micros = np.where(np.isnat(stamps) | (values.str.slice(0, 4) == "0000").to_numpy(bool), np.nan,
+                      stamps.astype(np.int64).astype(np.float64))
     missed = np.flatnonzero(np.isnan(micros))
     year, month, day = (values.iloc[missed].str.slice(*span).astype(int).to_numpy() for span in ((0, 4), (5, 7),
                                                                                                   (8, 10)))
     # only a plausible day of a year outside pandas' range is worth numpy's look (one at a time): the others are
     # no date at all (2024-02-30, MySQL's 0000-00-00)
-    for i in missed[((year <= 1677) | (year >= 2262)) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)]:
+    # (year 0 neither: ISO 8601 has it only by agreement, numpy reads it, and "0000-01-01" is an export's "no date")
+    plausible = (year >= 1) & ((year <= 1677) | (year >= 2262)) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)
+    for i in missed[plausible]:
         try:
             micros[i] = float(np.datetime64(values.iloc[i].replace(" ", "T"), "us").astype(np.int64))
         except ValueError:
@@ -244,12 +258,17 @@ def _microseconds(values: Any) -> np.ndarray:
 
 def mark_dates(partial: SidePartial, parsed: dict[str, int]) -> SidePartial:
     """``partial`` with each date column's count of date cells as its :data:`DATE_CELLS` category (its other
-    categories are the cells that were no date; the dates replace the "<number>" count they would repeat)."""
+    categories are the cells that were no date, under their own text, as a chunk holding no date counts them; the
+    dates replace the "<number>" count they would repeat)."""
     for name, count in parsed.items():
         stats = partial.columns.get(name)
         if stats is None or not count:
             continue
-        categories = {k: v for k, v in stats.categories.items() if k != "<number>"}
+        categories: dict[str, int] = {}
+        for key, cells in stats.categories.items():
+            if key != "<number>":
+                text = key[len(NOT_A_DATE):] if key.startswith(NOT_A_DATE) else key
+                categories[text] = categories.get(text, 0) + cells
         partial.columns[name] = dataclasses.replace(stats, categories={**categories, DATE_CELLS: count})
     return partial
 

@@ -16,7 +16,8 @@ shard order; the tests below run once on the merged value.
 - coverage: the current split's share in each decile of the reference (``coverage_gap`` when a bin
   holds under a fifth of its expected share) — visible even when KS is quiet;
 - ISO date text (a CSV has no date type) is read as dates on the workers (:mod:`gapcheck.data.columns`) and tested
-  as numbers: a time-ordered split by it is ``time_ordered_split``, whatever the column's name.
+  as numbers: a time-ordered split by it is ``time_ordered_split``, whatever the column's name; dates on one side
+  only, or a share of cells that are no date that moved, is ``drift`` (dates written another way).
 Image folders are compared on per-image properties (per-channel mean/std, brightness, size, aspect).
 """
 from __future__ import annotations
@@ -28,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gapcheck.data.columns import DATE_CELLS as DATE_CELLS_KEY
 from gapcheck.data.common import empty_keyed, merge_keyed
 from gapcheck.data.features import SidePartial, side_partial
-from gapcheck.data.identifiers import IdentifierVerdict, Sentinel
-from gapcheck.data.sketches import SAMPLE_SIZE, ColumnStats, kll_ks_distance
+from gapcheck.data.identifiers import IdentifierVerdict, Sentinel, TimeOrder
+from gapcheck.data.sketches import MAX_CATEGORIES, SAMPLE_SIZE, ColumnStats, kll_ks_distance
 from gapcheck.findings import Finding
 
 if TYPE_CHECKING:
@@ -131,6 +133,7 @@ class FeatureDrift:
     # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order_reason): tested and
     # shown, said as time_ordered_split, out of BH and the verdict; None otherwise
     time_order: str | None = None
+    clock: TimeOrder | None = None  # ...and its cut, ties and values on the wrong side of it (the finding's evidence)
     # ±inf values per side: set aside from the tests above (n_reference / n_current count finite values only) and
     # compared as their own share of the rows, like the missing values (infinite_values_shift)
     infinite_reference: int = 0
@@ -202,6 +205,8 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
     """The test, effect sizes and coverage of one feature (q-value and verdict are filled in after BH)."""
     from scipy import stats
 
+    from gapcheck.data.columns import date_cells
+
     base = FeatureDrift(feature=name, null_rate_reference=_rate(ref), null_rate_current=_rate(cur),
                         infinite_reference=ref.infinite, infinite_current=cur.infinite,
                         infinite_rate_reference=ref.infinite / ref.rows if ref.rows else 0.0,
@@ -224,7 +229,10 @@ def compare_feature(name: str, ref: ColumnStats, cur: ColumnStats, ref_sample: n
                                    ks_d_sketch=kll_ks_distance(ref.kll, cur.kll),
                                    min_detectable_effect=min_detectable_d(len(a), len(b), options.p_threshold))
     if ref.is_numeric != cur.is_numeric:
-        return base  # numbers on one side, text on the other: reported by unusable_columns, nothing to test
+        # dates on one side and text on the other is the column written another way (a serving side that writes
+        # 03/14/2024 where training read 2024-03-14): a gap, though no test can compare them (it passed, untested);
+        # numbers against text is reported by unusable_columns, nothing to test
+        return dataclasses.replace(base, drift=bool(date_cells(ref) or date_cells(cur)))
     counted = dataclasses.replace(base, kind="categorical", n_reference=ref.rows - ref.nulls,
                                   n_current=cur.rows - cur.nulls)
     if ref.overflow or cur.overflow or not ref.categories or not cur.categories:
@@ -331,7 +339,8 @@ def compare_sides(reference: SidePartial, current: SidePartial, options: DriftOp
     q_values = benjamini_hochberg([features[i].p_value for i in tested])  # type: ignore[misc]
     for i, q in zip(tested, q_values, strict=True):
         f = features[i]
-        drift = q < options.p_threshold and (f.effect or 0.0) >= options.min_effect
+        drift = q < options.p_threshold and (f.effect or 0.0) >= options.min_effect \
+            or not_dates_shifted(reference.columns[f.feature], current.columns[f.feature], options)
         weak = not drift and f.min_detectable_effect is not None and f.min_detectable_effect > options.min_effect
         features[i] = dataclasses.replace(f, q_value=q, drift=drift, underpowered=weak)
     return features
@@ -342,7 +351,7 @@ def _marked(feature: FeatureDrift, reference: SidePartial, current: SidePartial,
     or its time order when it is the clock of a time-ordered split. A column of ISO dates is a point in time
     whatever its name, and never an identifier (all-distinct timestamps were one, and a time split was hidden)."""
     from gapcheck.data.columns import date_cells
-    from gapcheck.data.identifiers import identifier_verdict, time_order_reason
+    from gapcheck.data.identifiers import identifier_verdict, time_order
 
     name = feature.feature
     if options.columns and name in options.columns:
@@ -353,8 +362,9 @@ def _marked(feature: FeatureDrift, reference: SidePartial, current: SidePartial,
                                                     current.reservoir.columns[name])
     if verdict:
         return _identified(feature, verdict, reference, current, options)
-    clock = time_order_reason(name, ref, cur, dates=dates)
-    return dataclasses.replace(feature, time_order=clock) if clock else feature
+    clock = time_order(name, ref, cur, dates=dates,
+                       samples=(reference.reservoir.columns[name], current.reservoir.columns[name]))
+    return dataclasses.replace(feature, time_order=clock.reason, clock=clock) if clock else feature
 
 
 def _identified(feature: FeatureDrift, verdict: IdentifierVerdict, reference: SidePartial, current: SidePartial,
@@ -475,15 +485,8 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
             findings.append(_identifier_finding(f, subject))
         if f.time_order:
             findings.append(_time_order_finding(f, subject, reference.columns[f.feature], current.columns[f.feature]))
-        if f.drift:
-            what = _shift_measures(f)
-            findings.append(codes.DRIFT.finding(
-                f"{f.feature} shifted: {what} (q={f.q_value:.2g} < {options.p_threshold}, effect ≥ {options.min_effect})",
-                subject=subject, evidence={"test": f.test, "p_value": f.p_value, "q_value": f.q_value, "ks_d": f.ks_d,
-                                           "wasserstein_std": f.wasserstein_std, "cramers_v": f.cramers_v,
-                                           "mean_reference": f.mean_reference, "mean_current": f.mean_current,
-                                           "n_reference": f.n_reference, "n_current": f.n_current}))
         ref, cur = reference.columns[f.feature], current.columns[f.feature]
+        findings += _drift_of(f, ref, cur, subject, options)
         shift = abs(f.null_rate_current - f.null_rate_reference)
         if shift >= options.min_null_shift and null_shift_p(ref, cur) < options.p_threshold:
             findings.append(codes.MISSING_VALUES_SHIFT.finding(
@@ -500,6 +503,61 @@ def drift_findings(features: list[FeatureDrift], reference: SidePartial, current
                 evidence={"empty_bins": [g + 1 for g in gaps], "coverage": list(f.coverage),
                           "coverage_reference": list(f.coverage_reference)}))
     return findings
+
+
+def _drift_of(f: FeatureDrift, ref: ColumnStats, cur: ColumnStats, subject: Any, options: DriftOptions) -> list[Finding]:
+    """A feature's ``drift`` gaps: its distribution shifted, it is dates on one side only, or the share of its
+    cells that are no ISO date moved (a serving side that writes some dates another way)."""
+    from gapcheck.codes import data as codes
+
+    if f.drift and f.test == "none":
+        return [_written_otherwise(f, ref, cur, subject)]
+    findings = [_not_dates_finding(f.feature, ref, cur, subject)] if not_dates_shifted(ref, cur, options) else []
+    if f.drift and f.q_value is not None and f.q_value < options.p_threshold and (f.effect or 0.0) >= options.min_effect:
+        what = _shift_measures(f)
+        findings.append(codes.DRIFT.finding(
+            f"{f.feature} shifted: {what} (q={f.q_value:.2g} < {options.p_threshold}, effect ≥ {options.min_effect})",
+            subject=subject, evidence={"test": f.test, "p_value": f.p_value, "q_value": f.q_value, "ks_d": f.ks_d,
+                                       "wasserstein_std": f.wasserstein_std, "cramers_v": f.cramers_v,
+                                       "mean_reference": f.mean_reference, "mean_current": f.mean_current,
+                                       "n_reference": f.n_reference, "n_current": f.n_current}))
+    return findings
+
+
+def _not_dates_share(stats: ColumnStats) -> tuple[int, int]:
+    """(cells that are no ISO date, non-missing cells) of a date column (its text cells are those)."""
+    return stats.text, stats.numeric + stats.infinite + stats.text
+
+
+def not_dates_shifted(ref: ColumnStats, cur: ColumnStats, options: DriftOptions) -> bool:
+    """Both sides are date columns and the share of their cells that are no ISO date moved as a missing-values
+    shift would have to (at least ``min_null_shift``, and significant): 8% of the current split written 03/14/2024
+    stays a date column, its KS test on the other 92% quiet, and 6% 'unknown' in a reference none in the current."""
+    from types import SimpleNamespace
+
+    from gapcheck.data.columns import date_cells
+
+    if not (date_cells(ref) and date_cells(cur)):
+        return False
+    (bad_ref, all_ref), (bad_cur, all_cur) = _not_dates_share(ref), _not_dates_share(cur)
+    if abs(bad_ref / all_ref - bad_cur / all_cur) < options.min_null_shift:
+        return False
+    counts = [SimpleNamespace(rows=cells, nulls=bad) for bad, cells in ((bad_ref, all_ref), (bad_cur, all_cur))]
+    return null_shift_p(*counts) < options.p_threshold  # type: ignore[arg-type]
+
+
+def _not_dates_finding(name: str, ref: ColumnStats, cur: ColumnStats, subject: Any) -> Finding:
+    from gapcheck.codes import data as codes
+
+    (bad_ref, all_ref), (bad_cur, all_cur) = _not_dates_share(ref), _not_dates_share(cur)
+    examples = _not_dates(cur if bad_cur / all_cur > bad_ref / all_ref else ref)
+    said = f", e.g. {', '.join(repr(e) for e in examples)}" if examples else ""
+    return codes.DRIFT.finding(
+        f"{name}: cells that are no ISO date {bad_ref / all_ref:.1%} of the reference's ({bad_ref} of {all_ref}), "
+        f"{bad_cur / all_cur:.1%} of the current split's ({bad_cur} of {all_cur}){said}: dates written another way "
+        f"or lost on one side (set aside from the tests)", subject=subject,
+        evidence={"test": "not_dates_share", "not_dates_reference": bad_ref, "cells_reference": all_ref,
+                  "not_dates_current": bad_cur, "cells_current": all_cur, "examples": examples})
 
 
 def infinite_findings(f: FeatureDrift, ref: ColumnStats, cur: ColumnStats, subject: Any,
@@ -555,6 +613,34 @@ def orientation_findings(reference: SidePartial, current: SidePartial) -> list[F
                   "orientation_tags": {side: {str(t): n for t, n in tags[side].items()} for side in rows}})]
 
 
+def _written_otherwise(feature: FeatureDrift, reference: ColumnStats, current: ColumnStats, subject: Any) -> Finding:
+    """The ``drift`` gap of a column that is dates on one side and text on the other: how much of the text side is
+    no ISO date, with examples (the others are ISO dates too few to make it a date column)."""
+    from gapcheck.codes import data as codes
+
+    sides = {"reference": reference, "current": current}
+    text_side = "reference" if current.is_numeric else "current"
+    held = sides[text_side]
+    filled = held.numeric + held.text
+    others = filled - held.categories.get(DATE_CELLS_KEY, 0) if not held.overflow else None
+    examples = _not_dates(held)
+    share = (f"{others} of its {filled} cell(s) are no ISO date" if others is not None
+             else f"over {MAX_CATEGORIES} distinct cells")
+    said = f"{share}, e.g. {', '.join(repr(e) for e in examples)}" if examples else share
+    return codes.DRIFT.finding(
+        f"{feature.feature}: {_holds(reference)} in the reference, {_holds(current)} in the current split ({said}): "
+        f"the same column written another way (a date format that differs between training and serving); no test "
+        f"can compare them", subject=subject,
+        evidence={"test": "none", "reference": _holds(reference), "current": _holds(current),
+                  "text_side": text_side, "cells": filled, "not_dates": others, "examples": examples,
+                  "n_reference": feature.n_reference, "n_current": feature.n_current})
+
+
+def _not_dates(stats: ColumnStats) -> list[str]:
+    """Up to three cells of a column that hold no ISO date (its text categories), as written."""
+    return [k for k in stats.categories if k not in (DATE_CELLS_KEY, "<number>")][:3]
+
+
 def _identifier_finding(feature: FeatureDrift, subject: Any) -> Finding:
     from gapcheck.codes import data as codes
 
@@ -579,7 +665,18 @@ def _time_order_finding(feature: FeatureDrift, subject: Any, reference: ColumnSt
         f"values it never trained on; --columns {feature.feature} to include it",
         subject=subject, evidence={"reason": feature.time_order, "ks_d": feature.ks_d, "p_value": feature.p_value,
                                    "mean_reference": feature.mean_reference, "mean_current": feature.mean_current,
-                                   "dates": bool(date_cells(reference) and date_cells(current))})
+                                   "dates": bool(date_cells(reference) and date_cells(current)),
+                                   **_clock_evidence(feature.clock)})
+
+
+def _clock_evidence(clock: TimeOrder | None) -> dict[str, Any]:
+    """The cut of a time-ordered split and the sampled values tied at it or on its wrong side (a reference value
+    after it, a current value before it), each side's count of the values it looked at beside them."""
+    if clock is None:
+        return {}
+    return {"cut": clock.cut, "tied": dict(zip(SIDES, clock.tied, strict=True)),
+            "out_of_order": dict(zip(SIDES, clock.out_of_order, strict=True)),
+            "sampled": dict(zip(SIDES, clock.sampled, strict=True))}
 
 
 MAX_LISTED_FEATURES = 200  # features named in one underpowered finding's evidence (the count is exact)
@@ -637,7 +734,8 @@ def unusable_columns(reference: SidePartial, current: SidePartial,
             if name not in other.columns and other.rows:
                 problems.append((f"{side}:{name}", f"column only in the {side} split"))
             elif side == "reference" and name in other.columns and _filled(stats) and _filled(other.columns[name]) \
-                    and stats.is_numeric != other.columns[name].is_numeric:
+                    and stats.is_numeric != other.columns[name].is_numeric \
+                    and "dates" not in (_holds(stats), _holds(other.columns[name])):  # a drift gap says those
                 problems.append((f"columns:{name}", f"mixed column types: {_holds(stats)} in the reference, "
                                  f"{_holds(other.columns[name])} in the current split"))
     return problems
@@ -650,13 +748,13 @@ def _filled(stats: ColumnStats) -> bool:
 def _text_cells(stats: ColumnStats) -> str:
     """Why a numeric column's text cells are bad input; a date column's are cells that are no ISO date, said with
     what they hold (set aside from the tests like any text cell of a numeric column, never read as dates)."""
-    from gapcheck.data.columns import NOT_A_DATE, date_cells
+    from gapcheck.data.columns import date_cells
 
     rows = ", ".join(stats.bad_cells[:3])
     dates = date_cells(stats)
     if not dates:
         return f"mixed column types: {stats.text} text cell(s) in a numeric column, e.g. {rows}"
-    held = [repr(k[len(NOT_A_DATE):]) for k in stats.categories if k.startswith(NOT_A_DATE)][:3]
+    held = [repr(k) for k in _not_dates(stats)]
     return (f"unparseable dates: {stats.text} of {stats.text + dates} cell(s) of a date column are not ISO dates "
             f"(set aside from the tests), e.g. {', '.join(held) or 'n/a'} (rows {rows})")
 

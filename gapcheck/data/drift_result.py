@@ -30,13 +30,16 @@ class DriftResult(TimedRun, ResultBase):
 
     @property
     def headline(self) -> str:
-        # one count of features in both verdicts: identifier columns are not features (left out, said apart)
+        # one count of features in both verdicts: identifier columns are not features (left out, said apart), and a
+        # column no test could compare (all-missing, numbers against text) is no feature without drift: said apart
         drifted = [f.feature for f in self.features if f.drift]
         ids = sum(1 for f in self.features if f.identifier)
         clocks = [f.feature for f in self.features if f.time_order]
-        features = len(self.features) - ids - len(clocks)
+        untested = [f.feature for f in self.features if f.test == "none" and not f.drift and not f.left_out]
+        features = len(self.features) - ids - len(clocks) - len(untested)
         left_out = ((f"; {ids} identifier column(s) left out" if ids else "")
-                    + (f"; time-ordered split by {', '.join(clocks[:3])} (left out)" if clocks else ""))
+                    + (f"; time-ordered split by {', '.join(clocks[:3])} (left out)" if clocks else "")
+                    + (f"; {len(untested)} column(s) not tested: {', '.join(untested[:5])}" if untested else ""))
         if drifted:
             return f"{len(drifted)} of {features} feature(s) drifted: {', '.join(drifted[:5])}" + left_out
         others = sum(1 for f in self.findings if f.is_gap)
@@ -90,6 +93,7 @@ class DriftResult(TimedRun, ResultBase):
 def _feature_json(feature: FeatureDrift) -> dict[str, Any]:
     data = dataclasses.asdict(feature)
     data.pop("ks_d_sketch")  # not seeded (KLL): shown in views, kept out of the engine-independent JSON
+    data.pop("clock")  # a time-ordered split's cut and strays are in its time_ordered_split finding's evidence
     data.pop("sentinels")  # an identifier's sentinels are in its identifier_column finding's evidence and reason
     data["coverage"] = list(feature.coverage)
     data["coverage_reference"] = list(feature.coverage_reference)

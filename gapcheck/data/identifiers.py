@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -260,23 +261,85 @@ DURATION_WORDS = frozenset({"duration", "elapsed", "spent", "since", "until", "t
                             "per", "avg", "mean", "total", "diff"})
 
 
-def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False) -> str | None:
-    """Why ``name`` is the clock of a time-ordered split (a short phrase for the finding), or None.
+# a time split is rarely clean: a cut inside one day of a day-resolution date puts that day on both sides, and a
+# placeholder (1900-01-01) or a late correction puts a value on the wrong side. Ties at the cut are tolerated, and so
+# are up to this share of either side's values on the wrong side of it (said with their count)
+OUT_OF_ORDER_SHARE = 0.01
+# ...while the value at the cut holds at most this share of the two sides' values together: a random split of a
+# column that is mostly one value shares that value too, and is no split by time
+TIED_SHARE = 0.1
 
-    A column named for a point in time (and not for an amount of time) whose every current value comes after every
-    reference value: a split by time makes that so whatever the data, so its KS D = 1 says how the split was made,
+
+@dataclass(frozen=True)
+class TimeOrder:
+    """How a time column orders the split: the cut, and the values (of each side's row sample) tied at it or on the
+    wrong side of it (a reference value after it, a current value before it)."""
+
+    reason: str
+    cut: float
+    tied: tuple[int, int] = (0, 0)
+    out_of_order: tuple[int, int] = (0, 0)
+    sampled: tuple[int, int] = (0, 0)  # the values each side's counts are of (its finite sampled values)
+
+
+def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False,
+                      samples: tuple[np.ndarray, np.ndarray] | None = None) -> str | None:
+    """Why ``name`` is the clock of a time-ordered split (a short phrase for the finding), or None."""
+    order = time_order(name, ref, cur, dates, samples)
+    return order.reason if order else None
+
+
+def time_order(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False,
+               samples: tuple[np.ndarray, np.ndarray] | None = None) -> TimeOrder | None:
+    """How ``name`` is the clock of a time-ordered split, or None.
+
+    A column named for a point in time (and not for an amount of time) whose current values come after the
+    reference values: a split by time makes that so whatever the data, so its KS D = 1 says how the split was made,
     not that the data moved. Only this column is set apart (the others are tested as before), and it is said.
     ``dates``: the column was ISO date text (microseconds since the epoch here): a point in time by its values,
-    whatever its name (``recorded_at``, ``visit``), and its ranges are said as dates."""
+    whatever its name (``recorded_at``, ``visit``), and its ranges are said as dates. ``samples``: each side's row
+    sample, which tolerates ties at the cut and a few values on the wrong side of it (:func:`_loose_order`)."""
     tokens = set(name_tokens(name))
     named = bool(tokens & TIME_WORDS) and not tokens & DURATION_WORDS
     if not (named or dates) or not (ref.is_numeric and cur.is_numeric):
         return None
-    if not all(np.isfinite([ref.low, ref.high, cur.low, cur.high])) or cur.low <= ref.high:
+    if not all(np.isfinite([ref.low, ref.high, cur.low, cur.high])):
         return None
     shown = _iso if dates else (lambda value: f"{value:.10g}")
-    return (f"every current value ({shown(cur.low)} to {shown(cur.high)}) is after every reference value "
-            f"({shown(ref.low)} to {shown(ref.high)})")
+    if cur.low > ref.high:
+        return TimeOrder(f"every current value ({shown(cur.low)} to {shown(cur.high)}) is after every reference "
+                         f"value ({shown(ref.low)} to {shown(ref.high)})", ref.high)
+    return _loose_order(samples, shown) if samples is not None else None
+
+
+def _loose_order(samples: tuple[np.ndarray, np.ndarray], shown: Any) -> TimeOrder | None:
+    """A cut with at most :data:`OUT_OF_ORDER_SHARE` of either side's sampled values on its wrong side, values at
+    the cut itself tied (at most :data:`TIED_SHARE` of all), and each side holding values strictly on its own side
+    of it; None when there is none."""
+    a, b = (np.sort(s[np.isfinite(s)]) for s in samples)
+    if not len(a) or not len(b):
+        return None
+    # the cut: the value with the fewest values on its wrong side (reference after it, current before it); ties at
+    # it are on neither
+    candidates = np.unique(np.concatenate([a, b]))
+    wrong = (len(a) - np.searchsorted(a, candidates, side="right")) + np.searchsorted(b, candidates, side="left")
+    cut = float(candidates[int(np.argmin(wrong))])
+    late = int(np.count_nonzero(a > cut))
+    early = int(np.count_nonzero(b < cut))
+    if late > OUT_OF_ORDER_SHARE * len(a) or early > OUT_OF_ORDER_SHARE * len(b):
+        return None
+    tied = (int(np.count_nonzero(a == cut)), int(np.count_nonzero(b == cut)))
+    if sum(tied) > TIED_SHARE * (len(a) + len(b)) or not (a[0] < cut < b[-1]):
+        return None
+    strays = ([f"{tied[0]} reference and {tied[1]} current value(s) tied at the cut ({shown(cut)})"]
+              if tied[0] and tied[1] else [])
+    strays += [f"{late} reference value(s) after it (the latest {shown(float(a[-1]))})"] if late else []
+    strays += [f"{early} current value(s) before it (the earliest {shown(float(b[0]))})"] if early else []
+    said = ("; apart from " + ", ".join(strays)) if strays else ""
+    first, last = float(b[b >= cut][0]), float(a[a <= cut][-1])  # the ranges in order, strays said apart
+    return TimeOrder(f"the current values ({shown(first)} to {shown(float(b[-1]))}) come after the reference values "
+                     f"({shown(float(a[0]))} to {shown(last)}){said} (counted in the row samples: {len(a)} reference "
+                     f"and {len(b)} current value(s))", cut, tied, (late, early), (len(a), len(b)))
 
 
 def _iso(micros: float) -> str:
