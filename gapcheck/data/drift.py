@@ -625,7 +625,7 @@ def _written_otherwise(feature: FeatureDrift, reference: ColumnStats, current: C
     others = filled - held.categories.get(DATE_CELLS_KEY, 0) if not held.overflow else None
     examples = _not_dates(held)
     share = (f"{others} of its {filled} cell(s) are no ISO date" if others is not None
-             else f"over {MAX_CATEGORIES} distinct cells")
+             else f"over {MAX_CATEGORIES:,} distinct cells, first at rows {', '.join(held.bad_cells[:3])}")
     said = f"{share}, e.g. {', '.join(repr(e) for e in examples)}" if examples else share
     return codes.DRIFT.finding(
         f"{feature.feature}: {_holds(reference)} in the reference, {_holds(current)} in the current split ({said}): "

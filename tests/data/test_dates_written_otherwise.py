@@ -68,6 +68,19 @@ def test_dates_written_another_way_in_the_current_split_are_a_gap(tmp_path, seri
     assert main(["drift", "--reference", reference, "--current", current_path, "--engine", "serial"]) == 1
 
 
+def test_too_many_distinct_cells_written_another_way_name_their_rows(tmp_path, serial):
+    """Over 1,000 distinct cells that are no date keep no examples (the categories overflow): the rows are named."""
+    when = _stamps(3_000, seed=12)
+    frames = (pd.DataFrame({"at": when[:1_500].strftime("%Y-%m-%d %H:%M:%S")}),
+              pd.DataFrame({"at": when[1_500:].strftime("%m/%d/%Y %H:%M:%S")}))
+    for name, frame in zip(("reference", "current"), frames, strict=True):
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+    result = drift(str(tmp_path / "reference.csv"), str(tmp_path / "current.csv"), engine=serial)
+    (gap,) = _gaps(result)
+    assert gap.message.startswith("at: dates in the reference, text in the current split (over 1,000 distinct cells, "
+                                  "first at rows current.csv:2, current.csv:3, current.csv:4)")
+
+
 def test_a_moved_share_of_cells_that_are_no_dates_is_a_gap(tmp_path, serial):
     """8% of the current split written MM/DD/YYYY keeps it a date column (≥ 90% ISO dates) whose KS test on the rest
     is quiet: the share of cells that are no date moved from 0% to 8%, a drift gap."""
