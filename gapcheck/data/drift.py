@@ -624,7 +624,8 @@ def _written_otherwise(feature: FeatureDrift, reference: ColumnStats, current: C
     filled = held.numeric + held.text
     others = filled - held.categories.get(DATE_CELLS_KEY, 0) if not held.overflow else None
     examples = _not_dates(held)
-    share = (f"{others} of its {filled} cell(s) are no ISO date" if others is not None
+    whose = "the reference's" if text_side == "reference" else "the current split's"
+    share = (f"{others} of {whose} {filled} cell(s) are no ISO date" if others is not None
              else f"over {MAX_CATEGORIES:,} distinct cells, first at rows {', '.join(held.bad_cells[:3])}")
     said = f"{share}, e.g. {', '.join(repr(e) for e in examples)}" if examples else share
     return codes.DRIFT.finding(

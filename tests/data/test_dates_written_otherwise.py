@@ -61,11 +61,14 @@ def test_dates_written_another_way_in_the_current_split_are_a_gap(tmp_path, seri
     (gap,) = _gaps(result)
     assert gap.code == "drift" and gap.subject.output == "visit"
     assert gap.message.startswith(f"visit: dates in the reference, text in the current split ({round(share * 133)} "
-                                  f"of its 133 cell(s) are no ISO date, e.g. '")
+                                  f"of the current split's 133 cell(s) are no ISO date, e.g. '")
     assert gap.evidence["examples"][0] in us[309:]
     assert result.headline.startswith("1 of 12 feature(s) drifted: visit")
     assert not [f for f in result.findings if f.code == "bad_input"]  # said once, as the gap
     assert main(["drift", "--reference", reference, "--current", current_path, "--engine", "serial"]) == 1
+    (swapped,) = _gaps(drift(current_path, reference, engine=serial))  # the text on the reference's side
+    assert swapped.message.startswith(f"visit: text in the reference, dates in the current split "
+                                      f"({round(share * 133)} of the reference's 133 cell(s) are no ISO date")
 
 
 def test_too_many_distinct_cells_written_another_way_name_their_rows(tmp_path, serial):
