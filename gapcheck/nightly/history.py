@@ -398,6 +398,13 @@ class History(AbstractContextManager["History"]):
                 found.setdefault(int(row["endpoint_result_id"]), []).append(row)
         return found
 
+    def last_reachable(self, endpoint: str, model: str) -> str | None:
+        """When ``endpoint`` last answered a night for ``model`` (any status but unreachable), over its whole history,
+        not only the nights a status reads back; None when it never did."""
+        rows = self._rows("SELECT started_at FROM endpoint_results WHERE endpoint = ? AND model = ? AND status != ? "
+                          "ORDER BY id DESC LIMIT 1", [endpoint, model, "unreachable"])
+        return str(rows[0]["started_at"]) if rows else None
+
     def endpoints(self) -> list[str]:
         return [str(r[0]) for r in self._rows("SELECT DISTINCT endpoint FROM endpoint_results ORDER BY endpoint")]
 

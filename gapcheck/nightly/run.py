@@ -170,7 +170,7 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
             "; against another golden bundle than the last night's: the bundle may have changed the verdict, not "
             "the deployment" if swapped else ""),
                                           subject=Subject(endpoint=name), evidence={"previous": c.previous_status}))
-    misconfigured = _model_unknown(outcome, earlier, findings)
+    misconfigured = _model_unknown(outcome, history, findings)
     last_pass, since = _since(earlier, c.status, started_at)
     trend = tuple((r.started_at, r.status, {o.output: o.error_ratio for o in r.outputs}) for r in earlier[-TREND_NIGHTS:])
     trend += ((started_at, c.status.value, {x.output: x.error_ratio for x in outcome.outputs}),)
@@ -178,21 +178,22 @@ def _report(outcome: EndpointOutcome, history: History, bundle: GoldenBundle, dr
                           misconfigured=misconfigured)
 
 
-def _model_unknown(outcome: EndpointOutcome, earlier: list[EndpointRecord], findings: list[Finding]) -> bool:
-    """Whether a model the server does not have is a misspelt name in the config (the endpoint was never reachable
-    before: exit 2) rather than a model the deployment removed (it was: an outage, exit 3, said so in its finding)."""
+def _model_unknown(outcome: EndpointOutcome, history: History, findings: list[Finding]) -> bool:
+    """Whether a model the server does not have is a misspelt name in the config (this endpoint never answered a
+    night for this model: exit 2) rather than a model the deployment removed (it did, however long ago: an outage,
+    exit 3, said so in its finding). Asked of the whole history, only on such a night."""
     from gapcheck.codes.nightly import MODEL_UNKNOWN
 
     if not outcome.model_unknown:
         return False
-    reached = [r.started_at for r in earlier if r.status != Status.UNREACHABLE.value]
-    if not reached:
+    reached = history.last_reachable(outcome.spec.name, outcome.spec.model)
+    if reached is None:
         return True
     for i, f in enumerate(findings):
         if f.code == MODEL_UNKNOWN.code:
             findings[i] = dataclasses.replace(
-                f, message=f"{f.message}; it was served on {reached[-1]}: the deployment no longer has it",
-                evidence={**f.evidence, "last_reachable_at": reached[-1]})
+                f, message=f"{f.message}; it was served on {reached}: the deployment no longer has it",
+                evidence={**f.evidence, "last_reachable_at": reached})
     return False
 
 

@@ -44,7 +44,8 @@ def print_findings(console: Console, findings: Sequence[Finding]) -> None:
 
 
 def print_verdict(console: Console, verdict: Verdict | str, summary: str, *, incomplete: bool = False) -> None:
-    """The closing line. ``incomplete``: part of the check could not run (exit 3), so the line says so rather
+    """The closing line. ``incomplete``: part of the check could not run (exit 3, or exit 2 where an input or an
+    endpoint's configuration is wrong and the rest was still checked), so the line says so rather
     than GAP — an endpoint that is down is not a gap in the model."""
     value = Verdict(getattr(verdict, "value", verdict))
     label = "INCOMPLETE" if incomplete else value.value.upper()

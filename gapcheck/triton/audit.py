@@ -14,6 +14,7 @@ model metadata nor the model config can be read is there nothing to audit: that 
 """
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -299,7 +300,10 @@ def missing_model(conn: TritonConnection, model: str, everything: list[dict[str,
     if everything is not None:
         if any(e.get("name") == model for e in everything):
             return None
-        names = sorted({str(e.get("name", "")) for e in everything})
+        held = sorted({str(e.get("name", "")) for e in everything})
+        by_case = {n.lower(): n for n in held}  # 'CNN' for 'cnn' is a near match too
+        close = [by_case[n] for n in difflib.get_close_matches(model.lower(), list(by_case), n=5, cutoff=0.6)]
+        names = close + [n for n in held if n not in close]
         return ModelNotFoundError(f"model {shown_names([model])} is not in the repository of {where}; it holds "
                                   f"{shown_names(names)}", hint="check --triton-model (or the URL's /MODEL)")
     try:

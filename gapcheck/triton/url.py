@@ -79,7 +79,7 @@ class EndpointUrl:
 
 def check_model_name(name: str, *, what: str = "model name") -> str:
     """``name`` when Triton, a file system and a URL path all take it unquoted; else UsageError."""
-    if not isinstance(name, str) or not _MODEL_NAME.match(name):
+    if not isinstance(name, str) or not _MODEL_NAME.fullmatch(name):  # match() takes "cnn\n" ($ before a newline)
         shown = "holds a control character," if isinstance(name, str) and _CONTROL.search(name) else f"{name!r}"
         raise UsageError(f"{what} {shown} is not a valid Triton model name: use 1-255 letters, digits, "
                          "'_', '.' or '-', starting with a letter, digit or '_'")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gapcheck.golden.bundle import load_bundle
 from tests.nightly.fake_triton import FakeTriton
 from tests.nightly.nights import night
@@ -34,12 +36,59 @@ def test_a_misspelt_model_is_a_configuration_error_and_the_good_endpoint_is_stil
 
 def test_a_model_the_deployment_removed_after_earlier_nights_is_an_outage(tiny_golden: Path, tmp_path: Path) -> None:
     with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
-        base = fake.url.rsplit("/", 1)[0]
-        first, _ = night(tiny_golden, tmp_path, [f"e={fake.url}"], "--no-audit")
-        code, report = night(tiny_golden, tmp_path, [f"e={base}/gone"], "--no-audit")
+        url = fake.url
+        first, _ = night(tiny_golden, tmp_path, [f"e={url}"], "--no-audit")
+        fake.model = "renamed"  # the deployment no longer has model m
+        code, report = night(tiny_golden, tmp_path, [f"e={url}"], "--no-audit")
     assert first == 0
     assert code == 3
     assert _endpoint(report, "e")["status"] == "unreachable"
     finding = next(f for f in _findings(report, "e") if f["code"] == "endpoint_model_unknown")
     assert "the deployment no longer has it" in finding["message"]
     assert finding["evidence"]["last_reachable_at"]
+
+
+def test_another_model_under_an_endpoint_name_that_passed_before_is_still_a_misspelling(
+        tiny_golden: Path, tmp_path: Path) -> None:
+    """The history is asked whether this endpoint ever answered for THIS model, not for its name alone (review #5):
+    an endpoint that passed with model m and is then given 'mm' was never served 'mm'."""
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        base = fake.url.rsplit("/", 1)[0]
+        first, _ = night(tiny_golden, tmp_path, [f"e={fake.url}"], "--no-audit")
+        code, report = night(tiny_golden, tmp_path, [f"e={base}/mm"], "--no-audit")
+    assert first == 0 and code == 2
+    assert "no longer has it" not in _findings(report, "e")[0]["message"]
+
+
+def test_a_removed_model_stays_an_outage_past_the_nights_a_status_reads(
+        tiny_golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review #6: the status reads back the last HISTORY_WINDOW nights (60); a model removed longer ago than that was
+    called a misspelling (exit 2) from then on. Here the window is 2 and the model is gone for 3 nights."""
+    from gapcheck.nightly import run
+
+    monkeypatch.setattr(run, "HISTORY_WINDOW", 2)
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        url = fake.url
+        codes = [night(tiny_golden, tmp_path, [f"e={url}"], "--no-audit")[0]]
+        fake.model = "renamed"  # the deployment no longer has model m
+        codes += [night(tiny_golden, tmp_path, [f"e={url}"], "--no-audit")[0] for _ in range(3)]
+    assert codes == [0, 3, 3, 3], codes
+
+
+def test_the_verdict_line_of_a_misspelt_night_says_incomplete(tiny_golden: Path, tmp_path: Path, capsys) -> None:
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        code, _ = night(tiny_golden, tmp_path, [f"typo={fake.url.rsplit('/', 1)[0]}/mm"], "--no-audit")
+    out = capsys.readouterr().out
+    assert code == 2
+    assert "INCOMPLETE 1 endpoint(s)" in out and "GAP 1 endpoint(s)" not in out
+
+
+def test_the_models_the_server_holds_are_listed_closest_first() -> None:
+    from types import SimpleNamespace
+
+    from gapcheck.triton.audit import missing_model
+
+    held = [{"name": f"alpha{i:02d}"} for i in range(20)] + [{"name": "cnn"}]  # alphabetically, cnn comes 21st
+    error = missing_model(SimpleNamespace(display_url="grpc://h:8001"), "CNN", held)  # type: ignore[arg-type]
+    assert error is not None
+    assert "it holds 'cnn', 'alpha00'" in error.message, error.message

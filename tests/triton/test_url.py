@@ -93,3 +93,16 @@ def test_cli_model_names_with_control_characters_are_refused(tmp_path, capsys):
     code = main(["triton-audit", "--triton-url", "http://127.0.0.1:1", "--triton-model", "tiny\x1b[2J",
                  "--onnx", str(onnx_file)])
     assert code == 2 and "--triton-model" in capsys.readouterr().err
+
+
+def test_a_model_name_with_a_trailing_newline_is_refused() -> None:
+    """``re.match`` with ``$`` takes "cnn\\n" (``$`` matches before a final newline): a TOML ``model = "cnn\\n"``
+    was accepted and shown as 'cnn ' (review #10)."""
+    import pytest
+
+    from gapcheck.errors import UsageError
+    from gapcheck.triton.url import check_model_name
+
+    assert check_model_name("cnn") == "cnn"
+    with pytest.raises(UsageError, match="control character"):
+        check_model_name("cnn\n")

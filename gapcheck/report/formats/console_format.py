@@ -77,7 +77,7 @@ def print_result(console: Console, result: "CommandResult", *, max_rows: int | N
     if len(shown) < len(findings):
         console.print(f"[dim]{clean(hidden_note(len(findings) - len(shown), 'findings', max_rows))}[/dim]")
     print_verdict(console, result.verdict, result.headline,
-                  incomplete=getattr(result, "exit_code", None) == ExitCode.BACKEND)
+                  incomplete=getattr(result, "exit_code", None) in (ExitCode.BACKEND, ExitCode.USAGE))
 
 
 def render(result: "CommandResult", *, max_rows: int | None = None) -> str:
