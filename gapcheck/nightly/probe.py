@@ -14,13 +14,14 @@ are compared sample by sample with the bundle's tolerances and :func:`gapcheck.c
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -190,6 +191,7 @@ def _canonical(value: Any) -> Any:
 # Served values buffered before one vectorized comparison (16 MiB of float32): at 16 samples a batch, a
 # dozen numpy calls per batch cost more than the arithmetic, and the main thread is the one reading answers.
 FLUSH_ELEMENTS = 1 << 22
+RELEASE_WAIT_S = 5.0  # how long an HTTP worker's closing job waits for the others (one stuck in a request)
 
 
 class _Accumulator:
@@ -388,8 +390,45 @@ class _Inference:
             sent[served] = np.ascontiguousarray(as_sent(array, self.casts.get(served, self.casts.get(name))))
         return self._connection().infer(self.spec.model, sent, self.outputs, self.spec.version)
 
+    def wind_down(self, pool: ThreadPoolExecutor, workers: int, queued: Iterable[Future[Any]], answered: bool) -> None:
+        """Close every connection: behind the comparison once every answer is in (nothing waits for it), at once
+        after a failure (the batches not yet sent cancelled first). Over HTTP each worker closes its own client and
+        frees its gevent hub on its own thread (:func:`gapcheck.triton.client.release_thread_hub`): a barrier puts
+        one such job on each of the pool's workers."""
+        for future in queued:
+            future.cancel()
+        if self._shared:
+            pool.submit(self.close)
+        else:
+            barrier = threading.Barrier(workers)  # the pool's max_workers: its jobs start any worker not started yet
+            for _ in range(workers):
+                pool.submit(self._release_own, barrier)
+        pool.shutdown(wait=not answered)
+        if not answered:
+            self.close()  # what a broken barrier left (a worker stuck in a request past RELEASE_WAIT_S)
+
+    def _release_own(self, barrier: threading.Barrier) -> None:
+        from gapcheck.triton.client import release_thread_hub
+
+        # broken: a worker still in a request; this job still ends its own thread's client and hub
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=RELEASE_WAIT_S)
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            self._forget(conn).close()
+        release_thread_hub()
+
+    def _forget(self, conn: Any) -> Any:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        return conn
+
     def close(self) -> None:
-        for conn in self._connections:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
             conn.close()
 
 
@@ -523,6 +562,16 @@ def _audit(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBund
            fp16: bool = False) -> list[Finding]:
     """The deployment audit, given what readiness read (``facts``: not asked again). ``fp16``: the deployment declares
     FP16 (said once by :func:`served_precision`): FP16 declared where the export has FP32 is not a gap."""
+    from gapcheck.triton.client import release_thread_hub
+
+    try:
+        return _audit_findings(spec, endpoint, bundle, facts, fp16)
+    finally:
+        release_thread_hub()  # the audit runs on a thread of its own: its HTTP client's gevent hub goes with it
+
+
+def _audit_findings(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingBundle, facts: ServedFacts | None,
+                    fp16: bool) -> list[Finding]:
     from gapcheck.codes.nightly import AUDIT_LIMITED
     from gapcheck.codes.triton import SERVED_NAMES
     from gapcheck.export_diff.served_precision import widened
@@ -821,9 +870,10 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
     batch, max_in_flight = sizes
     pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix=f"nightly-{spec.name}")
     answered = False
+    pending: dict[Future[dict[str, np.ndarray]], tuple[int, int]] = {}
     try:
-        pending = {pool.submit(inference.send, {name: array[a:b] for name, array in inputs.items()}): (a, b)
-                   for a, b in _batches(bundle.num_samples, batch)}
+        for a, b in _batches(bundle.num_samples, batch):
+            pending[pool.submit(inference.send, {name: array[a:b] for name, array in inputs.items()})] = (a, b)
         on_sent()
         # The requests are in flight; nothing is judged before the bundle is verified: every byte of its files and
         # every sample's recorded fingerprint (the digests reported per request are those fingerprints).
@@ -840,12 +890,8 @@ def _send_all(spec: EndpointSpec, endpoint: Any, bundle: GoldenBundle | PendingB
                 acc.add(first, np.asarray(answer[spec.served_name(name)]), reference[name][first:stop])
         answered = True
     finally:
-        if answered:  # no request is left: a worker closes every channel while this thread compares
-            pool.submit(inference.close)
-            pool.shutdown(wait=False)
-        else:
-            pool.shutdown(wait=True, cancel_futures=True)
-            inference.close()
+        # all answered: a worker closes every channel while this thread compares; else at once
+        inference.wind_down(pool, max_in_flight, pending, answered)
     return requests
 
 

@@ -472,8 +472,13 @@ def _text_check(bundle: GoldenBundle, request: NightlyRequest, timings: dict[str
 
 def _check(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, request: NightlyRequest,
            cancelled: threading.Event | None = None) -> EndpointOutcome:
-    return check_endpoint(spec, bundle, max_in_flight=request.max_in_flight, deadline_s=request.deadline_s,
-                          retries=request.retries, audit=request.audit, cancelled=cancelled)
+    from gapcheck.triton.client import release_thread_hub
+
+    try:
+        return check_endpoint(spec, bundle, max_in_flight=request.max_in_flight, deadline_s=request.deadline_s,
+                              retries=request.retries, audit=request.audit, cancelled=cancelled)
+    finally:
+        release_thread_hub()  # on an endpoint's own thread (the first's, --parallel-endpoints): its HTTP clients' hub
 
 
 def _first_check(spec: EndpointSpec, pending: PendingBundle, request: NightlyRequest) -> EndpointOutcome:

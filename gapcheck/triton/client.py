@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "PROTOCOLS", "REDACTED", "MalformedAnswerError",
            "ProtocolMismatchError", "RequestRejectedError", "ResponseTooLargeError", "RestrictedApiError",
            "ServerAddress", "TlsMismatchError", "TlsOptions", "TritonConnection", "TritonEndpoint", "connect",
-           "parse_url", "redact", "secrets_in"]
+           "parse_url", "redact", "release_thread_hub", "secrets_in"]
 
 T = TypeVar("T")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how Triton's gRPC frontend spells a restricted protocol's key
@@ -531,6 +531,20 @@ class TritonConnection:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def release_thread_hub() -> None:
+    """Free this thread's gevent hub, if it made one and is not the main thread: gevent keeps a hub (an event loop, with
+    its epoll and wake-up descriptors) for each thread that used it, and never frees a finished thread's. An HTTP
+    client's thread calls this once its clients are closed, as its last use of them (nightly's inference workers,
+    audit and endpoint threads: 8 descriptors an endpoint check over HTTP were leaked)."""
+    from gevent._hub_local import get_hub_if_exists
+
+    if threading.current_thread() is threading.main_thread():
+        return
+    hub = get_hub_if_exists()
+    if hub is not None:
+        hub.destroy(destroy_loop=True)
 
 
 def connect(endpoint: TritonEndpoint, *, backoff_s: float = 0.2) -> TritonConnection:
