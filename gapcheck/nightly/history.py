@@ -398,11 +398,12 @@ class History(AbstractContextManager["History"]):
                 found.setdefault(int(row["endpoint_result_id"]), []).append(row)
         return found
 
-    def last_reachable(self, endpoint: str, model: str) -> str | None:
-        """When ``endpoint`` last answered a night for ``model`` (any status but unreachable), over its whole history,
-        not only the nights a status reads back; None when it never did."""
-        rows = self._rows("SELECT started_at FROM endpoint_results WHERE endpoint = ? AND model = ? AND status != ? "
-                          "ORDER BY id DESC LIMIT 1", [endpoint, model, "unreachable"])
+    def last_reachable(self, endpoint: str, model: str, version: str | None = None) -> str | None:
+        """When ``endpoint`` last answered a night for ``model`` (at the ``version`` it pinned, None: none) with any
+        status but unreachable, over its whole history, not only the nights a status reads back; None when never."""
+        rows = self._rows("SELECT started_at FROM endpoint_results WHERE endpoint = ? AND model = ? AND "
+                          "requested_version IS ? AND status != ? ORDER BY id DESC LIMIT 1",
+                          [endpoint, model, version, "unreachable"])
         return str(rows[0]["started_at"]) if rows else None
 
     def endpoints(self) -> list[str]:

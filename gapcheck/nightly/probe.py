@@ -527,7 +527,32 @@ def _missing_model(conn: DeadlineConnection, spec: EndpointSpec) -> ModelNotFoun
         index = conn.repository_index()
     except EndpointError:  # restricted (RestrictedApiError is one) or failing: the model's metadata may still tell
         index = None
-    return missing_model(conn, spec.model, index)
+    missing = missing_model(conn, spec.model, index)
+    if missing is not None:  # said with where a nightly endpoint's model is set
+        return ModelNotFoundError(missing.message, hint="correct the endpoint's model: the URL's /MODEL, or model in "
+                                                        "[[nightly.endpoints]]")
+    return _missing_version(conn, spec, index) if spec.version else None
+
+
+def _missing_version(conn: DeadlineConnection, spec: EndpointSpec,
+                     index: list[dict[str, Any]] | None) -> ModelNotFoundError | None:
+    """Why the version the endpoint pins is not on the server (a version it does not have in any state: the
+    versions it does have), or None. From the repository index (every version, loading or failed too); where that
+    is restricted, the model's metadata (the versions it serves)."""
+    if index is not None:
+        known = sorted({str(e.get("version", "")) for e in index if e.get("name") == spec.model} - {""},
+                       key=lambda v: (len(v), v))
+    else:
+        try:
+            known = sorted((str(v) for v in conn.model_metadata(spec.model).get("versions", [])),
+                           key=lambda v: (len(v), v))
+        except EndpointError:
+            return None
+    if not known or spec.version in known:
+        return None
+    return ModelNotFoundError(f"version {spec.version} of model {shown_names([spec.model])} is not on "
+                              f"{conn.display_url}; it has version(s) {', '.join(known[-20:])}",
+                              hint="correct the endpoint's version (?version=N in its URL)")
 
 
 def _hashed_config(conn: DeadlineConnection, spec: EndpointSpec) -> tuple[dict[str, Any], str]:
@@ -748,9 +773,7 @@ def _unknown_model(spec: EndpointSpec, bundle: GoldenBundle | PendingBundle, exc
 
     message = redact(exc.message, tuple(v for v in spec.headers.values() if v))
     finding = MODEL_UNKNOWN.finding(f"{spec.name} ({spec.display_url}) could not be checked: {message}",
-                                    subject=Subject(endpoint=spec.name), evidence={
-                                        "error": message, "hint": "correct the endpoint's model: the URL's /MODEL, or "
-                                                                  "model in [[nightly.endpoints]]"})
+                                    subject=Subject(endpoint=spec.name), evidence={"error": message, "hint": exc.hint})
     return EndpointOutcome(spec, False, message, None, None, None, (), (finding,), (), bundle.num_samples, timings,
                            model_unknown=True)
 

@@ -186,7 +186,7 @@ def _model_unknown(outcome: EndpointOutcome, history: History, findings: list[Fi
 
     if not outcome.model_unknown:
         return False
-    reached = history.last_reachable(outcome.spec.name, outcome.spec.model)
+    reached = history.last_reachable(outcome.spec.name, outcome.spec.model, outcome.spec.version)
     if reached is None:
         return True
     for i, f in enumerate(findings):

@@ -92,3 +92,16 @@ def test_the_models_the_server_holds_are_listed_closest_first() -> None:
     error = missing_model(SimpleNamespace(display_url="grpc://h:8001"), "CNN", held)  # type: ignore[arg-type]
     assert error is not None
     assert "it holds 'cnn', 'alpha00'" in error.message, error.message
+
+
+def test_a_pinned_version_the_server_never_had_is_a_misspelling_too(tiny_golden: Path, tmp_path: Path) -> None:
+    """Review #12: '?version=7' on a server serving version 1 was 'not ready', exit 3 every night; the versions it
+    has are named now, and a version this endpoint never answered for is exit 2 (version 1 passed before: not it)."""
+    with FakeTriton(load_bundle(tiny_golden), "ok") as fake:
+        first, _ = night(tiny_golden, tmp_path, [f"e={fake.url}?version=1"], "--no-audit")
+        code, report = night(tiny_golden, tmp_path, [f"e={fake.url}?version=7"], "--no-audit")
+    assert first == 0 and code == 2
+    (finding,) = _findings(report, "e")
+    assert finding["code"] == "endpoint_model_unknown"
+    assert "version 7 of model 'm' is not on" in finding["message"] and "it has version(s) 1" in finding["message"]
+    assert "version" in finding["evidence"]["hint"]
