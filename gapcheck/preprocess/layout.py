@@ -89,10 +89,12 @@ def channel_count(info: LayoutInfo) -> int | None:
 
 
 def lone_channel_apart(a: LayoutInfo, b: LayoutInfo) -> bool:
-    """One side is an (H, W) image, the other a one-channel image that keeps its channel axis, (1, H, W) or
-    (H, W, 1) (past any batch axes): the same grayscale picture with and without that axis, not another layout.
-    Another channel count (grayscale against RGB) is not this: that is a real shape difference."""
-    return (a.layout == "HW") != (b.layout == "HW") and channel_count(a) == channel_count(b) == 1
+    """One side is an (H, W) image, the other a one-channel image of the same height and width that keeps its channel
+    axis, (1, H, W) or (H, W, 1) (past any batch axes): the same grayscale picture with and without that axis, not
+    another layout. Another channel count (grayscale against RGB) is not this, nor another size once squeezed (an
+    (H, W) against a (W, H, 1), transposed): those are real shape differences, and the outputs are not compared."""
+    return ((a.layout == "HW") != (b.layout == "HW") and channel_count(a) == channel_count(b) == 1
+            and spatial_shape(a) == spatial_shape(b))
 
 
 def without_lone_channel(array: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from gapcheck.findings import Finding, Severity, Subject
 from gapcheck.preprocess.diagnoses.base import Evidence, Pair, Population
 from gapcheck.preprocess.diagnoses.catalog import diagnose_pair, locate_step
 from gapcheck.preprocess.diagnoses.nondeterminism import DeterminismCheck
-from gapcheck.preprocess.layout import lone_channel_apart, to_chw
+from gapcheck.preprocess.layout import LayoutInfo, lone_channel_apart, to_chw
 from gapcheck.preprocess.replay import StageProfile, fit_profile
 from gapcheck.preprocess.result import PairResult
 from gapcheck.preprocess.rows import pair_label
@@ -313,8 +313,8 @@ def _channel_axis_notes(a: str, b: str, records: list[SampleRecord]) -> list[Fin
     extra, plain, extra_info = (b, a, cand_info) if ref_info.layout == "HW" else (a, b, ref_info)
     where = "leading" if extra_info.layout == "CHW" else "trailing"
     shapes = {a: list(ref.stats.shape), b: list(cand.stats.shape)}
-    form = "(1, H, W)" if where == "leading" else "(H, W, 1)"
-    message = (f"{extra} keeps a channel axis of size 1 that {plain} has not ({extra}: {shapes[extra]} {form}, "
+    message = (f"{extra} keeps a channel axis of size 1 that {plain} has not ({extra}: {shapes[extra]} "
+               f"{_lone_channel_form(extra_info)}, "
                f"{plain}: {shapes[plain]} (H, W) on {record.path}); the one-channel outputs were compared with it "
                f"squeezed, on {len(apart)} of {len(records)} sample(s). Not a gap by itself: the same grayscale image "
                f"with and without its channel axis")
@@ -322,6 +322,13 @@ def _channel_axis_notes(a: str, b: str, records: list[SampleRecord]) -> list[Fin
                           severity=Severity.INFO,
                           evidence={"channel_axis": where, "extra_axis_stage": extra, "ref_shape": shapes[a],
                                     "cand_shape": shapes[b], "samples": len(apart), "compared_samples": len(records)})]
+
+
+def _lone_channel_form(info: LayoutInfo) -> str:
+    """The shape of a one-channel image with its channel axis in letters, its batch axes as they are: (1, H, W),
+    (H, W, 1), or (1, 1, H, W) for a batch of one (not "(1, H, W)": that would say it has no batch axis)."""
+    dims = [str(d) for d in info.shape[: info.batch_dims]] + (["1", "H", "W"] if info.layout == "CHW" else ["H", "W", "1"])
+    return f"({', '.join(dims)})"
 
 
 def _lone_channel_apart(record: SampleRecord, a: str, b: str) -> bool:

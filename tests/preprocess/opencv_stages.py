@@ -29,6 +29,23 @@ def gray_hwc(path: str) -> np.ndarray:
     return gray_hw(path)[..., None]
 
 
+def gray_bchw(path: str) -> np.ndarray:
+    """A batch of one one-channel image: (1, 1, H, W)."""
+    return gray_hw(path)[None, None]
+
+
+def rect_hw(path: str) -> np.ndarray:
+    """PIL grayscale, bilinear to 64 wide and 48 high: (48, 64)."""
+    image = Image.open(path).convert("L").resize((SIDE, 48), Image.BILINEAR)
+    return np.asarray(image, dtype=np.float32) / 255.0
+
+
+def rect_whc(path: str) -> np.ndarray:
+    """The same picture transposed, with a trailing channel axis: (64, 48, 1), (W, H, 1). Squeezed it is (64, 48),
+    not (48, 64): another size, not the same picture with an extra axis."""
+    return rect_hw(path).T[..., None]
+
+
 def gray_chw_halved(path: str) -> np.ndarray:
     """(1, H, W) with another value scale: a real value difference on top of the channel axis."""
     return gray_hw(path)[None] * 0.5

@@ -81,6 +81,23 @@ def test_grayscale_against_three_channels_stays_a_shape_gap(gray_photos):
     assert _channel_notes(result) == [] and not result.pairs[0].comparable_samples
 
 
+def test_a_transposed_picture_with_a_channel_axis_is_a_shape_gap_without_the_channel_axis_info(gray_photos):
+    result = _audit(gray_photos, "rect_hw", "rect_whc")  # (48, 64) against (64, 48, 1): squeezed, still other sizes
+    shape = next(f for f in result.findings if f.code == "shape" and f.is_gap)
+    assert "infer outputs 1 channel(s) of 64x48, train 1 of 48x64" in shape.message
+    assert "channel axis" not in shape.message  # was "infer keeps a channel axis of size 1, train outputs (H, W)"
+    assert _channel_notes(result) == []  # was an info saying they "were compared with it squeezed, on 3 of 3"
+    assert not any("squeezed" in f.message for f in result.findings), [f.message for f in result.findings]
+    assert result.verdict == "gap" and not result.pairs[0].comparable_samples
+
+
+def test_a_batch_of_one_is_labelled_with_its_batch_axis(gray_photos):
+    result = _audit(gray_photos, "gray_hw", "gray_bchw")
+    assert result.verdict == "pass" and _gaps(result) == set()
+    [note] = _channel_notes(result)
+    assert "infer: [1, 1, 64, 64] (1, 1, H, W), train: [64, 64] (H, W)" in note.message  # was "(1, H, W)"
+
+
 def test_pair_deltas_squeeze_a_lone_channel_axis_only_against_hw():
     plane = np.random.default_rng(0).random((8, 8), dtype=np.float32)
 
@@ -102,6 +119,8 @@ def test_lone_channel_apart_is_one_channel_with_and_without_its_axis():
     hw, chw, hwc, rgb = (detect_layout(s) for s in ((8, 8), (1, 8, 8), (8, 8, 1), (3, 8, 8)))
     assert lone_channel_apart(hw, chw) and lone_channel_apart(hwc, hw)
     assert not lone_channel_apart(hw, rgb) and not lone_channel_apart(chw, hwc) and not lone_channel_apart(hw, hw)
+    assert not lone_channel_apart(detect_layout((48, 64)), detect_layout((64, 48, 1)))  # transposed: another size
+    assert not lone_channel_apart(detect_layout((1, 48, 64)), detect_layout((64, 48)))
 
 
 def test_cli_exits_0_with_the_info_line(gray_photos, capsys):

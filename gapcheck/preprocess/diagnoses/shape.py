@@ -8,7 +8,7 @@ from gapcheck.codes.preprocess import SHAPE
 from gapcheck.findings import Finding
 from gapcheck.preprocess.affine import describe_perm
 from gapcheck.preprocess.diagnoses.base import FirstSampleDiagnosis
-from gapcheck.preprocess.layout import LayoutInfo, channel_count, colour_apart, detect_layout, lone_channel_apart
+from gapcheck.preprocess.layout import LayoutInfo, channel_count, colour_apart, detect_layout
 from gapcheck.preprocess.luminance import LUMAS, REPEATED, LumaMatch
 
 if TYPE_CHECKING:
@@ -35,9 +35,6 @@ class ShapeDiagnosis(FirstSampleDiagnosis):
         if colour_apart(ri, ci):
             return _grayscale_against_colour(pair, ev, ri, ci)
         reasons = _batch_reasons(pair, ri, ci)
-        if lone_channel_apart(ri, ci):
-            extra, plain = (pair.cand, pair.ref) if ri.layout == "HW" else (pair.ref, pair.cand)
-            reasons.append(f"{extra} keeps a channel axis of size 1, {plain} outputs (H, W)")
         if rc is not None and cc is not None:
             reasons.append(f"{pair.cand} outputs {cc.shape[0]} channel(s) of {cc.shape[1]}x{cc.shape[2]}, "
                            f"{pair.ref} {rc.shape[0]} of {rc.shape[1]}x{rc.shape[2]}")
