@@ -188,12 +188,11 @@ def _audited(records: list[SampleRecord], deaths: list[Any], specs: tuple[StageS
 
 def _nothing_compared(audited: list[SampleRecord], specs: tuple[StageSpec, ...]) -> GapcheckError:
     """No sample went through two stages and no worker died: a stage that fails on every sample is a usage error
-    (a stage declared wrongly, e.g. a bytes-taking stage given paths), or the inputs are all unreadable images."""
+    (a stage declared wrongly, e.g. a bytes-taking stage given paths), said with the stage's error and its hint.
+    Bad inputs (unreadable, corrupt or truncated files) are never audited, so they are not here: ``_audited`` says
+    so when no other sample is left. An audited sample's issue is an unusual but valid input (a grayscale, alpha or
+    16-bit photo): a folder of grayscale photos was called "all bad inputs", which hid the stage's error and hint."""
     errors = [(o.stage, r.path, o.error) for r in audited for o in r.stages if not o.ok]
-    if errors and all(r.issue is not None for r in audited):  # every sample is a corrupt or truncated file
-        first = audited[0]
-        return InputError(f"nothing could be audited: the stages failed on every one of the {len(audited)} sample(s), "
-                          f"which are all bad inputs; first: {first.path} ({first.issue.detail if first.issue else ''})")
     failing = [spec for spec in specs if any(stage == spec.name for stage, _, _ in errors)]
     said = "; ".join(f"stage {spec.name} failed on {sum(1 for s, _, _ in errors if s == spec.name)} of {len(audited)} "
                      f"sample(s), first on {next(p for s, p, _ in errors if s == spec.name)}: "

@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from gapcheck.errors import UsageError
+from gapcheck.errors import InputError, UsageError
 from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.preprocess.stages import make_spec
 from gapcheck.preprocess.worker import RETURNED_NONE, _stage_error_text
@@ -105,3 +105,37 @@ def test_other_opencv_errors_get_no_hint(exc):
 def test_control_characters_in_a_stage_error_are_neutralised():
     said = _stage_error_text(make_spec("infer", target="st.py:pre"), ValueError("bad\x1b[2J\r\nPASS all good\x07"))
     assert said == "ValueError: bad\\x1b[2J PASS all good\\x07"
+
+
+@pytest.fixture(scope="module")
+def grayscale_only(tmp_path_factory) -> Path:
+    """A folder of grayscale photos only, as scikit-image ships them (PNG mode L): valid inputs, unusual ones."""
+    folder = tmp_path_factory.mktemp("grayscale_only")
+    for name in ("camera.png", "coins.png", "moon.png", "page.png"):
+        shutil.copy(SKIMAGE_DATA / name, folder / name)
+    return folder
+
+
+def test_a_stage_failing_on_grayscale_photos_only_says_its_error_and_hint(grayscale_only, capsys):
+    from gapcheck.cli.app import main
+
+    code = main(["preprocess-audit", "--samples", str(grayscale_only), "--stage", f"train={STAGES}gray_hw",
+                 "--stage", f"infer={STAGES}imread_then_gray,bytes", "--n", "4", "--workers", "1", "--repeats", "0",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and "bad input" not in line  # was "... which are all bad inputs; first: camera.png (PNG mode L)"
+    assert "stage infer failed on 4 of 4 sample(s), first on " in line and "!_src.empty()" in line
+    assert "stage infer was given the file's bytes" in line and "(without ,bytes)" in line and DECODE in line
+
+
+def test_corrupt_files_only_are_still_bad_inputs(tmp_path):
+    for name in ("camera.png", "coins.png"):  # headers intact, pixel data cut short: stages fail, full decode fails
+        data = (SKIMAGE_DATA / name).read_bytes()
+        (tmp_path / name).write_bytes(data[: len(data) // 3])
+    stages = [make_spec("train", target=STAGES + "gray_hw"),
+              make_spec("infer", target=STAGES + "imread_then_gray", accepts="bytes")]
+    with pytest.raises(InputError) as info:
+        preprocess_audit(tmp_path, stages, n=2, workers=1, repeats=0)
+    assert info.value.message == "none of the 2 sample(s) could be audited"
+    assert info.value.hint is not None and "camera.png: corrupt_image" in info.value.hint
