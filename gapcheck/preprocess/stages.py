@@ -82,24 +82,39 @@ _DECODE_BYTES = "cv2.imdecode(np.frombuffer(data, np.uint8), flags)"
 OPENCV_SYMPTOMS = {
     "none": "it returned None",  # cv2.imread / cv2.imdecode return None rather than raise
     "empty": "an OpenCV call got an empty image (None from cv2.imread / cv2.imdecode)",
+    # an empty image with no sign of a read given the wrong kind of input: no declaration to advise
+    "empty_unexplained": "an OpenCV call got an empty image",
     "filename": "an OpenCV call wanted a file name",
     "array": "an OpenCV call wanted a numpy array",
 }
 
 
+_EMPTY_CAUSES = ("a crop or ROI outside the image, or a read that returned None (cv2.imread returns None for a file it "
+                 "cannot open or decode)")
+
+
+def _given(spec: StageSpec) -> str:
+    if spec.accepts == "bytes":
+        return f"stage {spec.name} was given the file's bytes (a bytes object: it is declared ,bytes / accepts = \"bytes\")"
+    return f"stage {spec.name} was given the sample's path (a str)"
+
+
 def opencv_given_text(spec: StageSpec, symptom: str) -> str:
     """What a stage was given, for its error when OpenCV got the wrong kind of argument (``symptom``, a key of
-    :data:`OPENCV_SYMPTOMS`), the likely cause and how to declare the stage's input kind."""
+    :data:`OPENCV_SYMPTOMS`), the likely cause and how to declare the stage's input kind; for an empty image that
+    nothing ties to the input kind (``empty_unexplained``), what it was given and the usual causes, no declaration."""
     target, lead = spec.target or "TARGET", OPENCV_SYMPTOMS[symptom]
+    if symptom == "empty_unexplained":
+        return f"{_given(spec)} and {lead}: {_EMPTY_CAUSES}"
     if spec.accepts == "bytes":
-        given = f"stage {spec.name} was given the file's bytes (a bytes object: it is declared ,bytes / accepts = \"bytes\")"
+        given = _given(spec)
         as_path = (f"a stage that reads a path with cv2.imread must not be declared so: --stage {spec.name}={target} "
                    f"(without ,bytes), or accepts = \"path\" in [preprocess.stages.{spec.name}]")
         if symptom == "array":
             return f"{given} and {lead}: decode the bytes with {_DECODE_BYTES}, or {as_path}"
         return f"{given} and {lead}: cv2.imread takes a path (it returns None for bytes); {as_path}; or decode the " \
                f"bytes with {_DECODE_BYTES}"
-    given = f"stage {spec.name} was given the sample's path (a str)"
+    given = _given(spec)
     as_bytes = (f"a stage that takes the file's bytes must be declared so: --stage {spec.name}={target},bytes, or "
                 f"accepts = \"bytes\" in [preprocess.stages.{spec.name}]")
     if symptom == "array":

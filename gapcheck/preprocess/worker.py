@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -175,6 +177,8 @@ def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
     not 'str'"; ``Image.open(data)`` given the bytes only "embedded null byte")."""
     text = _error_text(exc)
     symptom = _opencv_symptom(exc)
+    if symptom == "empty" and not _empty_from_wrong_kind(spec, exc):
+        symptom = "empty_unexplained"  # a crop outside the image is no reason to declare ,bytes
     if symptom is not None:
         text = f"{text[:300]} ({opencv_given_text(spec, symptom)})"
     elif _wrong_argument(spec, exc):
@@ -210,6 +214,47 @@ def _opencv_symptom(exc: BaseException) -> str | None:
         if argument in _OPENCV_IMAGE_ARGUMENTS:
             return _OPENCV_IMAGE_ARGUMENTS[argument]
     return None
+
+
+def _empty_from_wrong_kind(spec: StageSpec, exc: BaseException) -> bool:
+    """Whether an OpenCV empty-image assertion points at the stage's input kind: a stage given the file's bytes whose
+    code calls cv2.imread (it returns None for bytes, so the image after it is empty whatever else the stage does), or a
+    stage given a path whose code calls cv2.imdecode, one of whose own variables is None when it failed (a decode
+    that returned None). Any other empty image (a crop or ROI outside the image, a read of a file OpenCV cannot decode)
+    says nothing about the input kind."""
+    names, none_assigned = _stage_frames(exc)
+    if spec.accepts == "bytes":
+        return "imread" in names
+    return "imdecode" in names and none_assigned
+
+
+_GAPCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _stage_frames(exc: BaseException) -> tuple[frozenset[str], bool]:
+    """What the frames ``exc`` passed through in the stage's own code (gapcheck's left out: a declared step list is
+    not the user's code) say: the names their code uses (``cv2.imread`` is the attribute name ``imread``; functions
+    and comprehensions defined inside them included), and whether a variable they assign, not an argument, is None."""
+    names: set[str] = set()
+    none_assigned = False
+    tb = exc.__traceback__
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        code = frame.f_code
+        if code.co_filename.startswith(_GAPCHECK_DIR):
+            continue
+        names |= _code_names(code)
+        assigned = code.co_varnames[code.co_argcount + code.co_kwonlyargcount :]
+        none_assigned |= any(name in frame.f_locals and frame.f_locals[name] is None for name in assigned)
+    return frozenset(names), none_assigned
+
+
+def _code_names(code: CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _code_names(const)
+    return names
 
 
 def _wrong_argument(spec: StageSpec, exc: BaseException) -> bool:

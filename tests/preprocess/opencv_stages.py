@@ -83,3 +83,30 @@ def gray_of(image: np.ndarray) -> np.ndarray:
     """A stage that expects a decoded array; given a path, cv2.cvtColor refuses the str."""
     return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
 
+
+
+# --- OpenCV stages that get an empty image for another reason: no input-kind advice ---------------------------------
+
+def imread_bad_crop(path: str) -> np.ndarray:
+    """Reads the path as it should, then crops rows 5000-5100 of a smaller photo: an empty array, !_src.empty()."""
+    image = cv2.imread(path)
+    return cv2.cvtColor(image[5000:5100, 0:100], cv2.COLOR_BGR2GRAY)
+
+
+def imdecode_bad_crop(data: bytes) -> np.ndarray:
+    """Decodes the bytes as it should, then crops outside the photo."""
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    return cv2.cvtColor(image[5000:5100, 0:100], cv2.COLOR_BGR2GRAY)
+
+
+def fromfile_bad_crop(path: str) -> np.ndarray:
+    """The unicode-path idiom, cv2.imdecode(np.fromfile(path)), then a crop outside the photo: imdecode named in a
+    path stage, but nothing it returned is None."""
+    image = cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_COLOR)
+    return cv2.cvtColor(image[5000:5100, 0:100], cv2.COLOR_BGR2GRAY)
+
+
+def imdecode_of_path(path: str) -> np.ndarray:
+    """A stage written for bytes, decoding the path's characters: cv2.imdecode returns None, cvtColor asserts."""
+    image = cv2.imdecode(np.frombuffer(path.encode(), np.uint8), cv2.IMREAD_COLOR)
+    return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)

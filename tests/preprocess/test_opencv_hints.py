@@ -139,3 +139,37 @@ def test_corrupt_files_only_are_still_bad_inputs(tmp_path):
         preprocess_audit(tmp_path, stages, n=2, workers=1, repeats=0)
     assert info.value.message == "none of the 2 sample(s) could be audited"
     assert info.value.hint is not None and "camera.png: corrupt_image" in info.value.hint
+
+
+NEUTRAL = "an OpenCV call got an empty image: a crop or ROI outside the image, or a read that returned None"
+
+
+@pytest.mark.parametrize("cand, given", [
+    ("imread_bad_crop", "was given the sample's path (a str)"),  # was told to declare ,bytes
+    ("imdecode_bad_crop,bytes", "was given the file's bytes (a bytes object: it is declared ,bytes / accepts = \"bytes\")"),
+    # ^ was told that cv2.imread takes a path and to drop ,bytes
+    ("fromfile_bad_crop", "was given the sample's path (a str)"),  # imdecode named, but nothing it gave is None
+])
+def test_an_empty_crop_gets_the_neutral_hint_not_the_declaration(photos2, cand, given):
+    said = _failure(photos2, cand)
+    assert "!_src.empty()" in said and f"stage infer {given} and {NEUTRAL}" in said
+    assert ",bytes," not in said and "without ,bytes" not in said and "cv2.imdecode returns None" not in said
+    assert "cv2.imread takes a path" not in said
+
+
+def test_a_path_decoded_as_bytes_keeps_the_bytes_declaration(photos2):
+    said = _failure(photos2, "imdecode_of_path")  # imdecode named and it returned None: the input kind
+    assert "an OpenCV call got an empty image (None from cv2.imread / cv2.imdecode)" in said
+    assert f"--stage infer={STAGES}imdecode_of_path,bytes" in said
+
+
+def test_the_cli_gives_no_bytes_hint_for_an_empty_crop(photos2, capsys):
+    from gapcheck.cli.app import main
+
+    code = main(["preprocess-audit", "--samples", str(photos2), "--stage", f"train={STAGES}gray_hw",
+                 "--stage", f"infer={STAGES}imread_bad_crop", "--n", "2", "--workers", "2", "--repeats", "0",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and NEUTRAL in line and "bytes" not in line
+    assert "hint:" not in err  # the generic 'declare ,bytes' hint neither
