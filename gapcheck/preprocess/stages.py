@@ -81,6 +81,8 @@ _DECODE_BYTES = "cv2.imdecode(np.frombuffer(data, np.uint8), flags)"
 #: the OpenCV symptoms of a wrong argument, as :func:`opencv_given_text` opens its hint
 OPENCV_SYMPTOMS = {
     "none": "it returned None",  # cv2.imread / cv2.imdecode return None rather than raise
+    # None with no read in the stage's code that returns None for the input kind it was given: no declaration to advise
+    "none_unexplained": "it returned None",
     "empty": "an OpenCV call got an empty image (None from cv2.imread / cv2.imdecode)",
     # an empty image with no sign of a read given the wrong kind of input: no declaration to advise
     "empty_unexplained": "an OpenCV call got an empty image",
@@ -93,6 +95,10 @@ _EMPTY_CAUSES = ("a crop or ROI outside the image, or a read that returned None 
                  "cannot open or decode)")
 
 
+_NONE_CAUSES = ("a function without a return statement returns None, and cv2.imread / cv2.imdecode return None for "
+                "what they cannot open or decode")
+
+
 def _given(spec: StageSpec) -> str:
     if spec.accepts == "bytes":
         return f"stage {spec.name} was given the file's bytes (a bytes object: it is declared ,bytes / accepts = \"bytes\")"
@@ -102,10 +108,13 @@ def _given(spec: StageSpec) -> str:
 def opencv_given_text(spec: StageSpec, symptom: str) -> str:
     """What a stage was given, for its error when OpenCV got the wrong kind of argument (``symptom``, a key of
     :data:`OPENCV_SYMPTOMS`), the likely cause and how to declare the stage's input kind; for an empty image that
-    nothing ties to the input kind (``empty_unexplained``), what it was given and the usual causes, no declaration."""
+    nothing ties to the input kind (``empty_unexplained``, ``none_unexplained``), what it was given and the usual causes,
+    no declaration."""
     target, lead = spec.target or "TARGET", OPENCV_SYMPTOMS[symptom]
     if symptom == "empty_unexplained":
         return f"{_given(spec)} and {lead}: {_EMPTY_CAUSES}"
+    if symptom == "none_unexplained":
+        return f"{_given(spec)} and {lead}: {_NONE_CAUSES}"
     if spec.accepts == "bytes":
         given = _given(spec)
         as_path = (f"a stage that reads a path with cv2.imread must not be declared so: --stage {spec.name}={target} "

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
-from types import CodeType
+from types import CodeType, FunctionType, MethodType
 from typing import Any
 
 import numpy as np
@@ -171,14 +171,17 @@ def _one_line(text: str) -> str:
     return safe_line(" ".join(line for i, line in enumerate(lines) if i == 0 or line != lines[i - 1]))
 
 
-def _stage_error_text(spec: StageSpec, exc: BaseException) -> str:
+def _stage_error_text(spec: StageSpec, exc: BaseException, fn: Callable[..., Any] | None = None) -> str:
     """The stage's error; when it says the stage was given the other kind of argument, also what it was given and
     how to declare it (``def pre(data: bytes)`` called with a path raised only "a bytes-like object is required,
-    not 'str'"; ``Image.open(data)`` given the bytes only "embedded null byte")."""
+    not 'str'"; ``Image.open(data)`` given the bytes only "embedded null byte"). ``fn``: the stage's callable, whose
+    code says whether a None it returned can come from a read given the wrong kind of input."""
     text = _error_text(exc)
     symptom = _opencv_symptom(exc)
     if symptom == "empty" and not _empty_from_wrong_kind(spec, exc):
         symptom = "empty_unexplained"  # a crop outside the image is no reason to declare ,bytes
+    if symptom == "none" and not _reads_wrong_kind(spec, _callable_names(fn)):
+        symptom = "none_unexplained"  # a function that forgot its return statement neither
     if symptom is not None:
         text = f"{text[:300]} ({opencv_given_text(spec, symptom)})"
     elif _wrong_argument(spec, exc):
@@ -223,9 +226,31 @@ def _empty_from_wrong_kind(spec: StageSpec, exc: BaseException) -> bool:
     that returned None). Any other empty image (a crop or ROI outside the image, a read of a file OpenCV cannot decode)
     says nothing about the input kind."""
     names, none_assigned = _stage_frames(exc)
-    if spec.accepts == "bytes":
-        return "imread" in names
-    return "imdecode" in names and none_assigned
+    return _reads_wrong_kind(spec, names) and (spec.accepts == "bytes" or none_assigned)
+
+
+def _reads_wrong_kind(spec: StageSpec, names: frozenset[str]) -> bool:
+    """Whether code using ``names`` calls the OpenCV read that returns None for the input kind the stage was given:
+    cv2.imread for the file's bytes, cv2.imdecode for a path."""
+    return ("imread" if spec.accepts == "bytes" else "imdecode") in names
+
+
+def _callable_names(fn: Callable[..., Any] | None) -> frozenset[str]:
+    """The names a stage's code uses, and those of the module functions it calls by name (one level: a stage that
+    returns ``load(path)`` where ``load`` calls cv2.imread); nothing for a callable without Python code."""
+    target = getattr(fn, "func", fn)  # a functools.partial's function
+    if not isinstance(target, (FunctionType, MethodType)):
+        # a callable object's __call__ method, found on its class as Python calls it
+        target = next((vars(cls)["__call__"] for cls in type(target).__mro__ if "__call__" in vars(cls)), None)
+    code, module = getattr(target, "__code__", None), getattr(target, "__globals__", {})
+    if not isinstance(code, CodeType):
+        return frozenset()
+    names = _code_names(code)
+    for name in list(names):
+        helper = getattr(module.get(name), "__code__", None)
+        if isinstance(helper, CodeType):
+            names |= _code_names(helper)
+    return frozenset(names)
 
 
 _GAPCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -436,7 +461,7 @@ def _observe(spec: StageSpec, fn: Callable[..., Any], item: WorkItem, path: str,
     try:
         output = _call(spec, fn, path, data)
     except Exception as exc:  # noqa: BLE001 - a stage's own error is reported with the sample
-        return StageObservation(spec.name, False, _stage_error_text(spec, exc)), None
+        return StageObservation(spec.name, False, _stage_error_text(spec, exc, fn)), None
     twin = twin_of(output) if twin_of is not None else None
     repeats = _repeats(spec, fn, item, path, data, options)
     kept = output if item.keep_arrays else None

@@ -110,3 +110,25 @@ def imdecode_of_path(path: str) -> np.ndarray:
     """A stage written for bytes, decoding the path's characters: cv2.imdecode returns None, cvtColor asserts."""
     image = cv2.imdecode(np.frombuffer(path.encode(), np.uint8), cv2.IMREAD_COLOR)
     return cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+
+
+# --- stages that return None: the declaration is advised only when a read of the other input kind is in the code ---
+
+def imread_no_return(path: str) -> None:
+    """Reads and resizes the path as it should, then forgets to return: None, nothing to do with the input kind."""
+    image = cv2.imread(path)
+    cv2.resize(image, (SIDE, SIDE))
+
+
+def _load(path: str) -> np.ndarray | None:
+    return cv2.imread(path)
+
+
+def imread_via_helper(path: str) -> np.ndarray | None:
+    """cv2.imread in a helper of the same module: declared ,bytes, it returns None."""
+    return _load(path)
+
+
+def imdecode_of_path_returned(path: str) -> np.ndarray | None:
+    """A stage written for bytes, decoding the path's characters and returning cv2.imdecode's None."""
+    return cv2.imdecode(np.frombuffer(path.encode(), np.uint8), cv2.IMREAD_COLOR)

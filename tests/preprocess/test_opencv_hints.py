@@ -79,7 +79,8 @@ def test_the_cli_exits_2_with_the_hint_on_one_line(photos2, capsys):
 
 
 @pytest.mark.parametrize("accepts, exc, expected", [
-    ("path", TypeError(RETURNED_NONE), "was given the sample's path (a str) and it returned None: cv2.imdecode"),
+    # no stage code to read: what it was given and the usual causes of None, no declaration advised
+    ("path", TypeError(RETURNED_NONE), "was given the sample's path (a str) and it returned None: a function without"),
     # OpenCV 4.1-4.4 raised its argument errors as TypeError
     ("path", TypeError("Expected Ptr<cv::UMat> for argument 'src'"), "an OpenCV call wanted a numpy array"),
     ("bytes", cv2.error("OpenCV(4.5.5) :-1: error: (-5:Bad argument) in function 'imread'\n> Overload resolution "
@@ -173,3 +174,16 @@ def test_the_cli_gives_no_bytes_hint_for_an_empty_crop(photos2, capsys):
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 2 and NEUTRAL in line and "bytes" not in line
     assert "hint:" not in err  # the generic 'declare ,bytes' hint neither
+
+
+@pytest.mark.parametrize("cand, expected", [
+    ("imread_no_return", "was given the sample's path (a str) and it returned None: a function without a return "
+                         "statement returns None, and cv2.imread / cv2.imdecode return None for what they cannot open"),
+    ("imread_via_helper,bytes", "and it returned None: cv2.imread takes a path (it returns None for bytes)"),
+    ("imdecode_of_path_returned", "and it returned None: cv2.imdecode returns None unless given the file's bytes"),
+])
+def test_a_none_gets_the_declaration_only_when_the_stage_reads_the_other_kind(photos2, cand, expected):
+    said = _failure(photos2, cand)
+    assert "TypeError: stage returned None, not an array" in said and expected in said
+    declared = ",bytes," in said or "(without ,bytes)" in said
+    assert declared == (cand != "imread_no_return"), said  # was told to declare ,bytes for a missing return
