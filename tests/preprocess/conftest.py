@@ -15,13 +15,30 @@ SKIMAGE_DATA = Path(skimage.__file__).parent / "data"
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg")
 
 
+def skimage_folder(tmp_path_factory, label: str, names: tuple[str, ...]) -> Path:
+    """A new folder holding scikit-image's photos ``names``, copied as they ship."""
+    folder = tmp_path_factory.mktemp(label)
+    for name in names:
+        shutil.copy(SKIMAGE_DATA / name, folder / name)
+    return folder
+
+
+def audit_pair(stages: Path, samples: Path, ref: str, cand: str):
+    """preprocess-audit of ``samples`` through two functions of the module ``stages`` as train and infer."""
+    from gapcheck.preprocess.audit import preprocess_audit
+
+    prefix = f"{stages}:"
+    return preprocess_audit(samples, {"train": prefix + ref, "infer": prefix + cand}, n=3, workers=1, repeats=0)
+
+
+def gap_codes(result) -> set[str]:
+    return {f.code for f in result.findings if f.is_gap}
+
+
 @pytest.fixture(scope="session")
 def photos(tmp_path_factory) -> Path:
     """Four real colour photographs (PNG and JPEG) of different sizes and aspect ratios."""
-    folder = tmp_path_factory.mktemp("photos")
-    for name in PHOTOS:
-        shutil.copy(SKIMAGE_DATA / name, folder / name)
-    return folder
+    return skimage_folder(tmp_path_factory, "photos", PHOTOS)
 
 
 def _png_with_size(width: int, height: int) -> bytes:

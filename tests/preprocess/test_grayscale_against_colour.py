@@ -4,8 +4,8 @@ the colour ones; no `layout` or `channel_order` gap next to it (a lone plane has
 scikit-image photos."""
 from __future__ import annotations
 
+import functools
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
@@ -18,27 +18,20 @@ from gapcheck.preprocess.layout import colour_apart, detect_layout
 from gapcheck.preprocess.luminance import luminance_match
 from gapcheck.preprocess.recipe import parse_steps
 from gapcheck.preprocess.stages import make_spec
-from tests.preprocess.conftest import SKIMAGE_DATA, report_json
+from tests.preprocess.conftest import SKIMAGE_DATA, audit_pair, gap_codes, report_json, skimage_folder
 
-STAGES = str(Path(__file__).with_name("colour_stages.py")) + ":"
+STAGES_FILE = Path(__file__).with_name("colour_stages.py")
+STAGES = f"{STAGES_FILE}:"
 SCHEMA = Path(__file__).resolve().parents[2] / "gapcheck" / "schemas" / "preprocess-audit.schema.json"
 
 
 @pytest.fixture(scope="module")
 def colour_photos(tmp_path_factory) -> Path:
     """Three colour photos as they ship with scikit-image."""
-    folder = tmp_path_factory.mktemp("colour_photos")
-    for name in ("astronaut.png", "coffee.png", "chelsea.png"):
-        shutil.copy(SKIMAGE_DATA / name, folder / name)
-    return folder
+    return skimage_folder(tmp_path_factory, "colour_photos", ("astronaut.png", "coffee.png", "chelsea.png"))
 
 
-def _audit(samples: Path, ref: str, cand: str):
-    return preprocess_audit(samples, {"train": STAGES + ref, "infer": STAGES + cand}, n=3, workers=1, repeats=0)
-
-
-def _gaps(result) -> set[str]:
-    return {f.code for f in result.findings if f.is_gap}
+_audit, _gaps = functools.partial(audit_pair, STAGES_FILE), gap_codes  # (samples, train stage, infer stage)
 
 
 def _shape(result):

@@ -3,36 +3,28 @@ the channel axis squeezed and said as one info naming the stage with the extra a
 as usual, and grayscale against three channels stays a real shape difference. Real scikit-image photos."""
 from __future__ import annotations
 
-import shutil
+import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gapcheck.preprocess.audit import preprocess_audit
 from gapcheck.preprocess.layout import detect_layout, lone_channel_apart
 from gapcheck.preprocess.summary import summarize_output
 from gapcheck.preprocess.worker import pair_delta
-from tests.preprocess.conftest import SKIMAGE_DATA, report_json
+from tests.preprocess.conftest import audit_pair, gap_codes, report_json, skimage_folder
 
-STAGES = str(Path(__file__).with_name("opencv_stages.py")) + ":"
+STAGES_FILE = Path(__file__).with_name("opencv_stages.py")
+STAGES = f"{STAGES_FILE}:"
 
 
 @pytest.fixture(scope="module")
 def gray_photos(tmp_path_factory) -> Path:
     """Two grayscale photos (camera, coins) and a colour one (astronaut), as they ship with scikit-image."""
-    folder = tmp_path_factory.mktemp("gray_photos")
-    for name in ("camera.png", "coins.png", "astronaut.png"):
-        shutil.copy(SKIMAGE_DATA / name, folder / name)
-    return folder
+    return skimage_folder(tmp_path_factory, "gray_photos", ("camera.png", "coins.png", "astronaut.png"))
 
 
-def _audit(samples: Path, ref: str, cand: str):
-    return preprocess_audit(samples, {"train": STAGES + ref, "infer": STAGES + cand}, n=3, workers=1, repeats=0)
-
-
-def _gaps(result) -> set[str]:
-    return {f.code for f in result.findings if f.is_gap}
+_audit, _gaps = functools.partial(audit_pair, STAGES_FILE), gap_codes  # (samples, train stage, infer stage)
 
 
 def _channel_notes(result) -> list:
