@@ -519,40 +519,21 @@ def _served_facts(spec: EndpointSpec, conn: DeadlineConnection, findings: list[F
 
 
 def _missing_model(conn: DeadlineConnection, spec: EndpointSpec) -> ModelNotFoundError | None:
-    """Why a model that is not ready is not on the server at all (the names it holds), or None (it is there, only
-    not ready; or the server will not tell). Asked only once the model is found not ready: no cost on a good night."""
-    from gapcheck.triton.audit import missing_model
+    """Why a model that is not ready (or the version the endpoint pins) is not on the server at all, naming what it
+    has, or None (it is there, only not ready; or the server will not tell). Asked only once the model is found not
+    ready: no cost on a good night."""
+    from gapcheck.triton.audit import missing_model, missing_version
 
     try:
         index = conn.repository_index()
     except EndpointError:  # restricted (RestrictedApiError is one) or failing: the model's metadata may still tell
         index = None
-    missing = missing_model(conn, spec.model, index)
-    if missing is not None:  # said with where a nightly endpoint's model is set
-        return ModelNotFoundError(missing.message, hint="correct the endpoint's model: the URL's /MODEL, or model in "
-                                                        "[[nightly.endpoints]]")
-    return _missing_version(conn, spec, index) if spec.version else None
-
-
-def _missing_version(conn: DeadlineConnection, spec: EndpointSpec,
-                     index: list[dict[str, Any]] | None) -> ModelNotFoundError | None:
-    """Why the version the endpoint pins is not on the server (a version it does not have in any state: the
-    versions it does have), or None. From the repository index (every version, loading or failed too); where that
-    is restricted, the model's metadata (the versions it serves)."""
-    if index is not None:
-        known = sorted({str(e.get("version", "")) for e in index if e.get("name") == spec.model} - {""},
-                       key=lambda v: (len(v), v))
-    else:
-        try:
-            known = sorted((str(v) for v in conn.model_metadata(spec.model).get("versions", [])),
-                           key=lambda v: (len(v), v))
-        except EndpointError:
-            return None
-    if not known or spec.version in known:
-        return None
-    return ModelNotFoundError(f"version {spec.version} of model {shown_names([spec.model])} is not on "
-                              f"{conn.display_url}; it has version(s) {', '.join(known[-20:])}",
-                              hint="correct the endpoint's version (?version=N in its URL)")
+    missing = missing_model(conn, spec.model, index, hint="correct the endpoint's model: the URL's /MODEL, or model "
+                                                          "in [[nightly.endpoints]]")
+    if missing is None and spec.version:
+        missing = missing_version(conn, spec.model, spec.version, index,
+                                  hint="correct the endpoint's version (?version=N in its URL)")
+    return missing
 
 
 def _hashed_config(conn: DeadlineConnection, spec: EndpointSpec) -> tuple[dict[str, Any], str]:

@@ -291,11 +291,15 @@ def audit_deployment(
                              output_map=pairings["output"].renamed if "output" in pairings else {})
 
 
-def missing_model(conn: TritonConnection, model: str, everything: list[dict[str, Any]] | None
-                  ) -> ModelNotFoundError | None:
-    """Why ``model`` is not on the server (a misspelt name: the caller's mistake, exit 2, naming what the server has),
-    or None when it is there or cannot be told. From the server's repository index (``everything``); when that is
-    restricted (None), the server's 404 / NOT_FOUND for the model's metadata says it."""
+MODEL_HINT = "check --triton-model (or the URL's /MODEL)"
+
+
+def missing_model(conn: TritonConnection, model: str, everything: list[dict[str, Any]] | None, *,
+                  hint: str = MODEL_HINT) -> ModelNotFoundError | None:
+    """Why ``model`` is not on the server (a misspelt name: the caller's mistake, exit 2, naming what the server has,
+    the closest names first), or None when it is there or cannot be told. From the server's repository index
+    (``everything``); when that is restricted (None), the server's 404 / NOT_FOUND for the model's metadata says it.
+    ``hint``: where the caller's model name is set."""
     where = conn.display_url
     if everything is not None:
         if any(e.get("name") == model for e in everything):
@@ -305,17 +309,34 @@ def missing_model(conn: TritonConnection, model: str, everything: list[dict[str,
         close = [by_case[n] for n in difflib.get_close_matches(model.lower(), list(by_case), n=5, cutoff=0.6)]
         names = close + [n for n in held if n not in close]
         return ModelNotFoundError(f"model {shown_names([model])} is not in the repository of {where}; it holds "
-                                  f"{shown_names(names)}", hint="check --triton-model (or the URL's /MODEL)")
+                                  f"{shown_names(names)}", hint=hint)
     try:
         conn.model_metadata(model)
     except RequestRejectedError as exc:
         if exc.status in ("404", "StatusCode.NOT_FOUND"):
             return ModelNotFoundError(f"model {shown_names([model])} is not on {where} (the server says: "
-                                      f"{clean_text(exc.reason, 200)}; its repository index is restricted)",
-                                      hint="check --triton-model (or the URL's /MODEL)")
+                                      f"{clean_text(exc.reason, 200)}; its repository index is restricted)", hint=hint)
     except EndpointError:
         pass
     return None
+
+
+def missing_version(conn: TritonConnection, model: str, version: str, everything: list[dict[str, Any]] | None, *,
+                    hint: str) -> ModelNotFoundError | None:
+    """Why ``version`` of ``model`` (which the server has) is not on the server in any state, naming the versions it
+    has, or None when it is there (maybe not ready) or cannot be told. From the repository index (every version,
+    loading or failed too); where that is restricted (None), the versions the model's metadata lists."""
+    if everything is not None:
+        known = {str(e.get("version", "")) for e in everything if e.get("name") == model} - {""}
+    else:
+        try:
+            known = {str(v) for v in conn.model_metadata(model).get("versions", [])}
+        except EndpointError:
+            return None
+    if not known or version in known:
+        return None
+    return ModelNotFoundError(f"version {version} of model {shown_names([model])} is not on {conn.display_url}; it "
+                              f"has version(s) {', '.join(sorted(known, key=_num)[-20:])}", hint=hint)
 
 
 class _Audit:
