@@ -11,6 +11,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# ITU-R BT.601 luma weights for (R, G, B), as PIL's convert("L") and cv2's RGB2GRAY use them (each rounds them its
+# own way: PIL to 16-bit integers, 19595/38470/7471 >> 16; OpenCV to 14-bit, 4899/9617/1868 >> 14).
+BT601 = (0.299, 0.587, 0.114)
+
+
+def pil_gray(rgb: np.ndarray) -> np.ndarray:
+    """PIL's convert('L') of an 8-bit HxWx3 RGB array (its own fixed-point rounding, bit for bit)."""
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(np.ascontiguousarray(rgb)).convert("L"))
+
 
 @dataclass(frozen=True)
 class Luma:
@@ -21,8 +32,7 @@ class Luma:
 
 
 LUMAS = (
-    Luma("ITU-R 601 luma (0.299 R + 0.587 G + 0.114 B, as PIL convert('L') and OpenCV cvtColor make it)",
-         (0.299, 0.587, 0.114)),
+    Luma("ITU-R 601 luma (0.299 R + 0.587 G + 0.114 B, as PIL convert('L') and OpenCV cvtColor make it)", BT601),
     Luma("ITU-R 709 luma (0.2125 R + 0.7154 G + 0.0721 B, as scikit-image rgb2gray makes it)",
          (0.2125, 0.7154, 0.0721)),
     Luma("the mean of the channels", (1 / 3, 1 / 3, 1 / 3)),

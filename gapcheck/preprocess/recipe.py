@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gapcheck.preprocess.imageops import ResizeMethod, center_crop, resize, shorter_side_size, validate_method
+from gapcheck.preprocess.luminance import BT601, pil_gray
 
 _PARAMS: dict[str, dict[str, tuple[type, ...]]] = {
     "decode": {"backend": (str,)},
@@ -257,13 +258,12 @@ def _convert_color(order: str, state: _State) -> _State:
 
 
 def _luma(image: np.ndarray, color: str) -> np.ndarray:
-    """ITU-R 601 luma of an HWC colour image, as PIL's convert('L') makes it: on 8-bit images its 16-bit fixed-point
-    weights, rounded (so a declared step list replays a PIL grayscale stage bit for bit); in float32 otherwise."""
+    """ITU-R 601 luma of an HWC colour image, as PIL's convert('L') makes it: on 8-bit images PIL's own conversion
+    (so a declared step list replays a PIL grayscale stage bit for bit); in float32 otherwise."""
     rgb = image[..., 2::-1] if color == "bgr" else image[..., :3]
     if image.dtype == np.uint8:
-        weighted = rgb.astype(np.uint32) @ np.array([19595, 38470, 7471], np.uint32) + 0x8000
-        return (weighted >> 16).astype(np.uint8)
-    return rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+        return pil_gray(rgb)
+    return rgb.astype(np.float32) @ np.array(BT601, np.float32)
 
 
 def _resize_or_crop(step: Step, state: _State) -> _State:

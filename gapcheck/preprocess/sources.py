@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gapcheck.preprocess.luminance import BT601, pil_gray
+
 DEFAULT = "rgb"  # PIL, .convert("RGB"): EXIF not applied, alpha dropped, palette looked up
 EXIF = "exif_oriented"
 ALPHA_WHITE = "alpha_on_white"
@@ -39,9 +41,7 @@ ORIENTATIONS = {
     7: "transverse (mirror along the anti-diagonal)",
     8: "rotate 90° counter-clockwise",
 }
-# ITU-R BT.601 luma weights, as PIL's convert("L") and cv2's RGB2GRAY use them (each rounds them its own way:
-# PIL to 16-bit integers, 19595/38470/7471 >> 16; OpenCV to 14-bit, 4899/9617/1868 >> 14).
-_LUMA = np.array([0.299, 0.587, 0.114])
+_LUMA = np.array(BT601)  # ITU-R BT.601 (gapcheck.preprocess.luminance)
 
 
 @dataclass(frozen=True)
@@ -131,12 +131,6 @@ def sources(data: bytes, channels: int, max_pixels: int) -> dict[str, np.ndarray
     return _gray_readings(data, readings) if channels == 1 else readings
 
 
-def _pil_gray(rgb: np.ndarray) -> np.ndarray:
-    from PIL import Image
-
-    return np.asarray(Image.fromarray(rgb).convert("L"))
-
-
 def _gray_readings(data: bytes, readings: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The one-channel readings: PIL's and OpenCV's luma of the RGB decode (they round differently, by one level at
     most), a JPEG's own luma plane (no RGB decode, so no clipping of saturated colours: several levels apart
@@ -144,12 +138,12 @@ def _gray_readings(data: bytes, readings: dict[str, np.ndarray]) -> dict[str, np
     import cv2
 
     rgb = readings[DEFAULT]
-    gray = {GRAY_RGB: _pil_gray(rgb), GRAY_CV2: cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)}
+    gray = {GRAY_RGB: pil_gray(rgb), GRAY_CV2: cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)}
     luma = jpeg_luma(data)
     if luma is not None and luma.shape == rgb.shape[:2]:
         gray[GRAY_LUMA] = luma
     gray[GRAY_BGR] = _luma(rgb, _LUMA[::-1])
-    gray.update({name: _pil_gray(a) for name, a in readings.items() if name not in (DEFAULT, PALETTE)})
+    gray.update({name: pil_gray(a) for name, a in readings.items() if name not in (DEFAULT, PALETTE)})
     if PALETTE in readings:
         gray[PALETTE] = readings[PALETTE][..., 0]
     return gray
