@@ -130,7 +130,7 @@ class FeatureDrift:
     # values an identifier's numbering holds apart from its range (-1, 999999999 "unknown"): set aside from its test
     # and moments, with the rows of each side's sample holding them
     sentinels: tuple[Sentinel, ...] = ()
-    # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order_reason): tested and
+    # why the column is the clock of a time-ordered split (gapcheck.data.identifiers.time_order): tested and
     # shown, said as time_ordered_split, out of BH and the verdict; None otherwise
     time_order: str | None = None
     clock: TimeOrder | None = None  # ...and its cut, ties and values on the wrong side of it (the finding's evidence)

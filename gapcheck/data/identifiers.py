@@ -282,13 +282,6 @@ class TimeOrder:
     sampled: tuple[int, int] = (0, 0)  # the values each side's counts are of (its finite sampled values)
 
 
-def time_order_reason(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False,
-                      samples: tuple[np.ndarray, np.ndarray] | None = None) -> str | None:
-    """Why ``name`` is the clock of a time-ordered split (a short phrase for the finding), or None."""
-    order = time_order(name, ref, cur, dates, samples)
-    return order.reason if order else None
-
-
 def time_order(name: str, ref: ColumnStats, cur: ColumnStats, dates: bool = False,
                samples: tuple[np.ndarray, np.ndarray] | None = None) -> TimeOrder | None:
     """How ``name`` is the clock of a time-ordered split, or None.
