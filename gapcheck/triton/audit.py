@@ -246,7 +246,8 @@ def _version_policy(config: dict[str, Any]) -> list[str] | None:
 
 
 def _num(version: str) -> tuple[int, str]:
-    return (int(version), "") if version.isdigit() else (0, version)
+    # ASCII digits only: str.isdigit also takes '²', which int() refuses (a server's version string is outside text)
+    return (int(version), "") if version.isascii() and version.isdigit() else (0, version)
 
 
 def _side(io: OnnxIo) -> TensorSide:

@@ -105,3 +105,17 @@ def test_a_pinned_version_the_server_never_had_is_a_misspelling_too(tiny_golden:
     assert finding["code"] == "endpoint_model_unknown"
     assert "version 7 of model 'm' is not on" in finding["message"] and "it has version(s) 1" in finding["message"]
     assert "version" in finding["evidence"]["hint"]
+
+
+def test_versions_a_server_names_oddly_are_listed_not_a_crash() -> None:
+    """The versions are ordered with the audit's own key; a version string of non-ASCII digits ('²': isdigit, but no
+    int) from a hostile server is shown, not a ValueError."""
+    from types import SimpleNamespace
+
+    from gapcheck.triton.audit import missing_version
+
+    index = [{"name": "m", "version": v} for v in ("10", "2", "²")]
+    error = missing_version(SimpleNamespace(display_url="grpc://h:8001"), "m", "7", index,  # type: ignore[arg-type]
+                            hint="h")
+    assert error is not None
+    assert "it has version(s) ², 2, 10" in error.message, error.message
